@@ -1,0 +1,458 @@
+//! ONNX → [`Graph`]: decode the protobuf, read initializers (memory-mapped where possible),
+//! bind input shapes, order the nodes, convert each node to an [`Op`], infer its output types,
+//! and fold it when its result is known at compile time.
+//!
+//! Folding happens *during* import, node by node in topological order, because shapes
+//! downstream depend on it (`Shape → Gather → Concat → Reshape`): a node is folded when every
+//! data input is a constant, or when its op is computable from input types alone (Shape).
+//! Folded nodes do not appear in the graph; their outputs are constant values.
+
+pub mod inputs;
+pub mod tensor_proto;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use arenac_proto::{GraphProto, Message, ModelProto, NodeProto};
+use bytes::Bytes;
+
+use crate::error::{Error, OpError, Result};
+use crate::ir::graph::{Graph, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
+use crate::ir::types::TensorType;
+use crate::ops::ctx::{CtxInput, NodeCtx};
+use crate::ops::{self, MAX_OPSET, MIN_OPSET, Op};
+use inputs::{DeclaredInput, bind_inputs};
+use tensor_proto::{ExternalData, map_file, tensor_from_proto};
+
+/// Options for [`import_model`].
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// User-given shapes: `(input name or symbolic dim, dims)`.
+    pub shapes: Vec<(String, Vec<usize>)>,
+}
+
+/// The result of an import.
+#[derive(Debug)]
+pub struct Imported {
+    /// The typed, folded graph.
+    pub graph: Graph,
+    /// Things the user should know (dims defaulted to 1...).
+    pub warnings: Vec<String>,
+}
+
+/// Reads and decodes a `.onnx` file. The file is memory-mapped and decoded zero-copy: tensor
+/// `raw_data` fields point into the map.
+pub fn load_model_file(path: &Path) -> Result<ModelProto> {
+    let bytes = map_file(path)?;
+    decode_model(bytes)
+}
+
+/// Decodes ONNX protobuf bytes.
+pub fn decode_model(bytes: Bytes) -> Result<ModelProto> {
+    if bytes.is_empty() {
+        return Err(Error::Decode {
+            reason: "the file is empty".into(),
+        });
+    }
+    ModelProto::decode(bytes).map_err(|e| Error::Decode {
+        reason: e.to_string(),
+    })
+}
+
+/// Loads and imports a `.onnx` file; external data resolves against its folder.
+pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Imported> {
+    let model = load_model_file(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    import_model(&model, Some(dir), opts)
+}
+
+/// The model's default-domain opset, checked against the supported range.
+pub fn default_opset(model: &ModelProto) -> Result<i64> {
+    let version = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain().is_empty() || o.domain() == "ai.onnx")
+        .map(|o| o.version())
+        .ok_or_else(|| Error::InvalidModel("no opset_import for the default ONNX domain".into()))?;
+    if !(MIN_OPSET..=MAX_OPSET).contains(&version) {
+        return Err(Error::UnsupportedOpset {
+            domain: String::new(),
+            version,
+            supported: format!("{MIN_OPSET} to {MAX_OPSET}"),
+        });
+    }
+    Ok(version)
+}
+
+/// Imports a decoded model. `dir` is the model's folder, for external data (`None` forbids it).
+pub fn import_model(
+    model: &ModelProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> Result<Imported> {
+    let opset = default_opset(model)?;
+    let gp = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
+    let mut external = dir.map(ExternalData::new);
+    Importer::new(gp, opset).run(gp, external.as_mut(), opts)
+}
+
+/// Name of node `i` for messages: its name, or `#i` when it has none.
+fn node_label(node: &NodeProto, i: usize) -> String {
+    if node.name().is_empty() {
+        format!("#{i}")
+    } else {
+        node.name().to_string()
+    }
+}
+
+struct Importer {
+    graph: Graph,
+    by_name: HashMap<String, ValueId>,
+    /// Who defined each name, for duplicate-definition messages.
+    definer: HashMap<String, String>,
+}
+
+impl Importer {
+    fn new(gp: &GraphProto, opset: i64) -> Importer {
+        Importer {
+            graph: Graph::new(gp.name(), opset),
+            by_name: HashMap::new(),
+            definer: HashMap::new(),
+        }
+    }
+
+    fn define(
+        &mut self,
+        name: &str,
+        by: String,
+        ty: TensorType,
+        kind: ValueKind,
+    ) -> Result<ValueId> {
+        if let Some(first) = self.definer.get(name) {
+            return Err(Error::DuplicateValue {
+                name: name.to_string(),
+                first: first.clone(),
+                second: by,
+            });
+        }
+        let id = self.graph.add_value(name, ty, kind);
+        self.by_name.insert(name.to_string(), id);
+        self.definer.insert(name.to_string(), by);
+        Ok(id)
+    }
+
+    fn run(
+        mut self,
+        gp: &GraphProto,
+        mut external: Option<&mut ExternalData>,
+        opts: &ImportOptions,
+    ) -> Result<Imported> {
+        // Graph inputs (those without initializers; older files list initializers as inputs).
+        let init_names: BTreeSet<&str> = gp.initializer.iter().map(|t| t.name()).collect();
+        let declared: Vec<DeclaredInput> = gp
+            .input
+            .iter()
+            .filter(|vi| !init_names.contains(vi.name()))
+            .map(DeclaredInput::from_proto)
+            .collect::<Result<_>>()?;
+        let (types, warnings) = bind_inputs(&declared, &opts.shapes)?;
+        for (decl, ty) in declared.iter().zip(types) {
+            let id = self.define(&decl.name, "a graph input".into(), ty, ValueKind::Input)?;
+            self.graph.inputs.push(id);
+        }
+        for t in &gp.initializer {
+            let tensor = tensor_from_proto(t, external.as_deref_mut())?;
+            self.define(
+                t.name(),
+                "an initializer".into(),
+                tensor.ty(),
+                ValueKind::Constant(tensor),
+            )?;
+        }
+
+        for i in topological_order(gp, &self.by_name)? {
+            let node = &gp.node[i];
+            self.import_node(node, i, external.as_deref_mut())?;
+        }
+
+        for out in &gp.output {
+            let id = *self
+                .by_name
+                .get(out.name())
+                .ok_or_else(|| Error::MissingOutput(out.name().to_string()))?;
+            self.graph.outputs.push(id);
+        }
+        Ok(Imported {
+            graph: self.graph,
+            warnings,
+        })
+    }
+
+    fn import_node(
+        &mut self,
+        node: &NodeProto,
+        index: usize,
+        external: Option<&mut ExternalData>,
+    ) -> Result<()> {
+        let label = node_label(node, index);
+        let op_type = node.op_type().to_string();
+        let node_err = |source: OpError| Error::Node {
+            node: label.clone(),
+            op: op_type.clone(),
+            source,
+        };
+        let domain = node.domain();
+        if !(domain.is_empty() || domain == "ai.onnx") {
+            return Err(Error::UnsupportedOp {
+                op: op_type.clone(),
+                domain: domain.to_string(),
+                opset: 0,
+                node: label,
+            });
+        }
+        if op_type == "Constant" {
+            let tensor = constant_node_value(node, external).map_err(node_err)?;
+            let name = node.output.first().map(String::as_str).unwrap_or_default();
+            self.define(
+                name,
+                format!("node '{label}'"),
+                tensor.ty(),
+                ValueKind::Constant(tensor),
+            )?;
+            return Ok(());
+        }
+        let def = ops::lookup(&op_type, self.graph.opset).ok_or_else(|| Error::UnsupportedOp {
+            op: op_type.clone(),
+            domain: domain.to_string(),
+            opset: self.graph.opset,
+            node: label.clone(),
+        })?;
+
+        let mut ctx_inputs = Vec::with_capacity(node.input.len());
+        for name in &node.input {
+            if name.is_empty() {
+                ctx_inputs.push(CtxInput {
+                    name: String::new(),
+                    ty: None,
+                    value: None,
+                });
+                continue;
+            }
+            // topological_order already checked every name is defined.
+            let id = *self.by_name.get(name).ok_or_else(|| Error::MissingValue {
+                node: label.clone(),
+                op: op_type.clone(),
+                value: name.clone(),
+            })?;
+            let v = self.graph.value(id);
+            ctx_inputs.push(CtxInput {
+                name: name.clone(),
+                ty: Some(v.ty.clone()),
+                value: match &v.kind {
+                    ValueKind::Constant(t) => Some(t.clone()),
+                    _ => None,
+                },
+            });
+        }
+        let mut ctx = NodeCtx::new(node, self.graph.opset, ctx_inputs);
+        let op: Op = (def.convert)(&mut ctx).map_err(node_err)?;
+        let data_ids: Vec<ValueId> = ctx
+            .data_inputs()
+            .into_iter()
+            .filter_map(|i| self.by_name.get(&node.input[i]).copied())
+            .collect();
+        let in_types: Vec<TensorType> = data_ids
+            .iter()
+            .map(|&v| self.graph.value(v).ty.clone())
+            .collect();
+        let out_types = op.infer(&in_types).map_err(node_err)?;
+
+        // Outputs the file declares, by position (empty names are omitted optional outputs).
+        let mut declared: Vec<(usize, &str)> = Vec::new();
+        for (k, name) in node.output.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            if k >= out_types.len() {
+                return Err(node_err(OpError::Unsupported(format!(
+                    "output {k} ('{name}'); this op produces {} output(s) here",
+                    out_types.len()
+                ))));
+            }
+            declared.push((k, name));
+        }
+
+        let consts: Option<Vec<&Tensor>> = data_ids
+            .iter()
+            .map(|&v| match &self.graph.value(v).kind {
+                ValueKind::Constant(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        let folded = match (op.fold_from_types(&in_types), consts) {
+            (Some(values), _) => Some(values),
+            (None, Some(consts)) => Some(op.eval(&consts).map_err(node_err)?),
+            (None, None) => None,
+        };
+        let by = format!("node '{label}'");
+        match folded {
+            Some(values) => {
+                for (k, name) in declared {
+                    let t = values.get(k).cloned().ok_or_else(|| {
+                        node_err(OpError::Unsupported(format!(
+                            "evaluation produced no output {k}"
+                        )))
+                    })?;
+                    if t.ty() != out_types[k] {
+                        return Err(node_err(OpError::Unsupported(format!(
+                            "evaluation gave {} but inference said {} (an arenac bug)",
+                            t.ty(),
+                            out_types[k]
+                        ))));
+                    }
+                    self.define(name, by.clone(), t.ty(), ValueKind::Constant(t))?;
+                }
+            }
+            None => {
+                for &(_, name) in &declared {
+                    if let Some(first) = self.definer.get(name) {
+                        return Err(Error::DuplicateValue {
+                            name: name.to_string(),
+                            first: first.clone(),
+                            second: by,
+                        });
+                    }
+                }
+                // Every op output becomes a value; undeclared optional ones get a synthetic name.
+                let outputs: Vec<(String, TensorType)> = out_types
+                    .iter()
+                    .enumerate()
+                    .map(|(k, t)| {
+                        let name = declared
+                            .iter()
+                            .find(|(j, _)| *j == k)
+                            .map_or_else(|| format!("{label}:unused{k}"), |(_, n)| n.to_string());
+                        (name, t.clone())
+                    })
+                    .collect();
+                let nid = self.graph.add_node(label.clone(), op, &data_ids, &outputs);
+                let out_ids = self.graph.node(nid).outputs.clone();
+                for (k, name) in declared {
+                    self.by_name.insert(name.to_string(), out_ids[k]);
+                    self.definer.insert(name.to_string(), by.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value of a `Constant` node, from whichever attribute it uses.
+fn constant_node_value(
+    node: &NodeProto,
+    external: Option<&mut ExternalData>,
+) -> Result<Tensor, OpError> {
+    use arenac_proto::attribute_proto::AttributeType;
+    let attr = node
+        .attribute
+        .first()
+        .ok_or_else(|| OpError::attr("value", "Constant has no value attribute"))?;
+    let name = attr.name();
+    let t = match name {
+        "value" => {
+            let tp = attr
+                .t
+                .as_ref()
+                .ok_or_else(|| OpError::attr(name, "TENSOR attribute without a tensor"))?;
+            tensor_from_proto(tp, external).map_err(|e| OpError::attr(name, e.to_string()))?
+        }
+        "value_float" => Tensor::f32(vec![], &[attr.f()]),
+        "value_floats" => Tensor::f32(vec![attr.floats.len()], &attr.floats),
+        "value_int" => Tensor::i64(vec![], &[attr.i()]),
+        "value_ints" => Tensor::i64(vec![attr.ints.len()], &attr.ints),
+        other => {
+            let _ = AttributeType::Undefined;
+            return Err(OpError::Unsupported(format!(
+                "Constant attribute '{other}'"
+            )));
+        }
+    };
+    Ok(t)
+}
+
+/// A topological order of the nodes that keeps file order wherever dependencies allow
+/// (Kahn's algorithm taking the lowest file index first). Reports undefined inputs and cycles.
+fn topological_order(gp: &GraphProto, known: &HashMap<String, ValueId>) -> Result<Vec<usize>> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in gp.node.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if let Some(&j) = producer.get(o.as_str()) {
+                return Err(Error::DuplicateValue {
+                    name: o.clone(),
+                    first: format!("node '{}'", node_label(&gp.node[j], j)),
+                    second: format!("node '{}'", node_label(n, i)),
+                });
+            }
+            if known.contains_key(o) {
+                return Err(Error::DuplicateValue {
+                    name: o.clone(),
+                    first: "a graph input or initializer".into(),
+                    second: format!("node '{}'", node_label(n, i)),
+                });
+            }
+            producer.insert(o, i);
+        }
+    }
+    let n = gp.node.len();
+    let mut indegree = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, node) in gp.node.iter().enumerate() {
+        let mut deps = BTreeSet::new();
+        for name in node.input.iter().filter(|s| !s.is_empty()) {
+            match producer.get(name.as_str()) {
+                Some(&p) => {
+                    deps.insert(p);
+                }
+                None if known.contains_key(name) => {}
+                None => {
+                    return Err(Error::MissingValue {
+                        node: node_label(node, i),
+                        op: node.op_type().to_string(),
+                        value: name.clone(),
+                    });
+                }
+            }
+        }
+        indegree[i] = deps.len();
+        for p in deps {
+            users[p].push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &u in &users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+        return Err(Error::Cycle {
+            node: node_label(&gp.node[stuck], stuck),
+        });
+    }
+    Ok(order)
+}

@@ -1,0 +1,91 @@
+//! The deterministic text form of the IR — the format of `arenac compile --print-ir` and of the
+//! snapshot tests. Values print as `%N` (their index), followed by the file's name in quotes.
+//!
+//! ```text
+//! graph "mlp" opset 17
+//!   input %0 "x": f32[1,64]
+//!   const %1 "w": f32[64,10]
+//!   const %3 "shape": i64[2] = [1,-1]
+//!   %4 "y": f32[1,10] = MatMul(%0, %1)  # node "mm"
+//!   output %4
+//! ```
+//! Constants with at most [`MAX_PRINTED_ELEMENTS`] elements print their values. Only constants
+//! that some node or output uses are listed.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use super::graph::{Graph, ValueId, ValueKind};
+use super::tensor::Tensor;
+
+/// Constants up to this many elements print their values.
+pub const MAX_PRINTED_ELEMENTS: usize = 16;
+
+/// Prints the whole graph.
+pub fn print_graph(g: &Graph) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "graph \"{}\" opset {}", g.name, g.opset);
+    for &v in &g.inputs {
+        let val = g.value(v);
+        let _ = writeln!(s, "  input {v} \"{}\": {}", val.name, val.ty);
+    }
+    let mut used: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
+    for (_, n) in g.nodes() {
+        used.extend(n.inputs.iter().copied());
+    }
+    for v in used {
+        let val = g.value(v);
+        if let ValueKind::Constant(t) = &val.kind {
+            let _ = write!(s, "  const {v} \"{}\": {}", val.name, val.ty);
+            if t.numel() <= MAX_PRINTED_ELEMENTS {
+                let _ = write!(s, " = {}", tensor_values(t));
+            }
+            s.push('\n');
+        }
+    }
+    for (_, n) in g.nodes() {
+        s.push_str("  ");
+        for (i, &o) in n.outputs.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let val = g.value(o);
+            let _ = write!(s, "{o} \"{}\": {}", val.name, val.ty);
+        }
+        let args: Vec<String> = n.inputs.iter().map(|v| v.to_string()).collect();
+        let _ = write!(s, " = {}({})", n.op.name(), args.join(", "));
+        let attrs = n.op.attrs();
+        if !attrs.is_empty() {
+            let parts: Vec<String> = attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = write!(s, " {{{}}}", parts.join(", "));
+        }
+        let _ = writeln!(s, "  # node \"{}\"", n.name);
+    }
+    for &v in &g.outputs {
+        let _ = writeln!(s, "  output {v} \"{}\": {}", g.value(v).name, g.value(v).ty);
+    }
+    s
+}
+
+/// `[1,2,3]` for a tensor's elements (flattened), floats in shortest round-trip form.
+pub fn tensor_values(t: &Tensor) -> String {
+    let items: Vec<String> = if t.dtype().is_float() {
+        t.to_f64_vec()
+            .into_iter()
+            .map(|v| {
+                if t.dtype() == super::types::DType::F64 {
+                    format!("{v:?}")
+                } else {
+                    format!("{:?}", v as f32)
+                }
+            })
+            .collect()
+    } else {
+        t.to_i64_vec().into_iter().map(|v| v.to_string()).collect()
+    };
+    if t.shape().is_empty() {
+        items.into_iter().next().unwrap_or_default()
+    } else {
+        format!("[{}]", items.join(","))
+    }
+}

@@ -1,0 +1,14 @@
+//! arenac's compiler: ONNX import into a typed graph IR with static shapes, shape and type
+//! inference, constant folding, and (later) planning and code generation.
+//!
+//! Data flows one way: [`import`] decodes a model and builds an [`ir::graph::Graph`] using the
+//! [`ops`] converters, inference and reference evaluation.
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod import;
+pub mod ir;
+pub mod ops;
+
+pub use error::{Error, OpError, Result};

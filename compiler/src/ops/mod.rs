@@ -1,0 +1,370 @@
+//! The closed set of ops arenac understands, each carrying its attributes.
+//!
+//! Ops live in family files; each family file owns its attribute types, its converters from
+//! ONNX nodes (listed in its `DEFS`), its shape and type inference, its reference evaluation
+//! and its attribute printing. Adding an op touches its family file (variant payload, one
+//! `DEFS` line, infer/eval arms), the variant here, and one fixture.
+//!
+//! Shape-deciding operands that ONNX passes as inputs in newer opsets (Reshape's shape, Slice's
+//! bounds, Pad's pads, Resize's scales...) are attributes here: the converter takes them from
+//! constant inputs (see [`ctx::NodeCtx::take_const`]), so inference needs only input types.
+
+pub mod constant;
+pub mod conv;
+pub mod ctx;
+pub mod elementwise;
+pub mod matmul;
+pub mod movement;
+pub mod norm;
+pub mod pool;
+pub mod reduce;
+pub mod resize;
+pub mod util;
+pub mod view;
+
+use crate::error::OpError;
+use crate::ir::tensor::Tensor;
+use crate::ir::types::{DType, TensorType};
+use ctx::NodeCtx;
+
+pub use conv::{ConvAttrs, ConvTransposeAttrs};
+pub use elementwise::{BinaryOp, UnaryOp, VariadicOp};
+pub use matmul::GemmAttrs;
+pub use movement::{PadMode, SliceAxis};
+pub use norm::LrnAttrs;
+pub use pool::PoolAttrs;
+pub use reduce::{ReduceAttrs, ReduceKind};
+pub use resize::ResizeAttrs;
+
+/// An op with its attributes. Closed: every pass and backend matches exhaustively.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    // --- elementwise.rs
+    /// One-input elementwise math (Relu, Sigmoid, Clip, Exp...).
+    Unary(UnaryOp),
+    /// Two-input elementwise op with numpy broadcasting (Add, Pow, Equal, PRelu...).
+    Binary(BinaryOp),
+    /// N-input elementwise op with broadcasting (Sum, Mean, Max, Min).
+    Variadic(VariadicOp),
+    /// `Where(cond, x, y)` with broadcasting.
+    Where,
+    /// Element type conversion.
+    Cast {
+        /// Target dtype.
+        to: DType,
+    },
+    // --- conv.rs
+    /// N-d convolution (NCHW), bias optional (2 or 3 inputs).
+    Conv(ConvAttrs),
+    /// N-d transposed convolution, bias optional.
+    ConvTranspose(ConvTransposeAttrs),
+    // --- pool.rs
+    /// Max pooling.
+    MaxPool(PoolAttrs),
+    /// Average pooling.
+    AveragePool(PoolAttrs),
+    /// Mean over all spatial dims, kept as size 1.
+    GlobalAveragePool,
+    /// Max over all spatial dims, kept as size 1.
+    GlobalMaxPool,
+    // --- matmul.rs
+    /// `alpha * A' * B' + beta * C`, C optional and unidirectionally broadcast.
+    Gemm(GemmAttrs),
+    /// numpy `matmul` semantics (batched, broadcast, 1-d promotion).
+    MatMul,
+    // --- norm.rs
+    /// Inference BatchNormalization: inputs X, scale, B, mean, var.
+    BatchNormalization {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// LayerNormalization over dims `axis..`: inputs X, scale, bias (optional).
+    LayerNormalization {
+        /// First normalized dim (non-negative).
+        axis: usize,
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// Local response normalization across channels.
+    Lrn(LrnAttrs),
+    /// Softmax or LogSoftmax.
+    Softmax {
+        /// Normalized axis (non-negative).
+        axis: usize,
+        /// LogSoftmax when true.
+        log: bool,
+        /// Opset < 13 semantics: the input is flattened to 2-d at `axis` and normalized over
+        /// everything from `axis` on.
+        coerce_2d: bool,
+    },
+    // --- reduce.rs
+    /// ReduceMean/Sum/Max/Min... over constant axes.
+    Reduce(ReduceAttrs),
+    // --- view.rs: ops that only reinterpret the shape (zero-copy views)
+    /// Reshape to a target given as ONNX writes it (0 copies a dim unless `allowzero`, -1 infers).
+    Reshape {
+        /// Target as given.
+        shape: Vec<i64>,
+        /// ONNX `allowzero`.
+        allowzero: bool,
+    },
+    /// Flatten to 2-d at `axis`.
+    Flatten {
+        /// Split point (non-negative, 0..=rank).
+        axis: usize,
+    },
+    /// Remove size-1 dims.
+    Squeeze {
+        /// Normalized axes (sorted); empty removes every size-1 dim.
+        axes: Vec<usize>,
+    },
+    /// Insert size-1 dims.
+    Unsqueeze {
+        /// Positions in the output (normalized, sorted).
+        axes: Vec<usize>,
+    },
+    /// Identity; also Dropout at inference.
+    Identity,
+    // --- movement.rs
+    /// Permute dims.
+    Transpose {
+        /// Output dim i is input dim `perm[i]`.
+        perm: Vec<usize>,
+    },
+    /// Concatenate along an axis.
+    Concat {
+        /// Normalized axis.
+        axis: usize,
+    },
+    /// Split into parts along an axis.
+    Split {
+        /// Normalized axis.
+        axis: usize,
+        /// Size of each output along `axis`.
+        sizes: Vec<usize>,
+    },
+    /// Strided slice, one entry per sliced axis, clamped and normalized.
+    Slice {
+        /// The sliced axes.
+        axes: Vec<SliceAxis>,
+    },
+    /// Gather along an axis with runtime indices.
+    Gather {
+        /// Normalized axis.
+        axis: usize,
+    },
+    /// Broadcast to a shape (the broadcast of the input shape and the given one).
+    Expand {
+        /// The shape operand as given.
+        shape: Vec<usize>,
+    },
+    /// Repeat along each dim.
+    Tile {
+        /// Repeats per dim.
+        repeats: Vec<usize>,
+    },
+    /// Pad (pads may be negative: cropping).
+    Pad {
+        /// Mode.
+        mode: PadMode,
+        /// `[begin_0.., end_0..]` over every dim.
+        pads: Vec<i64>,
+        /// Fill value for constant mode.
+        value: f64,
+    },
+    // --- constant.rs: ops that are always folded at import
+    /// The input's shape (or a slice of it), as i64.
+    Shape {
+        /// First dim (normalized, clamped).
+        start: usize,
+        /// One past the last dim (normalized, clamped).
+        end: usize,
+    },
+    /// A tensor of the given shape filled with one value.
+    ConstantOfShape {
+        /// Output shape.
+        shape: Vec<usize>,
+        /// The fill value, a one-element tensor carrying the dtype.
+        value: Tensor,
+    },
+    /// `Range(start, limit, delta)`; its output length depends on values, so it only exists
+    /// with constant inputs and folds.
+    Range,
+    // --- resize.rs
+    /// Resize (nearest, linear) to a static output shape.
+    Resize(ResizeAttrs),
+}
+
+/// How one ONNX op type converts into an [`Op`].
+#[derive(Clone, Copy, Debug)]
+pub struct OpDef {
+    /// ONNX op type in the default domain.
+    pub op_type: &'static str,
+    /// Lowest default-domain opset this converter handles.
+    pub since: i64,
+    /// Highest opset handled.
+    pub until: i64,
+    /// The converter.
+    pub convert: fn(&mut NodeCtx<'_>) -> Result<Op, OpError>,
+}
+
+/// Highest default-domain opset arenac reads.
+pub const MAX_OPSET: i64 = 23;
+/// Lowest default-domain opset arenac reads.
+pub const MIN_OPSET: i64 = 7;
+
+/// Every family's converters, in the order `arenac ops` lists them.
+pub fn registry() -> impl Iterator<Item = &'static OpDef> {
+    [
+        elementwise::DEFS,
+        conv::DEFS,
+        pool::DEFS,
+        matmul::DEFS,
+        norm::DEFS,
+        reduce::DEFS,
+        view::DEFS,
+        movement::DEFS,
+        constant::DEFS,
+        resize::DEFS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// The converter for `op_type` at `opset`, if arenac supports it.
+pub fn lookup(op_type: &str, opset: i64) -> Option<&'static OpDef> {
+    registry().find(|d| d.op_type == op_type && (d.since..=d.until).contains(&opset))
+}
+
+/// The family an op belongs to (which file implements it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Elementwise,
+    Conv,
+    Pool,
+    MatMul,
+    Norm,
+    Reduce,
+    View,
+    Movement,
+    Constant,
+    Resize,
+}
+
+impl Op {
+    fn family(&self) -> Family {
+        match self {
+            Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
+                Family::Elementwise
+            }
+            Op::Conv(_) | Op::ConvTranspose(_) => Family::Conv,
+            Op::MaxPool(_) | Op::AveragePool(_) | Op::GlobalAveragePool | Op::GlobalMaxPool => {
+                Family::Pool
+            }
+            Op::Gemm(_) | Op::MatMul => Family::MatMul,
+            Op::BatchNormalization { .. }
+            | Op::LayerNormalization { .. }
+            | Op::Lrn(_)
+            | Op::Softmax { .. } => Family::Norm,
+            Op::Reduce(_) => Family::Reduce,
+            Op::Reshape { .. }
+            | Op::Flatten { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Identity => Family::View,
+            Op::Transpose { .. }
+            | Op::Concat { .. }
+            | Op::Split { .. }
+            | Op::Slice { .. }
+            | Op::Gather { .. }
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+            | Op::Pad { .. } => Family::Movement,
+            Op::Shape { .. } | Op::ConstantOfShape { .. } | Op::Range => Family::Constant,
+            Op::Resize(_) => Family::Resize,
+        }
+    }
+
+    /// The op's name as printed (the ONNX op type it stands for).
+    pub fn name(&self) -> &'static str {
+        match self.family() {
+            Family::Elementwise => elementwise::name(self),
+            Family::Conv => conv::name(self),
+            Family::Pool => pool::name(self),
+            Family::MatMul => matmul::name(self),
+            Family::Norm => norm::name(self),
+            Family::Reduce => reduce::name(self),
+            Family::View => view::name(self),
+            Family::Movement => movement::name(self),
+            Family::Constant => constant::name(self),
+            Family::Resize => resize::name(self),
+        }
+    }
+
+    /// Output types from input types. Errors name what disagreed; the caller adds the node.
+    pub fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
+        match self.family() {
+            Family::Elementwise => elementwise::infer(self, inputs),
+            Family::Conv => conv::infer(self, inputs),
+            Family::Pool => pool::infer(self, inputs),
+            Family::MatMul => matmul::infer(self, inputs),
+            Family::Norm => norm::infer(self, inputs),
+            Family::Reduce => reduce::infer(self, inputs),
+            Family::View => view::infer(self, inputs),
+            Family::Movement => movement::infer(self, inputs),
+            Family::Constant => constant::infer(self, inputs),
+            Family::Resize => resize::infer(self, inputs),
+        }
+    }
+
+    /// Reference evaluation: plain, obviously correct Rust. Used by constant folding and as
+    /// the oracle for generated kernels. Inputs have the types `infer` accepted.
+    pub fn eval(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+        match self.family() {
+            Family::Elementwise => elementwise::eval(self, inputs),
+            Family::Conv => conv::eval(self, inputs),
+            Family::Pool => pool::eval(self, inputs),
+            Family::MatMul => matmul::eval(self, inputs),
+            Family::Norm => norm::eval(self, inputs),
+            Family::Reduce => reduce::eval(self, inputs),
+            Family::View => view::eval(self, inputs),
+            Family::Movement => movement::eval(self, inputs),
+            Family::Constant => constant::eval(self, inputs),
+            Family::Resize => resize::eval(self, inputs),
+        }
+    }
+
+    /// Attributes as `(name, value)` pairs for the printer, in a fixed order.
+    pub fn attrs(&self) -> Vec<(&'static str, String)> {
+        match self.family() {
+            Family::Elementwise => elementwise::attrs(self),
+            Family::Conv => conv::attrs(self),
+            Family::Pool => pool::attrs(self),
+            Family::MatMul => matmul::attrs(self),
+            Family::Norm => norm::attrs(self),
+            Family::Reduce => reduce::attrs(self),
+            Family::View => view::attrs(self),
+            Family::Movement => movement::attrs(self),
+            Family::Constant => constant::attrs(self),
+            Family::Resize => resize::attrs(self),
+        }
+    }
+
+    /// True when the output is the input reinterpreted (same bytes, another shape).
+    pub fn is_view(&self) -> bool {
+        self.family() == Family::View
+    }
+
+    /// Outputs computable from input *types* alone (Shape), for folding when the inputs are
+    /// not constants.
+    pub fn fold_from_types(&self, inputs: &[TensorType]) -> Option<Vec<Tensor>> {
+        match self {
+            Op::Shape { start, end } => {
+                let shape = &inputs.first()?.shape;
+                let dims: Vec<i64> = shape.get(*start..*end)?.iter().map(|&d| d as i64).collect();
+                Some(vec![Tensor::i64(vec![dims.len()], &dims)])
+            }
+            _ => None,
+        }
+    }
+}

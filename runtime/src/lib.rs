@@ -1,0 +1,1 @@
+//! arenac library.
