@@ -1,1 +1,734 @@
-//! (placeholder until this suite lands)
+//! Model tests (owner: tooling).
+//!
+//! - The demo model `models/digits/digits.onnx`: imports with and without a bound batch dim,
+//!   agrees with ONNX shape inference, and the reference evaluation reproduces onnxruntime's
+//!   probabilities on `samples.npy`.
+//! - ONNX's nine "light" backend-test models (`ARENAC_ONNX_LIGHT_DIR`, the installed onnx
+//!   package's `onnx/backend/test/data/light`): each imports, verifies, has the expected
+//!   output dims, and every value's type agrees with `onnx.shape_inference` (run through
+//!   `scripts/onnx_shapes.py` with `ARENAC_PYTHON`).
+//! - `model_dir` (ignored; local use): the same checks on every `*.onnx` in `ARENAC_MODEL_DIR`,
+//!   e.g. the PyTorch exports of `scripts/export_torch.py`. Optional `ARENAC_MODEL_SHAPES`
+//!   binds shapes for every model, `;`-separated `NAME=1x3x224x224` specs.
+//!
+//! `bash scripts/test.sh` sets all the variables; when one is unset its test prints why it
+//! skips and passes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arenac_compiler::import::inputs::parse_shape_spec;
+use arenac_compiler::import::{ImportOptions, Imported, import_file};
+use arenac_compiler::ir::eval::eval_graph;
+use arenac_compiler::ir::graph::Graph;
+use arenac_compiler::ir::tensor::Tensor;
+use arenac_compiler::ir::types::DType;
+use arenac_compiler::ir::verify::verify;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+fn digits_dir() -> PathBuf {
+    repo_root().join("models").join("digits")
+}
+
+/// A non-empty environment variable.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|s| !s.is_empty())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A tiny JSON reader: enough for scripts/onnx_shapes.py's output.
+
+#[derive(Debug, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+struct JsonParser<'a> {
+    s: &'a [u8],
+    pos: usize,
+}
+
+impl JsonParser<'_> {
+    fn parse(text: &str) -> Result<Json, String> {
+        let mut p = JsonParser {
+            s: text.as_bytes(),
+            pos: 0,
+        };
+        let v = p.value()?;
+        p.ws();
+        if p.pos != p.s.len() {
+            return Err(p.err("trailing characters"));
+        }
+        Ok(v)
+    }
+
+    fn err(&self, what: &str) -> String {
+        format!("JSON: {what} at byte {}", self.pos)
+    }
+
+    fn ws(&mut self) {
+        while self.s.get(self.pos).is_some_and(u8::is_ascii_whitespace) {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), String> {
+        self.ws();
+        if self.s.get(self.pos) == Some(&c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(&format!("expected '{}'", c as char)))
+        }
+    }
+
+    fn literal(&mut self, word: &str, v: Json) -> Result<Json, String> {
+        if self.s[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(v)
+        } else {
+            Err(self.err("unexpected word"))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.ws();
+        match self.s.get(self.pos) {
+            None => Err(self.err("unexpected end")),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'"') => self.string().map(Json::Str),
+            Some(b'[') => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.s.get(self.pos) == Some(&b']') {
+                    self.pos += 1;
+                    return Ok(Json::Arr(items));
+                }
+                loop {
+                    items.push(self.value()?);
+                    self.ws();
+                    match self.s.get(self.pos) {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(Json::Arr(items));
+                        }
+                        _ => return Err(self.err("expected ',' or ']'")),
+                    }
+                }
+            }
+            Some(b'{') => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.s.get(self.pos) == Some(&b'}') {
+                    self.pos += 1;
+                    return Ok(Json::Obj(items));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    self.eat(b':')?;
+                    items.push((k, self.value()?));
+                    self.ws();
+                    match self.s.get(self.pos) {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(Json::Obj(items));
+                        }
+                        _ => return Err(self.err("expected ',' or '}'")),
+                    }
+                }
+            }
+            Some(c) if *c == b'-' || c.is_ascii_digit() => {
+                let start = self.pos;
+                self.pos += 1;
+                while self.s.get(self.pos).is_some_and(u8::is_ascii_digit) {
+                    self.pos += 1;
+                }
+                std::str::from_utf8(&self.s[start..self.pos])
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .map(Json::Int)
+                    .ok_or_else(|| self.err("bad integer"))
+            }
+            Some(_) => Err(self.err("unexpected character")),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let h = self
+            .s
+            .get(self.pos..self.pos + 4)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .ok_or_else(|| self.err("bad \\u escape"))?;
+        self.pos += 4;
+        Ok(h)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.eat(b'"')?;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let c = *self
+                .s
+                .get(self.pos)
+                .ok_or_else(|| self.err("unterminated string"))?;
+            self.pos += 1;
+            match c {
+                b'"' => return String::from_utf8(out).map_err(|_| self.err("bad UTF-8")),
+                b'\\' => {
+                    let e = *self.s.get(self.pos).ok_or_else(|| self.err("bad escape"))?;
+                    self.pos += 1;
+                    let ch = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let code = if (0xD800..0xDC00).contains(&hi) {
+                                if !self.s[self.pos..].starts_with(b"\\u") {
+                                    return Err(self.err("lone surrogate"));
+                                }
+                                self.pos += 2;
+                                let lo = self.hex4()?;
+                                0x10000 + ((hi - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                            } else {
+                                hi
+                            };
+                            char::from_u32(code).ok_or_else(|| self.err("bad code point"))?
+                        }
+                        _ => return Err(self.err("bad escape")),
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                }
+                _ => out.push(c),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What ONNX's shape inference says, and the comparison with our graph.
+
+/// One dim as onnx.shape_inference knows it.
+#[derive(Clone, Debug, PartialEq)]
+enum Dim {
+    Known(usize),
+    Symbol(String),
+    Unknown,
+}
+
+/// `elem_type` code and dims (`None`: rank unknown).
+type OnnxType = (i64, Option<Vec<Dim>>);
+
+fn parse_onnx_shapes(text: &str) -> Result<BTreeMap<String, OnnxType>, String> {
+    let Json::Obj(items) = JsonParser::parse(text)? else {
+        return Err("expected a JSON object".into());
+    };
+    let mut out = BTreeMap::new();
+    for (name, v) in items {
+        let bad = || format!("value '{name}': expected [elem_type, dims]");
+        let Json::Arr(pair) = v else {
+            return Err(bad());
+        };
+        let [Json::Int(elem), dims] = pair.as_slice() else {
+            return Err(bad());
+        };
+        let dims = match dims {
+            Json::Null => None,
+            Json::Arr(ds) => Some(
+                ds.iter()
+                    .map(|d| match d {
+                        Json::Int(n) => usize::try_from(*n).map(Dim::Known).map_err(|_| bad()),
+                        Json::Str(s) => Ok(Dim::Symbol(s.clone())),
+                        Json::Null => Ok(Dim::Unknown),
+                        _ => Err(bad()),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            _ => return Err(bad()),
+        };
+        out.insert(name, (*elem, dims));
+    }
+    Ok(out)
+}
+
+/// Runs `scripts/onnx_shapes.py` on `model` with `python`.
+fn onnx_shapes(python: &str, model: &Path) -> Result<BTreeMap<String, OnnxType>, String> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let out = std::env::temp_dir().join(format!(
+        "arenac-onnx-shapes-{}-{}.json",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let script = repo_root().join("scripts").join("onnx_shapes.py");
+    let run = Command::new(python)
+        .arg(&script)
+        .arg(model)
+        .arg(&out)
+        .output()
+        .map_err(|e| format!("cannot run {python}: {e}"))?;
+    if !run.status.success() {
+        return Err(format!(
+            "onnx_shapes.py failed ({}): {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr).trim()
+        ));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()));
+    let _ = std::fs::remove_file(&out);
+    parse_onnx_shapes(&text?)
+}
+
+/// How our graph compares with ONNX shape inference.
+#[derive(Debug, Default)]
+struct ShapeReport {
+    /// Names known to both with a known rank: dtype and every dim compared.
+    compared: usize,
+    /// Names known to both, rank unknown to ONNX: dtype compared only.
+    dtype_only: usize,
+    /// Names ONNX knows that our graph has no value for.
+    missing: Vec<String>,
+    /// Disagreements, one line each.
+    mismatches: Vec<String>,
+    /// Symbolic dims and the size our graph gave them.
+    symbols: BTreeMap<String, usize>,
+}
+
+impl ShapeReport {
+    fn summary(&self) -> String {
+        let mut s = format!(
+            "{} values compared with onnx shape inference, {} mismatches",
+            self.compared + self.dtype_only,
+            self.mismatches.len()
+        );
+        if self.dtype_only > 0 {
+            s += &format!(", {} dtype only (rank unknown to onnx)", self.dtype_only);
+        }
+        if !self.missing.is_empty() {
+            s += &format!(", {} not in our graph", self.missing.len());
+        }
+        if !self.symbols.is_empty() {
+            let syms: Vec<String> = self
+                .symbols
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            s += &format!(" (symbols: {})", syms.join(", "));
+        }
+        s
+    }
+}
+
+fn fmt_onnx_dims(dims: &[Dim]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => n.to_string(),
+            Dim::Symbol(s) => s.clone(),
+            Dim::Unknown => "?".into(),
+        })
+        .collect();
+    format!("[{}]", parts.join(","))
+}
+
+/// Compares every name present in both. A symbolic dim must get the same size everywhere;
+/// an unknown dim matches anything.
+fn compare_shapes(g: &Graph, onnx: &BTreeMap<String, OnnxType>) -> ShapeReport {
+    let mut r = ShapeReport::default();
+    for (name, (elem, dims)) in onnx {
+        let Some(id) = g.find_value(name) else {
+            r.missing.push(name.clone());
+            continue;
+        };
+        let ty = &g.value(id).ty;
+        let mut problems = Vec::new();
+        if DType::from_onnx(*elem as i32) != Some(ty.dtype) {
+            problems.push(format!(
+                "dtype {} vs onnx elem_type {elem}",
+                ty.dtype.name()
+            ));
+        }
+        match dims {
+            None => r.dtype_only += 1,
+            Some(dims) => {
+                r.compared += 1;
+                let ok = dims.len() == ty.shape.len()
+                    && dims.iter().zip(&ty.shape).all(|(d, &n)| match d {
+                        Dim::Known(k) => *k == n,
+                        Dim::Unknown => true,
+                        Dim::Symbol(s) => *r.symbols.entry(s.clone()).or_insert(n) == n,
+                    });
+                if !ok {
+                    problems.push(format!(
+                        "shape {:?} vs onnx {}",
+                        ty.shape,
+                        fmt_onnx_dims(dims)
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            r.mismatches
+                .push(format!("'{name}': {}", problems.join("; ")));
+        }
+    }
+    r
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking one model file.
+
+/// What checking one model found.
+struct ModelCheck {
+    imported: Imported,
+    shapes: Option<ShapeReport>,
+}
+
+/// Imports, verifies, and (with a python) compares with ONNX shape inference. Errors are one
+/// line: the first problem.
+fn check_model(
+    path: &Path,
+    opts: &ImportOptions,
+    python: Option<&str>,
+) -> Result<ModelCheck, String> {
+    let imported = import_file(path, opts).map_err(|e| format!("import: {e}"))?;
+    verify(&imported.graph).map_err(|e| format!("verify: {e}"))?;
+    let shapes = match python {
+        Some(py) => Some(onnx_shapes(py, path)?),
+        None => None,
+    }
+    .map(|onnx| compare_shapes(&imported.graph, &onnx));
+    Ok(ModelCheck { imported, shapes })
+}
+
+fn output_shapes(g: &Graph) -> Vec<Vec<usize>> {
+    g.outputs
+        .iter()
+        .map(|&id| g.value(id).ty.shape.clone())
+        .collect()
+}
+
+fn python() -> Option<String> {
+    let py = env_var("ARENAC_PYTHON");
+    if py.is_none() {
+        println!("ARENAC_PYTHON is unset: skipping comparisons with onnx shape inference");
+    }
+    py
+}
+
+// ---------------------------------------------------------------------------------------------
+// The demo model.
+
+#[test]
+fn digits_imports_with_default_batch() {
+    let path = digits_dir().join("digits.onnx");
+    let imported = import_file(&path, &ImportOptions::default()).expect("digits.onnx imports");
+    verify(&imported.graph).expect("verifies");
+    let g = &imported.graph;
+    assert_eq!(g.name, "digits_mlp");
+    assert_eq!(output_shapes(g), vec![vec![1, 10]]);
+    assert_eq!(g.value(g.inputs[0]).ty.shape, vec![1, 64]);
+    assert!(
+        imported.warnings.iter().any(|w| w.contains("'N'")),
+        "expected a warning naming N: {:?}",
+        imported.warnings
+    );
+}
+
+#[test]
+fn digits_imports_with_bound_batch() {
+    let path = digits_dir().join("digits.onnx");
+    let opts = ImportOptions {
+        shapes: vec![("N".into(), vec![100])],
+    };
+    let check = check_model(&path, &opts, python().as_deref()).expect("digits.onnx");
+    let g = &check.imported.graph;
+    assert!(
+        check.imported.warnings.is_empty(),
+        "{:?}",
+        check.imported.warnings
+    );
+    assert_eq!(output_shapes(g), vec![vec![100, 10]]);
+    assert_eq!(g.value(g.inputs[0]).ty.dtype, DType::F32);
+    if let Some(r) = check.shapes {
+        println!("digits.onnx: {}", r.summary());
+        assert!(r.mismatches.is_empty(), "{:#?}", r.mismatches);
+        assert!(r.missing.is_empty(), "{:?}", r.missing);
+        assert_eq!(r.compared, 8, "every value of the model");
+        assert_eq!(r.symbols.get("N"), Some(&100));
+    }
+}
+
+/// A minimal `.npy` reader (format 1.0-3.0, little-endian, C order): dtype descr, shape, data.
+fn read_npy(path: &Path) -> (String, Vec<usize>, Vec<u8>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "{}: not .npy", path.display());
+    let (hlen, start) = if bytes[6] == 1 {
+        (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
+    } else {
+        (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        )
+    };
+    let header = std::str::from_utf8(&bytes[start..start + hlen]).expect("ASCII header");
+    let field = |key: &str| -> &str {
+        let at = header
+            .find(key)
+            .unwrap_or_else(|| panic!("{key} in {header}"))
+            + key.len();
+        header[at..].trim_start_matches([' ', ':'])
+    };
+    let descr = field("'descr'");
+    let descr = descr[1..].split('\'').next().expect("descr").to_string();
+    assert!(field("'fortran_order'").starts_with("False"), "{header}");
+    let shape_text = field("'shape'");
+    let shape: Vec<usize> = shape_text[1..shape_text.find(')').expect("shape")]
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().expect("dim"))
+        .collect();
+    (descr, shape, bytes[start + hlen..].to_vec())
+}
+
+fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+#[test]
+fn digits_reference_eval_matches_onnxruntime() {
+    let dir = digits_dir();
+    let (descr, shape, data) = read_npy(&dir.join("samples.npy"));
+    assert_eq!((descr.as_str(), shape.as_slice()), ("<f4", &[100, 64][..]));
+    let samples = Tensor::from_bytes(DType::F32, shape, data.into()).expect("samples tensor");
+    let (descr, shape, data) = read_npy(&dir.join("labels.npy"));
+    assert_eq!((descr.as_str(), shape.as_slice()), ("<i8", &[100][..]));
+    let labels: Vec<i64> = data
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    let (descr, shape, data) = read_npy(&dir.join("expected_probs.npy"));
+    assert_eq!((descr.as_str(), shape.as_slice()), ("<f4", &[100, 10][..]));
+    let expected: Vec<f32> = data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+
+    let opts = ImportOptions {
+        shapes: vec![("N".into(), vec![100])],
+    };
+    let imported = import_file(&dir.join("digits.onnx"), &opts).expect("imports");
+    let outputs = eval_graph(&imported.graph, &[samples]).expect("reference evaluation");
+    let [probs] = outputs.as_slice() else {
+        panic!("one output expected, got {}", outputs.len());
+    };
+    assert_eq!(probs.shape(), &[100, 10]);
+    let probs = probs.to_f32_vec();
+    let max_diff = probs
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(max_diff < 1e-5, "max |ours - onnxruntime| = {max_diff}");
+    let mut correct = 0;
+    for (i, &label) in labels.iter().enumerate() {
+        let ours = argmax(&probs[i * 10..(i + 1) * 10]);
+        assert_eq!(ours, argmax(&expected[i * 10..(i + 1) * 10]), "sample {i}");
+        correct += usize::from(ours as i64 == label);
+    }
+    println!("digits: reference accuracy {correct}/100, max |ours - onnxruntime| = {max_diff:.2e}");
+    assert_eq!(
+        correct, 98,
+        "onnxruntime gets 98/100 (models/digits/README.md)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// ONNX's light models.
+
+/// The nine light models and their output shapes.
+const LIGHT_MODELS: [(&str, &[usize]); 9] = [
+    ("light_bvlc_alexnet", &[1, 1000]),
+    ("light_densenet121", &[1, 1000, 1, 1]),
+    ("light_inception_v1", &[1, 1000]),
+    ("light_inception_v2", &[1, 1000]),
+    ("light_resnet50", &[1, 1000]),
+    ("light_shufflenet", &[1, 1000]),
+    ("light_squeezenet", &[1, 1000, 1, 1]),
+    ("light_vgg19", &[1, 1000]),
+    ("light_zfnet512", &[1, 1000]),
+];
+
+#[test]
+fn light_models() {
+    let Some(dir) = env_var("ARENAC_ONNX_LIGHT_DIR") else {
+        println!(
+            "ARENAC_ONNX_LIGHT_DIR is unset: skipping the light models (bash scripts/test.sh sets it)"
+        );
+        return;
+    };
+    let python = python();
+    let mut failures = Vec::new();
+    let (mut total_compared, mut total_values) = (0, 0);
+    for (name, out_shape) in LIGHT_MODELS {
+        let path = Path::new(&dir).join(format!("{name}.onnx"));
+        let check = match check_model(&path, &ImportOptions::default(), python.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("{name}: FAILED: {e}");
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let g = &check.imported.graph;
+        total_values += g.values().len();
+        let mut line = format!(
+            "{name}: {} nodes, {} values",
+            g.node_count(),
+            g.values().len()
+        );
+        if output_shapes(g) != vec![out_shape.to_vec()] {
+            failures.push(format!(
+                "{name}: outputs {:?}, expected [{out_shape:?}]",
+                output_shapes(g)
+            ));
+        }
+        if !check.imported.warnings.is_empty() {
+            failures.push(format!("{name}: warnings {:?}", check.imported.warnings));
+        }
+        if let Some(r) = &check.shapes {
+            line += &format!("; {}", r.summary());
+            total_compared += r.compared;
+            for m in r.mismatches.iter().take(5) {
+                failures.push(format!("{name}: {m}"));
+            }
+            if !r.missing.is_empty() {
+                failures.push(format!(
+                    "{name}: onnx knows {} values our graph lacks, e.g. {:?}",
+                    r.missing.len(),
+                    &r.missing[..r.missing.len().min(3)]
+                ));
+            }
+        }
+        println!("{line}");
+    }
+    println!(
+        "light models: {total_values} values in total, {total_compared} compared with onnx shape inference"
+    );
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any directory of models (local use).
+
+/// `ARENAC_MODEL_DIR=dir cargo test -p arenac-tests --test models -- --ignored model_dir
+/// --nocapture`: checks every `*.onnx` in the directory and reports per model.
+#[test]
+#[ignore = "local use: set ARENAC_MODEL_DIR (and ARENAC_PYTHON)"]
+fn model_dir() {
+    let Some(dir) = env_var("ARENAC_MODEL_DIR") else {
+        println!("ARENAC_MODEL_DIR is unset: nothing to check");
+        return;
+    };
+    let shapes = env_var("ARENAC_MODEL_SHAPES")
+        .map(|s| {
+            s.split(';')
+                .filter(|spec| !spec.trim().is_empty())
+                .map(|spec| parse_shape_spec(spec.trim()).expect("ARENAC_MODEL_SHAPES"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let opts = ImportOptions { shapes };
+    let python = python();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
+        .collect();
+    paths.sort();
+    let mut failed = Vec::new();
+    for path in &paths {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        match check_model(path, &opts, python.as_deref()) {
+            Err(e) => {
+                println!("{name}: FAILED: {e}");
+                failed.push(name.to_string());
+            }
+            Ok(check) => {
+                let g = &check.imported.graph;
+                let mut line = format!(
+                    "{name}: imports OK, {} nodes, {} values, outputs {:?}",
+                    g.node_count(),
+                    g.values().len(),
+                    output_shapes(g)
+                );
+                if let Some(r) = &check.shapes {
+                    line += &format!("; {}", r.summary());
+                    if !r.mismatches.is_empty() {
+                        failed.push(name.to_string());
+                    }
+                }
+                for w in &check.imported.warnings {
+                    line += &format!("\n    warning: {w}");
+                }
+                if let Some(r) = &check.shapes {
+                    for m in r.mismatches.iter().take(10) {
+                        line += &format!("\n    mismatch {m}");
+                    }
+                }
+                println!("{line}");
+            }
+        }
+    }
+    println!("{} models, {} failed", paths.len(), failed.len());
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+#[test]
+fn json_reader() {
+    let text = r#"{"a\"b": [1, ["N", 64, null]], "c": [7, null], "\u00e9\ud83d\ude00": [1, []]}"#;
+    let m = parse_onnx_shapes(text).expect("parses");
+    assert_eq!(
+        m.get("a\"b"),
+        Some(&(
+            1,
+            Some(vec![Dim::Symbol("N".into()), Dim::Known(64), Dim::Unknown])
+        ))
+    );
+    assert_eq!(m.get("c"), Some(&(7, None)));
+    assert_eq!(m.get("é😀"), Some(&(1, Some(vec![]))));
+    assert!(parse_onnx_shapes("{\"a\": [1]}").is_err());
+    assert!(parse_onnx_shapes("[1, 2").is_err());
+}

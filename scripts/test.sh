@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command: `bash scripts/test.sh` (extra arguments go to `cargo test`).
+#
+# Sets up .venv (pinned onnx/onnxruntime/numpy/scikit-learn, idempotent), generates the
+# fixture ONNX files when scripts/fixtures_to_onnx.py exists, points the tests at the Python
+# tools and ONNX's light models, and runs the whole workspace's tests with snapshot updates off.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+py="$(bash scripts/setup-venv.sh)"
+export ARENAC_PYTHON="$py"
+
+ARENAC_ONNX_LIGHT_DIR="$("$py" -c 'import os, onnx; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light"))')"
+if [[ ! -f "$ARENAC_ONNX_LIGHT_DIR/light_resnet50.onnx" ]]; then
+    echo "test.sh: no light models in $ARENAC_ONNX_LIGHT_DIR" >&2
+    exit 1
+fi
+export ARENAC_ONNX_LIGHT_DIR
+
+if [[ -f scripts/fixtures_to_onnx.py ]]; then
+    "$py" scripts/fixtures_to_onnx.py .cache/fixtures-onnx
+    export ARENAC_FIXTURE_ONNX_DIR="$root/.cache/fixtures-onnx"
+fi
+
+export INSTA_UPDATE=no
+cargo test --workspace "$@"
