@@ -7,6 +7,7 @@
 //! data input is a constant, or when its op is computable from input types alone (Shape).
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
+pub mod builder;
 pub mod inputs;
 pub mod tensor_proto;
 
