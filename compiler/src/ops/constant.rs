@@ -68,8 +68,9 @@ fn convert_constant_of_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
             .map_err(|_| OpError::attr("input", format!("negative dim {d} in the shape")))?;
         shape.push(d);
     }
-    TensorType::new(DType::F32, shape.clone())
+    TensorType::new(DType::F64, shape.clone())
         .bytes()
+        .filter(|&b| b <= isize::MAX as usize)
         .ok_or_else(|| OpError::Overflow(format!("ConstantOfShape shape {shape:?}")))?;
     let value = match ctx.attr_tensor("value")? {
         Some(v) => {
@@ -106,7 +107,9 @@ fn convert_range(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
                 &[&ty.shape],
             ));
         }
-        let t = ctx.take_const(i)?.unwrap_or_else(|| Tensor::i64(vec![], &[0]));
+        let t = ctx
+            .take_const(i)?
+            .unwrap_or_else(|| Tensor::i64(vec![], &[0]));
         let v = t
             .scalar_at(0)
             .ok_or_else(|| OpError::shape("Range input is empty", &[t.shape()]))?;
@@ -185,11 +188,19 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             if value.numel() != 1 {
                 return Err(OpError::attr("value", "must hold one element"));
             }
-            Ok(vec![TensorType::new(value.dtype(), shape.clone())])
+            let t = TensorType::new(value.dtype(), shape.clone());
+            match t.bytes() {
+                Some(b) if b <= isize::MAX as usize => Ok(vec![t]),
+                _ => Err(OpError::Overflow(format!("ConstantOfShape output {t}"))),
+            }
         }
         Op::Range { dtype, len, .. } => {
             expect_arity(inputs, 0)?;
-            Ok(vec![TensorType::new(*dtype, vec![*len])])
+            let t = TensorType::new(*dtype, vec![*len]);
+            match t.bytes() {
+                Some(b) if b <= isize::MAX as usize => Ok(vec![t]),
+                _ => Err(OpError::Overflow(format!("Range output {t}"))),
+            }
         }
         _ => Err(wrong_family(op, "constant")),
     }
@@ -384,6 +395,11 @@ mod tests {
         assert_eq!(run(&op, &[]).shape(), &[] as &[usize]);
         // Errors: negative dim, non-constant shape.
         assert!(convert(&n, 20, vec![cnst(Tensor::i64(vec![1], &[-2]))]).is_err());
+        let huge = Tensor::i64(vec![2], &[1 << 40, 1 << 40]);
+        assert!(matches!(
+            convert(&n, 20, vec![cnst(huge)]),
+            Err(OpError::Overflow(_))
+        ));
         assert!(matches!(
             convert(&n, 20, vec![data(DType::I64, &[2])]),
             Err(OpError::NotConstant { .. })

@@ -123,8 +123,8 @@ fn convert_squeeze(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 }
 
 fn convert_unsqueeze(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
-    let axes = axes_operand(ctx)?
-        .ok_or_else(|| OpError::attr("axes", "Unsqueeze requires axes"))?;
+    let axes =
+        axes_operand(ctx)?.ok_or_else(|| OpError::attr("axes", "Unsqueeze requires axes"))?;
     let out_rank = ctx.input_type(0)?.shape.len() + axes.len();
     Ok(Op::Unsqueeze {
         axes: norm_axes(&axes, out_rank)?,
@@ -229,8 +229,22 @@ fn reshape_shape(input: &[usize], target: &[i64], allowzero: bool) -> Result<Sha
     Ok(out)
 }
 
+/// Checks that resolved axes are strictly increasing (sorted, no duplicates).
+fn check_sorted(axes: &[usize], input: &[usize]) -> Result<(), OpError> {
+    if axes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(OpError::shape(
+            format!("axes {} are not sorted and unique", fmt_list(axes)),
+            &[input],
+        ));
+    }
+    Ok(())
+}
+
 /// The output shape of `op` for an input of shape `input`.
 fn out_shape(op: &Op, input: &[usize]) -> Result<Shape, OpError> {
+    if let Op::Squeeze { axes } | Op::Unsqueeze { axes } = op {
+        check_sorted(axes, input)?;
+    }
     match op {
         Op::Reshape { shape, allowzero } => reshape_shape(input, shape, *allowzero),
         Op::Flatten { axis } => {
@@ -426,7 +440,10 @@ mod tests {
             attrs(&op),
             vec![("shape", "[0,-1,2]".into()), ("allowzero", "0".into())]
         );
-        let x = Tensor::f32(vec![2, 3, 4], &(0..24).map(|v| v as f32).collect::<Vec<_>>());
+        let x = Tensor::f32(
+            vec![2, 3, 4],
+            &(0..24).map(|v| v as f32).collect::<Vec<_>>(),
+        );
         let y = eval(&op, &[&x]).unwrap().remove(0);
         assert_eq!(y.shape(), &[2, 6, 2]);
         assert_eq!(y.to_f32_vec(), x.to_f32_vec());
@@ -532,13 +549,17 @@ mod tests {
         let (op, _) = convert(&n, 13, vec![data(&[1, 3, 1])]).unwrap();
         assert_eq!(shape_of(&op, &[1, 3, 1]).unwrap(), vec![3]);
         // Squeezing a dim that is not 1.
+        assert!(shape_of(&Op::Squeeze { axes: vec![2, 0] }, &[1, 3, 1]).is_err());
+        assert!(shape_of(&Op::Unsqueeze { axes: vec![0, 0] }, &[3]).is_err());
         let op = Op::Squeeze { axes: vec![1] };
         assert!(matches!(
             shape_of(&op, &[1, 3, 1]),
             Err(OpError::ShapeMismatch { .. })
         ));
         let x = Tensor::f32(vec![1, 2, 1], &[1.0, 2.0]);
-        let y = eval(&Op::Squeeze { axes: vec![] }, &[&x]).unwrap().remove(0);
+        let y = eval(&Op::Squeeze { axes: vec![] }, &[&x])
+            .unwrap()
+            .remove(0);
         assert_eq!(y.shape(), &[2]);
         assert_eq!(y.to_f32_vec(), vec![1.0, 2.0]);
     }

@@ -32,7 +32,10 @@ fn const_ints(ctx: &mut NodeCtx<'_>, i: usize, what: &str) -> Result<Option<Vec<
         return Err(OpError::DType {
             input: i,
             dtype: ty.dtype,
-            expected: format!("{what} as a 1-d i32/i64 tensor (got rank {})", ty.shape.len()),
+            expected: format!(
+                "{what} as a 1-d i32/i64 tensor (got rank {})",
+                ty.shape.len()
+            ),
         });
     }
     ctx.take_const_ints(i)
@@ -104,7 +107,10 @@ pub(super) fn split(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
             // Chunks of ceil(dim / n); the last one is smaller when dim does not divide.
             let chunk = dim.div_ceil(n);
             let last = dim.checked_sub(chunk * (n - 1)).ok_or_else(|| {
-                OpError::shape(format!("dim {axis} cannot split into {n} chunks"), &[&shape])
+                OpError::shape(
+                    format!("dim {axis} cannot split into {n} chunks"),
+                    &[&shape],
+                )
             })?;
             let mut v = vec![chunk; n - 1];
             v.push(last);
@@ -229,7 +235,10 @@ pub(super) fn expand(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 
 pub(super) fn tile(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(2, 2)?;
-    let repeats = sizes("repeats", &const_ints(ctx, 1, "repeats")?.unwrap_or_default())?;
+    let repeats = sizes(
+        "repeats",
+        &const_ints(ctx, 1, "repeats")?.unwrap_or_default(),
+    )?;
     if repeats.len() != rank(ctx)? {
         return Err(OpError::attr(
             "repeats",

@@ -172,7 +172,11 @@ fn check_perm(perm: &[usize], shape: &[usize]) -> Result<(), OpError> {
             _ => {
                 return Err(OpError::attr(
                     "perm",
-                    format!("{} is not a permutation of 0..{}", fmt_list(perm), shape.len()),
+                    format!(
+                        "{} is not a permutation of 0..{}",
+                        fmt_list(perm),
+                        shape.len()
+                    ),
                 ));
             }
         }
@@ -217,8 +221,16 @@ fn pad_dims(pads: &[i64], shape: &[usize], mode: PadMode) -> Result<Vec<[usize; 
     for (d, &dim) in shape.iter().enumerate() {
         let (b, e) = (pads[d], pads[d + rank]);
         let as_usize = |v: i64| usize::try_from(v.unsigned_abs()).unwrap_or(usize::MAX);
-        let (cb, pb) = if b < 0 { (as_usize(b), 0) } else { (0, as_usize(b)) };
-        let (ce, pe) = if e < 0 { (as_usize(e), 0) } else { (0, as_usize(e)) };
+        let (cb, pb) = if b < 0 {
+            (as_usize(b), 0)
+        } else {
+            (0, as_usize(b))
+        };
+        let (ce, pe) = if e < 0 {
+            (as_usize(e), 0)
+        } else {
+            (0, as_usize(e))
+        };
         let kept = dim
             .checked_sub(cb)
             .and_then(|k| k.checked_sub(ce))
@@ -442,7 +454,10 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             for o in 0..outer {
                 for t in inputs {
                     let chunk = t.shape()[*axis] * inner * sz;
-                    out.extend_from_slice(&t.bytes()[o * chunk..(o + 1) * chunk]);
+                    let part = t.bytes().get(o * chunk..(o + 1) * chunk).ok_or_else(|| {
+                        OpError::shape("Concat input shorter than its shape", &[t.shape()])
+                    })?;
+                    out.extend_from_slice(part);
                 }
             }
             Tensor::from_bytes(x.dtype(), shape, Bytes::from(out))

@@ -94,7 +94,10 @@ fn run(op: &Op, inputs: &[&Tensor]) -> Vec<Tensor> {
 
 fn iota(shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
-    Tensor::f32(shape.to_vec(), &(0..n).map(|v| v as f32).collect::<Vec<_>>())
+    Tensor::f32(
+        shape.to_vec(),
+        &(0..n).map(|v| v as f32).collect::<Vec<_>>(),
+    )
 }
 
 fn vals(t: &Tensor) -> Vec<f32> {
@@ -283,9 +286,17 @@ fn slice_clamped() {
     assert_eq!(vals(&run(&op, &[&x])[0]), vec![1.0, 2.0]);
     // Errors: zero step, repeated axis, non-normalized op, non-constant bounds.
     let n = node("Slice", 1, vec![]);
-    let r = convert(&n, 13, vec![data(&[4]), ints(&[0]), ints(&[4]), ints(&[0]), ints(&[0])]);
+    let r = convert(
+        &n,
+        13,
+        vec![data(&[4]), ints(&[0]), ints(&[4]), ints(&[0]), ints(&[0])],
+    );
     assert!(r.is_err());
-    let r = convert(&n, 13, vec![data(&[4, 4]), ints(&[0, 0]), ints(&[1, 1]), ints(&[0, -2])]);
+    let r = convert(
+        &n,
+        13,
+        vec![data(&[4, 4]), ints(&[0, 0]), ints(&[1, 1]), ints(&[0, -2])],
+    );
     assert!(r.is_err());
     let bad = Op::Slice {
         axes: vec![SliceAxis {
@@ -388,12 +399,18 @@ fn pad_modes() {
     let y = |mode, pads: &[i64]| vals(&run(&pad_op(mode, 19, &[3], pads), &[&x])[0]);
     assert_eq!(y("reflect", &[2, 2]), [3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0]);
     assert_eq!(y("edge", &[2, 1]), [1.0, 1.0, 1.0, 2.0, 3.0, 3.0]);
-    assert_eq!(y("wrap", &[2, 4]), [2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0]);
+    assert_eq!(
+        y("wrap", &[2, 4]),
+        [2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0]
+    );
     // Negative pads crop first.
     assert_eq!(y("constant", &[-1, 2]), [2.0, 3.0, 0.0, 0.0]);
     assert_eq!(y("reflect", &[-1, 1]), [2.0, 3.0, 2.0]);
     // Reflect pads may exceed the dim (numpy's periodic reflection, period 4 here).
-    assert_eq!(y("reflect", &[5, 0]), [2.0, 1.0, 2.0, 3.0, 2.0, 1.0, 2.0, 3.0]);
+    assert_eq!(
+        y("reflect", &[5, 0]),
+        [2.0, 1.0, 2.0, 3.0, 2.0, 1.0, 2.0, 3.0]
+    );
     // Edge/reflect/wrap of an empty dim; cropping past the dim; wrap before opset 19.
     let op = Op::Pad {
         mode: PadMode::Reflect,
@@ -464,7 +481,11 @@ fn pad_operand_styles() {
     .unwrap();
     assert_eq!(run(&op, &[&xi])[0].to_i64_vec(), vec![1, 2, 3, 4, 0, 0]);
     // Axes input before opset 18; pads of the wrong length.
-    let r = convert(&n, 13, vec![cnst(xi.clone()), ints(&[1, 0]), absent(), ints(&[0])]);
+    let r = convert(
+        &n,
+        13,
+        vec![cnst(xi.clone()), ints(&[1, 0]), absent(), ints(&[0])],
+    );
     assert!(matches!(r, Err(OpError::Arity { .. })));
     assert!(convert(&n, 13, vec![cnst(xi), ints(&[1, 0])]).is_err());
 }
