@@ -12,7 +12,11 @@ stamp="$venv/.arenac-requirements"
 
 if [[ ! -x "$py" ]]; then
     echo "setup-venv: creating $venv" >&2
-    python3 -m venv "$venv" >&2
+    if ! python3 -m venv "$venv" >&2; then
+        echo "setup-venv: 'python3 -m venv' failed; install Python's venv module (e.g. python3-venv)" >&2
+        rm -rf "$venv"
+        exit 1
+    fi
 fi
 
 if [[ ! -f "$stamp" ]] || ! cmp -s "$req" "$stamp"; then
