@@ -657,7 +657,7 @@ mod tests {
         // Windows: c0 {0,1} = 5, c1 {0,1,2} = 14, c2 {1,2} = 13.
         let t = Tensor::f32(vec![1, 3, 1, 1], &[1.0, 2.0, 3.0]);
         close(
-            &run(&op, &[t.clone()]),
+            &run(&op, std::slice::from_ref(&t)),
             &[1.0 / 6.0, 2.0 / 15.0, 3.0 / 14.0],
         );
         // Even size 2: window [c, c+1]: c0 {0,1} = 5, c1 {1,2} = 13, c2 {2} = 9.
@@ -715,7 +715,7 @@ mod tests {
                 coerce_2d: true
             }
         );
-        let y_old = run(&old, &[t.clone()]);
+        let y_old = run(&old, std::slice::from_ref(&t));
         for b in 0..2 {
             let row = &v[b * 12..b * 12 + 12];
             let sum: f64 = row.iter().map(|x| x.exp()).sum();
@@ -741,7 +741,7 @@ mod tests {
                 coerce_2d: false
             }
         );
-        let y_new = run(&new, &[t.clone()]);
+        let y_new = run(&new, std::slice::from_ref(&t));
         for b in 0..2 {
             for k in 0..4 {
                 let idx = |c: usize| b * 12 + c * 4 + k;
@@ -768,7 +768,7 @@ mod tests {
             attrs(&last),
             vec![("axis", "2".to_string()), ("coerce_2d", "0".to_string())]
         );
-        let y_log = run(&last, &[t.clone()]);
+        let y_log = run(&last, std::slice::from_ref(&t));
         let y_soft = run(
             &Op::Softmax {
                 axis: 2,
