@@ -333,13 +333,23 @@ impl ShapeReport {
         if !self.missing.is_empty() {
             s += &format!(", {} not in our graph", self.missing.len());
         }
-        if !self.symbols.is_empty() {
-            let syms: Vec<String> = self
-                .symbols
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            s += &format!(" (symbols: {})", syms.join(", "));
+        // onnx names dims it cannot compute `unk__K`; they are checked but not listed.
+        let generated = self
+            .symbols
+            .keys()
+            .filter(|k| k.starts_with("unk__"))
+            .count();
+        let user: Vec<String> = self
+            .symbols
+            .iter()
+            .filter(|(k, _)| !k.starts_with("unk__"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !user.is_empty() {
+            s += &format!(" (symbols: {})", user.join(", "));
+        }
+        if generated > 0 {
+            s += &format!(" ({generated} onnx-generated unk__ dims, consistent)");
         }
         s
     }
