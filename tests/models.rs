@@ -496,9 +496,12 @@ fn digits_imports_with_bound_batch() {
 }
 
 /// A minimal `.npy` reader (format 1.0-3.0, little-endian, C order): dtype descr, shape, data.
-fn read_npy(path: &Path) -> (String, Vec<usize>, Vec<u8>) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&bytes[..6], b"\x93NUMPY", "{}: not .npy", path.display());
+fn read_npy(path: &Path) -> Result<(String, Vec<usize>, Vec<u8>), String> {
+    let err = |what: &str| format!("{}: {what}", path.display());
+    let bytes = std::fs::read(path).map_err(|e| err(&e.to_string()))?;
+    if bytes.get(..6) != Some(b"\x93NUMPY".as_slice()) || bytes.len() < 12 {
+        return Err(err("not a .npy file"));
+    }
     let (hlen, start) = if bytes[6] == 1 {
         (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
     } else {
@@ -507,24 +510,178 @@ fn read_npy(path: &Path) -> (String, Vec<usize>, Vec<u8>) {
             12,
         )
     };
-    let header = std::str::from_utf8(&bytes[start..start + hlen]).expect("ASCII header");
-    let field = |key: &str| -> &str {
+    let header = bytes
+        .get(start..start + hlen)
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .ok_or_else(|| err("bad header"))?;
+    let field = |key: &str| -> Result<&str, String> {
         let at = header
             .find(key)
-            .unwrap_or_else(|| panic!("{key} in {header}"))
-            + key.len();
-        header[at..].trim_start_matches([' ', ':'])
+            .ok_or_else(|| err(&format!("no {key} in {header}")))?;
+        Ok(header[at + key.len()..].trim_start_matches([' ', ':']))
     };
-    let descr = field("'descr'");
-    let descr = descr[1..].split('\'').next().expect("descr").to_string();
-    assert!(field("'fortran_order'").starts_with("False"), "{header}");
-    let shape_text = field("'shape'");
-    let shape: Vec<usize> = shape_text[1..shape_text.find(')').expect("shape")]
+    let descr = field("'descr'")?;
+    let descr = descr
+        .get(1..)
+        .and_then(|d| d.split('\'').next())
+        .ok_or_else(|| err("bad descr"))?
+        .to_string();
+    if !field("'fortran_order'")?.starts_with("False") {
+        return Err(err("Fortran order"));
+    }
+    let shape_text = field("'shape'")?;
+    let close = shape_text.find(')').ok_or_else(|| err("bad shape"))?;
+    let shape = shape_text[1..close]
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().expect("dim"))
-        .collect();
-    (descr, shape, bytes[start + hlen..].to_vec())
+        .map(|s| s.trim().parse().map_err(|_| err("bad dim")))
+        .collect::<Result<Vec<usize>, String>>()?;
+    Ok((descr, shape, bytes[start + hlen..].to_vec()))
+}
+
+/// The `.npy` descr of a dtype (the ones numpy has).
+fn npy_descr(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        DType::F16 => "<f2",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::I32 => "<i4",
+        DType::I64 => "<i8",
+        DType::U8 => "|u1",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
+        DType::Bool => "|b1",
+        _ => return None,
+    })
+}
+
+/// Writes a tensor as `.npy` (format 1.0).
+fn write_npy(path: &Path, t: &Tensor) -> Result<(), String> {
+    let descr = npy_descr(t.dtype()).ok_or_else(|| format!("no .npy dtype for {}", t.ty()))?;
+    let dims: Vec<String> = t.shape().iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(t.bytes());
+    std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A tensor read from `.npy`.
+fn npy_tensor(path: &Path) -> Result<Tensor, String> {
+    let (descr, shape, data) = read_npy(path)?;
+    let dtype = DType::ALL
+        .into_iter()
+        .find(|&d| npy_descr(d) == Some(descr.as_str()))
+        .ok_or_else(|| format!("{}: dtype {descr}", path.display()))?;
+    Tensor::from_bytes(dtype, shape, data.into()).map_err(|e| e.to_string())
+}
+
+/// Deterministic test inputs for the graph's inputs: floats in [-1, 1), ints in [0, 10)
+/// (valid indices for embeddings), bools alternating.
+fn test_inputs(g: &Graph) -> Vec<Tensor> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    g.inputs
+        .iter()
+        .map(|&id| {
+            let ty = &g.value(id).ty;
+            let n = ty.numel().unwrap_or(0);
+            if ty.dtype.is_float() {
+                let v: Vec<f64> = (0..n).map(|_| next() * 2.0 - 1.0).collect();
+                Tensor::from_f64(ty.dtype, ty.shape.clone(), &v)
+            } else if ty.dtype == DType::Bool {
+                let v: Vec<i64> = (0..n).map(|i| (i % 2) as i64).collect();
+                Tensor::from_i64(ty.dtype, ty.shape.clone(), &v)
+            } else {
+                let v: Vec<i64> = (0..n).map(|_| (next() * 10.0) as i64).collect();
+                Tensor::from_i64(ty.dtype, ty.shape.clone(), &v)
+            }
+        })
+        .collect()
+}
+
+/// Runs the reference evaluation and onnxruntime (`scripts/ort_run.py`, optimizations off) on
+/// the same deterministic inputs; returns the largest absolute difference over all outputs,
+/// or the first problem. Outputs must agree within 1e-4 + 1e-3 * |onnxruntime|.
+fn eval_vs_onnxruntime(python: &str, model: &Path, g: &Graph) -> Result<f64, String> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "arenac-eval-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let result = (|| {
+        let inputs = test_inputs(g);
+        let mut cmd = Command::new(python);
+        cmd.arg(repo_root().join("scripts").join("ort_run.py"))
+            .arg(model)
+            .arg(&dir);
+        for (k, t) in inputs.iter().enumerate() {
+            let p = dir.join(format!("in{k}.npy"));
+            write_npy(&p, t)?;
+            cmd.arg(p);
+        }
+        let run = cmd
+            .output()
+            .map_err(|e| format!("cannot run {python}: {e}"))?;
+        if !run.status.success() {
+            return Err(format!(
+                "ort_run.py failed: {}",
+                String::from_utf8_lossy(&run.stderr).trim()
+            ));
+        }
+        let ours = eval_graph(g, &inputs).map_err(|e| format!("reference evaluation: {e}"))?;
+        let mut max_diff = 0.0f64;
+        for (k, ours) in ours.iter().enumerate() {
+            let theirs = npy_tensor(&dir.join(format!("out{k}.npy")))?;
+            let name = &g.value(g.outputs[k]).name;
+            if theirs.shape() != ours.shape() {
+                return Err(format!(
+                    "output '{name}': shape {:?}, onnxruntime {:?}",
+                    ours.shape(),
+                    theirs.shape()
+                ));
+            }
+            for (i, (a, b)) in ours
+                .to_f64_vec()
+                .into_iter()
+                .zip(theirs.to_f64_vec())
+                .enumerate()
+            {
+                if a.is_nan() && b.is_nan() {
+                    continue;
+                }
+                let d = (a - b).abs();
+                if d.is_nan() || d > 1e-4 + 1e-3 * b.abs() {
+                    return Err(format!(
+                        "output '{name}'[{i}]: {a}, onnxruntime {b} (|diff| {d:.2e})"
+                    ));
+                }
+                max_diff = max_diff.max(d);
+            }
+        }
+        Ok(max_diff)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 fn argmax(row: &[f32]) -> usize {
@@ -540,16 +697,17 @@ fn argmax(row: &[f32]) -> usize {
 #[test]
 fn digits_reference_eval_matches_onnxruntime() {
     let dir = digits_dir();
-    let (descr, shape, data) = read_npy(&dir.join("samples.npy"));
+    let (descr, shape, data) = read_npy(&dir.join("samples.npy")).expect("samples.npy");
     assert_eq!((descr.as_str(), shape.as_slice()), ("<f4", &[100, 64][..]));
     let samples = Tensor::from_bytes(DType::F32, shape, data.into()).expect("samples tensor");
-    let (descr, shape, data) = read_npy(&dir.join("labels.npy"));
+    let (descr, shape, data) = read_npy(&dir.join("labels.npy")).expect("labels.npy");
     assert_eq!((descr.as_str(), shape.as_slice()), ("<i8", &[100][..]));
     let labels: Vec<i64> = data
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
-    let (descr, shape, data) = read_npy(&dir.join("expected_probs.npy"));
+    let (descr, shape, data) =
+        read_npy(&dir.join("expected_probs.npy")).expect("expected_probs.npy");
     assert_eq!((descr.as_str(), shape.as_slice()), ("<f4", &[100, 10][..]));
     let expected: Vec<f32> = data
         .chunks_exact(4)
@@ -682,6 +840,7 @@ fn model_dir() {
         .unwrap_or_default();
     let opts = ImportOptions { shapes };
     let python = python();
+    let eval = env_var("ARENAC_MODEL_EVAL").is_some();
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{dir}: {e}"))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -708,6 +867,21 @@ fn model_dir() {
                     line += &format!("; {}", r.summary());
                     if !r.mismatches.is_empty() {
                         failed.push(name.to_string());
+                    }
+                }
+                if let (true, Some(py)) = (eval, python.as_deref()) {
+                    let start = std::time::Instant::now();
+                    match eval_vs_onnxruntime(py, path, g) {
+                        Ok(d) => {
+                            line += &format!(
+                                "; reference eval = onnxruntime (max |diff| {d:.2e}, {:.1}s)",
+                                start.elapsed().as_secs_f64()
+                            );
+                        }
+                        Err(e) => {
+                            line += &format!("; EVAL MISMATCH: {e}");
+                            failed.push(name.to_string());
+                        }
                     }
                 }
                 for w in &check.imported.warnings {
@@ -741,4 +915,34 @@ fn json_reader() {
     assert_eq!(m.get("é😀"), Some(&(1, Some(vec![]))));
     assert!(parse_onnx_shapes("{\"a\": [1]}").is_err());
     assert!(parse_onnx_shapes("[1, 2").is_err());
+}
+
+#[test]
+fn npy_round_trip() {
+    let dir = std::env::temp_dir().join(format!("arenac-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for t in [
+        Tensor::f32(vec![2, 3], &[1.0, -2.5, 3.0, 0.0, 5.0, 6.25]),
+        Tensor::i64(vec![4], &[1, -2, 3, 1 << 40]),
+        Tensor::f32(vec![], &[7.0]),
+        Tensor::from_i64(DType::Bool, vec![3, 1], &[1, 0, 1]),
+    ] {
+        let p = dir.join("t.npy");
+        write_npy(&p, &t).expect("writes");
+        assert_eq!(npy_tensor(&p).expect("reads"), t);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The onnxruntime comparison of the model-directory check, on the demo model.
+#[test]
+fn digits_eval_vs_onnxruntime_script() {
+    let Some(py) = python() else { return };
+    let path = digits_dir().join("digits.onnx");
+    let opts = ImportOptions {
+        shapes: vec![("N".into(), vec![3])],
+    };
+    let imported = import_file(&path, &opts).expect("imports");
+    let d = eval_vs_onnxruntime(&py, &path, &imported.graph).expect("agrees with onnxruntime");
+    println!("digits: reference eval vs onnxruntime on random inputs: max |diff| {d:.2e}");
 }
