@@ -8,6 +8,7 @@
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
 pub mod inputs;
+pub mod text;
 pub mod tensor_proto;
 
 use std::collections::{BTreeSet, HashMap};
