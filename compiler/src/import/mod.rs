@@ -7,6 +7,7 @@
 //! data input is a constant, or when its op is computable from input types alone (Shape).
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
+pub mod builder;
 pub mod inputs;
 pub mod text;
 pub mod tensor_proto;
@@ -32,6 +33,11 @@ pub struct ImportOptions {
     /// User-given shapes: `(input name or symbolic dim, dims)`.
     pub shapes: Vec<(String, Vec<usize>)>,
 }
+
+/// Largest total output a single node may fold into constants (2 GiB): beyond it, folding
+/// would materialize more than any sane model's weights, so the node is an error instead of
+/// an allocation that could abort the process.
+pub const MAX_FOLD_BYTES: usize = 2 << 30;
 
 /// The result of an import.
 #[derive(Debug)]
@@ -276,6 +282,13 @@ impl Importer {
             .map(|&v| self.graph.value(v).ty.clone())
             .collect();
         let out_types = op.infer(&in_types).map_err(node_err)?;
+        let mut out_bytes = 0usize;
+        for t in &out_types {
+            out_bytes = t
+                .bytes()
+                .and_then(|b| b.checked_add(out_bytes))
+                .ok_or_else(|| node_err(OpError::Overflow(format!("output {t} is too large"))))?;
+        }
 
         // Outputs the file declares, by position (empty names are omitted optional outputs).
         let mut declared: Vec<(usize, &str)> = Vec::new();
@@ -301,6 +314,12 @@ impl Importer {
             .collect();
         let folded = match (op.fold_from_types(&in_types), consts) {
             (Some(values), _) => Some(values),
+            (None, Some(_)) if out_bytes > MAX_FOLD_BYTES => {
+                return Err(node_err(OpError::Overflow(format!(
+                    "folding this node would materialize {out_bytes} bytes of constants \
+                     (limit {MAX_FOLD_BYTES})"
+                ))));
+            }
             (None, Some(consts)) => Some(op.eval(&consts).map_err(node_err)?),
             (None, None) => None,
         };

@@ -1,12 +1,23 @@
-//! Elementwise ops: unary math, binary arithmetic and comparison with numpy broadcasting, variadic Sum/Mean/Max/Min, Where, Cast.
+//! Elementwise ops: unary math, binary arithmetic and comparison with numpy broadcasting,
+//! variadic Sum/Mean/Max/Min, Where, Cast.
 //!
-//! (skeleton: converters, inference and reference evaluation to be filled in)
+//! Floats are evaluated in `f64` and rounded to the element type; integers and bools in `i64`
+//! (with `u64` compared and divided as unsigned). Integer arithmetic wraps like the element
+//! type would; integer division or remainder by zero is an error.
+
+mod erf;
+mod eval;
+#[cfg(test)]
+mod tests;
 
 use crate::error::OpError;
-use crate::ir::tensor::Tensor;
-use crate::ir::types::TensorType;
-use crate::ops::util::wrong_family;
-use crate::ops::{Op, OpDef};
+use crate::ir::types::{DType, Shape, TensorType, checked_numel};
+use crate::ops::ctx::NodeCtx;
+use crate::ops::util::{broadcast_shapes, expect_arity, fmt_f32, wrong_family};
+use crate::ops::{MAX_OPSET, Op, OpDef};
+
+pub use erf::erf;
+pub use eval::eval;
 
 /// One-input elementwise ops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,29 +111,392 @@ pub enum VariadicOp {
     Min,
 }
 
+const fn def(op_type: &'static str, since: i64, convert: Convert) -> OpDef {
+    OpDef {
+        op_type,
+        since,
+        until: MAX_OPSET,
+        convert,
+    }
+}
+
+type Convert = fn(&mut NodeCtx<'_>) -> Result<Op, OpError>;
+
 /// Converters of this family.
-pub const DEFS: &[OpDef] = &[];
+pub const DEFS: &[OpDef] = &[
+    def("Relu", 7, |c| unary(c, UnaryOp::Relu)),
+    def("LeakyRelu", 7, convert_leaky_relu),
+    def("Sigmoid", 7, |c| unary(c, UnaryOp::Sigmoid)),
+    def("Tanh", 7, |c| unary(c, UnaryOp::Tanh)),
+    def("Erf", 9, |c| unary(c, UnaryOp::Erf)),
+    def("Gelu", 20, convert_gelu),
+    def("HardSigmoid", 7, convert_hard_sigmoid),
+    def("HardSwish", 14, |c| unary(c, UnaryOp::HardSwish)),
+    def("Clip", 7, convert_clip),
+    def("Sqrt", 7, |c| unary(c, UnaryOp::Sqrt)),
+    def("Reciprocal", 7, |c| unary(c, UnaryOp::Reciprocal)),
+    def("Exp", 7, |c| unary(c, UnaryOp::Exp)),
+    def("Log", 7, |c| unary(c, UnaryOp::Log)),
+    def("Neg", 7, |c| unary(c, UnaryOp::Neg)),
+    def("Abs", 7, |c| unary(c, UnaryOp::Abs)),
+    def("Add", 7, |c| binary(c, BinaryOp::Add)),
+    def("Sub", 7, |c| binary(c, BinaryOp::Sub)),
+    def("Mul", 7, |c| binary(c, BinaryOp::Mul)),
+    def("Div", 7, |c| binary(c, BinaryOp::Div)),
+    def("Pow", 7, |c| binary(c, BinaryOp::Pow)),
+    def("Mod", 10, convert_mod),
+    def("PRelu", 7, |c| binary(c, BinaryOp::PRelu)),
+    def("Equal", 7, |c| binary(c, BinaryOp::Equal)),
+    def("Less", 7, |c| binary(c, BinaryOp::Less)),
+    def("Greater", 7, |c| binary(c, BinaryOp::Greater)),
+    def("Sum", 7, |c| variadic(c, VariadicOp::Sum)),
+    def("Mean", 7, |c| variadic(c, VariadicOp::Mean)),
+    def("Max", 7, |c| variadic(c, VariadicOp::Max)),
+    def("Min", 7, |c| variadic(c, VariadicOp::Min)),
+    def("Where", 9, convert_where),
+    def("Cast", 7, convert_cast),
+];
+
+fn unary(ctx: &mut NodeCtx<'_>, op: UnaryOp) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    Ok(Op::Unary(op))
+}
+
+fn binary(ctx: &mut NodeCtx<'_>, op: BinaryOp) -> Result<Op, OpError> {
+    ctx.expect_inputs(2, 2)?;
+    Ok(Op::Binary(op))
+}
+
+fn variadic(ctx: &mut NodeCtx<'_>, op: VariadicOp) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, usize::MAX)?;
+    Ok(Op::Variadic(op))
+}
+
+fn convert_leaky_relu(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let alpha = ctx.attr_float("alpha", 0.01)?;
+    unary(ctx, UnaryOp::LeakyRelu { alpha })
+}
+
+fn convert_gelu(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let tanh_approx = match ctx.attr_string("approximate", "none")?.as_str() {
+        "none" => false,
+        "tanh" => true,
+        other => {
+            return Err(OpError::attr(
+                "approximate",
+                format!("'{other}' is neither \"none\" nor \"tanh\""),
+            ));
+        }
+    };
+    unary(ctx, UnaryOp::Gelu { tanh_approx })
+}
+
+fn convert_hard_sigmoid(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let alpha = ctx.attr_float("alpha", 0.2)?;
+    let beta = ctx.attr_float("beta", 0.5)?;
+    unary(ctx, UnaryOp::HardSigmoid { alpha, beta })
+}
+
+/// Clip-6 has `min`/`max` attributes; Clip-11 on takes them as optional scalar inputs.
+fn convert_clip(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    if ctx.opset < 11 {
+        ctx.expect_inputs(1, 1)?;
+        let min = ctx.attr_float_opt("min")?.map(f64::from);
+        let max = ctx.attr_float_opt("max")?.map(f64::from);
+        return Ok(Op::Unary(UnaryOp::Clip { min, max }));
+    }
+    ctx.expect_inputs(1, 3)?;
+    let min = clip_bound(ctx, 1, "min")?;
+    let max = clip_bound(ctx, 2, "max")?;
+    Ok(Op::Unary(UnaryOp::Clip { min, max }))
+}
+
+fn clip_bound(ctx: &mut NodeCtx<'_>, i: usize, what: &str) -> Result<Option<f64>, OpError> {
+    let dtype = ctx.input_type(0)?.dtype;
+    let Some(t) = ctx.take_const(i)? else {
+        return Ok(None);
+    };
+    if t.dtype() != dtype {
+        return Err(OpError::DType {
+            input: i,
+            dtype: t.dtype(),
+            expected: format!("{dtype} (the dtype of input 0)"),
+        });
+    }
+    if t.numel() != 1 {
+        return Err(OpError::shape(
+            format!("Clip's {what} must be a scalar"),
+            &[ctx.input_type(0)?.shape.as_slice(), t.shape()],
+        ));
+    }
+    Ok(t.scalar_at(0).map(|s| s.as_f64()))
+}
+
+fn convert_mod(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let fmod = match ctx.attr_int("fmod", 0)? {
+        0 => false,
+        1 => true,
+        v => return Err(OpError::attr("fmod", format!("{v} is neither 0 nor 1"))),
+    };
+    binary(ctx, BinaryOp::Mod { fmod })
+}
+
+fn convert_where(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(3, 3)?;
+    Ok(Op::Where)
+}
+
+fn convert_cast(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    // `saturate` (opset 19) only affects 8-bit float targets, which arenac does not support.
+    let code = ctx
+        .attr_int_opt("to")?
+        .ok_or_else(|| OpError::attr("to", "required attribute is missing"))?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
+        .ok_or_else(|| {
+            OpError::Unsupported(format!(
+                "Cast to element type {code} (strings, complex, 8-bit and 4-bit floats are not \
+                 supported)"
+            ))
+        })?;
+    Ok(Op::Cast { to })
+}
 
 /// Printed op name.
 pub fn name(op: &Op) -> &'static str {
-    let _ = op;
-    "?"
+    match op {
+        Op::Unary(u) => match u {
+            UnaryOp::Relu => "Relu",
+            UnaryOp::LeakyRelu { .. } => "LeakyRelu",
+            UnaryOp::Sigmoid => "Sigmoid",
+            UnaryOp::Tanh => "Tanh",
+            UnaryOp::Erf => "Erf",
+            UnaryOp::Gelu { .. } => "Gelu",
+            UnaryOp::HardSigmoid { .. } => "HardSigmoid",
+            UnaryOp::HardSwish => "HardSwish",
+            UnaryOp::Clip { .. } => "Clip",
+            UnaryOp::Sqrt => "Sqrt",
+            UnaryOp::Reciprocal => "Reciprocal",
+            UnaryOp::Exp => "Exp",
+            UnaryOp::Log => "Log",
+            UnaryOp::Neg => "Neg",
+            UnaryOp::Abs => "Abs",
+        },
+        Op::Binary(b) => match b {
+            BinaryOp::Add => "Add",
+            BinaryOp::Sub => "Sub",
+            BinaryOp::Mul => "Mul",
+            BinaryOp::Div => "Div",
+            BinaryOp::Pow => "Pow",
+            BinaryOp::Mod { .. } => "Mod",
+            BinaryOp::PRelu => "PRelu",
+            BinaryOp::Equal => "Equal",
+            BinaryOp::Less => "Less",
+            BinaryOp::Greater => "Greater",
+        },
+        Op::Variadic(v) => match v {
+            VariadicOp::Sum => "Sum",
+            VariadicOp::Mean => "Mean",
+            VariadicOp::Max => "Max",
+            VariadicOp::Min => "Min",
+        },
+        Op::Where => "Where",
+        Op::Cast { .. } => "Cast",
+        _ => "?",
+    }
+}
+
+/// Which element types an op accepts.
+#[derive(Clone, Copy)]
+enum Accept {
+    /// Floating point only.
+    Float,
+    /// Floats and signed integers.
+    Signed,
+    /// Floats and integers.
+    Numeric,
+}
+
+fn check_dtype(input: usize, dtype: DType, accept: Accept) -> Result<(), OpError> {
+    let (ok, expected) = match accept {
+        Accept::Float => (dtype.is_float(), "a float type"),
+        Accept::Signed => (
+            dtype.is_float() || matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64),
+            "a float or signed integer type",
+        ),
+        Accept::Numeric => (dtype != DType::Bool, "a float or integer type"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(OpError::DType {
+            input,
+            dtype,
+            expected: expected.to_string(),
+        })
+    }
+}
+
+fn same_dtype(inputs: &[TensorType]) -> Result<DType, OpError> {
+    let first = inputs.first().ok_or_else(|| OpError::Arity {
+        expected: "at least 1".into(),
+        actual: 0,
+    })?;
+    for (i, t) in inputs.iter().enumerate().skip(1) {
+        if t.dtype != first.dtype {
+            return Err(OpError::DType {
+                input: i,
+                dtype: t.dtype,
+                expected: format!("{} (the dtype of input 0)", first.dtype),
+            });
+        }
+    }
+    Ok(first.dtype)
+}
+
+/// Numpy broadcast of the inputs' shapes, with an element count that fits `usize`.
+fn broadcast(inputs: &[TensorType]) -> Result<Shape, OpError> {
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+    let out = broadcast_shapes(&shapes)?;
+    if checked_numel(&out).is_none() {
+        return Err(OpError::Overflow(format!(
+            "broadcast shape {out:?} has too many elements"
+        )));
+    }
+    Ok(out)
+}
+
+fn unary_accept(u: UnaryOp) -> Accept {
+    match u {
+        UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. } => Accept::Numeric,
+        UnaryOp::Neg => Accept::Signed,
+        UnaryOp::LeakyRelu { .. }
+        | UnaryOp::Sigmoid
+        | UnaryOp::Tanh
+        | UnaryOp::Erf
+        | UnaryOp::Gelu { .. }
+        | UnaryOp::HardSigmoid { .. }
+        | UnaryOp::HardSwish
+        | UnaryOp::Sqrt
+        | UnaryOp::Reciprocal
+        | UnaryOp::Exp
+        | UnaryOp::Log => Accept::Float,
+    }
 }
 
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "elementwise"))
+    match op {
+        Op::Unary(u) => {
+            expect_arity(inputs, 1)?;
+            let x = &inputs[0];
+            check_dtype(0, x.dtype, unary_accept(*u))?;
+            Ok(vec![x.clone()])
+        }
+        Op::Binary(b) => {
+            expect_arity(inputs, 2)?;
+            let (a, c) = (&inputs[0], &inputs[1]);
+            match b {
+                BinaryOp::Pow => {
+                    check_dtype(0, a.dtype, Accept::Numeric)?;
+                    check_dtype(1, c.dtype, Accept::Numeric)?;
+                }
+                BinaryOp::Equal => {
+                    same_dtype(inputs)?;
+                }
+                _ => {
+                    check_dtype(0, a.dtype, Accept::Numeric)?;
+                    same_dtype(inputs)?;
+                }
+            }
+            if *b == (BinaryOp::Mod { fmod: false }) && a.dtype.is_float() {
+                return Err(OpError::attr(
+                    "fmod",
+                    format!("must be 1 for float inputs ({})", a.dtype),
+                ));
+            }
+            let shape = broadcast(inputs)?;
+            if *b == BinaryOp::PRelu && shape != a.shape {
+                return Err(OpError::shape(
+                    "PRelu's slope must broadcast to the shape of X",
+                    &[&a.shape, &c.shape],
+                ));
+            }
+            let dtype = match b {
+                BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater => DType::Bool,
+                _ => a.dtype,
+            };
+            Ok(vec![TensorType::new(dtype, shape)])
+        }
+        Op::Variadic(v) => {
+            if inputs.is_empty() {
+                return Err(OpError::Arity {
+                    expected: "at least 1".into(),
+                    actual: 0,
+                });
+            }
+            let accept = match v {
+                VariadicOp::Sum | VariadicOp::Mean => Accept::Float,
+                VariadicOp::Max | VariadicOp::Min => Accept::Numeric,
+            };
+            check_dtype(0, inputs[0].dtype, accept)?;
+            let dtype = same_dtype(inputs)?;
+            Ok(vec![TensorType::new(dtype, broadcast(inputs)?)])
+        }
+        Op::Where => {
+            expect_arity(inputs, 3)?;
+            if inputs[0].dtype != DType::Bool {
+                return Err(OpError::DType {
+                    input: 0,
+                    dtype: inputs[0].dtype,
+                    expected: "bool".into(),
+                });
+            }
+            let dtype = inputs[1].dtype;
+            if inputs[2].dtype != dtype {
+                return Err(OpError::DType {
+                    input: 2,
+                    dtype: inputs[2].dtype,
+                    expected: format!("{dtype} (the dtype of input 1)"),
+                });
+            }
+            Ok(vec![TensorType::new(dtype, broadcast(inputs)?)])
+        }
+        Op::Cast { to } => {
+            expect_arity(inputs, 1)?;
+            Ok(vec![TensorType::new(*to, inputs[0].shape.clone())])
+        }
+        _ => Err(wrong_family(op, "elementwise")),
+    }
 }
 
-/// Reference evaluation.
-pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "elementwise"))
+fn fmt_bound(b: Option<f64>) -> String {
+    match b {
+        // Bounds read from f32 attributes or tensors print as the f32 they were.
+        Some(v) if f64::from(v as f32) == v => fmt_f32(v as f32),
+        Some(v) => format!("{v:?}"),
+        None => "none".to_string(),
+    }
 }
 
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
-    let _ = op;
-    Vec::new()
+    match op {
+        Op::Unary(UnaryOp::LeakyRelu { alpha }) => vec![("alpha", fmt_f32(*alpha))],
+        Op::Unary(UnaryOp::Gelu { tanh_approx }) => vec![(
+            "approximate",
+            if *tanh_approx { "tanh" } else { "none" }.to_string(),
+        )],
+        Op::Unary(UnaryOp::HardSigmoid { alpha, beta }) => {
+            vec![("alpha", fmt_f32(*alpha)), ("beta", fmt_f32(*beta))]
+        }
+        Op::Unary(UnaryOp::Clip { min, max }) => {
+            vec![("min", fmt_bound(*min)), ("max", fmt_bound(*max))]
+        }
+        Op::Binary(BinaryOp::Mod { fmod }) => vec![("fmod", u8::from(*fmod).to_string())],
+        Op::Cast { to } => vec![("to", to.to_string())],
+        _ => Vec::new(),
+    }
 }

@@ -1,0 +1,358 @@
+//! Reference evaluation of the elementwise ops: floats in `f64`, integers and bools in `i64`
+//! (`u64` compared and divided as unsigned).
+
+use std::cmp::Ordering;
+
+use super::{BinaryOp, UnaryOp, VariadicOp, erf, infer, name};
+use crate::error::OpError;
+use crate::ir::tensor::Tensor;
+use crate::ir::types::{DType, TensorType, checked_numel};
+use crate::ops::Op;
+use crate::ops::util::{broadcast_index_map, wrong_family};
+
+/// Reference evaluation.
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let out = infer(op, &types)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| OpError::Unsupported("elementwise inference gave no output".into()))?;
+    let result = match op {
+        Op::Unary(u) => eval_unary(*u, inputs[0]),
+        Op::Binary(b) => eval_binary(*b, inputs[0], inputs[1], out)?,
+        Op::Variadic(v) => eval_variadic(*v, inputs, out),
+        Op::Where => eval_where(inputs, out),
+        Op::Cast { to } => {
+            let x = inputs[0];
+            if x.dtype().is_float() {
+                Tensor::from_f64(*to, out.shape, &x.to_f64_vec())
+            } else if x.dtype() == DType::U64 && to.is_float() {
+                // The i64 domain wraps u64 values above i64::MAX; convert them as unsigned.
+                let vals: Vec<f64> = x.to_i64_vec().iter().map(|&v| v as u64 as f64).collect();
+                Tensor::from_f64(*to, out.shape, &vals)
+            } else {
+                Tensor::from_i64(*to, out.shape, &x.to_i64_vec())
+            }
+        }
+        _ => return Err(wrong_family(op, "elementwise")),
+    };
+    Ok(vec![result])
+}
+
+/// Orders two values of integer dtype `dtype` held in the `i64` domain (`u64` as unsigned).
+fn int_cmp(dtype: DType, a: i64, b: i64) -> Ordering {
+    if dtype == DType::U64 {
+        (a as u64).cmp(&(b as u64))
+    } else {
+        a.cmp(&b)
+    }
+}
+
+/// max/min propagating NaN, like numpy's `maximum`/`minimum`.
+fn fmax(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+fn fmin(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+}
+
+fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
+    let dtype = x.dtype();
+    let shape = x.shape().to_vec();
+    if !dtype.is_float() {
+        let unsigned = matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64);
+        // Bounds of an integer Clip came from a tensor of the same dtype.
+        let bound = |v: f64| {
+            if dtype == DType::U64 {
+                v as u64 as i64
+            } else {
+                v as i64
+            }
+        };
+        let vals: Vec<i64> = x
+            .to_i64_vec()
+            .into_iter()
+            .map(|v| match u {
+                UnaryOp::Relu | UnaryOp::Abs if unsigned => v,
+                UnaryOp::Relu => v.max(0),
+                UnaryOp::Abs => v.wrapping_abs(),
+                UnaryOp::Neg => v.wrapping_neg(),
+                UnaryOp::Clip { min, max } => {
+                    let mut r = v;
+                    if let Some(lo) = min.map(bound)
+                        && int_cmp(dtype, r, lo) == Ordering::Less
+                    {
+                        r = lo;
+                    }
+                    if let Some(hi) = max.map(bound)
+                        && int_cmp(dtype, r, hi) == Ordering::Greater
+                    {
+                        r = hi;
+                    }
+                    r
+                }
+                // infer admits only the ops above for integers.
+                _ => v,
+            })
+            .collect();
+        return Tensor::from_i64(dtype, shape, &vals);
+    }
+    let vals: Vec<f64> = x
+        .to_f64_vec()
+        .into_iter()
+        .map(|v| unary_f64(u, v))
+        .collect();
+    Tensor::from_f64(dtype, shape, &vals)
+}
+
+fn unary_f64(u: UnaryOp, x: f64) -> f64 {
+    let hard_sigmoid = |x: f64, alpha: f64, beta: f64| fmax(0.0, fmin(1.0, alpha * x + beta));
+    match u {
+        UnaryOp::Relu => fmax(x, 0.0),
+        UnaryOp::LeakyRelu { alpha } => {
+            if x < 0.0 {
+                f64::from(alpha) * x
+            } else {
+                x
+            }
+        }
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Erf => erf(x),
+        UnaryOp::Gelu { tanh_approx: false } => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::Gelu { tanh_approx: true } => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+        }
+        UnaryOp::HardSigmoid { alpha, beta } => hard_sigmoid(x, f64::from(alpha), f64::from(beta)),
+        UnaryOp::HardSwish => x * hard_sigmoid(x, 1.0 / 6.0, 0.5),
+        UnaryOp::Clip { min, max } => {
+            let mut r = x;
+            if let Some(lo) = min {
+                r = fmax(r, lo);
+            }
+            if let Some(hi) = max {
+                r = fmin(r, hi);
+            }
+            r
+        }
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+    }
+}
+
+fn bool_i64(b: bool) -> i64 {
+    i64::from(b)
+}
+
+fn eval_binary(b: BinaryOp, x: &Tensor, y: &Tensor, out: TensorType) -> Result<Tensor, OpError> {
+    let mx = broadcast_index_map(x.shape(), &out.shape);
+    let my = broadcast_index_map(y.shape(), &out.shape);
+    let dtype = x.dtype();
+    if dtype.is_float() {
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+        let pairs = mx.iter().zip(&my).map(|(&i, &j)| (xs[i], ys[j]));
+        if matches!(b, BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater) {
+            let vals: Vec<i64> = pairs
+                .map(|(p, q)| match b {
+                    BinaryOp::Equal => bool_i64(p == q),
+                    BinaryOp::Less => bool_i64(p < q),
+                    _ => bool_i64(p > q),
+                })
+                .collect();
+            return Ok(Tensor::from_i64(DType::Bool, out.shape, &vals));
+        }
+        let vals: Vec<f64> = pairs
+            .map(|(p, q)| match b {
+                BinaryOp::Add => p + q,
+                BinaryOp::Sub => p - q,
+                BinaryOp::Mul => p * q,
+                BinaryOp::Div => p / q,
+                BinaryOp::Pow => p.powf(q),
+                // Rust's `%` on floats is C's fmod; infer rejects fmod=0 for floats.
+                BinaryOp::Mod { .. } => p % q,
+                BinaryOp::PRelu => {
+                    if p < 0.0 {
+                        q * p
+                    } else {
+                        p
+                    }
+                }
+                BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater => 0.0,
+            })
+            .collect();
+        return Ok(Tensor::from_f64(out.dtype, out.shape, &vals));
+    }
+    if b == BinaryOp::Pow && y.dtype().is_float() {
+        // Integer base, float exponent: compute in f64, truncate toward zero.
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+        let vals: Vec<f64> = mx
+            .iter()
+            .zip(&my)
+            .map(|(&i, &j)| xs[i].powf(ys[j]).trunc())
+            .collect();
+        return Ok(Tensor::from_f64(out.dtype, out.shape, &vals));
+    }
+    let (xs, ys) = (x.to_i64_vec(), y.to_i64_vec());
+    let mut vals = Vec::with_capacity(mx.len());
+    for (&i, &j) in mx.iter().zip(&my) {
+        vals.push(if b == BinaryOp::Pow {
+            int_pow(xs[i], ys[j], y.dtype())?
+        } else {
+            binary_i64(b, dtype, xs[i], ys[j])?
+        });
+    }
+    Ok(Tensor::from_i64(out.dtype, out.shape, &vals))
+}
+
+fn binary_i64(b: BinaryOp, dtype: DType, p: i64, q: i64) -> Result<i64, OpError> {
+    let unsigned = dtype == DType::U64;
+    let zero = || OpError::Unsupported(format!("integer {} by zero", name(&Op::Binary(b))));
+    Ok(match b {
+        BinaryOp::Add => p.wrapping_add(q),
+        BinaryOp::Sub => p.wrapping_sub(q),
+        BinaryOp::Mul => p.wrapping_mul(q),
+        BinaryOp::Div => {
+            if q == 0 {
+                return Err(zero());
+            }
+            if unsigned {
+                ((p as u64) / (q as u64)) as i64
+            } else {
+                p.wrapping_div(q)
+            }
+        }
+        BinaryOp::Mod { fmod } => {
+            if q == 0 {
+                return Err(zero());
+            }
+            if unsigned {
+                ((p as u64) % (q as u64)) as i64
+            } else {
+                let r = p.wrapping_rem(q);
+                if !fmod && r != 0 && (r < 0) != (q < 0) {
+                    r.wrapping_add(q)
+                } else {
+                    r
+                }
+            }
+        }
+        // eval_binary computes Pow with int_pow, which needs the exponent's dtype.
+        BinaryOp::Pow => int_pow(p, q, dtype)?,
+        BinaryOp::PRelu => {
+            if !unsigned && p < 0 {
+                q.wrapping_mul(p)
+            } else {
+                p
+            }
+        }
+        BinaryOp::Equal => bool_i64(p == q),
+        BinaryOp::Less => bool_i64(int_cmp(dtype, p, q) == Ordering::Less),
+        BinaryOp::Greater => bool_i64(int_cmp(dtype, p, q) == Ordering::Greater),
+    })
+}
+
+/// Integer power, wrapping; a negative exponent truncates `1 / base^-e` toward zero.
+fn int_pow(base: i64, e: i64, exp_dtype: DType) -> Result<i64, OpError> {
+    if e < 0 && exp_dtype != DType::U64 {
+        return match base {
+            0 => Err(OpError::Unsupported(
+                "integer Pow of 0 to a negative power (division by zero)".into(),
+            )),
+            1 => Ok(1),
+            -1 => Ok(if e % 2 == 0 { 1 } else { -1 }),
+            _ => Ok(0),
+        };
+    }
+    let mut e = e as u64;
+    let (mut acc, mut sq) = (1i64, base);
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(sq);
+        }
+        sq = sq.wrapping_mul(sq);
+        e >>= 1;
+    }
+    Ok(acc)
+}
+
+fn eval_variadic(v: VariadicOp, inputs: &[&Tensor], out: TensorType) -> Tensor {
+    let maps: Vec<Vec<usize>> = inputs
+        .iter()
+        .map(|t| broadcast_index_map(t.shape(), &out.shape))
+        .collect();
+    let n = checked_numel(&out.shape).unwrap_or(0);
+    if out.dtype.is_float() {
+        let data: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64_vec()).collect();
+        let vals: Vec<f64> = (0..n)
+            .map(|k| {
+                let mut it = data.iter().zip(&maps).map(|(d, m)| d[m[k]]);
+                let first = it.next().unwrap_or(0.0);
+                let r = it.fold(first, |acc, x| match v {
+                    VariadicOp::Sum | VariadicOp::Mean => acc + x,
+                    VariadicOp::Max => fmax(acc, x),
+                    VariadicOp::Min => fmin(acc, x),
+                });
+                if v == VariadicOp::Mean {
+                    r / data.len() as f64
+                } else {
+                    r
+                }
+            })
+            .collect();
+        return Tensor::from_f64(out.dtype, out.shape, &vals);
+    }
+    let data: Vec<Vec<i64>> = inputs.iter().map(|t| t.to_i64_vec()).collect();
+    let dtype = out.dtype;
+    let vals: Vec<i64> = (0..n)
+        .map(|k| {
+            let mut it = data.iter().zip(&maps).map(|(d, m)| d[m[k]]);
+            let first = it.next().unwrap_or(0);
+            it.fold(first, |acc, x| {
+                let take_x = match v {
+                    VariadicOp::Max => int_cmp(dtype, x, acc) == Ordering::Greater,
+                    VariadicOp::Min => int_cmp(dtype, x, acc) == Ordering::Less,
+                    // infer admits only Max and Min for integers.
+                    VariadicOp::Sum | VariadicOp::Mean => false,
+                };
+                if take_x { x } else { acc }
+            })
+        })
+        .collect();
+    Tensor::from_i64(dtype, out.shape, &vals)
+}
+
+fn eval_where(inputs: &[&Tensor], out: TensorType) -> Tensor {
+    let (c, x, y) = (inputs[0], inputs[1], inputs[2]);
+    let mc = broadcast_index_map(c.shape(), &out.shape);
+    let mx = broadcast_index_map(x.shape(), &out.shape);
+    let my = broadcast_index_map(y.shape(), &out.shape);
+    let cs = c.to_i64_vec();
+    let pick = |k: usize| cs[mc[k]] != 0;
+    if out.dtype.is_float() {
+        let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
+        let vals: Vec<f64> = (0..mc.len())
+            .map(|k| if pick(k) { xs[mx[k]] } else { ys[my[k]] })
+            .collect();
+        Tensor::from_f64(out.dtype, out.shape, &vals)
+    } else {
+        let (xs, ys) = (x.to_i64_vec(), y.to_i64_vec());
+        let vals: Vec<i64> = (0..mc.len())
+            .map(|k| if pick(k) { xs[mx[k]] } else { ys[my[k]] })
+            .collect();
+        Tensor::from_i64(out.dtype, out.shape, &vals)
+    }
+}
