@@ -1,36 +1,456 @@
-//! Ops that fold at import: Shape, ConstantOfShape, Range (and Constant, which the importer turns straight into a constant value).
+//! Ops that fold at import: Shape, ConstantOfShape, Range (and Constant, which the importer
+//! turns straight into a constant value).
 //!
-//! (skeleton: converters, inference and reference evaluation to be filled in)
+//! Shape folds from its input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
+//! every input as a constant, so they have no data inputs and always fold.
 
 use crate::error::OpError;
-use crate::ir::tensor::Tensor;
-use crate::ir::types::TensorType;
-use crate::ops::util::wrong_family;
-use crate::ops::{Op, OpDef};
+use crate::ir::tensor::{Scalar, Tensor};
+use crate::ir::types::{DType, TensorType};
+use crate::ops::ctx::NodeCtx;
+use crate::ops::util::{expect_arity, fmt_list, wrong_family};
+use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
 
 /// Converters of this family.
-pub const DEFS: &[OpDef] = &[];
+pub const DEFS: &[OpDef] = &[
+    OpDef {
+        op_type: "Shape",
+        since: MIN_OPSET,
+        until: MAX_OPSET,
+        convert: convert_shape,
+    },
+    OpDef {
+        op_type: "ConstantOfShape",
+        since: 9,
+        until: MAX_OPSET,
+        convert: convert_constant_of_shape,
+    },
+    OpDef {
+        op_type: "Range",
+        since: 11,
+        until: MAX_OPSET,
+        convert: convert_range,
+    },
+];
+
+fn convert_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let rank = ctx.input_type(0)?.shape.len() as i64;
+    let (start, end) = if ctx.opset >= 15 {
+        (ctx.attr_int("start", 0)?, ctx.attr_int("end", rank)?)
+    } else {
+        (0, rank)
+    };
+    // Negative values count from the back; both clamp to [0, rank]; an empty range is allowed.
+    let clamp = |v: i64| {
+        let v = if v < 0 { v.saturating_add(rank) } else { v };
+        v.clamp(0, rank) as usize
+    };
+    let start = clamp(start);
+    let end = clamp(end).max(start);
+    Ok(Op::Shape { start, end })
+}
+
+fn convert_constant_of_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let shape_ty = ctx.input_type(0)?;
+    if shape_ty.shape.len() != 1 || shape_ty.dtype != DType::I64 {
+        return Err(OpError::DType {
+            input: 0,
+            dtype: shape_ty.dtype,
+            expected: format!("a 1-d i64 shape (got rank {})", shape_ty.shape.len()),
+        });
+    }
+    let dims = ctx.take_const_ints(0)?.unwrap_or_default();
+    let mut shape = Vec::with_capacity(dims.len());
+    for d in dims {
+        let d = usize::try_from(d)
+            .map_err(|_| OpError::attr("input", format!("negative dim {d} in the shape")))?;
+        shape.push(d);
+    }
+    TensorType::new(DType::F64, shape.clone())
+        .bytes()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| OpError::Overflow(format!("ConstantOfShape shape {shape:?}")))?;
+    let value = match ctx.attr_tensor("value")? {
+        Some(v) => {
+            if v.numel() != 1 {
+                return Err(OpError::attr(
+                    "value",
+                    format!("must hold one element, has {}", v.numel()),
+                ));
+            }
+            v.reshaped(vec![])
+                .ok_or_else(|| OpError::attr("value", "must hold one element"))?
+        }
+        None => Tensor::f32(vec![], &[0.0]),
+    };
+    Ok(Op::ConstantOfShape { shape, value })
+}
+
+fn convert_range(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(3, 3)?;
+    let mut vals = Vec::with_capacity(3);
+    for i in 0..3 {
+        let ty = ctx.input_type(i)?.clone();
+        let dtype0 = ctx.input_type(0)?.dtype;
+        if ty.dtype == DType::Bool || ty.dtype != dtype0 {
+            return Err(OpError::DType {
+                input: i,
+                dtype: ty.dtype,
+                expected: format!("a number of the same dtype as input 0 ({dtype0})"),
+            });
+        }
+        if ty.numel() != Some(1) {
+            return Err(OpError::shape(
+                format!("Range input {i} must be a scalar"),
+                &[&ty.shape],
+            ));
+        }
+        let t = ctx
+            .take_const(i)?
+            .unwrap_or_else(|| Tensor::i64(vec![], &[0]));
+        let v = t
+            .scalar_at(0)
+            .ok_or_else(|| OpError::shape("Range input is empty", &[t.shape()]))?;
+        vals.push(v);
+    }
+    let dtype = ctx.input_type(0)?.dtype;
+    let (start, limit, delta) = (vals[0], vals[1], vals[2]);
+    let len = match (start, limit, delta) {
+        (Scalar::Int(s), Scalar::Int(l), Scalar::Int(d)) => {
+            if d == 0 {
+                return Err(OpError::attr("delta", "must not be zero"));
+            }
+            // ceil((l - s) / d) in exact integer arithmetic.
+            let (num, den) = (i128::from(l) - i128::from(s), i128::from(d));
+            let q = num / den;
+            let q = if num % den != 0 && (num < 0) == (den < 0) {
+                q + 1
+            } else {
+                q
+            };
+            usize::try_from(q.max(0)).map_err(|_| OpError::Overflow("Range length".into()))?
+        }
+        _ => {
+            let (s, l, d) = (start.as_f64(), limit.as_f64(), delta.as_f64());
+            if d == 0.0 || !d.is_finite() || !s.is_finite() || !l.is_finite() {
+                return Err(OpError::attr(
+                    "delta",
+                    format!("Range({s}, {l}, {d}) has no finite length"),
+                ));
+            }
+            let n = ((l - s) / d).ceil().max(0.0);
+            if n >= usize::MAX as f64 {
+                return Err(OpError::Overflow(format!("Range({s}, {l}, {d}) length")));
+            }
+            n as usize
+        }
+    };
+    TensorType::new(dtype, vec![len])
+        .bytes()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| OpError::Overflow(format!("Range length {len}")))?;
+    Ok(Op::Range {
+        dtype,
+        start,
+        delta,
+        len,
+    })
+}
 
 /// Printed op name.
 pub fn name(op: &Op) -> &'static str {
-    let _ = op;
-    "?"
+    match op {
+        Op::Shape { .. } => "Shape",
+        Op::ConstantOfShape { .. } => "ConstantOfShape",
+        Op::Range { .. } => "Range",
+        _ => "?",
+    }
 }
 
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "constant"))
+    match op {
+        Op::Shape { start, end } => {
+            expect_arity(inputs, 1)?;
+            let rank = inputs[0].shape.len();
+            if start > end || *end > rank {
+                return Err(OpError::shape(
+                    format!("Shape range {start}..{end} out of bounds"),
+                    &[&inputs[0].shape],
+                ));
+            }
+            Ok(vec![TensorType::new(DType::I64, vec![end - start])])
+        }
+        Op::ConstantOfShape { shape, value } => {
+            expect_arity(inputs, 0)?;
+            if value.numel() != 1 {
+                return Err(OpError::attr("value", "must hold one element"));
+            }
+            let t = TensorType::new(value.dtype(), shape.clone());
+            match t.bytes() {
+                Some(b) if b <= isize::MAX as usize => Ok(vec![t]),
+                _ => Err(OpError::Overflow(format!("ConstantOfShape output {t}"))),
+            }
+        }
+        Op::Range { dtype, len, .. } => {
+            expect_arity(inputs, 0)?;
+            let t = TensorType::new(*dtype, vec![*len]);
+            match t.bytes() {
+                Some(b) if b <= isize::MAX as usize => Ok(vec![t]),
+                _ => Err(OpError::Overflow(format!("Range output {t}"))),
+            }
+        }
+        _ => Err(wrong_family(op, "constant")),
+    }
 }
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "constant"))
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    infer(op, &types)?;
+    match op {
+        Op::Shape { start, end } => {
+            let dims: Vec<i64> = inputs[0].shape()[*start..*end]
+                .iter()
+                .map(|&d| d as i64)
+                .collect();
+            Ok(vec![Tensor::i64(vec![dims.len()], &dims)])
+        }
+        Op::ConstantOfShape { shape, value } => {
+            let v = value
+                .scalar_at(0)
+                .ok_or_else(|| OpError::attr("value", "must hold one element"))?;
+            Ok(vec![Tensor::filled(value.dtype(), shape.clone(), v)])
+        }
+        Op::Range {
+            dtype,
+            start,
+            delta,
+            len,
+        } => {
+            let t = match (start, delta) {
+                (Scalar::Int(s), Scalar::Int(d)) => {
+                    let v: Vec<i64> = (0..*len as i64)
+                        .map(|i| s.wrapping_add(i.wrapping_mul(*d)))
+                        .collect();
+                    Tensor::from_i64(*dtype, vec![*len], &v)
+                }
+                _ => {
+                    let (s, d) = (start.as_f64(), delta.as_f64());
+                    let v: Vec<f64> = (0..*len).map(|i| s + i as f64 * d).collect();
+                    Tensor::from_f64(*dtype, vec![*len], &v)
+                }
+            };
+            Ok(vec![t])
+        }
+        _ => Err(wrong_family(op, "constant")),
+    }
+}
+
+fn fmt_scalar(s: Scalar) -> String {
+    match s {
+        Scalar::Int(v) => v.to_string(),
+        Scalar::Float(v) => format!("{v:?}"),
+    }
 }
 
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
-    let _ = op;
-    Vec::new()
+    match op {
+        Op::Shape { start, end } => vec![("start", start.to_string()), ("end", end.to_string())],
+        Op::ConstantOfShape { shape, value } => {
+            let v = value.scalar_at(0).map_or_else(|| "?".into(), fmt_scalar);
+            vec![
+                ("shape", fmt_list(shape)),
+                ("value", format!("{}:{v}", value.dtype())),
+            ]
+        }
+        Op::Range {
+            dtype,
+            start,
+            delta,
+            len,
+        } => vec![
+            ("dtype", dtype.to_string()),
+            ("start", fmt_scalar(*start)),
+            ("delta", fmt_scalar(*delta)),
+            ("len", len.to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ctx::CtxInput;
+    use arenac_proto::{AttributeProto, NodeProto, TensorProto};
+
+    fn node(op: &str, attrs: Vec<AttributeProto>) -> NodeProto {
+        NodeProto {
+            op_type: Some(op.into()),
+            output: vec!["y".into()],
+            attribute: attrs,
+            ..Default::default()
+        }
+    }
+
+    fn int_attr(name: &str, v: i64) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            i: Some(v),
+            ..Default::default()
+        }
+    }
+
+    fn data(dtype: DType, shape: &[usize]) -> CtxInput {
+        CtxInput {
+            name: "x".into(),
+            ty: Some(TensorType::new(dtype, shape.to_vec())),
+            value: None,
+        }
+    }
+
+    fn cnst(t: Tensor) -> CtxInput {
+        CtxInput {
+            name: "c".into(),
+            ty: Some(t.ty()),
+            value: Some(t),
+        }
+    }
+
+    fn convert(node: &NodeProto, opset: i64, inputs: Vec<CtxInput>) -> Result<Op, OpError> {
+        let def = crate::ops::lookup(node.op_type(), opset).expect("registered");
+        let mut ctx = NodeCtx::new(node, opset, inputs);
+        (def.convert)(&mut ctx)
+    }
+
+    fn run(op: &Op, inputs: &[&Tensor]) -> Tensor {
+        let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+        let ty = infer(op, &types).unwrap().remove(0);
+        let y = eval(op, inputs).unwrap().remove(0);
+        assert_eq!(y.ty(), ty);
+        y
+    }
+
+    #[test]
+    fn shape_with_start_end() {
+        let x = Tensor::f32(vec![2, 3, 4, 5], &[0.0; 120]);
+        let n = node("Shape", vec![int_attr("start", 1), int_attr("end", -1)]);
+        let op = convert(&n, 15, vec![cnst(x.clone())]).unwrap();
+        assert_eq!(op, Op::Shape { start: 1, end: 3 });
+        assert_eq!(run(&op, &[&x]).to_i64_vec(), vec![3, 4]);
+        let types = [x.ty()];
+        assert_eq!(
+            op.fold_from_types(&types).unwrap()[0].to_i64_vec(),
+            vec![3, 4]
+        );
+        // Before opset 15 the attributes do not exist.
+        let op = convert(&n, 13, vec![cnst(x.clone())]).unwrap();
+        assert_eq!(run(&op, &[&x]).to_i64_vec(), vec![2, 3, 4, 5]);
+        // Clamping: start -10 → 0, end 10 → 4; start past end → empty.
+        let n = node("Shape", vec![int_attr("start", -10), int_attr("end", 10)]);
+        let op = convert(&n, 15, vec![cnst(x.clone())]).unwrap();
+        assert_eq!(op, Op::Shape { start: 0, end: 4 });
+        let n = node("Shape", vec![int_attr("start", 3), int_attr("end", 1)]);
+        let op = convert(&n, 15, vec![cnst(x.clone())]).unwrap();
+        assert_eq!(run(&op, &[&x]).shape(), &[0]);
+        // Errors.
+        assert!(infer(&Op::Shape { start: 0, end: 5 }, &types).is_err());
+        assert!(infer(&Op::Shape { start: 0, end: 1 }, &[]).is_err());
+    }
+
+    #[test]
+    fn constant_of_shape() {
+        let shape = Tensor::i64(vec![2], &[2, 3]);
+        let n = node("ConstantOfShape", vec![]);
+        let op = convert(&n, 9, vec![cnst(shape.clone())]).unwrap();
+        let y = run(&op, &[]);
+        assert_eq!(y.ty(), TensorType::new(DType::F32, vec![2, 3]));
+        assert_eq!(y.to_f32_vec(), vec![0.0; 6]);
+        // An i32 value attribute.
+        let value = AttributeProto {
+            name: Some("value".into()),
+            t: Some(TensorProto {
+                dims: vec![1],
+                data_type: Some(DType::I32.to_onnx()),
+                int32_data: vec![7],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let n = node("ConstantOfShape", vec![value]);
+        let op = convert(&n, 20, vec![cnst(shape.clone())]).unwrap();
+        let y = run(&op, &[]);
+        assert_eq!(y.dtype(), DType::I32);
+        assert_eq!(y.to_i64_vec(), vec![7; 6]);
+        assert_eq!(
+            attrs(&op),
+            vec![("shape", "[2,3]".into()), ("value", "i32:7".into())]
+        );
+        // Empty shape → scalar.
+        let op = convert(&n, 20, vec![cnst(Tensor::i64(vec![0], &[]))]).unwrap();
+        assert_eq!(run(&op, &[]).shape(), &[] as &[usize]);
+        // Errors: negative dim, non-constant shape.
+        assert!(convert(&n, 20, vec![cnst(Tensor::i64(vec![1], &[-2]))]).is_err());
+        let huge = Tensor::i64(vec![2], &[1 << 40, 1 << 40]);
+        assert!(matches!(
+            convert(&n, 20, vec![cnst(huge)]),
+            Err(OpError::Overflow(_))
+        ));
+        assert!(matches!(
+            convert(&n, 20, vec![data(DType::I64, &[2])]),
+            Err(OpError::NotConstant { .. })
+        ));
+    }
+
+    fn range(vals: [Tensor; 3]) -> Result<Op, OpError> {
+        let n = node("Range", vec![]);
+        convert(&n, 11, vals.into_iter().map(cnst).collect())
+    }
+
+    #[test]
+    fn range_ints() {
+        let s = |v: i64| Tensor::from_i64(DType::I32, vec![], &[v]);
+        // ONNX example: Range(10, 4, -3) = [10, 7].
+        let op = range([s(10), s(4), s(-3)]).unwrap();
+        let y = run(&op, &[]);
+        assert_eq!(y.dtype(), DType::I32);
+        assert_eq!(y.to_i64_vec(), vec![10, 7]);
+        let op = range([s(0), s(10), s(3)]).unwrap();
+        assert_eq!(run(&op, &[]).to_i64_vec(), vec![0, 3, 6, 9]);
+        // Empty when the direction is wrong.
+        let op = range([s(5), s(1), s(2)]).unwrap();
+        assert_eq!(run(&op, &[]).shape(), &[0]);
+        assert!(range([s(0), s(1), s(0)]).is_err());
+        // Mixed dtypes.
+        assert!(matches!(
+            range([s(0), Tensor::i64(vec![], &[4]), s(1)]),
+            Err(OpError::DType { input: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn range_floats() {
+        let s = |v: f32| Tensor::f32(vec![], &[v]);
+        // ONNX example: Range(3, 9, 3) = [3, 6].
+        let op = range([s(3.0), s(9.0), s(3.0)]).unwrap();
+        assert_eq!(run(&op, &[]).to_f32_vec(), vec![3.0, 6.0]);
+        let op = range([s(1.0), s(2.0), s(0.25)]).unwrap();
+        assert_eq!(run(&op, &[]).to_f32_vec(), vec![1.0, 1.25, 1.5, 1.75]);
+        let op = range([s(1.0), s(0.0), s(-0.4)]).unwrap();
+        let y = run(&op, &[]).to_f32_vec();
+        assert_eq!(y.len(), 3);
+        assert!((y[2] - 0.2).abs() < 1e-6);
+        assert!(range([s(0.0), s(f32::INFINITY), s(1.0)]).is_err());
+        assert_eq!(attrs(&op)[0], ("dtype", "f32".into()));
+    }
+
+    #[test]
+    fn foreign_op() {
+        assert!(infer(&Op::Identity, &[]).is_err());
+        assert_eq!(name(&Op::Identity), "?");
+    }
 }

@@ -23,7 +23,7 @@ pub mod util;
 pub mod view;
 
 use crate::error::OpError;
-use crate::ir::tensor::Tensor;
+use crate::ir::tensor::{Scalar, Tensor};
 use crate::ir::types::{DType, TensorType};
 use ctx::NodeCtx;
 
@@ -187,9 +187,18 @@ pub enum Op {
         /// The fill value, a one-element tensor carrying the dtype.
         value: Tensor,
     },
-    /// `Range(start, limit, delta)`; its output length depends on values, so it only exists
-    /// with constant inputs and folds.
-    Range,
+    /// `Range(start, limit, delta)`; its output length depends on values, so the converter
+    /// takes all three inputs as constants and the op always folds.
+    Range {
+        /// Element type (that of the inputs).
+        dtype: DType,
+        /// First element.
+        start: Scalar,
+        /// Step between elements (non-zero).
+        delta: Scalar,
+        /// Number of elements, `max(ceil((limit - start) / delta), 0)`.
+        len: usize,
+    },
     // --- resize.rs
     /// Resize (nearest, linear) to a static output shape.
     Resize(ResizeAttrs),
@@ -280,7 +289,7 @@ impl Op {
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Pad { .. } => Family::Movement,
-            Op::Shape { .. } | Op::ConstantOfShape { .. } | Op::Range => Family::Constant,
+            Op::Shape { .. } | Op::ConstantOfShape { .. } | Op::Range { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
         }
     }
