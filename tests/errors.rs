@@ -382,3 +382,21 @@ fn tensor_roundtrip_through_builder() {
     let p = tensor_proto("s", &t);
     assert_eq!(p.dims, vec![2]);
 }
+
+#[test]
+fn unused_extra_outputs_are_dropped_used_ones_are_errors() {
+    let base = || {
+        ModelBuilder::new("g", 13)
+            .input("x", DType::F32, &[Dim::N(2)])
+            .node("drop", "Dropout", &["x"], &["y", "mask"], vec![])
+            .output("y", DType::F32, &[])
+    };
+    let g = import(&base().build()).unwrap().graph;
+    assert_eq!(g.node_count(), 1);
+    let e = import(&base().output("mask", DType::Bool, &[]).build()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Node { node, .. } if node == "drop")
+            && e.to_string().contains("'mask'"),
+        "{e}"
+    );
+}

@@ -119,12 +119,12 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
             shapes: opts.shapes.clone(),
         },
     )?;
-    if cfg!(debug_assertions) {
-        if let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph) {
-            return Err(Error::InvalidModel(format!(
-                "IR verifier (an arenac bug): {e}"
-            )));
-        }
+    if cfg!(debug_assertions)
+        && let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph)
+    {
+        return Err(Error::InvalidModel(format!(
+            "IR verifier (an arenac bug): {e}"
+        )));
     }
     Ok(Model {
         graph: imported.graph,

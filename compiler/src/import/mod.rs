@@ -126,6 +126,8 @@ struct Importer {
     by_name: HashMap<String, ValueId>,
     /// Who defined each name, for duplicate-definition messages.
     definer: HashMap<String, String>,
+    /// Every name some node reads or the graph outputs.
+    read_names: BTreeSet<String>,
 }
 
 impl Importer {
@@ -134,6 +136,12 @@ impl Importer {
             graph: Graph::new(gp.name(), opset),
             by_name: HashMap::new(),
             definer: HashMap::new(),
+            read_names: gp
+                .node
+                .iter()
+                .flat_map(|n| n.input.iter().cloned())
+                .chain(gp.output.iter().map(|o| o.name().to_string()))
+                .collect(),
         }
     }
 
@@ -297,10 +305,15 @@ impl Importer {
                 continue;
             }
             if k >= out_types.len() {
-                return Err(node_err(OpError::Unsupported(format!(
-                    "output {k} ('{name}'); this op produces {} output(s) here",
-                    out_types.len()
-                ))));
+                if self.read_names.contains(name.as_str()) {
+                    return Err(node_err(OpError::Unsupported(format!(
+                        "output {k} ('{name}') is used, but arenac produces only {} output(s) \
+                         for this op (inference only)",
+                        out_types.len()
+                    ))));
+                }
+                // Declared but never read (e.g. Dropout's mask at inference): dropped.
+                continue;
             }
             declared.push((k, name));
         }

@@ -1,11 +1,15 @@
 //! Normalizations: BatchNormalization (inference), LayerNormalization, LRN, Softmax, LogSoftmax.
 //!
-//! (skeleton: converters, inference and reference evaluation to be filled in)
+//! Every op here is float-only; the reference evaluation computes in `f64` and rounds to the
+//! input dtype at the end.
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
-use crate::ir::types::TensorType;
-use crate::ops::util::wrong_family;
+use crate::ir::types::{DType, TensorType, checked_numel};
+use crate::ops::ctx::{NodeCtx, norm_axis};
+use crate::ops::util::{
+    broadcast_index_map, broadcast_shapes, expect_arity, fmt_f32, fmt_shape, wrong_family,
+};
 use crate::ops::{Op, OpDef};
 
 /// LRN attributes.
@@ -22,28 +26,786 @@ pub struct LrnAttrs {
 }
 
 /// Converters of this family.
-pub const DEFS: &[OpDef] = &[];
+pub const DEFS: &[OpDef] = &[
+    OpDef {
+        op_type: "BatchNormalization",
+        since: 7,
+        until: 23,
+        convert: convert_batchnorm,
+    },
+    OpDef {
+        op_type: "LayerNormalization",
+        since: 17,
+        until: 23,
+        convert: convert_layernorm,
+    },
+    OpDef {
+        op_type: "LRN",
+        since: 7,
+        until: 23,
+        convert: convert_lrn,
+    },
+    OpDef {
+        op_type: "Softmax",
+        since: 7,
+        until: 23,
+        convert: convert_softmax,
+    },
+    OpDef {
+        op_type: "LogSoftmax",
+        since: 7,
+        until: 23,
+        convert: convert_log_softmax,
+    },
+];
+
+fn convert_batchnorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(5, 5)?;
+    if ctx.opset < 9 && ctx.attr_int("spatial", 1)? != 1 {
+        return Err(OpError::Unsupported(
+            "BatchNormalization with spatial=0 (per-element statistics)".into(),
+        ));
+    }
+    if ctx.opset >= 14 && ctx.attr_int("training_mode", 0)? != 0 {
+        return Err(OpError::Unsupported(
+            "BatchNormalization training_mode=1 (arenac compiles inference only)".into(),
+        ));
+    }
+    if (1..5).any(|i| ctx.has_output(i)) {
+        return Err(OpError::Unsupported(
+            "BatchNormalization running/saved statistics outputs (training only)".into(),
+        ));
+    }
+    Ok(Op::BatchNormalization {
+        epsilon: ctx.attr_float("epsilon", 1e-5)?,
+    })
+}
+
+fn convert_layernorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(2, 3)?;
+    if ctx.has_output(1) || ctx.has_output(2) {
+        return Err(OpError::Unsupported(
+            "LayerNormalization Mean/InvStdDev outputs (training only)".into(),
+        ));
+    }
+    let rank = ctx.input_type(0)?.shape.len();
+    let axis = norm_axis("axis", ctx.attr_int("axis", -1)?, rank)?;
+    // stash_type only selects the precision of the intermediate computation; the reference
+    // computes in f64 regardless.
+    Ok(Op::LayerNormalization {
+        axis,
+        epsilon: ctx.attr_float("epsilon", 1e-5)?,
+    })
+}
+
+fn convert_lrn(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let size = ctx
+        .attr_int_opt("size")?
+        .ok_or_else(|| OpError::attr("size", "required"))?;
+    if size < 1 {
+        return Err(OpError::attr("size", format!("{size} must be positive")));
+    }
+    let size = usize::try_from(size).map_err(|_| OpError::attr("size", "too large"))?;
+    Ok(Op::Lrn(LrnAttrs {
+        size,
+        alpha: ctx.attr_float("alpha", 1e-4)?,
+        beta: ctx.attr_float("beta", 0.75)?,
+        bias: ctx.attr_float("bias", 1.0)?,
+    }))
+}
+
+fn convert_softmax_any(ctx: &mut NodeCtx<'_>, log: bool) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let rank = ctx.input_type(0)?.shape.len();
+    let coerce_2d = ctx.opset < 13;
+    let default = if coerce_2d { 1 } else { -1 };
+    let axis = norm_axis("axis", ctx.attr_int("axis", default)?, rank)?;
+    Ok(Op::Softmax {
+        axis,
+        log,
+        coerce_2d,
+    })
+}
+
+fn convert_softmax(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert_softmax_any(ctx, false)
+}
+
+fn convert_log_softmax(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert_softmax_any(ctx, true)
+}
 
 /// Printed op name.
 pub fn name(op: &Op) -> &'static str {
-    let _ = op;
-    "?"
+    match op {
+        Op::BatchNormalization { .. } => "BatchNormalization",
+        Op::LayerNormalization { .. } => "LayerNormalization",
+        Op::Lrn(_) => "LRN",
+        Op::Softmax { log: false, .. } => "Softmax",
+        Op::Softmax { log: true, .. } => "LogSoftmax",
+        _ => "?",
+    }
+}
+
+fn expect_float(inputs: &[TensorType], i: usize) -> Result<DType, OpError> {
+    let dtype = inputs
+        .get(i)
+        .map(|t| t.dtype)
+        .ok_or_else(|| OpError::Arity {
+            expected: format!("input {i}"),
+            actual: inputs.len(),
+        })?;
+    if !dtype.is_float() {
+        return Err(OpError::DType {
+            input: i,
+            dtype,
+            expected: "a float type".into(),
+        });
+    }
+    Ok(dtype)
+}
+
+fn numel(ty: &TensorType) -> Result<usize, OpError> {
+    ty.numel()
+        .ok_or_else(|| OpError::Overflow(format!("shape {}", fmt_shape(&ty.shape))))
 }
 
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "norm"))
+    match op {
+        Op::BatchNormalization { .. } => {
+            expect_arity(inputs, 5)?;
+            for i in 0..5 {
+                expect_float(inputs, i)?;
+            }
+            let x = &inputs[0];
+            if x.shape.len() < 2 {
+                return Err(OpError::shape(
+                    "X must have rank >= 2 (N, C, ...)",
+                    &[&x.shape],
+                ));
+            }
+            let c = x.shape[1];
+            for p in &inputs[1..] {
+                if p.shape != [c] {
+                    return Err(OpError::shape(
+                        format!("scale, B, mean and var must have shape [{c}]"),
+                        &[&x.shape, &p.shape],
+                    ));
+                }
+            }
+            numel(x)?;
+            Ok(vec![x.clone()])
+        }
+        Op::LayerNormalization { axis, .. } => {
+            if inputs.len() != 2 && inputs.len() != 3 {
+                return Err(OpError::Arity {
+                    expected: "2 to 3".into(),
+                    actual: inputs.len(),
+                });
+            }
+            for i in 0..inputs.len() {
+                expect_float(inputs, i)?;
+            }
+            let x = &inputs[0];
+            if *axis >= x.shape.len() {
+                return Err(OpError::shape(
+                    format!("axis {axis} out of range"),
+                    &[&x.shape],
+                ));
+            }
+            numel(x)?;
+            // Scale and bias broadcast (numpy-style) to X's shape without growing it.
+            for p in &inputs[1..] {
+                let b = broadcast_shapes(&[&x.shape, &p.shape])?;
+                if b != x.shape {
+                    return Err(OpError::shape(
+                        "scale/bias must broadcast to X's shape",
+                        &[&x.shape, &p.shape],
+                    ));
+                }
+            }
+            Ok(vec![x.clone()])
+        }
+        Op::Lrn(_) => {
+            expect_arity(inputs, 1)?;
+            expect_float(inputs, 0)?;
+            let x = &inputs[0];
+            if x.shape.len() < 2 {
+                return Err(OpError::shape(
+                    "X must have rank >= 2 (N, C, ...)",
+                    &[&x.shape],
+                ));
+            }
+            numel(x)?;
+            Ok(vec![x.clone()])
+        }
+        Op::Softmax { axis, .. } => {
+            expect_arity(inputs, 1)?;
+            expect_float(inputs, 0)?;
+            let x = &inputs[0];
+            if *axis >= x.shape.len() {
+                return Err(OpError::shape(
+                    format!("axis {axis} out of range"),
+                    &[&x.shape],
+                ));
+            }
+            numel(x)?;
+            Ok(vec![x.clone()])
+        }
+        _ => Err(wrong_family(op, "norm")),
+    }
+}
+
+fn input<'a>(inputs: &[&'a Tensor], i: usize) -> Result<&'a Tensor, OpError> {
+    inputs.get(i).copied().ok_or_else(|| OpError::Arity {
+        expected: format!("input {i}"),
+        actual: inputs.len(),
+    })
 }
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "norm"))
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    infer(op, &types)?;
+    let x = input(inputs, 0)?;
+    let shape = x.shape().to_vec();
+    let xv = x.to_f64_vec();
+    let out = match op {
+        Op::BatchNormalization { epsilon } => {
+            let [scale, b, mean, var] = [1, 2, 3, 4].map(|i| inputs[i].to_f64_vec());
+            let c = shape[1];
+            let inner = checked_numel(&shape[2..]).unwrap_or(0);
+            let eps = f64::from(*epsilon);
+            let mut y = vec![0.0; xv.len()];
+            for (i, (yi, &xi)) in y.iter_mut().zip(&xv).enumerate() {
+                let ch = (i / inner.max(1)) % c.max(1);
+                *yi = (xi - mean[ch]) / (var[ch] + eps).sqrt() * scale[ch] + b[ch];
+            }
+            y
+        }
+        Op::LayerNormalization { axis, epsilon } => {
+            let inner = checked_numel(&shape[*axis..]).unwrap_or(0);
+            let eps = f64::from(*epsilon);
+            let mut y = vec![0.0; xv.len()];
+            if inner > 0 {
+                for (row_x, row_y) in xv.chunks(inner).zip(y.chunks_mut(inner)) {
+                    let n = inner as f64;
+                    let mean = row_x.iter().sum::<f64>() / n;
+                    let var = row_x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                    let inv = 1.0 / (var + eps).sqrt();
+                    for (yi, &xi) in row_y.iter_mut().zip(row_x) {
+                        *yi = (xi - mean) * inv;
+                    }
+                }
+            }
+            let scale = input(inputs, 1)?;
+            let sv = scale.to_f64_vec();
+            let smap = broadcast_index_map(scale.shape(), &shape);
+            for (yi, &si) in y.iter_mut().zip(&smap) {
+                *yi *= sv[si];
+            }
+            if let Some(bias) = inputs.get(2) {
+                let bv = bias.to_f64_vec();
+                let bmap = broadcast_index_map(bias.shape(), &shape);
+                for (yi, &bi) in y.iter_mut().zip(&bmap) {
+                    *yi += bv[bi];
+                }
+            }
+            y
+        }
+        Op::Lrn(a) => {
+            let c = shape[1];
+            let inner = checked_numel(&shape[2..]).unwrap_or(0);
+            let n = shape[0];
+            let below = a.size.saturating_sub(1) / 2; // floor((size-1)/2)
+            let above = a.size / 2; // ceil((size-1)/2)
+            let (alpha, beta, bias) = (f64::from(a.alpha), f64::from(a.beta), f64::from(a.bias));
+            let mut y = vec![0.0; xv.len()];
+            for b in 0..n {
+                for ch in 0..c {
+                    let lo = ch.saturating_sub(below);
+                    let hi = ch.saturating_add(above).min(c - 1);
+                    for s in 0..inner {
+                        let at = |k: usize| (b * c + k) * inner + s;
+                        let sq: f64 = (lo..=hi).map(|k| xv[at(k)] * xv[at(k)]).sum();
+                        let den = (bias + alpha / a.size as f64 * sq).powf(beta);
+                        y[at(ch)] = xv[at(ch)] / den;
+                    }
+                }
+            }
+            y
+        }
+        Op::Softmax {
+            axis,
+            log,
+            coerce_2d,
+        } => {
+            // Rows of `len` elements `stride` apart: coerce_2d normalizes each contiguous
+            // row of prod(dims[axis..]); otherwise each line along `axis`.
+            let (outer, len, stride) = if *coerce_2d {
+                let len = checked_numel(&shape[*axis..]).unwrap_or(0);
+                (checked_numel(&shape[..*axis]).unwrap_or(0), len, 1)
+            } else {
+                let stride = checked_numel(&shape[*axis + 1..]).unwrap_or(0);
+                let outer = checked_numel(&shape[..*axis]).unwrap_or(0) * stride;
+                (outer, shape[*axis], stride)
+            };
+            let mut y = vec![0.0; xv.len()];
+            for o in 0..outer {
+                let base = if *coerce_2d {
+                    o * len
+                } else {
+                    (o / stride) * len * stride + o % stride
+                };
+                let idx = |k: usize| base + k * stride;
+                let max = (0..len)
+                    .map(|k| xv[idx(k)])
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = (0..len).map(|k| (xv[idx(k)] - max).exp()).sum();
+                for k in 0..len {
+                    let d = xv[idx(k)] - max;
+                    y[idx(k)] = if *log { d - sum.ln() } else { d.exp() / sum };
+                }
+            }
+            y
+        }
+        _ => return Err(wrong_family(op, "norm")),
+    };
+    Ok(vec![Tensor::from_f64(x.dtype(), shape, &out)])
 }
 
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
-    let _ = op;
-    Vec::new()
+    match op {
+        Op::BatchNormalization { epsilon } => vec![("epsilon", fmt_f32(*epsilon))],
+        Op::LayerNormalization { axis, epsilon } => {
+            vec![("axis", axis.to_string()), ("epsilon", fmt_f32(*epsilon))]
+        }
+        Op::Lrn(a) => vec![
+            ("size", a.size.to_string()),
+            ("alpha", fmt_f32(a.alpha)),
+            ("beta", fmt_f32(a.beta)),
+            ("bias", fmt_f32(a.bias)),
+        ],
+        Op::Softmax {
+            axis, coerce_2d, ..
+        } => vec![
+            ("axis", axis.to_string()),
+            ("coerce_2d", u8::from(*coerce_2d).to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ctx::CtxInput;
+    use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
+
+    fn attr_i(name: &str, v: i64) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(v),
+            ..Default::default()
+        }
+    }
+
+    fn attr_f(name: &str, v: f32) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::Float as i32),
+            f: Some(v),
+            ..Default::default()
+        }
+    }
+
+    /// Converts a node whose inputs all have type `ty` (no constants).
+    fn convert(
+        op_type: &str,
+        opset: i64,
+        inputs: &[TensorType],
+        outputs: &[&str],
+        attrs: Vec<AttributeProto>,
+    ) -> Result<Op, OpError> {
+        let node = NodeProto {
+            input: (0..inputs.len()).map(|i| format!("in{i}")).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            op_type: Some(op_type.into()),
+            attribute: attrs,
+            ..Default::default()
+        };
+        let ctx_inputs = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| CtxInput {
+                name: format!("in{i}"),
+                ty: Some(t.clone()),
+                value: None,
+            })
+            .collect();
+        let def = crate::ops::lookup(op_type, opset).expect("registered");
+        let mut ctx = NodeCtx::new(&node, opset, ctx_inputs);
+        (def.convert)(&mut ctx)
+    }
+
+    fn f32t(shape: &[usize]) -> TensorType {
+        TensorType::new(DType::F32, shape.to_vec())
+    }
+
+    fn run(op: &Op, inputs: &[Tensor]) -> Vec<f64> {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+        let out = eval(op, &refs).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(vec![out[0].ty()], infer(op, &types).unwrap());
+        out[0].to_f64_vec()
+    }
+
+    fn close(a: &[f64], b: &[f64]) {
+        assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-5, "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn batchnorm() {
+        let c = f32t(&[2]);
+        let ins = [
+            f32t(&[1, 2, 1, 2]),
+            c.clone(),
+            c.clone(),
+            c.clone(),
+            c.clone(),
+        ];
+        let op = convert(
+            "BatchNormalization",
+            15,
+            &ins,
+            &["y"],
+            vec![attr_f("epsilon", 0.0)],
+        )
+        .unwrap();
+        assert_eq!(op, Op::BatchNormalization { epsilon: 0.0 });
+        assert_eq!(name(&op), "BatchNormalization");
+        assert_eq!(attrs(&op), vec![("epsilon", "0.0".to_string())]);
+        // y = (x - mean) / sqrt(var) * scale + B, per channel.
+        let y = run(
+            &op,
+            &[
+                Tensor::f32(vec![1, 2, 1, 2], &[1.0, 2.0, 3.0, 4.0]),
+                Tensor::f32(vec![2], &[1.0, 2.0]),
+                Tensor::f32(vec![2], &[0.0, 1.0]),
+                Tensor::f32(vec![2], &[1.0, 3.0]),
+                Tensor::f32(vec![2], &[4.0, 1.0]),
+            ],
+        );
+        close(&y, &[0.0, 0.5, 1.0, 3.0]);
+        // Default epsilon.
+        let op = convert("BatchNormalization", 9, &ins, &["y"], vec![]).unwrap();
+        assert_eq!(op, Op::BatchNormalization { epsilon: 1e-5 });
+    }
+
+    #[test]
+    fn batchnorm_errors() {
+        let c = f32t(&[2]);
+        let ins = [f32t(&[1, 2, 3]), c.clone(), c.clone(), c.clone(), c.clone()];
+        let e = convert(
+            "BatchNormalization",
+            15,
+            &ins,
+            &["y"],
+            vec![attr_i("training_mode", 1)],
+        );
+        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let e = convert(
+            "BatchNormalization",
+            7,
+            &ins,
+            &["y"],
+            vec![attr_i("spatial", 0)],
+        );
+        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let e = convert("BatchNormalization", 9, &ins, &["y", "m", "v"], vec![]);
+        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let op = Op::BatchNormalization { epsilon: 1e-5 };
+        let bad = [
+            f32t(&[1, 2, 3]),
+            f32t(&[3]),
+            c.clone(),
+            c.clone(),
+            c.clone(),
+        ];
+        assert!(matches!(
+            infer(&op, &bad),
+            Err(OpError::ShapeMismatch { .. })
+        ));
+        let mut bad = ins.clone();
+        bad[0].dtype = DType::I32;
+        assert!(matches!(infer(&op, &bad), Err(OpError::DType { .. })));
+        assert!(infer(&op, &ins[..4]).is_err());
+    }
+
+    #[test]
+    fn layernorm() {
+        let ins = [f32t(&[2, 3]), f32t(&[3]), f32t(&[3])];
+        let op = convert(
+            "LayerNormalization",
+            17,
+            &ins,
+            &["y"],
+            vec![attr_f("epsilon", 0.0)],
+        )
+        .unwrap();
+        assert_eq!(
+            op,
+            Op::LayerNormalization {
+                axis: 1,
+                epsilon: 0.0
+            }
+        );
+        assert_eq!(name(&op), "LayerNormalization");
+        // Row [1,2,3]: mean 2, var 2/3. Row [0,0,3]: mean 1, var 2.
+        let a = (1.5f64).sqrt();
+        let h = (0.5f64).sqrt();
+        let y = run(
+            &op,
+            &[
+                Tensor::f32(vec![2, 3], &[1.0, 2.0, 3.0, 0.0, 0.0, 3.0]),
+                Tensor::f32(vec![3], &[1.0, 1.0, 2.0]),
+                Tensor::f32(vec![3], &[0.0, 1.0, 0.0]),
+            ],
+        );
+        close(&y, &[-a, 1.0, 2.0 * a, -h, 1.0 - h, 4.0 * h]);
+        // No bias.
+        let op = Op::LayerNormalization {
+            axis: 0,
+            epsilon: 0.0,
+        };
+        let y = run(
+            &op,
+            &[
+                Tensor::f32(vec![2, 3], &[1.0, 2.0, 3.0, 0.0, 0.0, 3.0]),
+                Tensor::f32(vec![1], &[2.0]),
+            ],
+        );
+        // mean 1.5, var (0.25+0.25+2.25+2.25+2.25+2.25)/6 = 19/12.
+        let s = 2.0 / (19.0f64 / 12.0).sqrt();
+        close(
+            &y,
+            &[-0.5 * s, 0.5 * s, 1.5 * s, -1.5 * s, -1.5 * s, 1.5 * s],
+        );
+    }
+
+    #[test]
+    fn layernorm_errors() {
+        let e = convert(
+            "LayerNormalization",
+            17,
+            &[f32t(&[2, 3]), f32t(&[3])],
+            &["y", "mean"],
+            vec![],
+        );
+        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let e = convert(
+            "LayerNormalization",
+            17,
+            &[f32t(&[2, 3]), f32t(&[3])],
+            &["y"],
+            vec![attr_i("axis", 2)],
+        );
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        let op = Op::LayerNormalization {
+            axis: 1,
+            epsilon: 1e-5,
+        };
+        let e = infer(&op, &[f32t(&[2, 3]), f32t(&[2])]);
+        assert!(matches!(e, Err(OpError::ShapeMismatch { .. })));
+        let e = infer(&op, &[f32t(&[2, 3]), f32t(&[2, 2, 3])]);
+        assert!(matches!(e, Err(OpError::ShapeMismatch { .. })));
+        let e = infer(&op, &[TensorType::new(DType::I64, vec![2, 3]), f32t(&[3])]);
+        assert!(matches!(e, Err(OpError::DType { .. })));
+    }
+
+    #[test]
+    fn lrn() {
+        let x = f32t(&[1, 3, 1, 1]);
+        let op = convert(
+            "LRN",
+            13,
+            std::slice::from_ref(&x),
+            &["y"],
+            vec![attr_i("size", 3), attr_f("alpha", 3.0), attr_f("beta", 1.0)],
+        )
+        .unwrap();
+        assert_eq!(
+            op,
+            Op::Lrn(LrnAttrs {
+                size: 3,
+                alpha: 3.0,
+                beta: 1.0,
+                bias: 1.0
+            })
+        );
+        assert_eq!(name(&op), "LRN");
+        assert_eq!(attrs(&op)[0], ("size", "3".to_string()));
+        // alpha/size = 1: y_c = x_c / (1 + sum of squares of the window).
+        // Windows: c0 {0,1} = 5, c1 {0,1,2} = 14, c2 {1,2} = 13.
+        let t = Tensor::f32(vec![1, 3, 1, 1], &[1.0, 2.0, 3.0]);
+        close(
+            &run(&op, std::slice::from_ref(&t)),
+            &[1.0 / 6.0, 2.0 / 15.0, 3.0 / 14.0],
+        );
+        // Even size 2: window [c, c+1]: c0 {0,1} = 5, c1 {1,2} = 13, c2 {2} = 9.
+        let op = Op::Lrn(LrnAttrs {
+            size: 2,
+            alpha: 2.0,
+            beta: 1.0,
+            bias: 1.0,
+        });
+        close(&run(&op, &[t]), &[1.0 / 6.0, 2.0 / 14.0, 3.0 / 10.0]);
+        // beta 0.5, bias 2, alpha 1, size 1: y = x / sqrt(2 + x^2).
+        let op = Op::Lrn(LrnAttrs {
+            size: 1,
+            alpha: 1.0,
+            beta: 0.5,
+            bias: 2.0,
+        });
+        let y = run(&op, &[Tensor::f32(vec![1, 2], &[1.0, 2.0])]);
+        close(&y, &[1.0 / 3.0f64.sqrt(), 2.0 / 6.0f64.sqrt()]);
+    }
+
+    #[test]
+    fn lrn_errors() {
+        let x = f32t(&[1, 3, 1, 1]);
+        let e = convert("LRN", 13, std::slice::from_ref(&x), &["y"], vec![]);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        let e = convert("LRN", 13, &[x], &["y"], vec![attr_i("size", 0)]);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        let op = Op::Lrn(LrnAttrs {
+            size: 3,
+            alpha: 1.0,
+            beta: 1.0,
+            bias: 1.0,
+        });
+        assert!(matches!(
+            infer(&op, &[f32t(&[3])]),
+            Err(OpError::ShapeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn softmax_old_vs_new_axis() {
+        let x = f32t(&[2, 3, 4]);
+        let vals: Vec<f32> = (0..24).map(|i| i as f32 * 0.25).collect();
+        let t = Tensor::f32(vec![2, 3, 4], &vals);
+        let v: Vec<f64> = vals.iter().map(|&v| f64::from(v)).collect();
+
+        // Opset 11, default axis 1: each batch's 12 elements form one row.
+        let old = convert("Softmax", 11, std::slice::from_ref(&x), &["y"], vec![]).unwrap();
+        assert_eq!(
+            old,
+            Op::Softmax {
+                axis: 1,
+                log: false,
+                coerce_2d: true
+            }
+        );
+        let y_old = run(&old, std::slice::from_ref(&t));
+        for b in 0..2 {
+            let row = &v[b * 12..b * 12 + 12];
+            let sum: f64 = row.iter().map(|x| x.exp()).sum();
+            for k in 0..12 {
+                assert!((y_old[b * 12 + k] - row[k].exp() / sum).abs() < 1e-6);
+            }
+        }
+
+        // Opset 13, axis 1: each line of 3 along axis 1 (stride 4).
+        let new = convert(
+            "Softmax",
+            13,
+            std::slice::from_ref(&x),
+            &["y"],
+            vec![attr_i("axis", 1)],
+        )
+        .unwrap();
+        assert_eq!(
+            new,
+            Op::Softmax {
+                axis: 1,
+                log: false,
+                coerce_2d: false
+            }
+        );
+        let y_new = run(&new, std::slice::from_ref(&t));
+        for b in 0..2 {
+            for k in 0..4 {
+                let idx = |c: usize| b * 12 + c * 4 + k;
+                let sum: f64 = (0..3).map(|c| v[idx(c)].exp()).sum();
+                for c in 0..3 {
+                    assert!((y_new[idx(c)] - v[idx(c)].exp() / sum).abs() < 1e-6);
+                }
+            }
+        }
+        assert!((y_old[0] - y_new[0]).abs() > 1e-3, "the semantics differ");
+
+        // Opset 13 default axis is the last one; LogSoftmax is the log of Softmax.
+        let last = convert("LogSoftmax", 13, std::slice::from_ref(&x), &["y"], vec![]).unwrap();
+        assert_eq!(
+            last,
+            Op::Softmax {
+                axis: 2,
+                log: true,
+                coerce_2d: false
+            }
+        );
+        assert_eq!(name(&last), "LogSoftmax");
+        assert_eq!(
+            attrs(&last),
+            vec![("axis", "2".to_string()), ("coerce_2d", "0".to_string())]
+        );
+        let y_log = run(&last, std::slice::from_ref(&t));
+        let y_soft = run(
+            &Op::Softmax {
+                axis: 2,
+                log: false,
+                coerce_2d: false,
+            },
+            &[t],
+        );
+        // Rows of [a, a+.25, a+.5, a+.75]: softmax independent of a.
+        let e: Vec<f64> = (0..4).map(|k| (k as f64 * 0.25).exp()).collect();
+        let s: f64 = e.iter().sum();
+        for i in 0..24 {
+            assert!((y_soft[i] - e[i % 4] / s).abs() < 1e-6);
+            assert!((y_log[i] - y_soft[i].ln()).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn softmax_errors() {
+        let e = convert(
+            "Softmax",
+            13,
+            &[f32t(&[2, 3])],
+            &["y"],
+            vec![attr_i("axis", 2)],
+        );
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        let op = Op::Softmax {
+            axis: 1,
+            log: false,
+            coerce_2d: false,
+        };
+        assert!(matches!(
+            infer(&op, &[f32t(&[3])]),
+            Err(OpError::ShapeMismatch { .. })
+        ));
+        let e = infer(&op, &[TensorType::new(DType::I32, vec![2, 3])]);
+        assert!(matches!(e, Err(OpError::DType { .. })));
+    }
 }

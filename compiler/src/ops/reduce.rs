@@ -1,11 +1,16 @@
-//! Reductions over constant axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin...
+//! Reductions over constant axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin.
 //!
-//! (skeleton: converters, inference and reference evaluation to be filled in)
+//! Axes are an attribute before the opset where they became an input (ReduceSum: 13,
+//! ReduceMean/Max/Min: 18); an input is taken as a constant. Absent or empty axes reduce
+//! every dim, unless `noop_with_empty_axes=1` (input versions only) makes the op an identity.
+//! Floats reduce in `f64`; integers in `i64` (ReduceMean of integers computes the mean in
+//! `f64` and truncates, like the ONNX reference's `np.mean(...).astype(dtype)`).
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
-use crate::ir::types::TensorType;
-use crate::ops::util::wrong_family;
+use crate::ir::types::{DType, Shape, TensorType, checked_numel, strides};
+use crate::ops::ctx::{NodeCtx, norm_axis};
+use crate::ops::util::{expect_arity, fmt_list, fmt_shape, unravel, wrong_family};
 use crate::ops::{Op, OpDef};
 
 /// Which reduction.
@@ -26,35 +31,463 @@ pub enum ReduceKind {
 pub struct ReduceAttrs {
     /// Which reduction.
     pub kind: ReduceKind,
-    /// Normalized, sorted axes; empty means no reduction (noop_with_empty_axes).
+    /// Normalized, sorted, distinct axes. "Reduce over all dims" lists every axis explicitly;
+    /// empty means no reduction at all (`noop_with_empty_axes=1`, or a rank-0 input): the op
+    /// is then an identity.
     pub axes: Vec<usize>,
     /// Keep reduced dims as size 1.
     pub keepdims: bool,
 }
 
 /// Converters of this family.
-pub const DEFS: &[OpDef] = &[];
+pub const DEFS: &[OpDef] = &[
+    OpDef {
+        op_type: "ReduceMean",
+        since: 7,
+        until: 23,
+        convert: convert_mean,
+    },
+    OpDef {
+        op_type: "ReduceSum",
+        since: 7,
+        until: 23,
+        convert: convert_sum,
+    },
+    OpDef {
+        op_type: "ReduceMax",
+        since: 7,
+        until: 23,
+        convert: convert_max,
+    },
+    OpDef {
+        op_type: "ReduceMin",
+        since: 7,
+        until: 23,
+        convert: convert_min,
+    },
+];
+
+fn convert_mean(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert(ctx, ReduceKind::Mean, 18)
+}
+
+fn convert_sum(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert(ctx, ReduceKind::Sum, 13)
+}
+
+fn convert_max(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert(ctx, ReduceKind::Max, 18)
+}
+
+fn convert_min(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    convert(ctx, ReduceKind::Min, 18)
+}
+
+/// `axes_input_since`: the opset where `axes` moved from an attribute to input 1.
+fn convert(ctx: &mut NodeCtx<'_>, kind: ReduceKind, axes_input_since: i64) -> Result<Op, OpError> {
+    let rank = ctx.input_type(0)?.shape.len();
+    let (given, noop) = if ctx.opset >= axes_input_since {
+        ctx.expect_inputs(1, 2)?;
+        let axes = ctx.take_const_ints(1)?;
+        (axes, ctx.attr_int("noop_with_empty_axes", 0)? != 0)
+    } else {
+        ctx.expect_inputs(1, 1)?;
+        (ctx.attr_ints("axes")?, false)
+    };
+    let keepdims = ctx.attr_int("keepdims", 1)? != 0;
+    let axes = match given {
+        Some(a) if !a.is_empty() => {
+            let mut axes = a
+                .iter()
+                .map(|&x| norm_axis("axes", x, rank))
+                .collect::<Result<Vec<_>, _>>()?;
+            axes.sort_unstable();
+            if axes.windows(2).any(|w| w[0] == w[1]) {
+                return Err(OpError::attr("axes", format!("{a:?} names an axis twice")));
+            }
+            axes
+        }
+        _ if noop => Vec::new(),
+        _ => (0..rank).collect(),
+    };
+    Ok(Op::Reduce(ReduceAttrs {
+        kind,
+        axes,
+        keepdims,
+    }))
+}
 
 /// Printed op name.
 pub fn name(op: &Op) -> &'static str {
-    let _ = op;
-    "?"
+    match op {
+        Op::Reduce(a) => match a.kind {
+            ReduceKind::Mean => "ReduceMean",
+            ReduceKind::Sum => "ReduceSum",
+            ReduceKind::Max => "ReduceMax",
+            ReduceKind::Min => "ReduceMin",
+        },
+        _ => "?",
+    }
+}
+
+/// The output shape: reduced dims become 1 (`keepdims`) or disappear.
+fn out_shape(a: &ReduceAttrs, shape: &[usize]) -> Shape {
+    let mut out = Vec::with_capacity(shape.len());
+    for (d, &n) in shape.iter().enumerate() {
+        if !a.axes.contains(&d) {
+            out.push(n);
+        } else if a.keepdims {
+            out.push(1);
+        }
+    }
+    out
 }
 
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "reduce"))
+    let Op::Reduce(a) = op else {
+        return Err(wrong_family(op, "reduce"));
+    };
+    expect_arity(inputs, 1)?;
+    let x = &inputs[0];
+    let ok = match a.kind {
+        ReduceKind::Mean | ReduceKind::Sum => x.dtype != DType::Bool,
+        ReduceKind::Max | ReduceKind::Min => true,
+    };
+    if !ok {
+        return Err(OpError::DType {
+            input: 0,
+            dtype: x.dtype,
+            expected: "a float or integer type".into(),
+        });
+    }
+    let rank = x.shape.len();
+    if a.axes.iter().any(|&d| d >= rank) || a.axes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(OpError::shape(
+            format!(
+                "axes {} must be sorted, distinct and below the rank",
+                fmt_list(&a.axes)
+            ),
+            &[&x.shape],
+        ));
+    }
+    if x.numel().is_none() {
+        return Err(OpError::Overflow(format!("shape {}", fmt_shape(&x.shape))));
+    }
+    Ok(vec![TensorType::new(x.dtype, out_shape(a, &x.shape))])
+}
+
+/// For each input element, the flat index of the output element it reduces into.
+fn out_index_map(a: &ReduceAttrs, shape: &[usize]) -> Vec<usize> {
+    // Index into the keepdims shape (same flat layout as the squeezed one).
+    let kept: Vec<usize> = shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if a.axes.contains(&d) { 1 } else { n })
+        .collect();
+    let st = strides(&kept);
+    let n = checked_numel(shape).unwrap_or(0);
+    (0..n)
+        .map(|flat| {
+            let idx = unravel(flat, shape);
+            (0..shape.len())
+                .filter(|d| !a.axes.contains(d))
+                .map(|d| idx[d] * st[d])
+                .sum()
+        })
+        .collect()
+}
+
+/// Smallest and largest value of an integer (or bool) dtype, in the i64 domain.
+fn int_range(dtype: DType) -> (i64, i64) {
+    match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        DType::Bool => (0, 1),
+        // U64 values above i64::MAX wrap in the i64 domain (see ir::tensor).
+        DType::U64 => (0, i64::MAX),
+        _ => (i64::MIN, i64::MAX),
+    }
 }
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    let _ = inputs;
-    Err(wrong_family(op, "reduce"))
+    let Op::Reduce(a) = op else {
+        return Err(wrong_family(op, "reduce"));
+    };
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let out_ty = infer(op, &types)?.remove(0);
+    let x = inputs[0];
+    let n_out = checked_numel(&out_ty.shape).unwrap_or(0);
+    let map = out_index_map(a, x.shape());
+    // Elements folded into each output.
+    let mut count = vec![0usize; n_out];
+    for &o in &map {
+        count[o] += 1;
+    }
+    let dtype = x.dtype();
+    let out = if dtype.is_float() {
+        let init = match a.kind {
+            ReduceKind::Mean | ReduceKind::Sum => 0.0,
+            ReduceKind::Max => f64::NEG_INFINITY,
+            ReduceKind::Min => f64::INFINITY,
+        };
+        let mut acc = vec![init; n_out];
+        for (&o, v) in map.iter().zip(x.to_f64_vec()) {
+            acc[o] = match a.kind {
+                ReduceKind::Mean | ReduceKind::Sum => acc[o] + v,
+                // NaN propagates, like numpy.
+                ReduceKind::Max if v.is_nan() || v > acc[o] => v,
+                ReduceKind::Min if v.is_nan() || v < acc[o] => v,
+                ReduceKind::Max | ReduceKind::Min => acc[o],
+            };
+        }
+        if a.kind == ReduceKind::Mean {
+            for (s, &c) in acc.iter_mut().zip(&count) {
+                *s /= c as f64;
+            }
+        }
+        Tensor::from_f64(dtype, out_ty.shape, &acc)
+    } else if a.kind == ReduceKind::Mean {
+        let mut acc = vec![0.0f64; n_out];
+        for (&o, v) in map.iter().zip(x.to_i64_vec()) {
+            acc[o] += v as f64;
+        }
+        for (s, &c) in acc.iter_mut().zip(&count) {
+            *s /= c as f64; // an empty mean is NaN, which converts to 0
+        }
+        Tensor::from_f64(dtype, out_ty.shape, &acc)
+    } else {
+        // Reducing an empty set gives the identity: 0, or the dtype's min (Max) / max (Min).
+        let (lo, hi) = int_range(dtype);
+        let init = match a.kind {
+            ReduceKind::Mean | ReduceKind::Sum => 0,
+            ReduceKind::Max => lo,
+            ReduceKind::Min => hi,
+        };
+        let mut acc = vec![init; n_out];
+        for (&o, v) in map.iter().zip(x.to_i64_vec()) {
+            acc[o] = match a.kind {
+                // Wraps on overflow like the fixed-width integer it stands for.
+                ReduceKind::Mean | ReduceKind::Sum => acc[o].wrapping_add(v),
+                ReduceKind::Max => acc[o].max(v),
+                ReduceKind::Min => acc[o].min(v),
+            };
+        }
+        Tensor::from_i64(dtype, out_ty.shape, &acc)
+    };
+    Ok(vec![out])
 }
 
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
-    let _ = op;
-    Vec::new()
+    match op {
+        Op::Reduce(a) => vec![
+            ("axes", fmt_list(&a.axes)),
+            ("keepdims", u8::from(a.keepdims).to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ctx::CtxInput;
+    use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
+
+    fn attr_i(name: &str, v: i64) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::Int as i32),
+            i: Some(v),
+            ..Default::default()
+        }
+    }
+
+    fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.into()),
+            r#type: Some(AttributeType::Ints as i32),
+            ints: v.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// Converts a node; inputs are `(type, constant value)`.
+    fn convert(
+        op_type: &str,
+        opset: i64,
+        inputs: Vec<(TensorType, Option<Tensor>)>,
+        attrs: Vec<AttributeProto>,
+    ) -> Result<(Op, Vec<usize>), OpError> {
+        let node = NodeProto {
+            input: (0..inputs.len()).map(|i| format!("in{i}")).collect(),
+            output: vec!["y".into()],
+            op_type: Some(op_type.into()),
+            attribute: attrs,
+            ..Default::default()
+        };
+        let ctx_inputs = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, v))| CtxInput {
+                name: format!("in{i}"),
+                ty: Some(t),
+                value: v,
+            })
+            .collect();
+        let def = crate::ops::lookup(op_type, opset).expect("registered");
+        let mut ctx = NodeCtx::new(&node, opset, ctx_inputs);
+        let op = (def.convert)(&mut ctx)?;
+        Ok((op, ctx.data_inputs()))
+    }
+
+    fn x_only(ty: &TensorType) -> Vec<(TensorType, Option<Tensor>)> {
+        vec![(ty.clone(), None)]
+    }
+
+    fn with_axes(ty: &TensorType, axes: &[i64]) -> Vec<(TensorType, Option<Tensor>)> {
+        let a = Tensor::i64(vec![axes.len()], axes);
+        vec![(ty.clone(), None), (a.ty(), Some(a))]
+    }
+
+    fn run(op: &Op, x: &Tensor) -> Tensor {
+        let ty = infer(op, &[x.ty()]).unwrap().remove(0);
+        let out = eval(op, &[x]).unwrap().remove(0);
+        assert_eq!(out.ty(), ty);
+        out
+    }
+
+    fn attrs_of(kind: ReduceKind, axes: &[usize], keepdims: bool) -> Op {
+        Op::Reduce(ReduceAttrs {
+            kind,
+            axes: axes.to_vec(),
+            keepdims,
+        })
+    }
+
+    #[test]
+    fn sum_axes_input_keepdims() {
+        let ty = TensorType::new(DType::I64, vec![2, 3]);
+        let x = Tensor::i64(vec![2, 3], &[1, 2, 3, 4, 5, 6]);
+        let (op, data) = convert(
+            "ReduceSum",
+            13,
+            with_axes(&ty, &[-1]),
+            vec![attr_i("keepdims", 0)],
+        )
+        .unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Sum, &[1], false));
+        assert_eq!(data, vec![0]);
+        assert_eq!(name(&op), "ReduceSum");
+        assert_eq!(
+            attrs(&op),
+            vec![("axes", "[1]".to_string()), ("keepdims", "0".to_string())]
+        );
+        let y = run(&op, &x);
+        assert_eq!(y.shape(), &[2]);
+        assert_eq!(y.to_i64_vec(), vec![6, 15]);
+        // keepdims defaults to 1; opset 11 takes axes as an attribute.
+        let (op, _) =
+            convert("ReduceSum", 11, x_only(&ty), vec![attr_ints("axes", &[-2])]).unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Sum, &[0], true));
+        let y = run(&op, &x);
+        assert_eq!(y.shape(), &[1, 3]);
+        assert_eq!(y.to_i64_vec(), vec![5, 7, 9]);
+    }
+
+    #[test]
+    fn mean_float_and_int() {
+        let ty = TensorType::new(DType::F32, vec![2, 3]);
+        let x = Tensor::f32(vec![2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 7.0]);
+        let (op, _) =
+            convert("ReduceMean", 11, x_only(&ty), vec![attr_ints("axes", &[0])]).unwrap();
+        let y = run(&op, &x);
+        assert_eq!(y.shape(), &[1, 3]);
+        assert_eq!(y.to_f64_vec(), vec![2.5, 3.5, 5.0]);
+        // Integer mean truncates toward zero: 1.5 -> 1, -1.5 -> -1, 13/3 -> 4.
+        let xi = Tensor::from_i64(DType::I32, vec![3, 2], &[1, 2, -1, -2, 4, 9]);
+        let op = attrs_of(ReduceKind::Mean, &[1], false);
+        let y = run(&op, &xi);
+        assert_eq!(y.dtype(), DType::I32);
+        assert_eq!(y.to_i64_vec(), vec![1, -1, 6]);
+        let y = run(&attrs_of(ReduceKind::Mean, &[0, 1], false), &xi);
+        assert_eq!(y.to_i64_vec(), vec![2]);
+    }
+
+    #[test]
+    fn all_axes_and_noop() {
+        let ty = TensorType::new(DType::F32, vec![2, 3]);
+        let x = Tensor::f32(vec![2, 3], &[1.0, 6.0, 3.0, -4.0, 5.0, 2.0]);
+        // No axes: every axis, listed explicitly.
+        let (op, _) = convert("ReduceMax", 18, x_only(&ty), vec![]).unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Max, &[0, 1], true));
+        let y = run(&op, &x);
+        assert_eq!(y.shape(), &[1, 1]);
+        assert_eq!(y.to_f64_vec(), vec![6.0]);
+        let (op, _) = convert("ReduceMin", 13, x_only(&ty), vec![attr_i("keepdims", 0)]).unwrap();
+        let y = run(&op, &x);
+        assert_eq!(y.shape(), &[] as &[usize]);
+        assert_eq!(y.to_f64_vec(), vec![-4.0]);
+        // An empty axes tensor also means every axis...
+        let (op, _) = convert("ReduceMean", 18, with_axes(&ty, &[]), vec![]).unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Mean, &[0, 1], true));
+        assert_eq!(run(&op, &x).to_f64_vec(), vec![f64::from(13.0f32 / 6.0)]);
+        // ...unless noop_with_empty_axes: then no reduction at all.
+        let noop = vec![attr_i("noop_with_empty_axes", 1)];
+        let (op, _) = convert("ReduceSum", 13, with_axes(&ty, &[]), noop.clone()).unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Sum, &[], true));
+        let (op, _) = convert("ReduceMin", 18, x_only(&ty), noop).unwrap();
+        assert_eq!(op, attrs_of(ReduceKind::Min, &[], true));
+        let y = run(&op, &x);
+        assert_eq!(y, x);
+    }
+
+    #[test]
+    fn max_min_3d_and_bool() {
+        let x = Tensor::f32(vec![2, 2, 2], &[1.0, 8.0, 3.0, 4.0, -5.0, 6.0, 7.0, 2.0]);
+        let y = run(&attrs_of(ReduceKind::Min, &[0, 2], true), &x);
+        assert_eq!(y.shape(), &[1, 2, 1]);
+        assert_eq!(y.to_f64_vec(), vec![-5.0, 2.0]);
+        let y = run(&attrs_of(ReduceKind::Max, &[0, 2], false), &x);
+        assert_eq!(y.to_f64_vec(), vec![8.0, 7.0]);
+        let b = Tensor::from_i64(DType::Bool, vec![2, 2], &[0, 1, 0, 0]);
+        let y = run(&attrs_of(ReduceKind::Max, &[1], false), &b);
+        assert_eq!(y.to_i64_vec(), vec![1, 0]);
+        // Empty reduction of u8 max: the dtype minimum, 0.
+        let e = Tensor::from_i64(DType::U8, vec![2, 0], &[]);
+        let y = run(&attrs_of(ReduceKind::Max, &[1], false), &e);
+        assert_eq!(y.to_i64_vec(), vec![0, 0]);
+    }
+
+    #[test]
+    fn errors() {
+        let ty = TensorType::new(DType::F32, vec![2, 3]);
+        let e = convert("ReduceSum", 13, with_axes(&ty, &[1, -1]), vec![]);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        let e = convert("ReduceMean", 11, x_only(&ty), vec![attr_ints("axes", &[2])]);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+        // Axes as a non-constant input.
+        let axes_ty = TensorType::new(DType::I64, vec![1]);
+        let e = convert(
+            "ReduceMax",
+            18,
+            vec![(ty.clone(), None), (axes_ty, None)],
+            vec![],
+        );
+        assert!(matches!(e, Err(OpError::NotConstant { input: 1, .. })));
+        let op = attrs_of(ReduceKind::Sum, &[0], true);
+        let b = TensorType::new(DType::Bool, vec![2]);
+        assert!(matches!(infer(&op, &[b]), Err(OpError::DType { .. })));
+        let op = attrs_of(ReduceKind::Sum, &[2], true);
+        assert!(matches!(
+            infer(&op, &[ty]),
+            Err(OpError::ShapeMismatch { .. })
+        ));
+    }
 }

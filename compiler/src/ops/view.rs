@@ -137,12 +137,8 @@ fn convert_identity(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 }
 
 fn convert_dropout(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
-    if ctx.has_output(1) {
-        return Err(OpError::Unsupported(
-            "Dropout mask output (only inference Dropout, which has no mask use, is supported)"
-                .into(),
-        ));
-    }
+    // A declared mask output is fine as long as nothing reads it: the importer drops unused
+    // outputs an op does not produce, and rejects used ones naming the output.
     if ctx.opset >= 12 {
         ctx.expect_inputs(1, 3)?;
         // The ratio only matters in training.
@@ -638,12 +634,9 @@ mod tests {
         assert!(matches!(train, Err(OpError::Unsupported(_))));
         let runtime = convert(&n, 13, vec![data(&[2]), data(&[]), data(&[])]);
         assert!(matches!(runtime, Err(OpError::Unsupported(_))));
-        // Mask output.
+        // A declared mask output converts; the importer decides whether it is used.
         let n = node("Dropout", 2, vec![]);
-        assert!(matches!(
-            convert(&n, 13, vec![data(&[2])]),
-            Err(OpError::Unsupported(_))
-        ));
+        assert_eq!(convert(&n, 13, vec![data(&[2])]).unwrap().0, Op::Identity);
     }
 
     #[test]
