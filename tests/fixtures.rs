@@ -88,7 +88,10 @@ fn shapes_header_is_read() {
     let src = "# conv fixture\n# shapes: X=2x3x8x8, N=4\n<ir_version: 8>\n# shapes: ignored=1\n";
     assert_eq!(
         header_shapes(src),
-        vec![("X".to_string(), vec![2, 3, 8, 8]), ("N".to_string(), vec![4])]
+        vec![
+            ("X".to_string(), vec![2, 3, 8, 8]),
+            ("N".to_string(), vec![4])
+        ]
     );
     assert!(header_shapes("<ir_version: 8>").is_empty());
 }

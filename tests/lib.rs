@@ -66,8 +66,8 @@ pub fn fixtures_dir() -> PathBuf {
 pub fn list_fixtures() -> Vec<Fixture> {
     let root = fixtures_dir();
     let mut out = Vec::new();
-    let families = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()));
+    let families =
+        std::fs::read_dir(&root).unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()));
     for fam in families.flatten() {
         let fam_path = fam.path();
         if !fam_path.is_dir() {
