@@ -9,6 +9,7 @@
 
 pub mod builder;
 pub mod inputs;
+pub mod text;
 pub mod tensor_proto;
 
 use std::collections::{BTreeSet, HashMap};
