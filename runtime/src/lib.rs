@@ -8,7 +8,7 @@
 //! use arenac::{CompileOptions, compile_file};
 //!
 //! let opts = CompileOptions::default().with_shape("pixels", vec![8, 64]);
-//! let model = compile_file("models/digits/digits_mlp.onnx".as_ref(), &opts)?;
+//! let model = compile_file("models/digits/digits.onnx".as_ref(), &opts)?;
 //! println!("{} nodes, {} weight bytes", model.summary().nodes, model.summary().weights_bytes);
 //! # Ok::<(), arenac::Error>(())
 //! ```

@@ -9,8 +9,8 @@
 
 pub mod builder;
 pub mod inputs;
-pub mod text;
 pub mod tensor_proto;
+pub mod text;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -109,7 +109,13 @@ pub fn import_model(
         .as_ref()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
     let mut external = dir.map(ExternalData::new);
-    Importer::new(gp, opset).run(gp, external.as_mut(), opts)
+    let mut importer = Importer::new(gp, opset);
+    importer.domain_opsets = model
+        .opset_import
+        .iter()
+        .map(|o| (o.domain().to_string(), o.version()))
+        .collect();
+    importer.run(gp, external.as_mut(), opts)
 }
 
 /// Name of node `i` for messages: its name, or `#i` when it has none.
@@ -128,6 +134,8 @@ struct Importer {
     definer: HashMap<String, String>,
     /// Every name some node reads or the graph outputs.
     read_names: BTreeSet<String>,
+    /// The model's opset per domain, for messages about foreign-domain ops.
+    domain_opsets: HashMap<String, i64>,
 }
 
 impl Importer {
@@ -142,6 +150,7 @@ impl Importer {
                 .flat_map(|n| n.input.iter().cloned())
                 .chain(gp.output.iter().map(|o| o.name().to_string()))
                 .collect(),
+            domain_opsets: HashMap::new(),
         }
     }
 
@@ -230,7 +239,7 @@ impl Importer {
             return Err(Error::UnsupportedOp {
                 op: op_type.clone(),
                 domain: domain.to_string(),
-                opset: 0,
+                opset: self.domain_opsets.get(domain).copied().unwrap_or(0),
                 node: label,
             });
         }
