@@ -1,6 +1,8 @@
 //! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--print-ir]` and
 //! `arenac ops`.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -39,7 +41,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let mut out = String::new();
+    let result = run(cli, &mut out);
+    // A closed pipe (`arenac ops | head`) is not an error worth a panic: ignore write failures.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -48,7 +54,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), arenac::Error> {
+/// Runs one command, appending what it prints to `out` (formatting into a String cannot fail).
+fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
     match cli.command {
         Command::Compile {
             model,
@@ -67,7 +74,7 @@ fn run(cli: Cli) -> Result<(), arenac::Error> {
                 eprintln!("warning: {w}");
             }
             if print_ir {
-                print!("{}", compiled.print_ir());
+                out.push_str(&compiled.print_ir());
             }
             let g = compiled.graph();
             let s = compiled.summary();
@@ -77,31 +84,34 @@ fn run(cli: Cli) -> Result<(), arenac::Error> {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            println!(
+            let _ = writeln!(
+                out,
                 "model:   {} (graph \"{}\", opset {})",
                 model.display(),
                 g.name,
                 g.opset
             );
-            println!("inputs:  {}", describe(&g.inputs));
-            println!("outputs: {}", describe(&g.outputs));
-            println!("nodes:   {}   values: {}", s.nodes, s.values);
-            println!(
+            let _ = writeln!(out, "inputs:  {}", describe(&g.inputs));
+            let _ = writeln!(out, "outputs: {}", describe(&g.outputs));
+            let _ = writeln!(out, "nodes:   {}   values: {}", s.nodes, s.values);
+            let _ = writeln!(
+                out,
                 "weights: {} in {} tensors",
                 bytes(s.weights_bytes),
                 s.weight_tensors
             );
-            println!(
+            let _ = writeln!(
+                out,
                 "intermediates (naive sum, no reuse): {}",
                 bytes(s.naive_intermediate_bytes)
             );
-            println!("compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
+            let _ = writeln!(out, "compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
         }
         Command::Ops => {
             let ops = supported_ops();
-            println!("{} op types (default ONNX domain):", ops.len());
+            let _ = writeln!(out, "{} op types (default ONNX domain):", ops.len());
             for op in ops {
-                println!("  {:<24} opset {}..{}", op.op_type, op.since, op.until);
+                let _ = writeln!(out, "  {:<24} opset {}..{}", op.op_type, op.since, op.until);
             }
         }
     }
