@@ -56,7 +56,7 @@ pub struct Summary {
     pub values: usize,
     /// Constant tensors the nodes read (weights, folded constants).
     pub weight_tensors: usize,
-    /// Their total bytes.
+    /// Their total bytes, each distinct buffer counted once (folded views share bytes).
     pub weights_bytes: usize,
     /// Sum of the bytes of every computed value: the memory a runtime that never frees or
     /// reuses would need (the "naive" figure planning is measured against).
@@ -88,10 +88,15 @@ impl Model {
         }
         let mut weight_tensors = 0;
         let mut weights_bytes = 0;
+        // Folded views (Identity, Reshape of an initializer) share their source's bytes: count
+        // each distinct buffer once.
+        let mut buffers: BTreeSet<(usize, usize)> = BTreeSet::new();
         for &v in &read {
             if let ValueKind::Constant(t) = &g.value(v).kind {
                 weight_tensors += 1;
-                weights_bytes += t.bytes().len();
+                if buffers.insert((t.bytes().as_ptr() as usize, t.bytes().len())) {
+                    weights_bytes += t.bytes().len();
+                }
             }
         }
         let naive_intermediate_bytes = g
