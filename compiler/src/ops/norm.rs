@@ -402,26 +402,8 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::ctx::CtxInput;
-    use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
-
-    fn attr_i(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Int as i32),
-            i: Some(v),
-            ..Default::default()
-        }
-    }
-
-    fn attr_f(name: &str, v: f32) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Float as i32),
-            f: Some(v),
-            ..Default::default()
-        }
-    }
+    use crate::ops::test_util::{attr_f, attr_i, convert_inputs, data_inputs, f32t};
+    use arenac_proto::AttributeProto;
 
     /// Converts a node whose inputs all have type `ty` (no constants).
     fn convert(
@@ -431,29 +413,7 @@ mod tests {
         outputs: &[&str],
         attrs: Vec<AttributeProto>,
     ) -> Result<Op, OpError> {
-        let node = NodeProto {
-            input: (0..inputs.len()).map(|i| format!("in{i}")).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            op_type: Some(op_type.into()),
-            attribute: attrs,
-            ..Default::default()
-        };
-        let ctx_inputs = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| CtxInput {
-                name: format!("in{i}"),
-                ty: Some(t.clone()),
-                value: None,
-            })
-            .collect();
-        let def = crate::ops::lookup(op_type, opset).expect("registered");
-        let mut ctx = NodeCtx::new(&node, opset, ctx_inputs);
-        (def.convert)(&mut ctx)
-    }
-
-    fn f32t(shape: &[usize]) -> TensorType {
-        TensorType::new(DType::F32, shape.to_vec())
+        convert_inputs(op_type, opset, attrs, data_inputs(inputs), outputs).map(|(op, _)| op)
     }
 
     fn run(op: &Op, inputs: &[Tensor]) -> Vec<f64> {

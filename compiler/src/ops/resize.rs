@@ -499,26 +499,8 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::ir::types::DType;
-    use crate::ops::ctx::CtxInput;
-    use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
-
-    fn attr_s(name: &str, v: &str) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::String as i32),
-            s: Some(v.as_bytes().to_vec()),
-            ..Default::default()
-        }
-    }
-
-    fn attr_i(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Int as i32),
-            i: Some(v),
-            ..Default::default()
-        }
-    }
+    use crate::ops::test_util::{absent, attr_i, attr_s, cnst_named, convert_inputs, data_named};
+    use arenac_proto::{AttributeProto, attribute_proto::AttributeType};
 
     /// Converts a node; input 0 is data of type `x`, the others are given constants (`None`
     /// = omitted input, `Some(None)` = non-constant f32 [4]).
@@ -529,39 +511,17 @@ mod tests {
         consts: Vec<Option<Option<Tensor>>>,
         attrs: Vec<AttributeProto>,
     ) -> Result<Op, OpError> {
-        let mut inputs = vec![CtxInput {
-            name: "x".into(),
-            ty: Some(TensorType::new(DType::F32, x.to_vec())),
-            value: None,
-        }];
+        let mut inputs = vec![data_named("x", TensorType::new(DType::F32, x.to_vec()))];
         for (i, c) in consts.into_iter().enumerate() {
+            let name = format!("c{i}");
             inputs.push(match c {
-                None => CtxInput {
-                    name: String::new(),
-                    ty: None,
-                    value: None,
-                },
-                Some(v) => CtxInput {
-                    name: format!("c{i}"),
-                    ty: Some(
-                        v.as_ref()
-                            .map_or(TensorType::new(DType::F32, vec![4]), |t| t.ty()),
-                    ),
-                    value: v,
-                },
+                None => absent(),
+                Some(None) => data_named(&name, TensorType::new(DType::F32, vec![4])),
+                Some(Some(t)) => cnst_named(&name, t),
             });
         }
-        let node = NodeProto {
-            input: inputs.iter().map(|i| i.name.clone()).collect(),
-            output: vec!["y".into()],
-            op_type: Some(op_type.into()),
-            attribute: attrs,
-            ..Default::default()
-        };
-        let def = crate::ops::lookup(op_type, opset).expect("registered");
-        let mut ctx = NodeCtx::new(&node, opset, inputs);
-        let op = (def.convert)(&mut ctx)?;
-        assert_eq!(ctx.data_inputs(), vec![0], "only X stays a data input");
+        let (op, data) = convert_inputs(op_type, opset, attrs, inputs, &["y"])?;
+        assert_eq!(data, vec![0], "only X stays a data input");
         Ok(op)
     }
 
