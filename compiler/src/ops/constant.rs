@@ -286,45 +286,19 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::ops::ctx::CtxInput;
+    use crate::ops::test_util::{cnst, convert_node, data_named, int_attr};
     use arenac_proto::{AttributeProto, NodeProto, TensorProto};
 
     fn node(op: &str, attrs: Vec<AttributeProto>) -> NodeProto {
-        NodeProto {
-            op_type: Some(op.into()),
-            output: vec!["y".into()],
-            attribute: attrs,
-            ..Default::default()
-        }
-    }
-
-    fn int_attr(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            i: Some(v),
-            ..Default::default()
-        }
+        crate::ops::test_util::node(op, 1, attrs)
     }
 
     fn data(dtype: DType, shape: &[usize]) -> CtxInput {
-        CtxInput {
-            name: "x".into(),
-            ty: Some(TensorType::new(dtype, shape.to_vec())),
-            value: None,
-        }
-    }
-
-    fn cnst(t: Tensor) -> CtxInput {
-        CtxInput {
-            name: "c".into(),
-            ty: Some(t.ty()),
-            value: Some(t),
-        }
+        data_named("x", TensorType::new(dtype, shape.to_vec()))
     }
 
     fn convert(node: &NodeProto, opset: i64, inputs: Vec<CtxInput>) -> Result<Op, OpError> {
-        let def = crate::ops::lookup(node.op_type(), opset).expect("registered");
-        let mut ctx = NodeCtx::new(node, opset, inputs);
-        (def.convert)(&mut ctx)
+        convert_node(node, opset, inputs).map(|(op, _)| op)
     }
 
     fn run(op: &Op, inputs: &[&Tensor]) -> Tensor {

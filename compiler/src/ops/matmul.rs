@@ -319,19 +319,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::conv::test_util::{A, convert, f32t};
-
-    fn t(shape: &[usize], v: &[f64]) -> Tensor {
-        Tensor::from_f64(DType::F32, shape.to_vec(), v)
-    }
-
-    fn run(op: &Op, inputs: &[&Tensor]) -> (Vec<usize>, Vec<f64>) {
-        let types: Vec<TensorType> = inputs.iter().map(|x| x.ty()).collect();
-        let ty = op.infer(&types).unwrap().remove(0);
-        let y = op.eval(inputs).unwrap().remove(0);
-        assert_eq!(y.ty(), ty);
-        (y.shape().to_vec(), y.to_f64_vec())
-    }
+    use crate::ops::test_util::{A, convert, eval_checked as run, f32_tensor as t, f32t};
 
     #[test]
     fn gemm_plain_and_broadcast_c() {

@@ -19,6 +19,8 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+#[cfg(test)]
+pub(crate) mod test_util;
 pub mod util;
 pub mod view;
 

@@ -390,11 +390,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::conv::test_util::{A, convert, f32t};
-
-    fn t(shape: &[usize], v: &[f64]) -> Tensor {
-        Tensor::from_f64(DType::F32, shape.to_vec(), v)
-    }
+    use crate::ops::test_util::{A, convert, f32_tensor as t, f32t};
 
     fn run(op: &Op, x: &Tensor) -> (Vec<usize>, Vec<f64>) {
         let ty = op.infer(&[x.ty()]).unwrap().remove(0);

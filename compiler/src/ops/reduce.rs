@@ -298,25 +298,8 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::ops::ctx::CtxInput;
-    use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
-
-    fn attr_i(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Int as i32),
-            i: Some(v),
-            ..Default::default()
-        }
-    }
-
-    fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            r#type: Some(AttributeType::Ints as i32),
-            ints: v.to_vec(),
-            ..Default::default()
-        }
-    }
+    use crate::ops::test_util::{attr_i, attr_ints, convert_inputs};
+    use arenac_proto::AttributeProto;
 
     /// Converts a node; inputs are `(type, constant value)`.
     fn convert(
@@ -325,14 +308,7 @@ mod tests {
         inputs: Vec<(TensorType, Option<Tensor>)>,
         attrs: Vec<AttributeProto>,
     ) -> Result<(Op, Vec<usize>), OpError> {
-        let node = NodeProto {
-            input: (0..inputs.len()).map(|i| format!("in{i}")).collect(),
-            output: vec!["y".into()],
-            op_type: Some(op_type.into()),
-            attribute: attrs,
-            ..Default::default()
-        };
-        let ctx_inputs = inputs
+        let inputs = inputs
             .into_iter()
             .enumerate()
             .map(|(i, (t, v))| CtxInput {
@@ -341,10 +317,7 @@ mod tests {
                 value: v,
             })
             .collect();
-        let def = crate::ops::lookup(op_type, opset).expect("registered");
-        let mut ctx = NodeCtx::new(&node, opset, ctx_inputs);
-        let op = (def.convert)(&mut ctx)?;
-        Ok((op, ctx.data_inputs()))
+        convert_inputs(op_type, opset, attrs, inputs, &["y"])
     }
 
     fn x_only(ty: &TensorType) -> Vec<(TensorType, Option<Tensor>)> {

@@ -357,64 +357,11 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::ir::types::DType;
-    use crate::ops::ctx::CtxInput;
-    use arenac_proto::{AttributeProto, NodeProto};
+    use crate::ops::test_util::{cnst, convert_node as convert, data, int_attr, ints_attr, node};
+    use arenac_proto::AttributeProto;
 
     fn ty(shape: &[usize]) -> TensorType {
         TensorType::new(DType::F32, shape.to_vec())
-    }
-
-    fn int_attr(name: &str, v: i64) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            i: Some(v),
-            ..Default::default()
-        }
-    }
-
-    fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-        AttributeProto {
-            name: Some(name.into()),
-            ints: v.to_vec(),
-            ..Default::default()
-        }
-    }
-
-    fn node(op: &str, n_out: usize, attrs: Vec<AttributeProto>) -> NodeProto {
-        NodeProto {
-            op_type: Some(op.into()),
-            output: (0..n_out).map(|i| format!("y{i}")).collect(),
-            attribute: attrs,
-            ..Default::default()
-        }
-    }
-
-    fn data(shape: &[usize]) -> CtxInput {
-        CtxInput {
-            name: "x".into(),
-            ty: Some(ty(shape)),
-            value: None,
-        }
-    }
-
-    fn cnst(t: Tensor) -> CtxInput {
-        CtxInput {
-            name: "c".into(),
-            ty: Some(t.ty()),
-            value: Some(t),
-        }
-    }
-
-    /// Converts with the op's DEFS entry; returns the op and the data input positions.
-    fn convert(
-        node: &NodeProto,
-        opset: i64,
-        inputs: Vec<CtxInput>,
-    ) -> Result<(Op, Vec<usize>), OpError> {
-        let def = crate::ops::lookup(node.op_type(), opset).expect("registered");
-        let mut ctx = NodeCtx::new(node, opset, inputs);
-        let op = (def.convert)(&mut ctx)?;
-        Ok((op, ctx.data_inputs()))
     }
 
     fn shape_of(op: &Op, input: &[usize]) -> Result<Shape, OpError> {

@@ -69,8 +69,6 @@ pub(crate) use window::{
 
 /// Helpers for the op family tests: build a node with attributes and run its converter.
 #[cfg(test)]
-pub(crate) mod test_util;
-#[cfg(test)]
 mod tests;
 
 // ---------------------------------------------------------------------------------------------

@@ -1,20 +1,8 @@
 //! Tests of Conv and ConvTranspose.
 
-use super::test_util::{A, convert, f32t, iota};
 use super::*;
 use crate::ir::types::DType;
-
-fn t(shape: &[usize], v: &[f64]) -> Tensor {
-    Tensor::from_f64(DType::F32, shape.to_vec(), v)
-}
-
-fn run(op: &Op, inputs: &[&Tensor]) -> (Vec<usize>, Vec<f64>) {
-    let types: Vec<TensorType> = inputs.iter().map(|x| x.ty()).collect();
-    let ty = op.infer(&types).unwrap().remove(0);
-    let y = op.eval(inputs).unwrap().remove(0);
-    assert_eq!(y.ty(), ty);
-    (y.shape().to_vec(), y.to_f64_vec())
-}
+use crate::ops::test_util::{A, convert, eval_checked as run, f32_tensor as t, f32t, iota};
 
 fn conv(kernel: &[usize], strides: &[usize], dil: &[usize], pads: &[usize], g: usize) -> Op {
     Op::Conv(ConvAttrs {

@@ -1,82 +1,16 @@
 use super::*;
-use crate::ops::ctx::{CtxInput, NodeCtx};
+use crate::ops::ctx::CtxInput;
+use crate::ops::test_util::{
+    absent, cnst, convert_node as convert, data, int_attr, ints_attr, node, str_attr,
+};
 use arenac_proto::{AttributeProto, NodeProto};
 
 fn ty(dtype: DType, shape: &[usize]) -> TensorType {
     TensorType::new(dtype, shape.to_vec())
 }
 
-fn int_attr(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn str_attr(name: &str, v: &str) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        s: Some(v.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, n_out: usize, attrs: Vec<AttributeProto>) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        output: (0..n_out).map(|i| format!("y{i}")).collect(),
-        attribute: attrs,
-        ..Default::default()
-    }
-}
-
-fn data(shape: &[usize]) -> CtxInput {
-    CtxInput {
-        name: "x".into(),
-        ty: Some(ty(DType::F32, shape)),
-        value: None,
-    }
-}
-
-fn cnst(t: Tensor) -> CtxInput {
-    CtxInput {
-        name: "c".into(),
-        ty: Some(t.ty()),
-        value: Some(t),
-    }
-}
-
 fn ints(v: &[i64]) -> CtxInput {
     cnst(Tensor::i64(vec![v.len()], v))
-}
-
-fn absent() -> CtxInput {
-    CtxInput {
-        name: String::new(),
-        ty: None,
-        value: None,
-    }
-}
-
-/// Converts with the registered converter; returns the op and its data input positions.
-fn convert(
-    node: &NodeProto,
-    opset: i64,
-    inputs: Vec<CtxInput>,
-) -> Result<(Op, Vec<usize>), OpError> {
-    let def = crate::ops::lookup(node.op_type(), opset).expect("registered");
-    let mut ctx = NodeCtx::new(node, opset, inputs);
-    let op = (def.convert)(&mut ctx)?;
-    Ok((op, ctx.data_inputs()))
 }
 
 fn conv(node: &NodeProto, opset: i64, inputs: Vec<CtxInput>) -> Op {

@@ -1,4 +1,4 @@
-use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
+use arenac_proto::AttributeProto;
 
 use super::*;
 use crate::ir::tensor::Tensor;
@@ -6,6 +6,9 @@ use crate::ir::tensor::Tensor;
 mod eval;
 use crate::ops::ctx::CtxInput;
 use crate::ops::lookup;
+use crate::ops::test_util::{
+    absent, attr_f, attr_i, attr_s, cnst_named as cnst, convert_inputs, data_named as data,
+};
 
 // ---------- helpers
 
@@ -51,65 +54,6 @@ fn close(actual: &Tensor, expected: &[f64], tol: f64) {
     }
 }
 
-fn un(u: UnaryOp) -> Op {
-    Op::Unary(u)
-}
-
-fn bin(b: BinaryOp) -> Op {
-    Op::Binary(b)
-}
-
-fn attr_f(name: &str, v: f32) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Float as i32),
-        f: Some(v),
-        ..Default::default()
-    }
-}
-
-fn attr_i(name: &str, v: i64) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn attr_s(name: &str, v: &str) -> AttributeProto {
-    AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(AttributeType::String as i32),
-        s: Some(v.as_bytes().to_vec()),
-        ..Default::default()
-    }
-}
-
-fn data(name: &str, ty: TensorType) -> CtxInput {
-    CtxInput {
-        name: name.into(),
-        ty: Some(ty),
-        value: None,
-    }
-}
-
-fn cnst(name: &str, t: Tensor) -> CtxInput {
-    CtxInput {
-        name: name.into(),
-        ty: Some(t.ty()),
-        value: Some(t),
-    }
-}
-
-fn absent() -> CtxInput {
-    CtxInput {
-        name: String::new(),
-        ty: None,
-        value: None,
-    }
-}
-
 /// Converts a node; returns the op and the positions of its data inputs.
 fn convert(
     op_type: &str,
@@ -117,17 +61,15 @@ fn convert(
     attrs: Vec<AttributeProto>,
     inputs: Vec<CtxInput>,
 ) -> Result<(Op, Vec<usize>), OpError> {
-    let node = NodeProto {
-        op_type: Some(op_type.into()),
-        input: inputs.iter().map(|i| i.name.clone()).collect(),
-        output: vec!["y".into()],
-        attribute: attrs,
-        ..Default::default()
-    };
-    let def = lookup(op_type, opset).expect("op registered");
-    let mut ctx = NodeCtx::new(&node, opset, inputs);
-    let op = (def.convert)(&mut ctx)?;
-    Ok((op, ctx.data_inputs()))
+    convert_inputs(op_type, opset, attrs, inputs, &["y"])
+}
+
+fn un(u: UnaryOp) -> Op {
+    Op::Unary(u)
+}
+
+fn bin(b: BinaryOp) -> Op {
+    Op::Binary(b)
 }
 
 fn x_f32() -> CtxInput {
