@@ -6,9 +6,11 @@
 
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod error;
 pub mod import;
 pub mod ir;
 pub mod ops;
+pub mod plan;
 
 pub use error::{Error, OpError, Result};
