@@ -240,6 +240,24 @@ pub enum Error {
         /// Given dims.
         given: Shape,
     },
+    /// The planned memory (arena + weights) exceeds the memory limit (`--memory-limit`, or the
+    /// machine's physical RAM when none is given). The message names the limit, the total
+    /// needed, the peak step and its node, the largest buffers live there, and what would fit:
+    /// the largest value of a symbolic batch dim, or how many bytes over it is.
+    #[error("{0}")]
+    MemoryBudget(Box<crate::arena::budget::BudgetExceeded>),
+    /// A memory limit does not parse (`64MiB`, `1.5GiB`, `500MB`, `123456`, `10%`) or cannot be
+    /// resolved (a percentage without a readable `/proc/meminfo`).
+    #[error("--memory-limit {spec}: {reason}")]
+    MemoryLimitSpec {
+        /// The limit as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The arena plan broke a rule of the independent plan verifier: an arenac bug.
+    #[error("arena plan failed verification (an arenac bug): {0}")]
+    PlanInternal(String),
     /// A graph input declares no usable type.
     #[error("graph input '{input}': {reason}")]
     InputType {

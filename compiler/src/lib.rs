@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod arena;
 pub mod error;
 pub mod import;
 pub mod ir;

@@ -4,9 +4,9 @@
 //! it, every symbolic dim it declares) or a symbolic dim itself (`N=8`). Dims still unbound
 //! afterwards default to 1, with a warning naming them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use arenac_proto::{ValueInfoProto, tensor_shape_proto::dimension::Value as DimValue, type_proto};
+use arenac_proto::{GraphProto, ValueInfoProto, tensor_shape_proto::dimension::Value as DimValue, type_proto};
 
 use crate::error::Error;
 use crate::ir::types::{DType, Shape, TensorType};
@@ -72,6 +72,14 @@ impl DeclaredInput {
         Ok(DeclaredInput { name, dtype, dims })
     }
 
+    /// The symbol naming the first dim (a free batch dim such as `N` in `[N,64]`), if any.
+    pub fn leading_symbol(&self) -> Option<&str> {
+        match self.dims.as_deref()?.first()? {
+            DeclDim::Symbol(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// `[N,3,224,224]`, `?` for unknown dims, `[*]` for no declared shape.
     pub fn declared_text(&self) -> String {
         match &self.dims {
@@ -89,6 +97,17 @@ impl DeclaredInput {
             }
         }
     }
+}
+
+/// The graph's declared runtime inputs: its `input` list minus those with an initializer
+/// (older files list initializers as inputs too).
+pub fn declared_inputs(gp: &GraphProto) -> Result<Vec<DeclaredInput>, Error> {
+    let init_names: BTreeSet<&str> = gp.initializer.iter().map(|t| t.name()).collect();
+    gp.input
+        .iter()
+        .filter(|vi| !init_names.contains(vi.name()))
+        .map(DeclaredInput::from_proto)
+        .collect()
 }
 
 /// Parses `NAME=1x3x224x224` (a scalar is `NAME=`; `,` is accepted in place of `x`).

@@ -24,7 +24,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::TensorType;
 use crate::ops::ctx::{CtxInput, NodeCtx};
 use crate::ops::{self, MAX_OPSET, MIN_OPSET, Op};
-use inputs::{DeclaredInput, bind_inputs};
+use inputs::{DeclaredInput, bind_inputs, declared_inputs};
 use tensor_proto::{ExternalData, map_file, tensor_from_proto};
 
 /// Options for [`import_model`].
@@ -181,13 +181,7 @@ impl Importer {
         opts: &ImportOptions,
     ) -> Result<Imported> {
         // Graph inputs (those without initializers; older files list initializers as inputs).
-        let init_names: BTreeSet<&str> = gp.initializer.iter().map(|t| t.name()).collect();
-        let declared: Vec<DeclaredInput> = gp
-            .input
-            .iter()
-            .filter(|vi| !init_names.contains(vi.name()))
-            .map(DeclaredInput::from_proto)
-            .collect::<Result<_>>()?;
+        let declared: Vec<DeclaredInput> = declared_inputs(gp)?;
         let (types, warnings) = bind_inputs(&declared, &opts.shapes)?;
         for (decl, ty) in declared.iter().zip(types) {
             let id = self.define(&decl.name, "a graph input".into(), ty, ValueKind::Input)?;

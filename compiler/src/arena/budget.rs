@@ -1,0 +1,363 @@
+//! The memory budget: a user's cap on arena + weights, enforced at compile time.
+//!
+//! A limit is bytes with an optional unit (`123456`, `64MiB`, `1.5GiB`, `500MB`; KiB/MiB/GiB/TiB
+//! are binary, KB/MB/GB/TB decimal, `B` plain bytes; units are case-insensitive) or a
+//! percentage of the machine's physical RAM (`10%`, read from `MemTotal` in `/proc/meminfo`).
+//! Without a limit, the physical RAM is the limit (and nothing is enforced where it cannot be
+//! read).
+//!
+//! When a plan does not fit, [`enforce`] builds a [`BudgetExceeded`] naming the peak and, when
+//! a graph input's first dim is a symbol (a free batch dim), binary-searches the largest value
+//! of that symbol whose plan fits, re-importing the model with each candidate binding.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use arenac_proto::ModelProto;
+
+use super::{ArenaPlan, PlanOptions, grouped, human_bytes, plan_arena};
+use crate::error::Error;
+use crate::import::inputs::declared_inputs;
+use crate::import::{ImportOptions, import_model};
+use crate::ir::graph::Graph;
+
+/// A memory limit as the user gave it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MemoryLimit {
+    /// A number of bytes.
+    Bytes(usize),
+    /// A percentage (0 < p ≤ 100) of the machine's physical RAM.
+    PercentOfRam(f64),
+}
+
+impl FromStr for MemoryLimit {
+    type Err = Error;
+
+    fn from_str(spec: &str) -> Result<MemoryLimit, Error> {
+        let err = |reason: &str| Error::MemoryLimitSpec {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+        };
+        let s = spec.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| err("expected a percentage such as 10%"))?;
+            if !(p > 0.0 && p <= 100.0) {
+                return Err(err("a percentage must be above 0 and at most 100"));
+            }
+            return Ok(MemoryLimit::PercentOfRam(p));
+        }
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        let (num, unit) = (s[..split].trim(), s[split..].trim());
+        let scale: f64 = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "kb" => 1e3,
+            "mb" => 1e6,
+            "gb" => 1e9,
+            "tb" => 1e12,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
+            "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+            _ => {
+                return Err(err(
+                    "unknown unit (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, or N%)",
+                ));
+            }
+        };
+        let value: f64 = num
+            .parse()
+            .map_err(|_| err("expected a size such as 64MiB, 1.5GiB, 500MB, 123456 or 10%"))?;
+        if unit.is_empty() && num.contains('.') {
+            return Err(err("a plain byte count must be a whole number"));
+        }
+        let bytes = (value * scale).round();
+        if !(bytes >= 1.0 && bytes < usize::MAX as f64) {
+            return Err(err("the limit must be at least 1 byte and fit in memory"));
+        }
+        Ok(MemoryLimit::Bytes(bytes as usize))
+    }
+}
+
+/// A resolved limit: bytes and how to describe them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The limit in bytes.
+    pub bytes: usize,
+    /// Where it comes from, e.g. `--memory-limit 64MiB` or `physical RAM`.
+    pub source: String,
+}
+
+impl MemoryLimit {
+    /// The limit in bytes (a percentage reads the physical RAM).
+    pub fn resolve(&self, spec: &str) -> Result<Budget, Error> {
+        match *self {
+            MemoryLimit::Bytes(bytes) => Ok(Budget {
+                bytes,
+                source: format!("--memory-limit {spec}"),
+            }),
+            MemoryLimit::PercentOfRam(p) => {
+                let ram = physical_ram().map_err(|reason| Error::MemoryLimitSpec {
+                    spec: spec.to_string(),
+                    reason,
+                })?;
+                Ok(Budget {
+                    bytes: ((ram as f64) * p / 100.0) as usize,
+                    source: format!(
+                        "--memory-limit {spec} of {} physical RAM",
+                        human_bytes(ram)
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// The default budget: the machine's physical RAM, `None` where it cannot be read.
+pub fn default_budget() -> Option<Budget> {
+    physical_ram().ok().map(|bytes| Budget {
+        bytes,
+        source: "the machine's physical RAM (no --memory-limit given)".into(),
+    })
+}
+
+/// The machine's physical RAM in bytes (`MemTotal` of `/proc/meminfo`).
+pub fn physical_ram() -> Result<usize, String> {
+    let text = std::fs::read_to_string("/proc/meminfo")
+        .map_err(|e| format!("cannot read /proc/meminfo for the physical RAM ({e}); give bytes instead, e.g. 8GiB"))?;
+    parse_meminfo(&text)
+        .ok_or_else(|| "no MemTotal line in /proc/meminfo; give bytes instead, e.g. 8GiB".into())
+}
+
+/// `MemTotal:  16314372 kB` → bytes.
+pub fn parse_meminfo(text: &str) -> Option<usize> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut parts = line["MemTotal:".len()..].split_whitespace();
+    let n: usize = parts.next()?.parse().ok()?;
+    match parts.next() {
+        Some("kB") | Some("KB") | Some("kb") => n.checked_mul(1024),
+        None | Some("B") => Some(n),
+        _ => None,
+    }
+}
+
+/// What would fit within the limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// A smaller value of the symbolic batch dim fits.
+    LargestBatch {
+        /// The symbol (e.g. `N`).
+        symbol: String,
+        /// Its value in this compile.
+        current: usize,
+        /// The largest value whose plan fits.
+        largest: usize,
+    },
+    /// Not even `symbol = 1` fits.
+    NoBatchFits {
+        /// The symbol.
+        symbol: String,
+        /// Bytes over the limit at `symbol = 1`.
+        over_at_one: usize,
+    },
+    /// No symbolic batch dim to shrink: how many bytes over the limit the plan is.
+    Over {
+        /// Bytes over.
+        bytes: usize,
+    },
+}
+
+/// Why a plan does not fit in the memory limit (the payload of [`Error::MemoryBudget`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetExceeded {
+    /// The limit in bytes.
+    pub limit: usize,
+    /// Where the limit comes from.
+    pub source: String,
+    /// Arena bytes of the plan.
+    pub arena_bytes: usize,
+    /// Weight bytes.
+    pub weights_bytes: usize,
+    /// The peak step.
+    pub peak_step: usize,
+    /// Steps in the schedule.
+    pub steps: usize,
+    /// The node running at the peak and its op (`None` for a graph without nodes).
+    pub peak_node: Option<(String, String)>,
+    /// The largest buffers live at the peak: `(name, bytes)`, largest first.
+    pub largest: Vec<(String, usize)>,
+    /// What would fit.
+    pub fit: Fit,
+}
+
+fn sized(n: usize) -> String {
+    format!("{} ({} bytes)", human_bytes(n), grouped(n))
+}
+
+impl fmt::Display for BudgetExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "memory limit exceeded: the plan needs {} (arena {} + weights {}) but the limit is {} ({}); peak at step {} of {}",
+            sized(self.arena_bytes.saturating_add(self.weights_bytes)),
+            human_bytes(self.arena_bytes),
+            human_bytes(self.weights_bytes),
+            sized(self.limit),
+            self.source,
+            self.peak_step,
+            self.steps,
+        )?;
+        if let Some((node, op)) = &self.peak_node {
+            write!(f, ", node '{node}' ({op})")?;
+        }
+        if !self.largest.is_empty() {
+            let list: Vec<String> = self
+                .largest
+                .iter()
+                .map(|(n, b)| format!("'{n}' {}", human_bytes(*b)))
+                .collect();
+            write!(f, "; largest buffers live there: {}", list.join(", "))?;
+        }
+        match &self.fit {
+            Fit::LargestBatch {
+                symbol,
+                current,
+                largest,
+            } => write!(
+                f,
+                "; largest {symbol} that fits: {largest} (compiled with {symbol}={current}; \
+                 pass --shape {symbol}={largest})"
+            ),
+            Fit::NoBatchFits {
+                symbol,
+                over_at_one,
+            } => write!(
+                f,
+                "; nothing fits: even {symbol}=1 is {} over",
+                human_bytes(*over_at_one)
+            ),
+            Fit::Over { bytes } => write!(f, "; {} over the limit", sized(*bytes)),
+        }
+    }
+}
+
+/// Largest buffers listed in a [`BudgetExceeded`].
+pub const LARGEST_LISTED: usize = 3;
+
+/// Checks `plan` (of `g`, imported from `model` with `import`) against `budget`; when it does
+/// not fit, returns [`Error::MemoryBudget`] with what would fit.
+pub fn enforce(
+    model: &ModelProto,
+    dir: Option<&Path>,
+    import: &ImportOptions,
+    plan_opts: &PlanOptions,
+    g: &Graph,
+    plan: &ArenaPlan,
+    budget: &Budget,
+) -> Result<(), Error> {
+    let need = plan.total_bytes();
+    if need <= budget.bytes {
+        return Ok(());
+    }
+    let fit = what_fits(model, dir, import, plan_opts, g, budget)
+        .unwrap_or(Fit::Over {
+            bytes: need - budget.bytes,
+        });
+    Err(Error::MemoryBudget(Box::new(BudgetExceeded {
+        limit: budget.bytes,
+        source: budget.source.clone(),
+        arena_bytes: plan.arena_bytes,
+        weights_bytes: plan.weights.bytes,
+        peak_step: plan.peak_step,
+        steps: plan.schedule.len(),
+        peak_node: plan.peak_node().map(|id| {
+            let n = g.node(id);
+            (n.name.clone(), n.op.name().to_string())
+        }),
+        largest: plan
+            .peak_buffers(LARGEST_LISTED)
+            .into_iter()
+            .map(|(_, b)| (b.name.clone(), b.interval.size))
+            .collect(),
+        fit,
+    })))
+}
+
+/// The fit over the first symbolic batch dim, `None` when the graph has none.
+fn what_fits(
+    model: &ModelProto,
+    dir: Option<&Path>,
+    import: &ImportOptions,
+    plan_opts: &PlanOptions,
+    g: &Graph,
+    budget: &Budget,
+) -> Option<Fit> {
+    let declared = declared_inputs(model.graph.as_ref()?).ok()?;
+    let (input, symbol) = declared
+        .iter()
+        .find_map(|d| d.leading_symbol().map(|s| (d.name.clone(), s.to_string())))?;
+    let current = g
+        .inputs
+        .iter()
+        .map(|&v| g.value(v))
+        .find(|v| v.name == input)?
+        .ty
+        .shape
+        .first()
+        .copied()?;
+    // Total memory with `symbol = k`; `None` when that binding does not import or plan.
+    let need = |k: usize| -> Option<usize> {
+        let mut shapes: Vec<(String, Vec<usize>)> = Vec::new();
+        for (name, dims) in &import.shapes {
+            if *name == symbol {
+                continue;
+            }
+            let mut dims = dims.clone();
+            if let Some(d) = declared.iter().find(|d| d.name == *name)
+                && let Some(decl) = &d.dims
+            {
+                for (i, dd) in decl.iter().enumerate() {
+                    if matches!(dd, crate::import::inputs::DeclDim::Symbol(s) if *s == symbol)
+                        && i < dims.len()
+                    {
+                        dims[i] = k;
+                    }
+                }
+            }
+            shapes.push((name.clone(), dims));
+        }
+        shapes.push((symbol.clone(), vec![k]));
+        let imported = import_model(model, dir, &ImportOptions { shapes }).ok()?;
+        plan_arena(&imported.graph, plan_opts)
+            .ok()
+            .map(|p| p.total_bytes())
+    };
+    let fits = |k: usize| need(k).is_some_and(|n| n <= budget.bytes);
+    if current <= 1 || !fits(1) {
+        let over_at_one = need(1).map_or(0, |n| n.saturating_sub(budget.bytes));
+        return Some(Fit::NoBatchFits {
+            symbol,
+            over_at_one,
+        });
+    }
+    // fits(lo) holds, fits(hi) does not (hi = current, which was just planned over the limit).
+    let (mut lo, mut hi) = (1usize, current);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(Fit::LargestBatch {
+        symbol,
+        current,
+        largest: lo,
+    })
+}

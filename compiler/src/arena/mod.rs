@@ -1,0 +1,224 @@
+//! The arena plan of a graph, end to end: schedule → liveness → offsets → verifier, with the
+//! figures a report needs (lower bound, naive sum, layer-wise bound, weights), the memory
+//! budget ([`budget`]), the text/JSON report ([`report`]) and the picture ([`svg`]).
+//!
+//! ```text
+//! Graph ──schedule──▶ order ──liveness──▶ buffers (intervals) ──place──▶ offsets ──verify──▶ ArenaPlan
+//! ```
+
+pub mod budget;
+pub mod report;
+pub mod svg;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
+use crate::analysis::schedule::{ScheduleOptions, schedule};
+use crate::error::Error;
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::plan::offsets::place;
+use crate::plan::verify::verify_placement;
+use crate::plan::{ALIGN, Placement, align_up, lower_bound};
+
+/// Options for [`plan_arena`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Run the nodes in the file's order instead of the memory-aware schedule.
+    pub keep_file_order: bool,
+    /// What liveness merges (views, in-place) and adds (scratch).
+    pub liveness: LivenessOptions,
+    /// Alignment of every buffer (a power of two).
+    pub align: usize,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            keep_file_order: false,
+            liveness: LivenessOptions::full(),
+            align: ALIGN,
+        }
+    }
+}
+
+/// Constant tensors read by the graph's nodes (or returned as outputs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WeightStats {
+    /// Constant values read.
+    pub tensors: usize,
+    /// Their bytes, each distinct buffer counted once (folded views such as an Identity or a
+    /// Reshape of an initializer share their source's bytes).
+    pub bytes: usize,
+}
+
+/// Counts the constants `g` reads, each distinct byte buffer once.
+pub fn weight_stats(g: &Graph) -> WeightStats {
+    let mut read: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
+    for (_, n) in g.nodes() {
+        read.extend(n.inputs.iter().copied());
+    }
+    let mut stats = WeightStats::default();
+    let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for &v in &read {
+        if let ValueKind::Constant(t) = &g.value(v).kind {
+            stats.tensors += 1;
+            if seen.insert((t.bytes().as_ptr() as usize, t.bytes().len())) {
+                stats.bytes += t.bytes().len();
+            }
+        }
+    }
+    stats
+}
+
+/// A verified arena plan and the figures it is measured against.
+#[derive(Clone, Debug)]
+pub struct ArenaPlan {
+    /// The options it was planned with.
+    pub options: PlanOptions,
+    /// The execution order (step `i` runs `schedule[i]`).
+    pub schedule: Vec<NodeId>,
+    /// The arena buffers over that order.
+    pub liveness: Liveness,
+    /// One offset per buffer of `liveness`.
+    pub placement: Placement,
+    /// Arena size in bytes.
+    pub arena_bytes: usize,
+    /// The most bytes live at one step of this order (no placement can do better).
+    pub lower_bound_bytes: usize,
+    /// The step at which `lower_bound_bytes` is reached (the peak).
+    pub peak_step: usize,
+    /// Every buffer of the layer-wise liveness in file order, aligned and summed: no reuse.
+    pub naive_bytes: usize,
+    /// The lower bound of the layer-wise liveness in file order (every value its own buffer
+    /// from producer to last consumer, no views, no in-place, no scratch).
+    pub layer_wise_bound_bytes: usize,
+    /// Constants read by the graph.
+    pub weights: WeightStats,
+    /// Wall-clock time of schedule + liveness + placement + verification.
+    pub planning_time: Duration,
+}
+
+impl ArenaPlan {
+    /// Arena plus weights: what running the model needs in memory.
+    pub fn total_bytes(&self) -> usize {
+        self.arena_bytes.saturating_add(self.weights.bytes)
+    }
+
+    /// Lower bound / arena (1.0 for an empty arena).
+    pub fn efficiency(&self) -> f64 {
+        if self.arena_bytes == 0 {
+            1.0
+        } else {
+            self.lower_bound_bytes as f64 / self.arena_bytes as f64
+        }
+    }
+
+    /// The node running at the peak step, if the graph has any node.
+    pub fn peak_node(&self) -> Option<NodeId> {
+        self.schedule.get(self.peak_step).copied()
+    }
+
+    /// The `k` largest buffers live at the peak step, largest first (ties: buffer order),
+    /// with their index in `liveness.buffers`.
+    pub fn peak_buffers(&self, k: usize) -> Vec<(usize, &Buffer)> {
+        let mut live: Vec<(usize, &Buffer)> = self
+            .liveness
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.interval.start <= self.peak_step && self.peak_step < b.interval.end)
+            .collect();
+        live.sort_by(|a, b| b.1.interval.size.cmp(&a.1.interval.size).then(a.0.cmp(&b.0)));
+        live.truncate(k);
+        live
+    }
+}
+
+/// Plans `g`'s arena: schedule, liveness, offsets, then the independent verifier (always: it
+/// costs O(n log n) plus the pairs live together). A verifier failure is
+/// [`Error::PlanInternal`].
+pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
+    if !opts.align.is_power_of_two() {
+        return Err(Error::PlanInternal(format!(
+            "alignment {} is not a power of two",
+            opts.align
+        )));
+    }
+    let started = Instant::now();
+    let order = schedule(
+        g,
+        &ScheduleOptions {
+            keep_file_order: opts.keep_file_order,
+            ..ScheduleOptions::default()
+        },
+    );
+    let live = liveness(g, &order, opts.liveness);
+    let intervals = live.intervals();
+    let placement = place(&intervals, opts.align);
+    verify_placement(&intervals, &placement, opts.align)
+        .map_err(|e| Error::PlanInternal(e.to_string()))?;
+    if placement.arena_bytes % opts.align != 0 {
+        return Err(Error::PlanInternal(format!(
+            "arena of {} bytes is not a multiple of the {}-byte alignment",
+            placement.arena_bytes, opts.align
+        )));
+    }
+    let planning_time = started.elapsed();
+    let (lower_bound_bytes, peak_step) = lower_bound(&intervals, opts.align);
+    if placement.arena_bytes < lower_bound_bytes {
+        return Err(Error::PlanInternal(format!(
+            "arena of {} bytes is below the lower bound {lower_bound_bytes}",
+            placement.arena_bytes
+        )));
+    }
+    let base = liveness(g, g.order(), LivenessOptions::layer_wise()).intervals();
+    let naive_bytes = base.iter().fold(0usize, |acc, i| {
+        acc.saturating_add(align_up(i.size, opts.align).unwrap_or(usize::MAX))
+    });
+    let (layer_wise_bound_bytes, _) = lower_bound(&base, opts.align);
+    Ok(ArenaPlan {
+        options: *opts,
+        schedule: order,
+        arena_bytes: placement.arena_bytes,
+        liveness: live,
+        placement,
+        lower_bound_bytes,
+        peak_step,
+        naive_bytes,
+        layer_wise_bound_bytes,
+        weights: weight_stats(g),
+        planning_time,
+    })
+}
+
+/// `12.3 MiB` (binary units; bytes below 1 KiB as `N B`).
+pub fn human_bytes(n: usize) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// `12,345,678`.
+pub fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,285 @@
+//! The plan report: one record per value (and per scratch buffer) with its bytes, offset and
+//! steps, as text or as JSON. The JSON schema is documented in `docs/PLAN-REPORT.md`; bump
+//! [`SCHEMA_VERSION`] on any incompatible change.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ArenaPlan, grouped, human_bytes};
+use crate::analysis::liveness::BufferKind;
+use crate::ir::graph::{Graph, ValueId, ValueKind};
+
+/// Version of the JSON schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole report (serialized as the JSON document).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The graph's name.
+    pub graph: String,
+    /// Steps in the schedule (= nodes after folding).
+    pub steps: usize,
+    /// Buffer alignment in bytes.
+    pub align: usize,
+    /// Whether the file's order was kept (`--keep-order`).
+    pub keep_file_order: bool,
+    /// Arena bytes.
+    pub arena_bytes: usize,
+    /// Lower bound of this schedule and liveness: most bytes live at one step.
+    pub lower_bound_bytes: usize,
+    /// `lower_bound_bytes / arena_bytes`.
+    pub efficiency: f64,
+    /// Every buffer of the layer-wise liveness in file order, summed (no reuse at all).
+    pub naive_bytes: usize,
+    /// Lower bound of the layer-wise liveness in file order.
+    pub layer_wise_bound_bytes: usize,
+    /// Bytes of the constants the graph reads (each shared buffer once).
+    pub weights_bytes: usize,
+    /// Constant values read.
+    pub weight_tensors: usize,
+    /// The step where the lower bound is reached.
+    pub peak_step: usize,
+    /// The node run at the peak step (`null` for a graph without nodes).
+    pub peak_node: Option<String>,
+    /// Its op type.
+    pub peak_op: Option<String>,
+    /// The offset strategy that won.
+    pub strategy: String,
+    /// Planning time in milliseconds.
+    pub planning_ms: f64,
+    /// Arena buffers (the rectangles of the picture).
+    pub arena_buffers: usize,
+    /// One entry per value in the arena and per scratch buffer, sorted by first step.
+    pub buffers: Vec<BufferEntry>,
+}
+
+/// One value (or scratch buffer) in the arena.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferEntry {
+    /// Value name (scratch: `<node>:scratch`).
+    pub name: String,
+    /// Bytes: for a buffer's root value the buffer's size, for an alias its own size.
+    pub bytes: usize,
+    /// Offset in the arena (an alias has its root's offset).
+    pub offset: usize,
+    /// First step at which it is live.
+    pub first_step: usize,
+    /// Last step at which it is live (inclusive).
+    pub last_step: usize,
+    /// `input`, `output`, `intermediate` or `scratch`.
+    pub kind: String,
+    /// Index of its arena buffer.
+    pub buffer: usize,
+    /// `null`, or the value whose buffer it reuses (a view or an in-place result).
+    pub alias_of: Option<String>,
+}
+
+fn kind_name(k: BufferKind) -> &'static str {
+    match k {
+        BufferKind::Input => "input",
+        BufferKind::Output => "output",
+        BufferKind::Intermediate => "intermediate",
+        BufferKind::Scratch => "scratch",
+    }
+}
+
+/// Builds the report of `plan` for `g`.
+pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
+    let live = &plan.liveness;
+    let n = plan.schedule.len();
+    // Each value's own life (used for aliases; a root reports its whole buffer).
+    let step_of: HashMap<_, _> = plan
+        .schedule
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| (id, i))
+        .collect();
+    let mut last_read: HashMap<ValueId, usize> = HashMap::new();
+    for (step, &id) in plan.schedule.iter().enumerate() {
+        for &v in &g.node(id).inputs {
+            last_read.insert(v, step);
+        }
+    }
+    let own_life = |v: ValueId| -> (usize, usize) {
+        let start = match g.value(v).kind {
+            ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
+            _ => 0,
+        };
+        let end = if g.outputs.contains(&v) {
+            n.max(start + 1)
+        } else {
+            last_read.get(&v).map_or(start + 1, |&s| s + 1)
+        };
+        (start, end.saturating_sub(1).max(start))
+    };
+    let value_kind = |v: ValueId| -> &'static str {
+        if g.outputs.contains(&v) {
+            "output"
+        } else if matches!(g.value(v).kind, ValueKind::Input) {
+            "input"
+        } else {
+            "intermediate"
+        }
+    };
+    let mut buffers = Vec::new();
+    for (bi, b) in live.buffers.iter().enumerate() {
+        let offset = plan.placement.offsets.get(bi).copied().unwrap_or(0);
+        let iv = b.interval;
+        let mut root = BufferEntry {
+            name: b.name.clone(),
+            bytes: iv.size,
+            offset,
+            first_step: iv.start,
+            last_step: iv.end.saturating_sub(1).max(iv.start),
+            kind: kind_name(b.kind).to_string(),
+            buffer: bi,
+            alias_of: None,
+        };
+        let Some((&first, rest)) = b.values.split_first() else {
+            buffers.push(root);
+            continue;
+        };
+        root.name = g.value(first).name.clone();
+        buffers.push(root);
+        for &v in rest {
+            let (first_step, last_step) = own_life(v);
+            let of = live.alias_of.get(&v).copied().unwrap_or(first);
+            buffers.push(BufferEntry {
+                name: g.value(v).name.clone(),
+                bytes: g.value(v).ty.bytes().unwrap_or(0),
+                offset,
+                first_step,
+                last_step,
+                kind: value_kind(v).to_string(),
+                buffer: bi,
+                alias_of: Some(g.value(of).name.clone()),
+            });
+        }
+    }
+    buffers.sort_by(|a, b| {
+        (a.first_step, a.buffer, a.alias_of.is_some()).cmp(&(
+            b.first_step,
+            b.buffer,
+            b.alias_of.is_some(),
+        ))
+    });
+    let peak = plan.peak_node().map(|id| g.node(id));
+    PlanReport {
+        schema_version: SCHEMA_VERSION,
+        graph: g.name.clone(),
+        steps: n,
+        align: plan.options.align,
+        keep_file_order: plan.options.keep_file_order,
+        arena_bytes: plan.arena_bytes,
+        lower_bound_bytes: plan.lower_bound_bytes,
+        efficiency: plan.efficiency(),
+        naive_bytes: plan.naive_bytes,
+        layer_wise_bound_bytes: plan.layer_wise_bound_bytes,
+        weights_bytes: plan.weights.bytes,
+        weight_tensors: plan.weights.tensors,
+        peak_step: plan.peak_step,
+        peak_node: peak.map(|n| n.name.clone()),
+        peak_op: peak.map(|n| n.op.name().to_string()),
+        strategy: plan.placement.strategy.name().to_string(),
+        planning_ms: plan.planning_time.as_secs_f64() * 1e3,
+        arena_buffers: live.buffers.len(),
+        buffers,
+    }
+}
+
+impl PlanReport {
+    /// Pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        // Serializing plain structs of strings and numbers cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The human-readable report: the figures, then the per-buffer table.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let line = |label: &str, n: usize| format!("{label:<22}{:>16}  {}", grouped(n), human_bytes(n));
+        let ratio = |n: usize| {
+            if self.arena_bytes == 0 {
+                String::new()
+            } else {
+                format!("  ({:.2}x arena)", n as f64 / self.arena_bytes as f64)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "graph \"{}\": {} steps, {} arena buffers, {}-byte alignment{}",
+            self.graph,
+            self.steps,
+            self.arena_buffers,
+            self.align,
+            if self.keep_file_order {
+                ", file order kept"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(out, "{}", line("arena", self.arena_bytes));
+        let _ = writeln!(out, "{}", line("lower bound", self.lower_bound_bytes));
+        let _ = writeln!(
+            out,
+            "{}{}",
+            line("naive sum (no reuse)", self.naive_bytes),
+            ratio(self.naive_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "{}{}",
+            line("layer-wise bound", self.layer_wise_bound_bytes),
+            ratio(self.layer_wise_bound_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "{:<22}{:>16.4}  (lower bound / arena)",
+            "efficiency", self.efficiency
+        );
+        let _ = writeln!(
+            out,
+            "{}  in {} tensors",
+            line("weights", self.weights_bytes),
+            self.weight_tensors
+        );
+        let peak = match (&self.peak_node, &self.peak_op) {
+            (Some(n), Some(op)) => format!("step {}: '{n}' ({op})", self.peak_step),
+            _ => format!("step {}", self.peak_step),
+        };
+        let _ = writeln!(out, "{:<22}{peak}", "peak");
+        let _ = writeln!(out, "{:<22}{}", "strategy", self.strategy);
+        let _ = writeln!(out, "{:<22}{:.3} ms", "planning time", self.planning_ms);
+        let _ = writeln!(out);
+        let width = self
+            .buffers
+            .iter()
+            .map(|b| b.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(5, 48);
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>14}  {:>14}  {:>6}  {:>6}  {:<12}  alias of",
+            "value", "bytes", "offset", "first", "last", "kind"
+        );
+        for b in &self.buffers {
+            let _ = writeln!(
+                out,
+                "{:<width$}  {:>14}  {:>14}  {:>6}  {:>6}  {:<12}  {}",
+                b.name,
+                grouped(b.bytes),
+                grouped(b.offset),
+                b.first_step,
+                b.last_step,
+                b.kind,
+                b.alias_of.as_deref().unwrap_or("-")
+            );
+        }
+        out
+    }
+}
