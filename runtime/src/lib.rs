@@ -1,8 +1,9 @@
 //! arenac: an ONNX graph compiler for CPUs whose heart is static memory planning.
 //!
 //! This crate is the library face and the `arenac` CLI. Today it compiles a model into a
-//! typed, statically shaped, constant-folded graph and reports what it holds; planning,
-//! kernels and the runtime land on top of the same [`Model`].
+//! typed, statically shaped, constant-folded graph, plans its one fixed arena (checked against
+//! a memory limit at compile time) and reports what it holds; kernels and the runtime land on
+//! top of the same [`Model`].
 //!
 //! ```no_run
 //! use arenac::{CompileOptions, compile_file};
@@ -15,13 +16,19 @@
 
 #![deny(missing_docs)]
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
-use arenac_compiler::import::{ImportOptions, import_file};
-use arenac_compiler::ir::graph::{Graph, ValueId, ValueKind};
+use arenac_compiler::arena::budget::{default_budget, enforce};
+use arenac_compiler::arena::report::build_report;
+use arenac_compiler::arena::svg::render_svg;
+use arenac_compiler::arena::{PlanOptions, plan_arena, weight_stats};
+use arenac_compiler::import::{ImportOptions, import_model, load_model_file};
+use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
+pub use arenac_compiler::arena::ArenaPlan;
+pub use arenac_compiler::arena::budget::{BudgetExceeded, Fit, MemoryLimit};
+pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
 
@@ -30,6 +37,32 @@ pub use arenac_compiler::ir::print::print_graph;
 pub struct CompileOptions {
     /// Shapes to bind: `(graph input or symbolic dim name, dims)`.
     pub shapes: Vec<(String, Vec<usize>)>,
+    /// Cap on arena + weights, enforced at compile time; `None` means the machine's physical
+    /// RAM (nothing is enforced where it cannot be read).
+    pub memory_limit: Option<MemoryLimitSpec>,
+    /// Run nodes in the file's order instead of the memory-aware schedule.
+    pub keep_file_order: bool,
+}
+
+/// A memory limit and the text it was parsed from (for messages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryLimitSpec {
+    /// The parsed limit.
+    pub limit: MemoryLimit,
+    /// As the user wrote it, e.g. `64MiB` or `10%`.
+    pub text: String,
+}
+
+impl std::str::FromStr for MemoryLimitSpec {
+    type Err = Error;
+
+    /// Parses `64MiB`, `1.5GiB`, `500MB`, `123456` or `10%` (see [`MemoryLimit`]).
+    fn from_str(s: &str) -> Result<MemoryLimitSpec, Error> {
+        Ok(MemoryLimitSpec {
+            limit: s.parse()?,
+            text: s.trim().to_string(),
+        })
+    }
 }
 
 impl CompileOptions {
@@ -38,12 +71,27 @@ impl CompileOptions {
         self.shapes.push((name.into(), dims));
         self
     }
+
+    /// Sets the memory limit from its text (`64MiB`, `10%`...).
+    pub fn with_memory_limit(mut self, spec: &str) -> Result<Self, Error> {
+        self.memory_limit = Some(spec.parse()?);
+        Ok(self)
+    }
+
+    /// The planner's options.
+    pub fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
+            keep_file_order: self.keep_file_order,
+            ..PlanOptions::default()
+        }
+    }
 }
 
 /// A compiled model: the typed graph and what the compiler had to say about it.
 #[derive(Debug)]
 pub struct Model {
     graph: Graph,
+    plan: ArenaPlan,
     warnings: Vec<String>,
 }
 
@@ -61,6 +109,10 @@ pub struct Summary {
     /// Sum of the bytes of every computed value: the memory a runtime that never frees or
     /// reuses would need (the "naive" figure planning is measured against).
     pub naive_intermediate_bytes: usize,
+    /// Bytes of the planned arena (inputs, outputs, intermediates and scratch).
+    pub arena_bytes: usize,
+    /// The lower bound of the plan's schedule: most bytes live at one step.
+    pub arena_lower_bound_bytes: usize,
 }
 
 impl Model {
@@ -79,26 +131,25 @@ impl Model {
         print_graph(&self.graph)
     }
 
+    /// The verified arena plan.
+    pub fn plan(&self) -> &ArenaPlan {
+        &self.plan
+    }
+
+    /// The plan report (text with [`PlanReport::to_text`], JSON with [`PlanReport::to_json`]).
+    pub fn plan_report(&self) -> PlanReport {
+        build_report(&self.graph, &self.plan)
+    }
+
+    /// The arena as an SVG picture.
+    pub fn plan_svg(&self) -> String {
+        render_svg(&self.graph, &self.plan)
+    }
+
     /// Node, value and byte counts.
     pub fn summary(&self) -> Summary {
         let g = &self.graph;
-        let mut read: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
-        for (_, n) in g.nodes() {
-            read.extend(n.inputs.iter().copied());
-        }
-        let mut weight_tensors = 0;
-        let mut weights_bytes = 0;
-        // Folded views (Identity, Reshape of an initializer) share their source's bytes: count
-        // each distinct buffer once.
-        let mut buffers: BTreeSet<(usize, usize)> = BTreeSet::new();
-        for &v in &read {
-            if let ValueKind::Constant(t) = &g.value(v).kind {
-                weight_tensors += 1;
-                if buffers.insert((t.bytes().as_ptr() as usize, t.bytes().len())) {
-                    weights_bytes += t.bytes().len();
-                }
-            }
-        }
+        let weights = weight_stats(g);
         let naive_intermediate_bytes = g
             .values()
             .iter()
@@ -108,22 +159,34 @@ impl Model {
         Summary {
             nodes: g.node_count(),
             values: g.values().len(),
-            weight_tensors,
-            weights_bytes,
+            weight_tensors: weights.tensors,
+            weights_bytes: weights.bytes,
             naive_intermediate_bytes,
+            arena_bytes: self.plan.arena_bytes,
+            arena_lower_bound_bytes: self.plan.lower_bound_bytes,
         }
     }
 }
 
 /// Loads an `.onnx` file (external data relative to its folder), binds shapes, infers every
-/// value's type and folds constants.
+/// value's type, folds constants and plans the arena. Fails with [`Error::MemoryBudget`] when
+/// arena + weights exceed the memory limit (by default the machine's physical RAM).
 pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> {
-    let imported = import_file(
-        path,
-        &ImportOptions {
-            shapes: opts.shapes.clone(),
-        },
-    )?;
+    let budget = match &opts.memory_limit {
+        Some(spec) => Some(spec.limit.resolve(&spec.text)?),
+        None => default_budget(),
+    };
+    let proto = load_model_file(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let import_opts = ImportOptions {
+        shapes: opts.shapes.clone(),
+    };
+    let imported = import_model(&proto, Some(dir), &import_opts)?;
     if cfg!(debug_assertions)
         && let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph)
     {
@@ -131,8 +194,22 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
             "IR verifier (an arenac bug): {e}"
         )));
     }
+    let plan_opts = opts.plan_options();
+    let plan = plan_arena(&imported.graph, &plan_opts)?;
+    if let Some(budget) = &budget {
+        enforce(
+            &proto,
+            Some(dir),
+            &import_opts,
+            &plan_opts,
+            &imported.graph,
+            &plan,
+            budget,
+        )?;
+    }
     Ok(Model {
         graph: imported.graph,
+        plan,
         warnings: imported.warnings,
     })
 }

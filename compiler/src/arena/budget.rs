@@ -201,13 +201,16 @@ fn sized(n: usize) -> String {
 
 impl fmt::Display for BudgetExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let need = self.arena_bytes.saturating_add(self.weights_bytes);
         write!(
             f,
-            "memory limit exceeded: the plan needs {} (arena {} + weights {}) but the limit is {} ({}); peak at step {} of {}",
-            sized(self.arena_bytes.saturating_add(self.weights_bytes)),
+            "memory limit exceeded: needs {} ({} bytes: arena {} + weights {}), limit {} ({} bytes, {}); peak at step {} of {}",
+            human_bytes(need),
+            grouped(need),
             human_bytes(self.arena_bytes),
             human_bytes(self.weights_bytes),
-            sized(self.limit),
+            human_bytes(self.limit),
+            grouped(self.limit),
             self.source,
             self.peak_step,
             self.steps,

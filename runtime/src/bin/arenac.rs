@@ -1,5 +1,6 @@
-//! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--print-ir]` and
-//! `arenac ops`.
+//! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--memory-limit X]
+//! [--print-ir]`, `arenac plan MODEL [--shape ...] [--memory-limit X] [--keep-order] [--json]
+//! [--svg FILE]` and `arenac ops`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -31,9 +32,33 @@ enum Command {
         /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
+        /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM);
+        /// compiling fails when the plan needs more. Default: the physical RAM.
+        #[arg(long, value_name = "X")]
+        memory_limit: Option<String>,
         /// Print the typed IR after import and folding.
         #[arg(long)]
         print_ir: bool,
+    },
+    /// Plan the arena and report it: sizes, bounds, the peak and a per-buffer table.
+    Plan {
+        /// The .onnx file.
+        model: PathBuf,
+        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        #[arg(long = "shape", value_name = "NAME=DxD")]
+        shapes: Vec<String>,
+        /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
+        #[arg(long, value_name = "X")]
+        memory_limit: Option<String>,
+        /// Run nodes in the file's order instead of the memory-aware schedule.
+        #[arg(long)]
+        keep_order: bool,
+        /// Print the report as JSON (schema: docs/PLAN-REPORT.md) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also write the arena as an SVG picture to FILE.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// List the supported ops with their opset ranges.
     Ops,
@@ -60,13 +85,10 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
         Command::Compile {
             model,
             shapes,
+            memory_limit,
             print_ir,
         } => {
-            let mut opts = CompileOptions::default();
-            for spec in &shapes {
-                let (name, dims) = parse_shape_spec(spec)?;
-                opts = opts.with_shape(name, dims);
-            }
+            let opts = options(&shapes, memory_limit.as_deref(), false)?;
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -105,7 +127,39 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
                 "intermediates (naive sum, no reuse): {}",
                 bytes(s.naive_intermediate_bytes)
             );
+            let _ = writeln!(
+                out,
+                "arena:   {} (lower bound {})",
+                bytes(s.arena_bytes),
+                bytes(s.arena_lower_bound_bytes)
+            );
             let _ = writeln!(out, "compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
+        }
+        Command::Plan {
+            model,
+            shapes,
+            memory_limit,
+            keep_order,
+            json,
+            svg,
+        } => {
+            let opts = options(&shapes, memory_limit.as_deref(), keep_order)?;
+            let compiled = compile_file(&model, &opts)?;
+            for w in compiled.warnings() {
+                eprintln!("warning: {w}");
+            }
+            let report = compiled.plan_report();
+            if json {
+                out.push_str(&report.to_json());
+                out.push('\n');
+            } else {
+                let _ = writeln!(out, "model: {}", model.display());
+                out.push_str(&report.to_text());
+            }
+            if let Some(file) = svg {
+                std::fs::write(&file, compiled.plan_svg())
+                    .map_err(|source| arenac::Error::Io { path: file, source })?;
+            }
         }
         Command::Ops => {
             let ops = supported_ops();
@@ -116,6 +170,26 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
         }
     }
     Ok(())
+}
+
+/// Compile options from the CLI's `--shape`, `--memory-limit` and `--keep-order`.
+fn options(
+    shapes: &[String],
+    memory_limit: Option<&str>,
+    keep_file_order: bool,
+) -> Result<CompileOptions, arenac::Error> {
+    let mut opts = CompileOptions {
+        keep_file_order,
+        ..CompileOptions::default()
+    };
+    for spec in shapes {
+        let (name, dims) = parse_shape_spec(spec)?;
+        opts = opts.with_shape(name, dims);
+    }
+    if let Some(limit) = memory_limit {
+        opts = opts.with_memory_limit(limit)?;
+    }
+    Ok(opts)
 }
 
 /// `12,345,678 bytes (11.8 MiB)`.
