@@ -34,13 +34,7 @@ fn field(v: &Value, name: &str) -> u64 {
 #[test]
 fn json_report_has_the_schema() {
     let path = digits();
-    let (code, out, err) = arenac(&[
-        "plan",
-        path.to_str().unwrap(),
-        "--shape",
-        "N=8",
-        "--json",
-    ]);
+    let (code, out, err) = arenac(&["plan", path.to_str().unwrap(), "--shape", "N=8", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).expect("valid JSON");
     for f in [
@@ -64,8 +58,14 @@ fn json_report_has_the_schema() {
     assert_eq!(field(&v, "weights_bytes"), 26_280);
     let buffers = v["buffers"].as_array().expect("buffers array");
     assert!(!buffers.is_empty());
-    let names: Vec<&str> = buffers.iter().map(|b| b["name"].as_str().unwrap()).collect();
-    assert!(names.contains(&"pixels") && names.contains(&"probs"), "{names:?}");
+    let names: Vec<&str> = buffers
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"pixels") && names.contains(&"probs"),
+        "{names:?}"
+    );
     let mut last_first = 0;
     for b in buffers {
         let (bytes, offset) = (field(b, "bytes"), field(b, "offset"));
@@ -187,7 +187,10 @@ fn over_the_limit_names_the_peak_and_the_largest_batch() {
     let Error::MemoryBudget(b) = &err else {
         panic!("{msg}")
     };
-    assert!(msg.contains(&format!("peak at step {}", b.peak_step)), "{msg}");
+    assert!(
+        msg.contains(&format!("peak at step {}", b.peak_step)),
+        "{msg}"
+    );
     assert!(msg.contains("'pixels'") || msg.contains("'fc1'"), "{msg}");
     let Fit::LargestBatch {
         symbol, largest, ..
@@ -196,7 +199,10 @@ fn over_the_limit_names_the_peak_and_the_largest_batch() {
         panic!("{msg}")
     };
     assert_eq!(symbol, "N");
-    assert!(msg.contains(&format!("largest N that fits: {largest}")), "{msg}");
+    assert!(
+        msg.contains(&format!("largest N that fits: {largest}")),
+        "{msg}"
+    );
     // The answer is exact: k fits, k + 1 does not.
     compile_file(&path, &opts(*largest, "100KiB")).expect("the largest N fits");
     assert!(compile_file(&path, &opts(largest + 1, "100KiB")).is_err());
@@ -239,7 +245,10 @@ fn over_the_limit_without_a_batch_dim_says_by_how_much() {
         matches!(&err, Error::MemoryBudget(b) if matches!(b.fit, Fit::Over { .. })),
         "{msg}"
     );
-    assert!(msg.contains("over the limit") && msg.contains("peak at step"), "{msg}");
+    assert!(
+        msg.contains("over the limit") && msg.contains("peak at step"),
+        "{msg}"
+    );
     let ok = CompileOptions::default().with_memory_limit("1MiB").unwrap();
     let model = compile_file(&path, &ok).unwrap();
     assert!(model.summary().arena_bytes >= model.summary().arena_lower_bound_bytes);

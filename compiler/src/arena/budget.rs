@@ -108,10 +108,7 @@ impl MemoryLimit {
                 })?;
                 Ok(Budget {
                     bytes: ((ram as f64) * p / 100.0) as usize,
-                    source: format!(
-                        "--memory-limit {spec} of {} physical RAM",
-                        human_bytes(ram)
-                    ),
+                    source: format!("--memory-limit {spec} of {} physical RAM", human_bytes(ram)),
                 })
             }
         }
@@ -128,8 +125,11 @@ pub fn default_budget() -> Option<Budget> {
 
 /// The machine's physical RAM in bytes (`MemTotal` of `/proc/meminfo`).
 pub fn physical_ram() -> Result<usize, String> {
-    let text = std::fs::read_to_string("/proc/meminfo")
-        .map_err(|e| format!("cannot read /proc/meminfo for the physical RAM ({e}); give bytes instead, e.g. 8GiB"))?;
+    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| {
+        format!(
+            "cannot read /proc/meminfo for the physical RAM ({e}); give bytes instead, e.g. 8GiB"
+        )
+    })?;
     parse_meminfo(&text)
         .ok_or_else(|| "no MemTotal line in /proc/meminfo; give bytes instead, e.g. 8GiB".into())
 }
@@ -267,10 +267,9 @@ pub fn enforce(
     if need <= budget.bytes {
         return Ok(());
     }
-    let fit = what_fits(model, dir, import, plan_opts, g, budget)
-        .unwrap_or(Fit::Over {
-            bytes: need - budget.bytes,
-        });
+    let fit = what_fits(model, dir, import, plan_opts, g, budget).unwrap_or(Fit::Over {
+        bytes: need - budget.bytes,
+    });
     Err(Error::MemoryBudget(Box::new(BudgetExceeded {
         limit: budget.bytes,
         source: budget.source.clone(),

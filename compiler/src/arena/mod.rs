@@ -129,7 +129,12 @@ impl ArenaPlan {
             .enumerate()
             .filter(|(_, b)| b.interval.start <= self.peak_step && self.peak_step < b.interval.end)
             .collect();
-        live.sort_by(|a, b| b.1.interval.size.cmp(&a.1.interval.size).then(a.0.cmp(&b.0)));
+        live.sort_by(|a, b| {
+            b.1.interval
+                .size
+                .cmp(&a.1.interval.size)
+                .then(a.0.cmp(&b.0))
+        });
         live.truncate(k);
         live
     }
@@ -158,7 +163,7 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
     let placement = place(&intervals, opts.align);
     verify_placement(&intervals, &placement, opts.align)
         .map_err(|e| Error::PlanInternal(e.to_string()))?;
-    if placement.arena_bytes % opts.align != 0 {
+    if !placement.arena_bytes.is_multiple_of(opts.align) {
         return Err(Error::PlanInternal(format!(
             "arena of {} bytes is not a multiple of the {}-byte alignment",
             placement.arena_bytes, opts.align

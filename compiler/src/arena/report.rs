@@ -201,7 +201,8 @@ impl PlanReport {
     /// The human-readable report: the figures, then the per-buffer table.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let line = |label: &str, n: usize| format!("{label:<22}{:>16}  {}", grouped(n), human_bytes(n));
+        let line =
+            |label: &str, n: usize| format!("{label:<22}{:>16}  {}", grouped(n), human_bytes(n));
         let ratio = |n: usize| {
             if self.arena_bytes == 0 {
                 String::new()

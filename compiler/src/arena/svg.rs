@@ -85,10 +85,7 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="13">"#
     );
-    let _ = writeln!(
-        s,
-        r##"<path d="M0 0H{W}V{H}H0Z" fill="#ffffff"/>"##
-    );
+    let _ = writeln!(s, r##"<path d="M0 0H{W}V{H}H0Z" fill="#ffffff"/>"##);
     let _ = writeln!(
         s,
         r##"<path d="M{LEFT} {TOP}H{}V{}H{LEFT}Z" fill="#f7f7f7" stroke="#999" stroke-width="1"/>"##,
@@ -166,17 +163,13 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
     );
 
     // Buffers.
-    let _ = writeln!(s, r##"<g stroke="#ffffff" stroke-width="0.4">"##);
+    let _ = writeln!(s, "<g>");
     for (i, b) in plan.liveness.buffers.iter().enumerate() {
         let off = plan.placement.offsets.get(i).copied().unwrap_or(0);
         let iv = b.interval;
         let (x0, x1) = (x(iv.start as f64), x(iv.end as f64));
         let (y0, y1) = (y((off + iv.size) as f64), y(off as f64));
-        let names: Vec<String> = b
-            .values
-            .iter()
-            .map(|&v| g.value(v).name.clone())
-            .collect();
+        let names: Vec<String> = b.values.iter().map(|&v| g.value(v).name.clone()).collect();
         let also = if names.len() > 1 {
             format!("\nalso holds: {}", names[1..].join(", "))
         } else {
@@ -184,12 +177,18 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
         };
         let _ = writeln!(
             s,
-            r#"<rect x="{x0:.2}" y="{y0:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{}
+            r#"<rect x="{x0:.2}" y="{y0:.2}" width="{:.2}" height="{:.2}" fill="{}"{}><title>{}
 {} bytes ({}) at offset {}
 steps {}..{} ({:?}){}</title></rect>"#,
             (x1 - x0).max(0.5),
             (y1 - y0).max(0.5),
             colour(b.kind),
+            // A white edge separates neighbours, but would wash out a sliver.
+            if x1 - x0 > 3.0 && y1 - y0 > 3.0 {
+                r##" stroke="#ffffff" stroke-width="0.5""##
+            } else {
+                ""
+            },
             esc(&b.name),
             grouped(iv.size),
             human_bytes(iv.size),

@@ -45,7 +45,13 @@ fn plan_figures_hold() {
     // Five values of 8 x 256 f32 in the layer-wise baseline, nothing shared: naive = 5 x 8 KiB.
     assert_eq!(p.naive_bytes, 5 * 8 * 1024);
     // `w` and its folded Identity share bytes: counted once.
-    assert_eq!(p.weights, WeightStats { tensors: 2, bytes: 1024 });
+    assert_eq!(
+        p.weights,
+        WeightStats {
+            tensors: 2,
+            bytes: 1024
+        }
+    );
     assert_eq!(p.total_bytes(), p.arena_bytes + 1024);
     let peak = p.peak_buffers(2);
     assert!(!peak.is_empty() && peak.len() <= 2);
@@ -72,11 +78,18 @@ fn report_and_svg() {
         .filter(|v| !matches!(v.kind, ValueKind::Constant(_)))
         .count();
     assert!(r.buffers.len() >= in_arena);
-    assert!(r.buffers.windows(2).all(|w| w[0].first_step <= w[1].first_step));
+    assert!(
+        r.buffers
+            .windows(2)
+            .all(|w| w[0].first_step <= w[1].first_step)
+    );
     let back: report::PlanReport = serde_json::from_str(&r.to_json()).unwrap();
     assert_eq!(back, r);
     let text = r.to_text();
-    assert!(text.contains("lower bound") && text.contains("alias of"), "{text}");
+    assert!(
+        text.contains("lower bound") && text.contains("alias of"),
+        "{text}"
+    );
     let svg = render_svg(&g, &p);
     assert!(svg.starts_with("<svg"));
     assert_eq!(svg.matches("<rect").count(), p.liveness.buffers.len());
@@ -94,7 +107,9 @@ fn memory_limit_parsing() {
     assert_eq!(b("10KiB"), MemoryLimit::Bytes(10240));
     assert_eq!(b("7B"), MemoryLimit::Bytes(7));
     assert_eq!(b("10%"), MemoryLimit::PercentOfRam(10.0));
-    for junk in ["", "abc", "10XB", "-5MiB", "0", "0%", "150%", "1.5", "MiB", "1..2MiB", "%"] {
+    for junk in [
+        "", "abc", "10XB", "-5MiB", "0", "0%", "150%", "1.5", "MiB", "1..2MiB", "%",
+    ] {
         assert!(junk.parse::<MemoryLimit>().is_err(), "{junk:?} parsed");
     }
     let e = "12 parsecs".parse::<MemoryLimit>().unwrap_err().to_string();
@@ -141,7 +156,10 @@ fn budget_finds_the_largest_batch() {
     );
     let msg = err.to_string();
     assert!(msg.contains("largest N that fits: 20"), "{msg}");
-    assert!(msg.contains(&format!("peak at step {}", p.peak_step)), "{msg}");
+    assert!(
+        msg.contains(&format!("peak at step {}", p.peak_step)),
+        "{msg}"
+    );
     assert!(!b.largest.is_empty());
     // Generous limit: fine. Tiny limit: nothing fits.
     let big = Budget {
@@ -173,7 +191,10 @@ fn over_without_a_batch_symbol() {
     };
     let err = enforce(&m, None, &ImportOptions::default(), &opts, &g, &p, &budget).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("over the limit") && msg.contains("'r' (Relu)"), "{msg}");
+    assert!(
+        msg.contains("over the limit") && msg.contains("'r' (Relu)"),
+        "{msg}"
+    );
 }
 
 #[test]

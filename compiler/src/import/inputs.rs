@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arenac_proto::{GraphProto, ValueInfoProto, tensor_shape_proto::dimension::Value as DimValue, type_proto};
+use arenac_proto::{
+    GraphProto, ValueInfoProto, tensor_shape_proto::dimension::Value as DimValue, type_proto,
+};
 
 use crate::error::Error;
 use crate::ir::types::{DType, Shape, TensorType};
