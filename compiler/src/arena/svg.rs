@@ -234,32 +234,28 @@ steps {}..{} ({:?}){}</title></rect>"#,
     let dx = if anchor == "end" { -4.0 } else { 4.0 };
     let _ = writeln!(
         s,
-        r##"<text x="{:.1}" y="{:.1}" fill="#d62728" text-anchor="{anchor}">{}</text>"##,
+        r##"<text x="{:.1}" y="{:.1}" fill="#d62728" text-anchor="{anchor}" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
         px + dx,
         TOP + 14.0,
         esc(&peak_label)
     );
 
-    // Legend.
-    let lx = LEFT + pw + 12.0;
-    for (i, (k, label)) in [
+    // Legend: one row in the header, right-aligned with the plot.
+    let items = [
         (BufferKind::Input, "input"),
         (BufferKind::Intermediate, "intermediate"),
         (BufferKind::Output, "output"),
         (BufferKind::Scratch, "scratch"),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let ly = TOP + 40.0 + i as f64 * 22.0;
+    ];
+    let mut lx = LEFT + pw - 410.0;
+    for (k, label) in items {
         let _ = writeln!(
             s,
-            r#"<path d="M{lx:.1} {:.1}h14v14h-14Z" fill="{}"/><text x="{:.1}" y="{:.1}">{label}</text>"#,
-            ly - 11.0,
-            colour(*k),
-            lx + 20.0,
-            ly
+            r#"<path d="M{lx:.1} 31h13v13h-13Z" fill="{}"/><text x="{:.1}" y="42">{label}</text>"#,
+            colour(k),
+            lx + 18.0,
         );
+        lx += 28.0 + 8.0 * label.len() as f64;
     }
     let _ = writeln!(s, "</svg>");
     s
