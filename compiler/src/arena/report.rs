@@ -70,7 +70,8 @@ pub struct BufferEntry {
     pub first_step: usize,
     /// Last step at which it is live (inclusive).
     pub last_step: usize,
-    /// `input`, `output`, `intermediate` or `scratch`.
+    /// `input`, `output`, `intermediate` or `scratch`: for a buffer's root the buffer's kind
+    /// (`output` when the buffer ends up holding a graph output), for an alias its own role.
     pub kind: String,
     /// Index of its arena buffer.
     pub buffer: usize,
@@ -185,7 +186,8 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         peak_node: peak.map(|n| n.name.clone()),
         peak_op: peak.map(|n| n.op.name().to_string()),
         strategy: plan.placement.strategy.name().to_string(),
-        planning_ms: plan.planning_time.as_secs_f64() * 1e3,
+        // Microsecond resolution is all a timing is good for.
+        planning_ms: (plan.planning_time.as_secs_f64() * 1e6).round() / 1e3,
         arena_buffers: live.buffers.len(),
         buffers,
     }
