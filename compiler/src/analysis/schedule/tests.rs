@@ -107,7 +107,17 @@ fn model_bounds_report() {
         ps.sort();
         paths.extend(ps);
     }
-    println!("model | nodes | layer-wise | full (file) | full (ours) | ours/layer | ms");
+    let no_scratch = LivenessOptions {
+        scratch: false,
+        ..LivenessOptions::full()
+    };
+    let bound = |g: &Graph, order: &[NodeId], opts| {
+        lower_bound(&liveness(g, order, opts).intervals(), ALIGN).0
+    };
+    println!(
+        "model | nodes | layer-wise | full (file) | full (ours) | ours/layer | \
+         no-scratch (file) | no-scratch (ours) | ms"
+    );
     for p in paths {
         let g = match import_file(&p, &ImportOptions::default()) {
             Ok(i) => i.graph,
@@ -116,11 +126,7 @@ fn model_bounds_report() {
                 continue;
             }
         };
-        let lw = lower_bound(
-            &liveness(&g, g.order(), LivenessOptions::layer_wise()).intervals(),
-            ALIGN,
-        )
-        .0;
+        let lw = bound(&g, g.order(), LivenessOptions::layer_wise());
         let full = peak_bytes(&g, g.order());
         let t = Instant::now();
         let order = schedule(&g, &ScheduleOptions::default());
@@ -129,13 +135,15 @@ fn model_bounds_report() {
         let ours = peak_bytes(&g, &order);
         assert!(ours <= full);
         println!(
-            "{} | {} | {} | {} | {} | {:.3} | {:.1}",
+            "{} | {} | {} | {} | {} | {:.3} | {} | {} | {:.1}",
             p.file_stem().and_then(|s| s.to_str()).unwrap_or("?"),
             g.node_count(),
             lw,
             full,
             ours,
             ours as f64 / lw.max(1) as f64,
+            bound(&g, g.order(), no_scratch),
+            bound(&g, &order, no_scratch),
             ms
         );
     }
