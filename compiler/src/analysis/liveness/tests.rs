@@ -249,3 +249,25 @@ mm (float[2, 3] X, float[3, 5] B) => (float[2, 5] Y, float[2, 2] Z)
         .collect();
     assert_eq!(s, vec![3 * 5 * 4]);
 }
+
+#[test]
+fn batch_norm_goes_in_place_conv_does_not() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+bn (float[1, 2, 4, 4] X, float[2, 2, 1, 1] W) => (float[1, 2, 4, 4] Y)
+<float[2] s = {1, 1}, float[2] b = {0, 0}, float[2] m = {0, 0}, float[2] v = {1, 1}>
+{
+    A = Conv(X, W)
+    B = BatchNormalization(A, s, b, m, v)
+    C = Conv(B, W)
+    Y = Relu(C)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert!(same_buffer(&l, &g, "B", "A"));
+    assert!(!same_buffer(&l, &g, "C", "B"));
+    assert!(same_buffer(&l, &g, "Y", "C"));
+    assert_eq!(buf(&l, &g, "Y").kind, BufferKind::Output);
+}
