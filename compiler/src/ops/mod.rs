@@ -219,6 +219,10 @@ pub struct OpDef {
     pub convert: fn(&mut NodeCtx<'_>) -> Result<Op, OpError>,
 }
 
+/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
+/// the scratch planned for them is sized by it (see [`Op::scratch_bytes`]).
+pub const IM2COL_TILE: usize = 256;
+
 /// Highest default-domain opset arenac reads.
 pub const MAX_OPSET: i64 = 23;
 /// Lowest default-domain opset arenac reads.
@@ -370,12 +374,14 @@ impl Op {
     /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
     /// the node's data input and output types; `constant[i]` tells whether input `i` is a
     /// compile-time constant (a weight; missing entries count as not constant). Choices:
-    /// - Conv: an im2col buffer for one image and one group, `(C/group * prod(kernel)) *
-    ///   prod(out spatial) * elem`, unless the kernel is 1x1 with unit strides and no padding
-    ///   (then the input already is the GEMM operand);
-    /// - ConvTranspose: the col buffer that col2im scatters from, for one image and one group,
-    ///   `(M/group * prod(kernel)) * prod(in spatial) * elem` (M output channels), with the
-    ///   same 1x1 exception;
+    /// - Conv: an im2col panel for one image and one group, `(C/group * prod(kernel)) *
+    ///   min(prod(out spatial), IM2COL_TILE) * elem` — kernels walk the output pixels in
+    ///   panels of at most [`IM2COL_TILE`] — unless the kernel is 1x1 with unit strides and no
+    ///   padding (then the input already is the GEMM operand). A whole-image im2col would
+    ///   make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
+    /// - ConvTranspose: the col panel that col2im scatters from, for one image and one group,
+    ///   `(M/group * prod(kernel)) * min(prod(in spatial), IM2COL_TILE) * elem` (M output
+    ///   channels), with the same 1x1 exception;
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
@@ -407,7 +413,7 @@ impl Op {
                 }
                 let c = x.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
                 let out_spatial = prod(y.shape.get(2..).unwrap_or_default());
-                prod(&[c, prod(&a.kernel), out_spatial, elem])
+                prod(&[c, prod(&a.kernel), out_spatial.min(IM2COL_TILE), elem])
             }
             Op::ConvTranspose(a) => {
                 if trivial(&a.kernel, &a.strides, &a.pads) {
@@ -415,7 +421,7 @@ impl Op {
                 }
                 let m = y.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
                 let in_spatial = prod(x.shape.get(2..).unwrap_or_default());
-                prod(&[m, prod(&a.kernel), in_spatial, elem])
+                prod(&[m, prod(&a.kernel), in_spatial.min(IM2COL_TILE), elem])
             }
             Op::Gemm(_) | Op::MatMul => {
                 if constant.get(1).copied().unwrap_or(false) {
