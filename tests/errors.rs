@@ -400,3 +400,79 @@ fn unused_extra_outputs_are_dropped_used_ones_are_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn absurd_attributes_are_errors_not_allocations() {
+    let conv = |attrs: Vec<(&str, Attr)>| {
+        ModelBuilder::new("g", 13)
+            .input(
+                "x",
+                DType::F32,
+                &[Dim::N(1), Dim::N(1), Dim::N(8), Dim::N(8)],
+            )
+            .initializer("w", &Tensor::f32(vec![1, 1, 1, 1], &[1.0]))
+            .node("c", "Conv", &["x", "w"], &["y"], attrs)
+            .output("y", DType::F32, &[])
+            .build()
+    };
+    let huge = 1i64 << 31;
+    for attrs in [
+        vec![("kernel_shape", Attr::Ints(vec![huge, huge]))],
+        vec![("strides", Attr::Ints(vec![0, 1]))],
+        vec![("pads", Attr::Ints(vec![-1, 0, 0, 0]))],
+        vec![("group", Attr::Int(0))],
+    ] {
+        let e = import(&conv(attrs.clone())).unwrap_err();
+        assert!(
+            matches!(&e, Error::Node { node, .. } if node == "c"),
+            "{attrs:?}: {e:?}"
+        );
+    }
+    // A huge dilation of a 1x1 kernel is harmless (the window stays 1 wide); pads larger than
+    // the input are legal for Conv (the output grows): neither is an error.
+    assert!(import(&conv(vec![("dilations", Attr::Ints(vec![huge, huge]))])).is_ok());
+    assert!(import(&conv(vec![("pads", Attr::Ints(vec![100, 100, 100, 100]))])).is_ok());
+    // A pooling window larger than the padded input is an error.
+    let m = ModelBuilder::new("g", 13)
+        .input(
+            "x",
+            DType::F32,
+            &[Dim::N(1), Dim::N(1), Dim::N(4), Dim::N(4)],
+        )
+        .node(
+            "p",
+            "MaxPool",
+            &["x"],
+            &["y"],
+            vec![("kernel_shape", Attr::Ints(vec![huge, 2]))],
+        )
+        .output("y", DType::F32, &[])
+        .build();
+    let e = import(&m).unwrap_err();
+    assert!(
+        matches!(&e, Error::Node { node, .. } if node == "p"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn constants_too_large_to_fold_are_errors() {
+    // ConstantOfShape of 2^20 x 2^20 f32 (4 TiB): refused before allocating.
+    let m = ModelBuilder::new("g", 13)
+        .initializer("s", &Tensor::i64(vec![2], &[1 << 20, 1 << 20]))
+        .node("big", "ConstantOfShape", &["s"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let e = import(&m).unwrap_err();
+    assert!(
+        matches!(&e, Error::Node { node, source: OpError::Overflow(_), .. } if node == "big"),
+        "{e:?}"
+    );
+    // Dims whose product overflows usize.
+    let m = ModelBuilder::new("g", 13)
+        .initializer("s", &Tensor::i64(vec![3], &[1 << 40, 1 << 40, 1 << 40]))
+        .node("big", "ConstantOfShape", &["s"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    assert!(import(&m).is_err());
+}

@@ -7,13 +7,39 @@
 //! - weights and other constants are not in the arena (a separate read-only region);
 //! - a computed value that nothing reads and that is not an output lives `[i, i + 1)`.
 //!
-//! (Placeholder: every value in its own buffer — the layer-wise baseline. Views, in-place
-//! reuse and kernel scratch are to be implemented.)
+//! A buffer may hold several values ([`Buffer::values`]): its interval runs from its first
+//! value's start to the last read of any value stored in it (to `n` when one of them is a graph
+//! output: the buffer is then of kind [`BufferKind::Output`], unless it is an input's).
+//! - **Views** ([`LivenessOptions::views`]; ops with [`crate::ops::Op::is_view`]): the output
+//!   is the input's bytes under another shape, stored in the input's buffer (zero bytes, zero
+//!   copies). A view of a graph input extends the input's buffer. A view of a constant gets a
+//!   buffer of its own (a copy out of the read-only region).
+//! - **In-place** ([`LivenessOptions::in_place`]): an elementwise node (Unary, Binary,
+//!   Variadic, Where, and inference BatchNormalization — a per-channel affine map, element `i`
+//!   of the output depends only on element `i` of X and on constants) writes its output into the buffer of a data input when the output has
+//!   that input's shape and element size, the node is the last reader of every value stored in
+//!   that buffer, the buffer is not a graph input's and holds no graph output, and no other
+//!   input of the node lives in that buffer (the same value read twice is fine). The first such
+//!   input in input order is chosen. A residual `Add` writing into its dead operand is the
+//!   main case.
+//! - **Scratch** ([`LivenessOptions::scratch`]): a node whose op needs a workspace
+//!   ([`crate::ops::Op::scratch_bytes`]) gets a buffer `<node name>:scratch` of kind
+//!   [`BufferKind::Scratch`] living `[step, step + 1)`.
+//!
+//! With every option off this is the layer-wise baseline: each value in its own buffer.
+//!
+//! Buffers are listed inputs first (value table order), then in schedule order (a node's
+//! outputs' new buffers, then its scratch).
 
 use std::collections::HashMap;
 
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::TensorType;
+use crate::ops::Op;
 use crate::plan::Interval;
+
+#[cfg(test)]
+mod tests;
 
 /// What to merge or add when computing buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,51 +120,178 @@ impl Liveness {
     }
 }
 
+/// Whether `op` may write an output of type `output` over an input of type `input` (the
+/// static half of the in-place rule; liveness decides whether the input is dead).
+pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorType) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::BatchNormalization { .. }
+    ) && input.dtype.size() == output.dtype.size()
+        && input.shape == output.shape
+        && input.bytes().is_some()
+        && input.bytes() == output.bytes()
+}
+
+/// Whether a value is a compile-time constant (not in the arena).
+pub(crate) fn is_constant(g: &Graph, v: ValueId) -> bool {
+    matches!(g.value(v).kind, ValueKind::Constant(_))
+}
+
+/// The scratch bytes a node asks for.
+pub(crate) fn node_scratch(g: &Graph, id: NodeId) -> usize {
+    let node = g.node(id);
+    let ins: Vec<TensorType> = node.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+    let consts: Vec<bool> = node.inputs.iter().map(|&v| is_constant(g, v)).collect();
+    let outs: Vec<TensorType> = node
+        .outputs
+        .iter()
+        .map(|&v| g.value(v).ty.clone())
+        .collect();
+    node.op.scratch_bytes(&ins, &outs, &consts)
+}
+
+/// Per-buffer bookkeeping while walking the schedule.
+struct Open {
+    /// One past the last step any value in it is produced or read.
+    end: usize,
+    /// Holds a graph output.
+    pinned: bool,
+}
+
 /// Computes buffers for `g` run in `order` (a topological order of all its nodes).
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
-    let _ = opts;
     let n = order.len();
-    let step_of: HashMap<NodeId, usize> =
-        order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-    let mut last_read: HashMap<ValueId, usize> = HashMap::new();
+    let nv = g.values().len();
+    let mut last_read: Vec<Option<usize>> = vec![None; nv];
     for (step, &id) in order.iter().enumerate() {
         for &v in &g.node(id).inputs {
-            last_read.insert(v, step);
+            if let Some(slot) = last_read.get_mut(v.index()) {
+                *slot = Some(step);
+            }
         }
     }
+    let mut is_output = vec![false; nv];
+    for &v in &g.outputs {
+        if let Some(slot) = is_output.get_mut(v.index()) {
+            *slot = true;
+        }
+    }
+    let out_of = |v: ValueId| is_output.get(v.index()).copied().unwrap_or(false);
+    // One past the last step value `v` (produced at `start`) needs its bytes.
+    let value_end = |v: ValueId, start: usize| {
+        let read = last_read.get(v.index()).copied().flatten();
+        read.map_or(start + 1, |s| (s + 1).max(start + 1))
+    };
+
     let mut live = Liveness {
         order: order.to_vec(),
         ..Liveness::default()
     };
-    for v in g.value_ids() {
+    let mut open: Vec<Open> = Vec::new();
+    let new_buffer = |live: &mut Liveness, open: &mut Vec<Open>, v: ValueId, start, kind| {
         let val = g.value(v);
-        let (start, kind) = match val.kind {
-            ValueKind::Constant(_) => continue,
-            ValueKind::Input => (0, BufferKind::Input),
-            ValueKind::Computed(p) => (
-                step_of.get(&p).copied().unwrap_or(0),
-                BufferKind::Intermediate,
-            ),
-        };
-        let is_output = g.outputs.contains(&v);
-        let end = if is_output {
-            n.max(start + 1)
-        } else {
-            last_read.get(&v).map_or(start + 1, |&s| s + 1)
-        };
-        let kind = if is_output && kind == BufferKind::Intermediate {
-            BufferKind::Output
-        } else {
-            kind
-        };
         live.value_buffer.insert(v, live.buffers.len());
         live.buffers.push(Buffer {
             name: val.name.clone(),
             kind,
-            interval: Interval::new(start, end, val.ty.bytes().unwrap_or(0)),
+            interval: Interval::new(start, start + 1, val.ty.bytes().unwrap_or(0)),
             values: vec![v],
             node: None,
         });
+        open.push(Open {
+            end: value_end(v, start),
+            pinned: out_of(v),
+        });
+    };
+
+    for v in g.value_ids() {
+        if g.value(v).kind == ValueKind::Input {
+            new_buffer(&mut live, &mut open, v, 0, BufferKind::Input);
+        }
+    }
+    for (step, &id) in order.iter().enumerate() {
+        let node = g.node(id);
+        for (k, &out) in node.outputs.iter().enumerate() {
+            let target = if k > 0 {
+                None
+            } else if opts.views && node.op.is_view() {
+                node.inputs
+                    .first()
+                    .filter(|&&v| !is_constant(g, v))
+                    .and_then(|&v| Some((v, *live.value_buffer.get(&v)?)))
+            } else if opts.in_place {
+                in_place_target(g, &live, &open, id, step)
+            } else {
+                None
+            };
+            match target {
+                Some((src, b)) => {
+                    live.alias_of.insert(out, src);
+                    live.value_buffer.insert(out, b);
+                    if let (Some(buf), Some(o)) = (live.buffers.get_mut(b), open.get_mut(b)) {
+                        buf.values.push(out);
+                        let size = g.value(out).ty.bytes().unwrap_or(0);
+                        buf.interval.size = buf.interval.size.max(size);
+                        o.end = o.end.max(value_end(out, step));
+                        o.pinned |= out_of(out);
+                    }
+                }
+                None => new_buffer(&mut live, &mut open, out, step, BufferKind::Intermediate),
+            }
+        }
+        if opts.scratch {
+            let size = node_scratch(g, id);
+            if size > 0 {
+                live.buffers.push(Buffer {
+                    name: format!("{}:scratch", node.name),
+                    kind: BufferKind::Scratch,
+                    interval: Interval::new(step, step + 1, size),
+                    values: Vec::new(),
+                    node: Some(id),
+                });
+                open.push(Open {
+                    end: step + 1,
+                    pinned: false,
+                });
+            }
+        }
+    }
+    for (buf, o) in live.buffers.iter_mut().zip(&open) {
+        let start = buf.interval.start;
+        let mut end = o.end.max(start + 1);
+        if o.pinned {
+            end = end.max(n);
+            if buf.kind == BufferKind::Intermediate {
+                buf.kind = BufferKind::Output;
+            }
+        }
+        buf.interval.end = end;
     }
     live
+}
+
+/// The input whose buffer node `id` at `step` may write its output into, with that buffer.
+fn in_place_target(
+    g: &Graph,
+    live: &Liveness,
+    open: &[Open],
+    id: NodeId,
+    step: usize,
+) -> Option<(ValueId, usize)> {
+    let node = g.node(id);
+    let out = g.value(*node.outputs.first()?);
+    node.inputs.iter().find_map(|&v| {
+        if is_constant(g, v) || !in_place_compatible(&node.op, &g.value(v).ty, &out.ty) {
+            return None;
+        }
+        let b = *live.value_buffer.get(&v)?;
+        let buf = live.buffers.get(b)?;
+        let o = open.get(b)?;
+        let dead = o.end == step + 1 && !o.pinned && buf.kind == BufferKind::Intermediate;
+        let alone = node
+            .inputs
+            .iter()
+            .all(|&w| w == v || live.value_buffer.get(&w) != Some(&b));
+        (dead && alone).then_some((v, b))
+    })
 }

@@ -219,6 +219,10 @@ pub struct OpDef {
     pub convert: fn(&mut NodeCtx<'_>) -> Result<Op, OpError>,
 }
 
+/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
+/// the scratch planned for them is sized by it (see [`Op::scratch_bytes`]).
+pub const IM2COL_TILE: usize = 256;
+
 /// Highest default-domain opset arenac reads.
 pub const MAX_OPSET: i64 = 23;
 /// Lowest default-domain opset arenac reads.
@@ -364,6 +368,72 @@ impl Op {
     /// True when the output is the input reinterpreted (same bytes, another shape).
     pub fn is_view(&self) -> bool {
         self.family() == Family::View
+    }
+
+    /// Kernel workspace in bytes that a node running this op needs for one step (planned in
+    /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
+    /// the node's data input and output types; `constant[i]` tells whether input `i` is a
+    /// compile-time constant (a weight; missing entries count as not constant). Choices:
+    /// - Conv: an im2col panel for one image and one group, `(C/group * prod(kernel)) *
+    ///   min(prod(out spatial), IM2COL_TILE) * elem` — kernels walk the output pixels in
+    ///   panels of at most [`IM2COL_TILE`] — unless the kernel is 1x1 with unit strides and no
+    ///   padding (then the input already is the GEMM operand). A whole-image im2col would
+    ///   make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
+    /// - ConvTranspose: the col panel that col2im scatters from, for one image and one group,
+    ///   `(M/group * prod(kernel)) * min(prod(in spatial), IM2COL_TILE) * elem` (M output
+    ///   channels), with the same 1x1 exception;
+    /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
+    ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
+    /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
+    /// - everything else: 0.
+    ///
+    /// Saturates instead of overflowing; types `infer` rejected give 0.
+    pub fn scratch_bytes(
+        &self,
+        inputs: &[TensorType],
+        outputs: &[TensorType],
+        constant: &[bool],
+    ) -> usize {
+        fn prod(dims: &[usize]) -> usize {
+            dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+        }
+        fn trivial(kernel: &[usize], strides: &[usize], pads: &[usize]) -> bool {
+            kernel.iter().all(|&k| k == 1)
+                && strides.iter().all(|&s| s == 1)
+                && pads.iter().all(|&p| p == 0)
+        }
+        let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
+            return 0;
+        };
+        let elem = y.dtype.size();
+        match self {
+            Op::Conv(a) => {
+                if trivial(&a.kernel, &a.strides, &a.pads) {
+                    return 0;
+                }
+                let c = x.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
+                let out_spatial = prod(y.shape.get(2..).unwrap_or_default());
+                prod(&[c, prod(&a.kernel), out_spatial.min(IM2COL_TILE), elem])
+            }
+            Op::ConvTranspose(a) => {
+                if trivial(&a.kernel, &a.strides, &a.pads) {
+                    return 0;
+                }
+                let m = y.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
+                let in_spatial = prod(x.shape.get(2..).unwrap_or_default());
+                prod(&[m, prod(&a.kernel), in_spatial.min(IM2COL_TILE), elem])
+            }
+            Op::Gemm(_) | Op::MatMul => {
+                if constant.get(1).copied().unwrap_or(false) {
+                    return 0;
+                }
+                let Some(b) = inputs.get(1) else { return 0 };
+                let r = b.shape.len();
+                let kn = prod(b.shape.get(r.saturating_sub(2)..).unwrap_or_default());
+                kn.saturating_mul(b.dtype.size())
+            }
+            _ => 0,
+        }
     }
 
     /// Outputs computable from input *types* alone (Shape), for folding when the inputs are

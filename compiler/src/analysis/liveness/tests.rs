@@ -1,0 +1,273 @@
+use super::*;
+use crate::import::text::parse_model_text;
+use crate::import::{ImportOptions, import_model};
+
+pub(crate) fn graph(src: &str) -> Graph {
+    let m = parse_model_text(src).expect("parse");
+    import_model(&m, None, &ImportOptions::default())
+        .expect("import")
+        .graph
+}
+
+fn id(g: &Graph, name: &str) -> ValueId {
+    g.find_value(name).expect("value")
+}
+
+fn buf<'a>(l: &'a Liveness, g: &Graph, name: &str) -> &'a Buffer {
+    &l.buffers[l.value_buffer[&id(g, name)]]
+}
+
+fn same_buffer(l: &Liveness, g: &Graph, a: &str, b: &str) -> bool {
+    l.value_buffer[&id(g, a)] == l.value_buffer[&id(g, b)]
+}
+
+const VIEWS: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+views (float[2, 3, 4] X) => (float[2, 12] Y)
+<int64[2] s = {2, 12}>
+{
+    A = Relu(X)
+    R = Reshape(A, s)
+    B = Sigmoid(R)
+    F = Flatten(B)
+    Y = Identity(F)
+}
+"#;
+
+#[test]
+fn layer_wise_is_one_buffer_per_value() {
+    let g = graph(VIEWS);
+    let l = liveness(&g, g.order(), LivenessOptions::layer_wise());
+    assert_eq!(l.buffers.len(), 6);
+    assert!(l.alias_of.is_empty());
+    assert_eq!(buf(&l, &g, "X").interval, Interval::new(0, 1, 96));
+    assert_eq!(buf(&l, &g, "A").interval, Interval::new(0, 2, 96));
+    assert_eq!(buf(&l, &g, "Y").interval, Interval::new(4, 5, 96));
+    assert_eq!(buf(&l, &g, "Y").kind, BufferKind::Output);
+}
+
+#[test]
+fn views_alias_their_input() {
+    let g = graph(VIEWS);
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert_eq!(l.alias_of[&id(&g, "R")], id(&g, "A"));
+    assert!(same_buffer(&l, &g, "R", "A"));
+    // B: Sigmoid of R, which dies there; A's buffer is not an input's, so B goes in place.
+    assert!(same_buffer(&l, &g, "B", "A"));
+    assert_eq!(l.alias_of[&id(&g, "F")], id(&g, "B"));
+    assert_eq!(l.alias_of[&id(&g, "Y")], id(&g, "F"));
+    let b = buf(&l, &g, "A");
+    assert_eq!(b.values.len(), 5);
+    assert_eq!(b.interval, Interval::new(0, 5, 96));
+    assert_eq!(b.kind, BufferKind::Output);
+    // The input is never written over: A = Relu(X) gets its own buffer.
+    assert!(!same_buffer(&l, &g, "A", "X"));
+    assert_eq!(buf(&l, &g, "X").kind, BufferKind::Input);
+    assert_eq!(l.buffers.len(), 2);
+    // Every non-constant value has a buffer.
+    for v in g.value_ids() {
+        if !is_constant(&g, v) {
+            assert!(l.value_buffer.contains_key(&v), "{}", g.value(v).name);
+        }
+    }
+}
+
+#[test]
+fn view_of_input_extends_input_buffer() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+vin (float[2, 3] X) => (float[6] Y, float[2, 3] Z)
+<int64[1] s = {6}>
+{
+    Y = Reshape(X, s)
+    Z = Relu(X)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    let b = buf(&l, &g, "Y");
+    assert!(same_buffer(&l, &g, "X", "Y"));
+    assert_eq!(b.kind, BufferKind::Input);
+    assert_eq!(b.interval, Interval::new(0, 2, 24));
+    assert!(!same_buffer(&l, &g, "X", "Z"));
+}
+
+const RESIDUAL: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+residual (float[1, 8] X) => (float[1, 8] Y)
+{
+    A = Relu(X)
+    B = Sigmoid(A)
+    C = Add(A, B)
+    D = Tanh(C)
+    E = Add(D, C)
+    Y = Mul(E, A)
+}
+"#;
+
+#[test]
+fn residual_add_reuses_dead_operand_only() {
+    let g = graph(RESIDUAL);
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    // B = Sigmoid(A): A is read later, so B gets a buffer of its own.
+    assert!(!same_buffer(&l, &g, "B", "A"));
+    // C = Add(A, B): A is still read by Y, so C goes into B's buffer (B dies here).
+    assert!(!same_buffer(&l, &g, "C", "A"));
+    assert!(same_buffer(&l, &g, "C", "B"));
+    assert_eq!(l.alias_of[&id(&g, "C")], id(&g, "B"));
+    // D = Tanh(C): C is read again by E, so D is new.
+    assert!(!same_buffer(&l, &g, "D", "C"));
+    // E = Add(D, C): both die; the first one (D) is chosen.
+    assert!(same_buffer(&l, &g, "E", "D"));
+    // Y = Mul(E, A): both die; Y lands in E's buffer, which becomes an output buffer.
+    assert!(same_buffer(&l, &g, "Y", "E"));
+    assert_eq!(buf(&l, &g, "Y").kind, BufferKind::Output);
+    assert_eq!(buf(&l, &g, "Y").interval.end, g.node_count());
+    // The graph input is never reused in place.
+    assert!(!same_buffer(&l, &g, "A", "X"));
+    // In-place off: every value its own buffer.
+    let opts = LivenessOptions {
+        in_place: false,
+        ..LivenessOptions::full()
+    };
+    let l = liveness(&g, g.order(), opts);
+    assert!(l.alias_of.is_empty());
+    assert_eq!(l.buffers.len(), 7);
+}
+
+#[test]
+fn in_place_needs_same_shape_and_size() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+bc (float[1, 8] X, float[4, 8] Z) => (float[4, 8] Y, bool[1, 8] Q)
+{
+    A = Relu(X)
+    B = Add(A, Z)
+    C = Relu(X)
+    Q = Less(C, X)
+    Y = Relu(B)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    // A (1x8) dies at B (4x8): a broadcast output cannot go over it.
+    assert!(!same_buffer(&l, &g, "B", "A"));
+    // Q is bool from float: sizes differ.
+    assert!(!same_buffer(&l, &g, "Q", "C"));
+    // Y = Relu(B) over the dead B.
+    assert!(same_buffer(&l, &g, "Y", "B"));
+}
+
+#[test]
+fn same_buffer_read_at_two_layouts_blocks_in_place() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+lay (float[4, 4] X) => (float[4, 4] Y)
+<int64[2] s = {4, 4}>
+{
+    A = Relu(X)
+    T = Transpose(A)
+    R = Reshape(T, s)
+    Y = Add(T, R)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert!(same_buffer(&l, &g, "R", "T"));
+    assert!(!same_buffer(&l, &g, "Y", "T"));
+}
+
+#[test]
+fn conventions_inputs_from_zero_outputs_to_end() {
+    let g = graph(RESIDUAL);
+    let n = g.node_count();
+    for opts in [LivenessOptions::layer_wise(), LivenessOptions::full()] {
+        let l = liveness(&g, g.order(), opts);
+        assert_eq!(buf(&l, &g, "X").interval.start, 0);
+        assert_eq!(buf(&l, &g, "X").interval.end, 1);
+        assert_eq!(buf(&l, &g, "Y").interval.end, n);
+        for b in &l.buffers {
+            assert!(b.interval.start < b.interval.end && b.interval.end <= n);
+        }
+    }
+}
+
+const CONV: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+conv (float[1, 3, 8, 8] X, float[4, 3, 3, 3] W, float[4, 4, 1, 1] V) => (float[1, 4, 8, 8] Y)
+{
+    A = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (X, W)
+    Y = Conv(A, V)
+}
+"#;
+
+#[test]
+fn scratch_for_3x3_conv() {
+    let g = graph(CONV);
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    let s: Vec<&Buffer> = l
+        .buffers
+        .iter()
+        .filter(|b| b.kind == BufferKind::Scratch)
+        .collect();
+    // im2col: (3 channels * 9 taps) * 64 output pixels * 4 bytes; the 1x1 conv needs none.
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].interval, Interval::new(0, 1, 3 * 9 * 64 * 4));
+    assert_eq!(s[0].name, format!("{}:scratch", g.node(g.order()[0]).name));
+    assert_eq!(s[0].node, Some(g.order()[0]));
+    assert!(s[0].values.is_empty());
+    let opts = LivenessOptions {
+        scratch: false,
+        ..LivenessOptions::full()
+    };
+    let l = liveness(&g, g.order(), opts);
+    assert!(l.buffers.iter().all(|b| b.kind != BufferKind::Scratch));
+}
+
+#[test]
+fn matmul_scratch_only_for_runtime_b() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+mm (float[2, 3] X, float[3, 5] B) => (float[2, 5] Y, float[2, 2] Z)
+<float[3, 2] W = {1, 2, 3, 4, 5, 6}>
+{
+    Y = MatMul(X, B)
+    Z = MatMul(X, W)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    let s: Vec<usize> = l
+        .buffers
+        .iter()
+        .filter(|b| b.kind == BufferKind::Scratch)
+        .map(|b| b.interval.size)
+        .collect();
+    assert_eq!(s, vec![3 * 5 * 4]);
+}
+
+#[test]
+fn batch_norm_goes_in_place_conv_does_not() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+bn (float[1, 2, 4, 4] X, float[2, 2, 1, 1] W) => (float[1, 2, 4, 4] Y)
+<float[2] s = {1, 1}, float[2] b = {0, 0}, float[2] m = {0, 0}, float[2] v = {1, 1}>
+{
+    A = Conv(X, W)
+    B = BatchNormalization(A, s, b, m, v)
+    C = Conv(B, W)
+    Y = Relu(C)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert!(same_buffer(&l, &g, "B", "A"));
+    assert!(!same_buffer(&l, &g, "C", "B"));
+    assert!(same_buffer(&l, &g, "Y", "C"));
+    assert_eq!(buf(&l, &g, "Y").kind, BufferKind::Output);
+}
