@@ -1,7 +1,7 @@
 //! Benchmark of the offset planner: random interval sets of 1,000 and 10,000 buffers (fixed
 //! seed), time per placement, and arena / lower bound against plain greedy-by-size.
 //!
-//! Run with `cargo run --release -p arenac-compiler --example plan_speed`.
+//! Run with `cargo run --release -p arenac-compiler --example plan_speed [N]`.
 
 use std::time::Instant;
 
@@ -47,7 +47,12 @@ fn intervals(n: usize, seed: u64) -> Vec<Interval> {
 }
 
 fn main() {
-    for &n in &[1_000usize, 10_000] {
+    // An optional argument picks one size, e.g. `plan_speed 1000`.
+    let sizes: Vec<usize> = match std::env::args().nth(1).and_then(|a| a.parse().ok()) {
+        Some(n) => vec![n],
+        None => vec![1_000, 10_000],
+    };
+    for &n in &sizes {
         for seed in [0x5EED_0001u64, 0x5EED_0002] {
             let iv = intervals(n, seed);
             let reps = if n <= 1_000 { 50 } else { 3 };

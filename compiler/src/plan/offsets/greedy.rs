@@ -3,16 +3,6 @@
 
 use super::Rec;
 
-/// A buffer already in the arena.
-#[derive(Clone, Copy, Debug)]
-struct Placed {
-    offset: usize,
-    end_offset: usize,
-    start: usize,
-    end: usize,
-    index: usize,
-}
-
 /// How a gap is chosen among those that fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Fit {
@@ -22,37 +12,134 @@ pub(super) enum Fit {
     First,
 }
 
-/// Buffers placed so far, kept sorted by offset so that a new buffer scans them bottom-up and
-/// only looks at those live at a common step.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Packer {
-    placed: Vec<Placed>,
+/// Most neighbour entries [`Neighbours::new`] stores (32 MiB of `u32`s); past that the packer
+/// scans every placed buffer instead.
+const MAX_PAIRS: usize = 8 << 20;
+
+/// For each buffer, the buffers live with it at some step (compressed sparse rows), or `None`
+/// when there are too many pairs to store.
+#[derive(Clone, Debug)]
+pub(super) struct Neighbours {
+    rows: Vec<usize>,
+    cols: Vec<u32>,
+}
+
+impl Neighbours {
+    /// Finds all pairs of non-empty buffers live at a common step: one sweep over starts
+    /// counts them, a second fills the rows.
+    pub(super) fn new(recs: &[Rec]) -> Option<Neighbours> {
+        u32::try_from(recs.len()).ok()?;
+        let mut order: Vec<usize> = (0..recs.len())
+            .filter(|&i| recs[i].size > 0 && recs[i].start < recs[i].end)
+            .collect();
+        order.sort_by_key(|&i| (recs[i].start, i));
+        let sweep = |visit: &mut dyn FnMut(usize, usize) -> bool| -> bool {
+            let mut active: Vec<usize> = Vec::new();
+            for &b in &order {
+                active.retain(|&a| recs[a].end > recs[b].start);
+                for &a in &active {
+                    if !visit(a, b) {
+                        return false;
+                    }
+                }
+                active.push(b);
+            }
+            true
+        };
+        let mut rows = vec![0usize; recs.len() + 1];
+        let mut total = 0usize;
+        let counted = sweep(&mut |a, b| {
+            rows[a + 1] += 1;
+            rows[b + 1] += 1;
+            total += 2;
+            total <= MAX_PAIRS
+        });
+        if !counted {
+            return None;
+        }
+        for i in 0..recs.len() {
+            rows[i + 1] += rows[i];
+        }
+        let mut fill = rows.clone();
+        let mut cols = vec![0u32; total];
+        sweep(&mut |a, b| {
+            cols[fill[a]] = b as u32;
+            fill[a] += 1;
+            cols[fill[b]] = a as u32;
+            fill[b] += 1;
+            true
+        });
+        Some(Neighbours { rows, cols })
+    }
+
+    fn of(&self, i: usize) -> &[u32] {
+        self.rows
+            .get(i..i + 2)
+            .map_or(&[], |r| &self.cols[r[0]..r[1]])
+    }
+}
+
+/// Buffers placed so far. A new buffer gathers the placed buffers live with it (from the
+/// neighbour lists, or by scanning all placed ones when there are none), sorts them by offset
+/// and scans for gaps bottom-up.
+#[derive(Clone, Debug)]
+pub(super) struct Packer<'a> {
+    recs: &'a [Rec],
+    neighbours: Option<&'a Neighbours>,
+    offsets: Vec<Option<usize>>,
+    placed: Vec<usize>,
+    scratch: Vec<(usize, usize)>,
     /// Arena so far: max over placed buffers of offset + (aligned) size.
     pub(super) top: usize,
 }
 
-impl Packer {
-    /// An empty arena with room for `n` buffers.
-    pub(super) fn with_capacity(n: usize) -> Packer {
+impl<'a> Packer<'a> {
+    /// An empty arena for `recs`.
+    pub(super) fn new(recs: &'a [Rec], neighbours: Option<&'a Neighbours>) -> Packer<'a> {
         Packer {
-            placed: Vec::with_capacity(n),
+            recs,
+            neighbours,
+            offsets: vec![None; recs.len()],
+            placed: Vec::new(),
+            scratch: Vec::new(),
             top: 0,
         }
     }
 
-    /// The offset `r` would get, without placing it.
-    pub(super) fn find(&self, r: &Rec, fit: Fit) -> usize {
+    /// The offset buffer `i` would get, without placing it.
+    pub(super) fn find(&mut self, i: usize, fit: Fit) -> usize {
+        let r = self.recs[i];
         if r.size == 0 {
             return 0;
         }
+        self.scratch.clear();
+        match self.neighbours {
+            Some(n) => {
+                for &j in n.of(i) {
+                    if let Some(o) = self.offsets[j as usize] {
+                        self.scratch
+                            .push((o, o.saturating_add(self.recs[j as usize].size)));
+                    }
+                }
+            }
+            None => {
+                for &j in &self.placed {
+                    let p = &self.recs[j];
+                    if let Some(o) = self.offsets[j]
+                        && p.start < r.end
+                        && r.start < p.end
+                    {
+                        self.scratch.push((o, o.saturating_add(p.size)));
+                    }
+                }
+            }
+        }
+        self.scratch.sort_unstable();
         let mut cur = 0usize;
         let mut best: Option<(usize, usize)> = None; // (gap, offset)
-        for p in &self.placed {
-            if !(p.start < r.end && r.start < p.end) {
-                continue;
-            }
-            if p.offset > cur {
-                let gap = p.offset - cur;
+        for &(lo, hi) in &self.scratch {
+            if lo > cur {
+                let gap = lo - cur;
                 if gap >= r.size && best.is_none_or(|(g, _)| gap < g) {
                     best = Some((gap, cur));
                     if fit == Fit::First || gap == r.size {
@@ -60,54 +147,47 @@ impl Packer {
                     }
                 }
             }
-            cur = cur.max(p.end_offset);
+            cur = cur.max(hi);
         }
         best.map_or(cur, |(_, o)| o)
     }
 
-    /// Places `r` at `offset` (zero-size buffers are not recorded: they conflict with nothing).
-    pub(super) fn insert(&mut self, r: &Rec, offset: usize) {
-        if r.size == 0 {
+    /// Places buffer `i` at `offset` (zero-size buffers are not recorded: they conflict with
+    /// nothing).
+    pub(super) fn insert(&mut self, i: usize, offset: usize) {
+        let size = self.recs[i].size;
+        if size == 0 {
             return;
         }
-        let end_offset = offset.saturating_add(r.size);
-        let at = self
-            .placed
-            .partition_point(|p| (p.offset, p.index) < (offset, r.index));
-        self.placed.insert(
-            at,
-            Placed {
-                offset,
-                end_offset,
-                start: r.start,
-                end: r.end,
-                index: r.index,
-            },
-        );
-        self.top = self.top.max(end_offset);
+        self.offsets[i] = Some(offset);
+        if self.neighbours.is_none() {
+            self.placed.push(i);
+        }
+        self.top = self.top.max(offset.saturating_add(size));
     }
 
-    /// Removes buffer `index` placed at `offset` (undo for the search). Returns the arena top
-    /// to restore, which the caller saved before inserting.
-    pub(super) fn remove(&mut self, index: usize, offset: usize, top_before: usize) {
-        let at = self
-            .placed
-            .partition_point(|p| (p.offset, p.index) < (offset, index));
-        if self.placed.get(at).is_some_and(|p| p.index == index) {
-            self.placed.remove(at);
+    /// Takes back the last buffer inserted, `i` (undo for the search), restoring the arena top
+    /// the caller saved before inserting it.
+    pub(super) fn remove_last(&mut self, i: usize, top_before: usize) {
+        if self.offsets[i].take().is_some() && self.neighbours.is_none() {
+            self.placed.pop();
         }
         self.top = top_before;
     }
 }
 
 /// Places the buffers in `order` one by one; returns offsets in input order and the arena.
-pub(super) fn place_in_order(recs: &[Rec], order: &[usize], fit: Fit) -> (Vec<usize>, usize) {
-    let mut packer = Packer::with_capacity(recs.len());
+pub(super) fn place_in_order(
+    recs: &[Rec],
+    neighbours: Option<&Neighbours>,
+    order: &[usize],
+    fit: Fit,
+) -> (Vec<usize>, usize) {
+    let mut packer = Packer::new(recs, neighbours);
     let mut offsets = vec![0usize; recs.len()];
     for &i in order {
-        let r = &recs[i];
-        let o = packer.find(r, fit);
-        packer.insert(r, o);
+        let o = packer.find(i, fit);
+        packer.insert(i, o);
         offsets[i] = o;
     }
     (offsets, packer.top)
@@ -134,32 +214,43 @@ pub(super) fn busiest_step_order(recs: &[Rec]) -> Vec<usize> {
     for (r, &(lo, hi)) in recs.iter().zip(&spans) {
         tree.add(lo, hi, r.size as i128);
     }
-    let mut unplaced: Vec<usize> = (0..recs.len()).filter(|&i| recs[i].size > 0).collect();
+    // Non-empty buffers by first slot; a buffer live at slot `at` starts within `max_span`
+    // slots before it, so only that window is scanned.
+    let mut by_start: Vec<usize> = (0..recs.len())
+        .filter(|&i| recs[i].size > 0 && spans[i].0 < spans[i].1)
+        .collect();
+    by_start.sort_by_key(|&i| (spans[i].0, i));
+    let max_span = by_start
+        .iter()
+        .map(|&i| spans[i].1 - spans[i].0)
+        .max()
+        .unwrap_or(0);
+    let mut done = vec![false; recs.len()];
+    let mut left = by_start.len();
     let mut order = Vec::with_capacity(recs.len());
-    while !unplaced.is_empty() {
-        let (bytes, at) = tree.max();
-        let mut here: Vec<usize> = if bytes > 0 {
-            unplaced
-                .iter()
-                .copied()
-                .filter(|&i| spans[i].0 <= at && at < spans[i].1)
-                .collect()
-        } else {
-            Vec::new()
-        };
+    while left > 0 {
+        let (_, at) = tree.max();
+        let from = by_start.partition_point(|&i| spans[i].0 + max_span <= at);
+        let to = by_start.partition_point(|&i| spans[i].0 <= at);
+        let mut here: Vec<usize> = by_start[from..to]
+            .iter()
+            .copied()
+            .filter(|&i| !done[i] && at < spans[i].1)
+            .collect();
         if here.is_empty() {
-            // Only empty intervals remain: take them all.
-            here = std::mem::take(&mut unplaced);
-        } else {
-            unplaced.retain(|&i| !(spans[i].0 <= at && at < spans[i].1));
+            // Cannot happen while unplaced bytes remain; take the rest to be safe.
+            here = by_start.iter().copied().filter(|&i| !done[i]).collect();
         }
         here.sort_by_key(|&i| (std::cmp::Reverse(recs[i].size), recs[i].start, i));
         for &i in &here {
             tree.add(spans[i].0, spans[i].1, -(recs[i].size as i128));
+            done[i] = true;
         }
+        left -= here.len();
         order.extend(here);
     }
-    order.extend((0..recs.len()).filter(|&i| recs[i].size == 0));
+    // Then buffers that take no space or live at no step.
+    order.extend((0..recs.len()).filter(|&i| !done[i]));
     order
 }
 

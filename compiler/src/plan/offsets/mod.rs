@@ -29,7 +29,7 @@ mod tests;
 use std::cmp::Reverse;
 
 use super::{Interval, Placement, Strategy};
-use greedy::{Fit, busiest_step_order, order_by, place_in_order};
+use greedy::{Fit, Neighbours, busiest_step_order, order_by, place_in_order};
 
 /// One buffer as the placer sees it: its interval, its size rounded up to the alignment, and
 /// its index in the input.
@@ -54,39 +54,47 @@ impl Rec {
 /// arena then reads `usize::MAX`, which no memory budget accepts).
 pub fn place(intervals: &[Interval], align: usize) -> Placement {
     let recs = records(intervals, align);
-    let mut best = candidate(&recs, Strategy::GreedyBySize, &greedy_by_size_order(&recs));
+    let nb = Neighbours::new(&recs);
+    let candidate = |strategy: Strategy, order: &[usize]| {
+        let (offsets, arena_bytes) = place_in_order(&recs, nb.as_ref(), order, Fit::Best);
+        Placement {
+            offsets,
+            arena_bytes,
+            strategy,
+        }
+    };
+    let mut best = candidate(Strategy::GreedyBySize, &greedy_by_size_order(&recs));
     let lb = lower_bound(&recs);
     let consider = |p: Placement, best: &mut Placement| {
         if p.arena_bytes < best.arena_bytes {
             *best = p;
         }
     };
-    let heuristics: [(Strategy, Vec<usize>); 2] = [
-        (
-            Strategy::LongestLivedFirst,
-            order_by(&recs, |r| (Reverse(r.len()), Reverse(r.size), r.start)),
-        ),
-        (Strategy::BusiestStepFirst, busiest_step_order(&recs)),
-    ];
-    for (strategy, order) in &heuristics {
-        if best.arena_bytes <= lb {
-            return best;
-        }
-        consider(candidate(&recs, *strategy, order), &mut best);
-    }
-    // Tie-break variants, each still largest first.
-    let variants: [Vec<usize>; 3] = [
-        order_by(&recs, |r| (Reverse(r.size), Reverse(r.len()), r.start)),
-        order_by(&recs, |r| (Reverse(r.size), Reverse(r.start))),
-        order_by(&recs, |r| {
-            (Reverse((r.size as u128) * (r.len() as u128)), r.start)
+    // Later orders are built only if needed: each is tried in turn until one reaches the bound.
+    type OrderFn = fn(&[Rec]) -> Vec<usize>;
+    let others: [(Strategy, OrderFn); 5] = [
+        (Strategy::LongestLivedFirst, |r| {
+            order_by(r, |r| (Reverse(r.len()), Reverse(r.size), r.start))
+        }),
+        (Strategy::BusiestStepFirst, busiest_step_order),
+        // Tie-break variants, each still largest first, then by area.
+        (Strategy::Search, |r| {
+            order_by(r, |r| (Reverse(r.size), Reverse(r.len()), r.start))
+        }),
+        (Strategy::Search, |r| {
+            order_by(r, |r| (Reverse(r.size), Reverse(r.start)))
+        }),
+        (Strategy::Search, |r| {
+            order_by(r, |r| {
+                (Reverse((r.size as u128) * (r.len() as u128)), r.start)
+            })
         }),
     ];
-    for order in &variants {
+    for (strategy, order) in others {
         if best.arena_bytes <= lb {
             return best;
         }
-        consider(candidate(&recs, Strategy::Search, order), &mut best);
+        consider(candidate(strategy, &order(&recs)), &mut best);
     }
     let nonempty: Vec<Rec> = recs.iter().copied().filter(|r| r.size > 0).collect();
     if best.arena_bytes > lb && nonempty.len() <= search::MAX_BUFFERS {
@@ -137,16 +145,6 @@ fn records(intervals: &[Interval], align: usize) -> Vec<Rec> {
 /// TFLite's order: largest first, then earlier start, then index.
 fn greedy_by_size_order(recs: &[Rec]) -> Vec<usize> {
     order_by(recs, |r| (Reverse(r.size), r.start))
-}
-
-/// Places `recs` in `order` with best fit.
-fn candidate(recs: &[Rec], strategy: Strategy, order: &[usize]) -> Placement {
-    let (offsets, arena_bytes) = place_in_order(recs, order, Fit::Best);
-    Placement {
-        offsets,
-        arena_bytes,
-        strategy,
-    }
 }
 
 /// Largest sum of (aligned) sizes live at one step, by a sweep over sorted interval ends (no

@@ -13,7 +13,7 @@
 //! index first is explored; of identical buffers only the lowest-indexed unplaced one is tried.
 
 use super::Rec;
-use super::greedy::{Fit, Packer};
+use super::greedy::{Fit, Neighbours, Packer};
 
 /// Largest number of (non-empty) buffers the search is tried on.
 pub(super) const MAX_BUFFERS: usize = 14;
@@ -29,10 +29,11 @@ pub(super) fn search(
     best_arena: usize,
     lower_bound: usize,
 ) -> Option<(Vec<usize>, usize)> {
+    let neighbours = Neighbours::new(recs);
     let mut s = State {
         recs,
         order,
-        packer: Packer::with_capacity(recs.len()),
+        packer: Packer::new(recs, neighbours.as_ref()),
         offsets: vec![0; recs.len()],
         used: vec![false; recs.len()],
         best_arena,
@@ -47,7 +48,7 @@ pub(super) fn search(
 struct State<'a> {
     recs: &'a [Rec],
     order: &'a [usize],
-    packer: Packer,
+    packer: Packer<'a>,
     offsets: Vec<usize>,
     used: Vec<bool>,
     best_arena: usize,
@@ -85,18 +86,18 @@ impl State<'_> {
                     continue;
                 }
             }
-            let offset = self.packer.find(&rc, Fit::First);
+            let offset = self.packer.find(c, Fit::First);
             if offset.saturating_add(rc.size) >= self.best_arena {
                 continue;
             }
             self.budget -= 1;
             let top = self.packer.top;
-            self.packer.insert(&rc, offset);
+            self.packer.insert(c, offset);
             self.offsets[c] = offset;
             self.used[c] = true;
             self.descend(depth + 1, Some(c));
             self.used[c] = false;
-            self.packer.remove(c, offset, top);
+            self.packer.remove_last(c, top);
         }
     }
 

@@ -16,6 +16,15 @@ fn checked(iv: &[Interval], align: usize) -> Placement {
     assert_eq!(p.arena_bytes % align, 0);
     let g = greedy_by_size(iv, align);
     verify_placement(iv, &g, align).unwrap();
+    // The neighbour-list packer and the scan-everything packer agree.
+    let recs = records(iv, align);
+    let nb = Neighbours::new(&recs);
+    let order = greedy_by_size_order(&recs);
+    let with_lists = place_in_order(&recs, nb.as_ref(), &order, Fit::Best);
+    assert_eq!(
+        (with_lists.0, with_lists.1),
+        (g.offsets.clone(), g.arena_bytes)
+    );
     assert!(p.arena_bytes <= g.arena_bytes);
     assert_eq!(place(iv, align), p, "not deterministic");
     p
@@ -23,7 +32,13 @@ fn checked(iv: &[Interval], align: usize) -> Placement {
 
 fn greedy_by_size(iv: &[Interval], align: usize) -> Placement {
     let recs = records(iv, align);
-    candidate(&recs, Strategy::GreedyBySize, &greedy_by_size_order(&recs))
+    let (offsets, arena_bytes) =
+        place_in_order(&recs, None, &greedy_by_size_order(&recs), Fit::Best);
+    Placement {
+        offsets,
+        arena_bytes,
+        strategy: Strategy::GreedyBySize,
+    }
 }
 
 /// (first, last, size) with `last` inclusive, as papers and TFLite write them.
@@ -198,20 +213,19 @@ fn random_sets_verify_and_respect_bounds() {
     report(&stats);
 }
 
+/// (buffers, lower bound, greedy-by-size arena, arena, winning strategy).
+type Stat = (usize, usize, usize, usize, Strategy);
+
 /// Prints arena/LB statistics (visible with `--nocapture`).
-fn report(stats: &[(usize, usize, usize, usize, Strategy)]) {
+fn report(stats: &[Stat]) {
     let ratio = |a: usize, lb: usize| if lb == 0 { 1.0 } else { a as f64 / lb as f64 };
     for (label, small) in [("<=14 buffers", true), (">14 buffers", false)] {
         let s: Vec<_> = stats.iter().filter(|s| (s.0 <= 14) == small).collect();
         let n = s.len() as f64;
-        let geo = |f: &dyn Fn(&&(usize, usize, usize, usize, Strategy)) -> f64| {
-            (s.iter().map(|x| f(x).ln()).sum::<f64>() / n).exp()
-        };
-        let worst = |f: &dyn Fn(&&(usize, usize, usize, usize, Strategy)) -> f64| {
-            s.iter().map(f).fold(1.0, f64::max)
-        };
-        let greedy = |x: &&(usize, usize, usize, usize, Strategy)| ratio(x.2, x.1);
-        let ours = |x: &&(usize, usize, usize, usize, Strategy)| ratio(x.3, x.1);
+        let geo = |f: &dyn Fn(&&Stat) -> f64| (s.iter().map(|x| f(x).ln()).sum::<f64>() / n).exp();
+        let worst = |f: &dyn Fn(&&Stat) -> f64| s.iter().map(f).fold(1.0, f64::max);
+        let greedy = |x: &&Stat| ratio(x.2, x.1);
+        let ours = |x: &&Stat| ratio(x.3, x.1);
         println!(
             "{label}: {} cases; greedy-by-size/LB geo {:.4} worst {:.4} at LB {}; place/LB geo {:.4} worst {:.4} at LB {}; improved {}",
             s.len(),
