@@ -8,18 +8,21 @@
 //! 2. [`Strategy::LongestLivedFirst`]: longest interval first, then larger (XLA heap simulator).
 //! 3. [`Strategy::BusiestStepFirst`]: repeatedly the step with the most unplaced live bytes,
 //!    its unplaced buffers largest first (Glow).
-//! 4. [`Strategy::Search`]: a few tie-break variants of the above (cheap, any size), then for
-//!    at most [`search::MAX_BUFFERS`] non-empty buffers a branch and bound over placement orders
-//!    ([`search`]), which is exact when it finishes within its fixed budget.
+//! 4. [`Strategy::Search`]: three tie-break variants (largest first then longest; largest first
+//!    then latest start; largest area first), then a few rounds of local improvement (the
+//!    buffer that sets the arena's top moves to the front of the best order so far), both cheap
+//!    at any size; then for at most `search::MAX_BUFFERS` (14) non-empty buffers a branch and
+//!    bound over placement orders (`search`), exact when it finishes within its fixed budget.
 //!
 //! The smallest arena wins; on ties the earlier strategy in that list, so a plan is the same
 //! run to run. Greedy-by-size is tried first and only beaten strictly, so the result is never
 //! larger than greedy-by-size.
 //!
 //! Sizes are rounded up to the alignment before placing, so every offset is a multiple of it.
-//! The placer scans placed buffers sorted by offset, touching only those live at a common step
-//! with the new one for gaps: O(n²) comparisons in the worst case but cheap ones (about 1 ms
-//! for 1,000 buffers; see `examples/plan_speed.rs`).
+//! Each buffer's time neighbours (those live with it at some step) are found once by a sweep;
+//! placing a buffer gathers its placed neighbours, sorts them by offset and scans for gaps, so a
+//! placement costs O(d log d) for d neighbours (when the pairs would pass 8 Mi entries, every
+//! placed buffer is scanned instead). See `examples/plan_speed.rs` for timings.
 
 mod greedy;
 mod search;
@@ -30,6 +33,9 @@ use std::cmp::Reverse;
 
 use super::{Interval, Placement, Strategy};
 use greedy::{Fit, Neighbours, busiest_step_order, order_by, place_in_order};
+
+/// Most re-placements the local improvement tries.
+const PROMOTIONS: usize = 4;
 
 /// One buffer as the placer sees it: its interval, its size rounded up to the alignment, and
 /// its index in the input.
@@ -63,7 +69,8 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
             strategy,
         }
     };
-    let mut best = candidate(Strategy::GreedyBySize, &greedy_by_size_order(&recs));
+    let mut best_order = greedy_by_size_order(&recs);
+    let mut best = candidate(Strategy::GreedyBySize, &best_order);
     let lb = lower_bound(&recs);
     let consider = |p: Placement, best: &mut Placement| {
         if p.arena_bytes < best.arena_bytes {
@@ -94,7 +101,31 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
         if best.arena_bytes <= lb {
             return best;
         }
-        consider(candidate(strategy, &order(&recs)), &mut best);
+        let order = order(&recs);
+        let p = candidate(strategy, &order);
+        if p.arena_bytes < best.arena_bytes {
+            (best, best_order) = (p, order);
+        }
+    }
+    // Local improvement: the buffer that sets the arena's top goes first, and the rest keep
+    // their order; repeated while it helps, a few times at most.
+    for _ in 0..PROMOTIONS {
+        if best.arena_bytes <= lb {
+            return best;
+        }
+        let Some(&top) = best_order.iter().find(|&&i| {
+            best.offsets[i].saturating_add(recs[i].size) == best.arena_bytes && recs[i].size > 0
+        }) else {
+            break;
+        };
+        let mut order = Vec::with_capacity(best_order.len());
+        order.push(top);
+        order.extend(best_order.iter().copied().filter(|&i| i != top));
+        let p = candidate(Strategy::Search, &order);
+        if p.arena_bytes >= best.arena_bytes {
+            break;
+        }
+        (best, best_order) = (p, order);
     }
     let nonempty: Vec<Rec> = recs.iter().copied().filter(|r| r.size > 0).collect();
     if best.arena_bytes > lb && nonempty.len() <= search::MAX_BUFFERS {
