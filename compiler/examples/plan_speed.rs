@@ -1,7 +1,8 @@
 //! Benchmark of the offset planner: random interval sets of 1,000 and 10,000 buffers (fixed
 //! seed), time per placement, and arena / lower bound against plain greedy-by-size.
 //!
-//! Run with `cargo run --release -p arenac-compiler --example plan_speed [N]`.
+//! Run with `cargo run --release -p arenac-compiler --example plan_speed [N]`, or with
+//! `--models FILE.onnx...` to place the layer-wise liveness intervals of real models.
 
 use std::time::Instant;
 
@@ -46,7 +47,41 @@ fn intervals(n: usize, seed: u64) -> Vec<Interval> {
         .collect()
 }
 
+/// Places each model's layer-wise intervals (file order) and prints arena / lower bound.
+fn models(paths: &[String]) {
+    use arenac_compiler::analysis::liveness::{LivenessOptions, liveness};
+    use arenac_compiler::import::{ImportOptions, import_file};
+    for path in paths {
+        let g = match import_file(std::path::Path::new(path), &ImportOptions::default()) {
+            Ok(m) => m.graph,
+            Err(e) => {
+                println!("{path}: import failed: {e}");
+                continue;
+            }
+        };
+        let iv = liveness(&g, g.order(), LivenessOptions::layer_wise()).intervals();
+        let start = Instant::now();
+        let p = place(&iv, ALIGN);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let (lb, _) = lower_bound(&iv, ALIGN);
+        let ok = verify_placement(&iv, &p, ALIGN).is_ok();
+        println!(
+            "{path}: {} buffers, {ms:.3} ms, arena {} B, LB {} B, arena/LB {:.4}, strategy {}, verified {ok}",
+            iv.len(),
+            p.arena_bytes,
+            lb,
+            p.arena_bytes as f64 / lb.max(1) as f64,
+            p.strategy.name(),
+        );
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--models") {
+        models(&args[1..]);
+        return;
+    }
     // An optional argument picks one size, e.g. `plan_speed 1000`.
     let sizes: Vec<usize> = match std::env::args().nth(1).and_then(|a| a.parse().ok()) {
         Some(n) => vec![n],
