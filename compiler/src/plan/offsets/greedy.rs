@@ -72,6 +72,11 @@ impl Neighbours {
         Some(Neighbours { rows, cols })
     }
 
+    /// Number of entries (twice the number of pairs).
+    pub(super) fn len(&self) -> usize {
+        self.cols.len()
+    }
+
     fn of(&self, i: usize) -> &[u32] {
         self.rows
             .get(i..i + 2)
