@@ -62,6 +62,19 @@ impl Rec {
     }
 }
 
+/// Plain greedy-by-size with best fit (TFLite): the baseline `place` never exceeds.
+pub fn place_greedy_by_size(intervals: &[Interval], align: usize) -> Placement {
+    let recs = records(intervals, align);
+    let nb = Neighbours::new(&recs);
+    let (offsets, arena_bytes) =
+        place_in_order(&recs, nb.as_ref(), &greedy_by_size_order(&recs), Fit::Best);
+    Placement {
+        offsets,
+        arena_bytes,
+        strategy: Strategy::GreedyBySize,
+    }
+}
+
 /// The best placement arenac finds for these intervals: every heuristic is tried and the
 /// smallest arena kept; never larger than greedy-by-size. Deterministic.
 ///
