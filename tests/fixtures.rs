@@ -12,7 +12,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use arenac_compiler::import::load_model_file;
-use arenac_tests::{Fixture, Outcome, header_shapes, list_fixtures, render_import, run_fixture};
+use arenac_tests::{
+    Fixture, Outcome, header_shapes, list_fixtures, render_import, render_plan, run_fixture,
+};
 
 /// Checks one fixture; `Err` describes a failure other than a snapshot mismatch.
 fn check(fx: &Fixture) -> Result<(), String> {
@@ -50,6 +52,41 @@ fn fixtures() {
         "{} of {} fixtures failed:\n  {}",
         failures.len(),
         all.len(),
+        failures.join("\n  ")
+    );
+}
+
+/// Liveness and plan snapshots: for every fixture that imports, the schedule and the plan
+/// report (buffers with offsets, first/last steps and aliases) in `snapshots/plan/`. The plan
+/// itself is checked by the verifier inside `plan_arena`.
+#[test]
+fn plan_snapshots() {
+    let mut failures = Vec::new();
+    let mut planned = 0;
+    for fx in list_fixtures().iter().filter(|f| !f.expects_error()) {
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            let text = render_plan(fx)?;
+            let mut settings = insta::Settings::clone_current();
+            settings.set_snapshot_path("snapshots/plan");
+            settings.set_prepend_module_to_snapshot(false);
+            settings.set_omit_expression(true);
+            settings.set_description(format!(
+                "plan of fixtures/{}/{}.onnxtxt",
+                fx.family, fx.name
+            ));
+            settings.bind(|| insta::assert_snapshot!(fx.id(), text));
+            Ok(())
+        }));
+        match result {
+            Ok(Ok(())) => planned += 1,
+            Ok(Err(e)) => failures.push(format!("{}: {e}", fx.id())),
+            Err(_) => failures.push(format!("{}: snapshot mismatch (see above)", fx.id())),
+        }
+    }
+    assert!(planned >= 30, "only {planned} fixtures planned");
+    assert!(
+        failures.is_empty(),
+        "plan failures:\n  {}",
         failures.join("\n  ")
     );
 }

@@ -168,3 +168,31 @@ pub fn run_fixture(fx: &Fixture) -> Result<Outcome, String> {
         Err(e) => Ok(Outcome::Error(e.to_string())),
     }
 }
+
+/// Imports a fixture (which must import) and renders its arena plan: the report's text
+/// without the planning time (the one line that varies run to run), preceded by the schedule.
+pub fn render_plan(fx: &Fixture) -> Result<String, String> {
+    use arenac_compiler::arena::{PlanOptions, plan_arena, report::build_report};
+    let src = fx.source();
+    let model = parse_model_text(&src).map_err(|e| e.to_string())?;
+    let opts = ImportOptions {
+        shapes: header_shapes(&src),
+    };
+    let g = import_model(&model, None, &opts)
+        .map_err(|e| e.to_string())?
+        .graph;
+    let plan = plan_arena(&g, &PlanOptions::default()).map_err(|e| e.to_string())?;
+    let mut s = String::from("schedule:");
+    for &id in &plan.schedule {
+        s.push(' ');
+        s.push_str(&g.node(id).name);
+    }
+    s.push('\n');
+    for line in build_report(&g, &plan).to_text().lines() {
+        if !line.starts_with("planning time") {
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    Ok(s)
+}

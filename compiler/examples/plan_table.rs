@@ -46,9 +46,13 @@ fn main() {
         "| model | nodes | naive MiB | layer-wise bound | greedy-by-size | arenac bound, file order | arenac bound | arenac arena | arena / own bound | arena / layer-wise | order gain | plan ms |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (mut n, mut g_eff, mut g_layer, mut g_order, mut worst) = (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let (mut n, mut g_eff, mut g_layer, mut g_order, mut worst) =
+        (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for path in models(&args) {
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let g = match import_file(&path, &ImportOptions::default()) {
             Ok(i) => i.graph,
             Err(e) => {
