@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod arena;
 pub mod error;
+pub mod gemm;
 pub mod import;
 pub mod ir;
 pub mod ops;
