@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod arena;
+pub mod codegen;
 pub mod error;
 pub mod gemm;
 pub mod import;
