@@ -196,3 +196,25 @@ pub fn render_plan(fx: &Fixture) -> Result<String, String> {
     }
     Ok(s)
 }
+
+/// The body of the `import_bytes` fuzz target, shared with the corpus replay test: arbitrary
+/// bytes through decode, import, the IR verifier and arena planning (whose own verifier runs
+/// inside `plan_arena`). Errors are fine; a panic, an abort or a verifier complaint is a bug.
+pub fn fuzz_import_bytes(data: &[u8]) {
+    use arenac_compiler::arena::{PlanOptions, plan_arena};
+    use arenac_compiler::import::decode_model;
+    let Ok(model) = decode_model(data.to_vec().into()) else {
+        return;
+    };
+    let Ok(imported) = import_model(&model, None, &ImportOptions::default()) else {
+        return;
+    };
+    if let Err(e) = verify(&imported.graph) {
+        panic!("verifier rejected an imported graph: {e}");
+    }
+    if let Err(e @ arenac_compiler::Error::PlanInternal(_)) =
+        plan_arena(&imported.graph, &PlanOptions::default())
+    {
+        panic!("planner produced an invalid plan: {e}");
+    }
+}
