@@ -3,14 +3,17 @@
 //! Every kernel has the same shape of arguments ([`KernelFn`]):
 //! - `a`: a packed A micro-panel, `kc` groups of `MR` floats (column `p` of the `MR` rows);
 //! - `b`: a packed B micro-panel, `kc` rows of [`NR`] floats;
-//! - `c`: a full `MR x NR` tile at row stride `ldc`, read (when `accumulate`) and written.
+//! - `c`: a full `MR x NR` tile at row stride `ldc`, read (when `accumulate`) and written;
+//! - `pf`, `pf_lines`: a hint: the kernel may prefetch the `pf_lines` cache lines (of `NR`
+//!   floats) from `pf` on (the next B panel), spread over its steps; `pf` need not be valid.
 //!
 //! The driver sends edge tiles to a stack buffer, so kernels always handle full tiles.
 
 use super::NR;
 
 /// `unsafe fn(kc, a, b, c, ldc, accumulate)`; see the module documentation.
-pub(crate) type KernelFn = unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool);
+pub(crate) type KernelFn =
+    unsafe fn(usize, *const f32, *const f32, *mut f32, usize, bool, *const f32, usize);
 
 /// Rows of the portable kernel.
 pub(crate) const SCALAR_MR: usize = 4;
@@ -27,6 +30,8 @@ pub(crate) unsafe fn kernel_scalar(
     c: *mut f32,
     ldc: usize,
     accumulate: bool,
+    _pf: *const f32,
+    _pf_lines: usize,
 ) {
     const MR: usize = SCALAR_MR;
     let mut acc = [[0.0f32; NR]; MR];
@@ -72,6 +77,7 @@ pub(crate) mod x86 {
     /// The CPU supports AVX2 and FMA; `a` readable for `kc * 6` floats, `b` for `kc * 16`, `c`
     /// readable and writable for 6 rows of 16 floats at row stride `ldc`.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn kernel_avx2(
         kc: usize,
         a: *const f32,
@@ -79,12 +85,16 @@ pub(crate) mod x86 {
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
     ) {
         const MR: usize = AVX2_MR;
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
         let mut a = a;
         let mut b = b;
-        for _ in 0..kc {
+        let mut pf = pf;
+        let pf_steps = pf_lines.min(kc);
+        let mut step = |a: *const f32, b: *const f32| {
             // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
             // within the panels the caller guarantees; unaligned loads need no alignment.
             unsafe {
@@ -95,9 +105,20 @@ pub(crate) mod x86 {
                     row[0] = _mm256_fmadd_ps(av, b0, row[0]);
                     row[1] = _mm256_fmadd_ps(av, b1, row[1]);
                 }
-                a = a.add(MR);
-                b = b.add(NR);
             }
+        };
+        for _ in 0..pf_steps {
+            // A prefetch never faults, whatever the address (hence wrapping arithmetic).
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
+            pf = pf.wrapping_add(NR);
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for _ in pf_steps..kc {
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
         }
         for (i, row) in acc.iter().enumerate() {
             // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the

@@ -243,7 +243,13 @@ pub(crate) unsafe fn sgemm_with(
                 let w = NR.min(n - j0);
                 // SAFETY: panel jp, rows pc..pc+kc lie within packed_b_len(k, n) floats.
                 let bp = unsafe { packed_b.add(jp * k * NR + pc * NR) };
-                for ip in 0..mc.div_ceil(mr) {
+                // Prefetch the next B panel (same K rows) while this one is in use, a share
+                // of its kc lines per micro-kernel call (a hint: past the end it is harmless).
+                let nip = mc.div_ceil(mr);
+                let pf_lines = kc.div_ceil(nip);
+                let pf_base = bp.wrapping_add(k * NR);
+                for ip in 0..nip {
+                    let pf = pf_base.wrapping_add(ip * pf_lines * NR);
                     let i0 = ic + ip * mr;
                     let h = mr.min(m - i0);
                     // SAFETY: micro-panel ip of the block packed above (kc * mr floats).
@@ -252,12 +258,16 @@ pub(crate) unsafe fn sgemm_with(
                         // SAFETY: full tile: rows i0..i0+mr < m, columns j0..j0+NR <= n of C,
                         // readable and writable by the contract; the panels hold kc steps;
                         // the kernel runs on this CPU (caller's contract).
-                        unsafe { (kernel.run)(kc, ap, bp, c.add(i0 * ldc + j0), ldc, acc) };
+                        unsafe {
+                            (kernel.run)(kc, ap, bp, c.add(i0 * ldc + j0), ldc, acc, pf, pf_lines)
+                        };
                     } else {
                         let mut tile = [0.0f32; MAX_MR * NR];
                         // SAFETY: `tile` holds mr <= MAX_MR rows of NR floats at stride NR;
                         // the panels hold kc steps; the kernel runs on this CPU.
-                        unsafe { (kernel.run)(kc, ap, bp, tile.as_mut_ptr(), NR, false) };
+                        unsafe {
+                            (kernel.run)(kc, ap, bp, tile.as_mut_ptr(), NR, false, pf, pf_lines)
+                        };
                         for (r, trow) in tile.chunks_exact(NR).take(h).enumerate() {
                             // SAFETY: row i0 + r < m, columns j0..j0+w <= n of C: valid by the
                             // contract, and C overlaps nothing else in use.
