@@ -135,4 +135,69 @@ pub(crate) mod x86 {
             }
         }
     }
+
+    /// Rows of the AVX-512 kernel: 16 rows x 1 zmm = 16 accumulators, 1 B load and 16
+    /// broadcast-FMAs per step.
+    pub(crate) const AVX512_MR: usize = 16;
+
+    /// AVX-512F kernel, `16 x 16`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `a` readable for `kc * 16` floats, `b` for `kc * 16`, `c`
+    /// readable and writable for 16 rows of 16 floats at row stride `ldc`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn kernel_avx512(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = AVX512_MR;
+        let mut acc = [_mm512_setzero_ps(); MR];
+        let mut a = a;
+        let mut b = b;
+        let mut pf = pf;
+        let pf_steps = pf_lines.min(kc);
+        let mut step = |a: *const f32, b: *const f32| {
+            // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
+            // within the panels the caller guarantees; unaligned loads need no alignment.
+            unsafe {
+                let bv = _mm512_loadu_ps(b);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    *row = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(i)), bv, *row);
+                }
+            }
+        };
+        for _ in 0..pf_steps {
+            // A prefetch never faults, whatever the address (hence wrapping arithmetic).
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
+            pf = pf.wrapping_add(NR);
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for _ in pf_steps..kc {
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for (i, &row) in acc.iter().enumerate() {
+            // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the
+            // caller's contract.
+            unsafe {
+                let p = c.add(i * ldc);
+                let r = if accumulate {
+                    _mm512_add_ps(row, _mm512_loadu_ps(p))
+                } else {
+                    row
+                };
+                _mm512_storeu_ps(p, r);
+            }
+        }
+    }
 }

@@ -22,9 +22,11 @@
 //!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 24,576 floats (96 KiB, fits L2 next to the B panels);
 //! - loops: K block, M block (pack A), B panel (`kc x 16`, 16 KiB at most: stays in L1), A
 //!   micro-panel, micro-kernel `MR x NR`;
-//! - micro-kernels: AVX2+FMA `6 x 16` (12 ymm accumulators) or a portable `4 x 16`, chosen once
-//!   at run time (cached in a `OnceLock`); edge tiles (`m % MR`, `n % NR`) are computed into a
-//!   stack tile and the valid part is added to or copied into C;
+//! - micro-kernels: AVX-512F `16 x 16` (16 zmm accumulators), AVX2+FMA `6 x 16` (12 ymm
+//!   accumulators) or a portable `4 x 16`, the best one chosen once at run time (cached in a
+//!   `OnceLock`; `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides for benchmarks); edge tiles
+//!   (`m % MR`, `n % NR`) are computed into a stack tile and the valid part is added to or
+//!   copied into C; each call prefetches a share of the next B panel;
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
 mod kernels;
@@ -39,7 +41,7 @@ pub const KC: usize = 256;
 /// Largest M block (a multiple of every kernel's `MR`).
 pub const MC: usize = 96;
 /// Largest `MR` of any kernel (size of the stack tile for edges).
-const MAX_MR: usize = 6;
+const MAX_MR: usize = 16;
 
 /// Floats of scratch [`arenac_sgemm`] may use for packing A panels: one `MC x KC` block.
 pub const A_SCRATCH_FLOATS: usize = MC * KC;
@@ -120,31 +122,45 @@ const AVX2: Kernel = Kernel {
     run: kernels::x86::kernel_avx2,
 };
 
+#[cfg(target_arch = "x86_64")]
+const AVX512: Kernel = Kernel {
+    name: "avx512f 16x16",
+    mr: kernels::x86::AVX512_MR,
+    run: kernels::x86::kernel_avx512,
+};
+
 const _: () = {
     assert!(MC % kernels::SCALAR_MR == 0 && kernels::SCALAR_MR <= MAX_MR);
     #[cfg(target_arch = "x86_64")]
     assert!(MC % kernels::x86::AVX2_MR == 0 && kernels::x86::AVX2_MR <= MAX_MR);
+    #[cfg(target_arch = "x86_64")]
+    assert!(MC % kernels::x86::AVX512_MR == 0 && kernels::x86::AVX512_MR <= MAX_MR);
 };
 
 /// Every kernel this CPU can run, best last.
 pub(crate) fn available_kernels() -> impl Iterator<Item = Kernel> {
-    let avx2: Option<Kernel> = {
-        #[cfg(target_arch = "x86_64")]
-        {
-            (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then_some(AVX2)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            None
-        }
-    };
-    std::iter::once(SCALAR).chain(avx2)
+    #[cfg(target_arch = "x86_64")]
+    let simd = [
+        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then_some(AVX2),
+        is_x86_feature_detected!("avx512f").then_some(AVX512),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd: [Option<Kernel>; 0] = [];
+    std::iter::once(SCALAR).chain(simd.into_iter().flatten())
 }
 
 /// The kernel used by [`arenac_sgemm`], chosen on first use.
 pub(crate) fn selected_kernel() -> Kernel {
     static SELECTED: OnceLock<Kernel> = OnceLock::new();
-    *SELECTED.get_or_init(|| available_kernels().last().unwrap_or(SCALAR))
+    *SELECTED.get_or_init(|| {
+        // ARENAC_GEMM_KERNEL=scalar|avx2|avx512 picks a kernel (for benchmarks and debugging);
+        // unknown or unavailable names fall back to the best available.
+        let wanted = std::env::var("ARENAC_GEMM_KERNEL").unwrap_or_default();
+        let best = available_kernels().last().unwrap_or(SCALAR);
+        available_kernels()
+            .find(|k| !wanted.is_empty() && k.name.starts_with(wanted.as_str()))
+            .unwrap_or(best)
+    })
 }
 
 /// Name of the micro-kernel selected on this CPU (for logs and benchmarks).
