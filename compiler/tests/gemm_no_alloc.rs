@@ -70,8 +70,16 @@ fn sgemm_and_pack_b_do_not_allocate() {
         };
     }
     let after = ALLOCATIONS.load(Ordering::SeqCst);
-    assert_eq!(after - before, 0, "allocations inside arenac_sgemm/arenac_pack_b");
+    assert_eq!(
+        after - before,
+        0,
+        "allocations inside arenac_sgemm/arenac_pack_b"
+    );
     // The product really ran: C = 2 * k * 0.5 * 0.25 after a plain then an accumulating call.
     let want = 2.0 * (k as f32 * 0.125);
-    assert!(c.iter().all(|&x| (x - want).abs() < 1e-3 * want), "{}", c[0]);
+    assert!(
+        c.iter().all(|&x| (x - want).abs() < 1e-3 * want),
+        "{}",
+        c[0]
+    );
 }

@@ -23,6 +23,7 @@ pub(crate) const SCALAR_MR: usize = 4;
 /// # Safety
 /// `a` readable for `kc * 4` floats, `b` for `kc * NR` floats, `c` readable and writable for
 /// 4 rows of `NR` floats at row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn kernel_scalar(
     kc: usize,
     a: *const f32,

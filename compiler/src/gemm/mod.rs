@@ -16,11 +16,11 @@
 //!   `jp*NR..jp*NR+NR` as `k` rows of `NR` floats (at `jp * k * NR`), zero-padded past `n`. The
 //!   layout does not depend on the CPU or on the K blocking, so B packed at compile time is valid
 //!   on any machine;
-//! - K is cut into blocks of at most [`KC`] = 256 (balanced: 576 becomes 3 x 192), M into blocks
+//! - K is cut into blocks of at most [`KC`] = 384 (balanced: 576 becomes 2 x 288), M into blocks
 //!   of at most [`MC`] = 96 rows; each `MC x KC` block of A is packed at run time into the
 //!   caller's scratch as `MR`-row micro-panels (`kc` groups of `MR` floats, zero-padded rows), so
-//!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 24,576 floats (96 KiB, fits L2 next to the B panels);
-//! - loops: K block, M block (pack A), B panel (`kc x 16`, 16 KiB at most: stays in L1), A
+//!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 36,864 floats (144 KiB, fits L2 next to the B panels);
+//! - loops: K block, M block (pack A), B panel (`kc x 16`, 24 KiB at most: stays in L1), A
 //!   micro-panel, micro-kernel `MR x NR`;
 //! - micro-kernels: AVX-512F `16 x 16` (16 zmm accumulators), AVX2+FMA `6 x 16` (12 ymm
 //!   accumulators) or a portable `4 x 16`, the best one chosen once at run time (cached in a
@@ -37,7 +37,7 @@ use std::sync::OnceLock;
 /// Width of a packed B panel (columns); part of the packed layout.
 pub const NR: usize = 16;
 /// Largest K block.
-pub const KC: usize = 256;
+pub const KC: usize = 384;
 /// Largest M block (a multiple of every kernel's `MR`).
 pub const MC: usize = 96;
 /// Largest `MR` of any kernel (size of the stack tile for edges).
@@ -130,11 +130,11 @@ const AVX512: Kernel = Kernel {
 };
 
 const _: () = {
-    assert!(MC % kernels::SCALAR_MR == 0 && kernels::SCALAR_MR <= MAX_MR);
+    assert!(MC.is_multiple_of(kernels::SCALAR_MR) && kernels::SCALAR_MR <= MAX_MR);
     #[cfg(target_arch = "x86_64")]
-    assert!(MC % kernels::x86::AVX2_MR == 0 && kernels::x86::AVX2_MR <= MAX_MR);
+    assert!(MC.is_multiple_of(kernels::x86::AVX2_MR) && kernels::x86::AVX2_MR <= MAX_MR);
     #[cfg(target_arch = "x86_64")]
-    assert!(MC % kernels::x86::AVX512_MR == 0 && kernels::x86::AVX512_MR <= MAX_MR);
+    assert!(MC.is_multiple_of(kernels::x86::AVX512_MR) && kernels::x86::AVX512_MR <= MAX_MR);
 };
 
 /// Every kernel this CPU can run, best last.

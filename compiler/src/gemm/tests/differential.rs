@@ -82,7 +82,11 @@ fn check(m: usize, n: usize, k: usize, transposed_b: bool, accumulate: bool, rng
     for i in 0..m {
         for j in 0..ldc {
             let (want, mag) = if j < n {
-                let mut s = if accumulate { c0[i * ldc + j] as f64 } else { 0.0 };
+                let mut s = if accumulate {
+                    c0[i * ldc + j] as f64
+                } else {
+                    0.0
+                };
                 let mut mag = s.abs();
                 for p in 0..k {
                     let t = a[i * lda + p] as f64 * bat(p, j) as f64;
@@ -113,7 +117,14 @@ fn differential_small_and_edges() {
     for &m in &SIZES {
         for &n in &SIZES {
             for &k in &[1usize, 3, 16, 33] {
-                check(m, n, k, (m + n + k) % 2 == 0, (m * n + k) % 2 == 1, &mut rng);
+                check(
+                    m,
+                    n,
+                    k,
+                    (m + n + k) % 2 == 0,
+                    (m * n + k) % 2 == 1,
+                    &mut rng,
+                );
             }
         }
     }
@@ -123,7 +134,9 @@ fn differential_small_and_edges() {
 fn differential_k_blocking() {
     let mut rng = Rng(0xDEAD_BEEF_1234_5678);
     // k across KC boundaries (256, 512, 576 -> balanced blocks) with edge m and n.
-    for &k in &[2usize, 5, 7, 8, 15, 17, 31, 64, 100, 255, 256, 257, 513, 576] {
+    for &k in &[
+        2usize, 5, 7, 8, 15, 17, 31, 64, 100, 255, 256, 257, 513, 576,
+    ] {
         for &(m, n) in &[(7usize, 17usize), (6, 16), (13, 33), (1, 1)] {
             for transposed_b in [false, true] {
                 for accumulate in [false, true] {
