@@ -22,7 +22,8 @@
 //!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 36,864 floats (144 KiB, fits L2 next to the B panels);
 //! - loops: K block, M block (pack A), B panel (`kc x 16`, 24 KiB at most: stays in L1), A
 //!   micro-panel, micro-kernel `MR x NR`;
-//! - micro-kernels: AVX-512F `16 x 16` (16 zmm accumulators), AVX2+FMA `6 x 16` (12 ymm
+//! - micro-kernels: AVX-512F `12 x 32` over two adjacent panels (24 zmm accumulators; `12 x 16`
+//!   for a last odd panel), AVX2+FMA `6 x 16` (12 ymm
 //!   accumulators) or a portable `4 x 16`, the best one chosen once at run time (cached in a
 //!   `OnceLock`; `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides for benchmarks); edge tiles
 //!   (`m % MR`, `n % NR`) are computed into a stack tile and the valid part is added to or
@@ -41,7 +42,7 @@ pub const KC: usize = 384;
 /// Largest M block (a multiple of every kernel's `MR`).
 pub const MC: usize = 96;
 /// Largest `MR` of any kernel (size of the stack tile for edges).
-const MAX_MR: usize = 16;
+const MAX_MR: usize = 12;
 
 /// Floats of scratch [`arenac_sgemm`] may use for packing A panels: one `MC x KC` block.
 pub const A_SCRATCH_FLOATS: usize = MC * KC;
@@ -107,12 +108,15 @@ pub(crate) struct Kernel {
     pub(crate) name: &'static str,
     pub(crate) mr: usize,
     pub(crate) run: KernelFn,
+    /// An `mr x 2NR` kernel over two adjacent panels, if any.
+    pub(crate) wide: Option<KernelFn>,
 }
 
 const SCALAR: Kernel = Kernel {
     name: "scalar 4x16",
     mr: kernels::SCALAR_MR,
     run: kernels::kernel_scalar,
+    wide: None,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -120,13 +124,15 @@ const AVX2: Kernel = Kernel {
     name: "avx2+fma 6x16",
     mr: kernels::x86::AVX2_MR,
     run: kernels::x86::kernel_avx2,
+    wide: None,
 };
 
 #[cfg(target_arch = "x86_64")]
 const AVX512: Kernel = Kernel {
-    name: "avx512f 16x16",
+    name: "avx512f 12x32",
     mr: kernels::x86::AVX512_MR,
     run: kernels::x86::kernel_avx512,
+    wide: Some(kernels::x86::kernel_avx512_wide),
 };
 
 const _: () = {
@@ -254,37 +260,66 @@ pub(crate) unsafe fn sgemm_with(
             // the packed block takes mc.div_ceil(mr) * mr * kc <= MC * KC floats of scratch
             // (MC is a multiple of mr), which does not overlap A.
             unsafe { pack_a(mr, mc, kc, a.add(ic * lda + pc), lda, scratch) };
-            for jp in 0..panels {
+            let nip = mc.div_ceil(mr);
+            let mut jp = 0;
+            while jp < panels {
+                // Two panels at once when the kernel has a wide form and two remain.
+                let (run, np) = match kernel.wide {
+                    Some(wide) if jp + 1 < panels => (wide, 2),
+                    _ => (kernel.run, 1),
+                };
+                let width = np * NR;
                 let j0 = jp * NR;
-                let w = NR.min(n - j0);
-                // SAFETY: panel jp, rows pc..pc+kc lie within packed_b_len(k, n) floats.
+                let w = width.min(n - j0);
+                // SAFETY: panel jp (and jp + 1 when np = 2), rows pc..pc+kc, lie within
+                // packed_b_len(k, n) floats.
                 let bp = unsafe { packed_b.add(jp * k * NR + pc * NR) };
-                // Prefetch the next B panel (same K rows) while this one is in use, a share
-                // of its kc lines per micro-kernel call (a hint: past the end it is harmless).
-                let nip = mc.div_ceil(mr);
+                let bstride = k * NR;
+                // Prefetch the next B panel(s) (same K rows) while these are in use, a share
+                // of their kc lines per micro-kernel call (a hint: past the end it is harmless).
                 let pf_lines = kc.div_ceil(nip);
-                let pf_base = bp.wrapping_add(k * NR);
+                let pf_base = bp.wrapping_add(np * bstride);
                 for ip in 0..nip {
                     let pf = pf_base.wrapping_add(ip * pf_lines * NR);
                     let i0 = ic + ip * mr;
                     let h = mr.min(m - i0);
                     // SAFETY: micro-panel ip of the block packed above (kc * mr floats).
                     let ap = unsafe { scratch.add(ip * kc * mr) };
-                    if h == mr && w == NR {
-                        // SAFETY: full tile: rows i0..i0+mr < m, columns j0..j0+NR <= n of C,
-                        // readable and writable by the contract; the panels hold kc steps;
+                    if h == mr && w == width {
+                        // SAFETY: full tile: rows i0..i0+mr <= m, columns j0..j0+width <= n of
+                        // C, readable and writable by the contract; the panels hold kc steps;
                         // the kernel runs on this CPU (caller's contract).
                         unsafe {
-                            (kernel.run)(kc, ap, bp, c.add(i0 * ldc + j0), ldc, acc, pf, pf_lines)
+                            run(
+                                kc,
+                                ap,
+                                bp,
+                                bstride,
+                                c.add(i0 * ldc + j0),
+                                ldc,
+                                acc,
+                                pf,
+                                pf_lines,
+                            )
                         };
                     } else {
-                        let mut tile = [0.0f32; MAX_MR * NR];
-                        // SAFETY: `tile` holds mr <= MAX_MR rows of NR floats at stride NR;
-                        // the panels hold kc steps; the kernel runs on this CPU.
+                        let mut tile = [0.0f32; MAX_MR * 2 * NR];
+                        // SAFETY: `tile` holds mr <= MAX_MR rows of width <= 2 NR floats at
+                        // stride width; the panels hold kc steps; the kernel runs on this CPU.
                         unsafe {
-                            (kernel.run)(kc, ap, bp, tile.as_mut_ptr(), NR, false, pf, pf_lines)
+                            run(
+                                kc,
+                                ap,
+                                bp,
+                                bstride,
+                                tile.as_mut_ptr(),
+                                width,
+                                false,
+                                pf,
+                                pf_lines,
+                            )
                         };
-                        for (r, trow) in tile.chunks_exact(NR).take(h).enumerate() {
+                        for (r, trow) in tile.chunks_exact(width).take(h).enumerate() {
                             // SAFETY: row i0 + r < m, columns j0..j0+w <= n of C: valid by the
                             // contract, and C overlaps nothing else in use.
                             let dst = unsafe {
@@ -300,6 +335,7 @@ pub(crate) unsafe fn sgemm_with(
                         }
                     }
                 }
+                jp += np;
             }
             ic += mc;
         }
