@@ -20,14 +20,17 @@
 //!   of at most [`MC`] = 96 rows; each `MC x KC` block of A is packed at run time into the
 //!   caller's scratch as `MR`-row micro-panels (`kc` groups of `MR` floats, zero-padded rows), so
 //!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 36,864 floats (144 KiB, fits L2 next to the B panels);
-//! - loops: K block, M block (pack A), B panel (`kc x 16`, 24 KiB at most: stays in L1), A
-//!   micro-panel, micro-kernel `MR x NR`;
+//! - loops: K block, M block (pack A), B panel or pair of panels (`kc x 16` is 24 KiB at most:
+//!   stays in L1), A micro-panel, micro-kernel;
 //! - micro-kernels: AVX-512F `12 x 32` over two adjacent panels (24 zmm accumulators; `12 x 16`
-//!   for a last odd panel), AVX2+FMA `6 x 16` (12 ymm
-//!   accumulators) or a portable `4 x 16`, the best one chosen once at run time (cached in a
-//!   `OnceLock`; `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides for benchmarks); edge tiles
+//!   for a last odd panel), AVX2+FMA `6 x 16` (12 ymm accumulators) or a portable `4 x 16`; the
+//!   best one is chosen once at run time (cached in a `OnceLock`;
+//!   `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides it for benchmarks); edge tiles
 //!   (`m % MR`, `n % NR`) are computed into a stack tile and the valid part is added to or
-//!   copied into C; each call prefetches a share of the next B panel;
+//!   copied into C; each call prefetches a share of the next B panel(s);
+//! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
+//!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
+//!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
 mod kernels;
