@@ -11,15 +11,48 @@
 //!   stride `lda`) and C (`m x n`, row stride `ldc`), using at most [`A_SCRATCH_FLOATS`] floats
 //!   of caller-provided scratch (from the arena plan) — it never allocates.
 //!
-//! (Current implementation: straightforward and correct; the vectorized micro-kernel is being
-//! written behind the same contract.)
+//! Implementation (BLIS-style):
+//! - packed B is a sequence of column panels [`NR`] = 16 wide: panel `jp` holds columns
+//!   `jp*NR..jp*NR+NR` as `k` rows of `NR` floats (at `jp * k * NR`), zero-padded past `n`. The
+//!   layout does not depend on the CPU or on the K blocking, so B packed at compile time is valid
+//!   on any machine;
+//! - K is cut into blocks of at most [`KC`] = 384 (balanced: 576 becomes 2 x 288), M into blocks
+//!   of at most [`MC`] = 96 rows; each `MC x KC` block of A is packed at run time into the
+//!   caller's scratch as `MR`-row micro-panels (`kc` groups of `MR` floats, zero-padded rows), so
+//!   [`A_SCRATCH_FLOATS`] = `MC * KC` = 36,864 floats (144 KiB, fits L2 next to the B panels);
+//! - loops: K block, M block (pack A), B panel or pair of panels (`kc x 16` is 24 KiB at most:
+//!   stays in L1), A micro-panel, micro-kernel;
+//! - micro-kernels: AVX-512F `12 x 32` over two adjacent panels (24 zmm accumulators; `12 x 16`
+//!   for a last odd panel), AVX2+FMA `6 x 16` (12 ymm accumulators) or a portable `4 x 16`; the
+//!   best one is chosen once at run time (cached in a `OnceLock`;
+//!   `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides it for benchmarks); edge tiles
+//!   (`m % MR`, `n % NR`) are computed into a stack tile and the valid part is added to or
+//!   copied into C; each call prefetches a share of the next B panel(s);
+//! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
+//!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
+//!   ~115-124, portable ~25-32.
+//! - `accumulate` applies to the first K block only, later blocks always add.
 
-/// Floats of scratch [`arenac_sgemm`] may use for packing A panels.
-pub const A_SCRATCH_FLOATS: usize = 0;
+mod kernels;
 
-/// Length in floats of B (`k x n`) once packed.
+use kernels::KernelFn;
+use std::sync::OnceLock;
+
+/// Width of a packed B panel (columns); part of the packed layout.
+pub const NR: usize = 16;
+/// Largest K block.
+pub const KC: usize = 384;
+/// Largest M block (a multiple of every kernel's `MR`).
+pub const MC: usize = 96;
+/// Largest `MR` of any kernel (size of the stack tile for edges).
+const MAX_MR: usize = 12;
+
+/// Floats of scratch [`arenac_sgemm`] may use for packing A panels: one `MC x KC` block.
+pub const A_SCRATCH_FLOATS: usize = MC * KC;
+
+/// Length in floats of B (`k x n`) once packed: `k` rows of `n` rounded up to [`NR`].
 pub fn packed_b_len(k: usize, n: usize) -> usize {
-    k.saturating_mul(n)
+    k.saturating_mul(n.div_ceil(NR).saturating_mul(NR))
 }
 
 /// Packs B given by element strides (`b[i * rs + j * cs]` is row i, column j of the `k x n`
@@ -29,9 +62,15 @@ pub fn packed_b_len(k: usize, n: usize) -> usize {
 /// If `b` is too short for the strides or `out` too short (caller bugs; the code generator
 /// sizes both from checked types).
 pub fn pack_b(k: usize, n: usize, b: &[f32], rs: usize, cs: usize, out: &mut [f32]) {
-    for i in 0..k {
-        for j in 0..n {
-            out[i * n + j] = b[i * rs + j * cs];
+    let out = &mut out[..packed_b_len(k, n)];
+    for (jp, panel) in out.chunks_exact_mut((k * NR).max(1)).enumerate() {
+        let j0 = jp * NR;
+        let w = NR.min(n - j0);
+        for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+            for (jj, x) in row[..w].iter_mut().enumerate() {
+                *x = b[i * rs + (j0 + jj) * cs];
+            }
+            row[w..].fill(0.0);
         }
     }
 }
@@ -50,12 +89,92 @@ pub unsafe extern "C" fn arenac_pack_b(
     cs: usize,
     out: *mut f32,
 ) {
-    for i in 0..k {
-        for j in 0..n {
-            // SAFETY: in bounds by the caller's contract above.
-            unsafe { *out.add(i * n + j) = *b.add(i * rs + j * cs) };
+    for jp in 0..n.div_ceil(NR) {
+        let j0 = jp * NR;
+        let w = NR.min(n - j0);
+        for i in 0..k {
+            // SAFETY: `(jp * k + i) * NR + NR <= packed_b_len(k, n)`, writable by the contract.
+            let row = unsafe { std::slice::from_raw_parts_mut(out.add((jp * k + i) * NR), NR) };
+            for (jj, x) in row[..w].iter_mut().enumerate() {
+                // SAFETY: `i < k` and `j0 + jj < n`: readable by the contract; `b` and `out` do
+                // not overlap, so the slice `row` aliases nothing read here.
+                *x = unsafe { *b.add(i * rs + (j0 + jj) * cs) };
+            }
+            row[w..].fill(0.0);
         }
     }
+}
+
+/// A micro-kernel and its row count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Kernel {
+    pub(crate) name: &'static str,
+    pub(crate) mr: usize,
+    pub(crate) run: KernelFn,
+    /// An `mr x 2NR` kernel over two adjacent panels, if any.
+    pub(crate) wide: Option<KernelFn>,
+}
+
+const SCALAR: Kernel = Kernel {
+    name: "scalar 4x16",
+    mr: kernels::SCALAR_MR,
+    run: kernels::kernel_scalar,
+    wide: None,
+};
+
+#[cfg(target_arch = "x86_64")]
+const AVX2: Kernel = Kernel {
+    name: "avx2+fma 6x16",
+    mr: kernels::x86::AVX2_MR,
+    run: kernels::x86::kernel_avx2,
+    wide: None,
+};
+
+#[cfg(target_arch = "x86_64")]
+const AVX512: Kernel = Kernel {
+    name: "avx512f 12x32",
+    mr: kernels::x86::AVX512_MR,
+    run: kernels::x86::kernel_avx512,
+    wide: Some(kernels::x86::kernel_avx512_wide),
+};
+
+const _: () = {
+    assert!(MC.is_multiple_of(kernels::SCALAR_MR) && kernels::SCALAR_MR <= MAX_MR);
+    #[cfg(target_arch = "x86_64")]
+    assert!(MC.is_multiple_of(kernels::x86::AVX2_MR) && kernels::x86::AVX2_MR <= MAX_MR);
+    #[cfg(target_arch = "x86_64")]
+    assert!(MC.is_multiple_of(kernels::x86::AVX512_MR) && kernels::x86::AVX512_MR <= MAX_MR);
+};
+
+/// Every kernel this CPU can run, best last.
+pub(crate) fn available_kernels() -> impl Iterator<Item = Kernel> {
+    #[cfg(target_arch = "x86_64")]
+    let simd = [
+        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then_some(AVX2),
+        is_x86_feature_detected!("avx512f").then_some(AVX512),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd: [Option<Kernel>; 0] = [];
+    std::iter::once(SCALAR).chain(simd.into_iter().flatten())
+}
+
+/// The kernel used by [`arenac_sgemm`], chosen on first use.
+pub(crate) fn selected_kernel() -> Kernel {
+    static SELECTED: OnceLock<Kernel> = OnceLock::new();
+    *SELECTED.get_or_init(|| {
+        // ARENAC_GEMM_KERNEL=scalar|avx2|avx512 picks a kernel (for benchmarks and debugging);
+        // unknown or unavailable names fall back to the best available.
+        let wanted = std::env::var("ARENAC_GEMM_KERNEL").unwrap_or_default();
+        let best = available_kernels().last().unwrap_or(SCALAR);
+        available_kernels()
+            .find(|k| !wanted.is_empty() && k.name.starts_with(wanted.as_str()))
+            .unwrap_or(best)
+    })
+}
+
+/// Name of the micro-kernel selected on this CPU (for logs and benchmarks).
+pub fn kernel_name() -> &'static str {
+    selected_kernel().name
 }
 
 /// `C = A * B (+ C when accumulate != 0)`.
@@ -79,26 +198,185 @@ pub unsafe extern "C" fn arenac_sgemm(
     accumulate: u32,
     scratch: *mut f32,
 ) {
-    let _ = scratch;
-    for i in 0..m {
-        for j in 0..n {
-            let mut acc = 0.0f32;
-            for p in 0..k {
-                // SAFETY: in bounds by the caller's contract above.
-                acc += unsafe { *a.add(i * lda + p) * *packed_b.add(p * n + j) };
+    let kernel = selected_kernel();
+    // SAFETY: the caller's contract is the one of `sgemm_with`; `kernel` runs on this CPU.
+    unsafe {
+        sgemm_with(
+            kernel,
+            m,
+            n,
+            k,
+            a,
+            lda,
+            packed_b,
+            c,
+            ldc,
+            accumulate != 0,
+            scratch,
+        )
+    }
+}
+
+/// [`arenac_sgemm`] with a given kernel.
+///
+/// # Safety
+/// That of [`arenac_sgemm`], and `kernel` comes from [`available_kernels`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm_with(
+    kernel: Kernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    packed_b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    scratch: *mut f32,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                // SAFETY: row i < m of C, n floats, writable by the contract.
+                unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) }.fill(0.0);
             }
-            // SAFETY: in bounds by the caller's contract above.
-            unsafe {
-                let dst = c.add(i * ldc + j);
-                *dst = if accumulate != 0 { *dst + acc } else { acc };
+        }
+        return;
+    }
+    let mr = kernel.mr;
+    let panels = n.div_ceil(NR);
+    // Balanced K blocks: as few as KC allows, of nearly equal size.
+    let kblocks = k.div_ceil(KC);
+    let kc_max = k.div_ceil(kblocks);
+    let mut pc = 0;
+    while pc < k {
+        let kc = kc_max.min(k - pc);
+        let acc = accumulate || pc > 0;
+        let mut ic = 0;
+        while ic < m {
+            let mc = MC.min(m - ic);
+            // SAFETY: rows ic..ic+mc, columns pc..pc+kc of A are readable by the contract;
+            // the packed block takes mc.div_ceil(mr) * mr * kc <= MC * KC floats of scratch
+            // (MC is a multiple of mr), which does not overlap A.
+            unsafe { pack_a(mr, mc, kc, a.add(ic * lda + pc), lda, scratch) };
+            let nip = mc.div_ceil(mr);
+            let mut jp = 0;
+            while jp < panels {
+                // Two panels at once when the kernel has a wide form and two remain.
+                let (run, np) = match kernel.wide {
+                    Some(wide) if jp + 1 < panels => (wide, 2),
+                    _ => (kernel.run, 1),
+                };
+                let width = np * NR;
+                let j0 = jp * NR;
+                let w = width.min(n - j0);
+                // SAFETY: panel jp (and jp + 1 when np = 2), rows pc..pc+kc, lie within
+                // packed_b_len(k, n) floats.
+                let bp = unsafe { packed_b.add(jp * k * NR + pc * NR) };
+                let bstride = k * NR;
+                // Prefetch the next B panel(s) (same K rows) while these are in use, a share
+                // of their kc lines per micro-kernel call (a hint: past the end it is harmless).
+                let pf_lines = kc.div_ceil(nip);
+                let pf_base = bp.wrapping_add(np * bstride);
+                for ip in 0..nip {
+                    let pf = pf_base.wrapping_add(ip * pf_lines * NR);
+                    let i0 = ic + ip * mr;
+                    let h = mr.min(m - i0);
+                    // SAFETY: micro-panel ip of the block packed above (kc * mr floats).
+                    let ap = unsafe { scratch.add(ip * kc * mr) };
+                    if h == mr && w == width {
+                        // SAFETY: full tile: rows i0..i0+mr <= m, columns j0..j0+width <= n of
+                        // C, readable and writable by the contract; the panels hold kc steps;
+                        // the kernel runs on this CPU (caller's contract).
+                        unsafe {
+                            run(
+                                kc,
+                                ap,
+                                bp,
+                                bstride,
+                                c.add(i0 * ldc + j0),
+                                ldc,
+                                acc,
+                                pf,
+                                pf_lines,
+                            )
+                        };
+                    } else {
+                        let mut tile = [0.0f32; MAX_MR * 2 * NR];
+                        // SAFETY: `tile` holds mr <= MAX_MR rows of width <= 2 NR floats at
+                        // stride width; the panels hold kc steps; the kernel runs on this CPU.
+                        unsafe {
+                            run(
+                                kc,
+                                ap,
+                                bp,
+                                bstride,
+                                tile.as_mut_ptr(),
+                                width,
+                                false,
+                                pf,
+                                pf_lines,
+                            )
+                        };
+                        for (r, trow) in tile.chunks_exact(width).take(h).enumerate() {
+                            // SAFETY: row i0 + r < m, columns j0..j0+w <= n of C: valid by the
+                            // contract, and C overlaps nothing else in use.
+                            let dst = unsafe {
+                                std::slice::from_raw_parts_mut(c.add((i0 + r) * ldc + j0), w)
+                            };
+                            if acc {
+                                for (d, &x) in dst.iter_mut().zip(trow) {
+                                    *d += x;
+                                }
+                            } else {
+                                dst.copy_from_slice(&trow[..w]);
+                            }
+                        }
+                    }
+                }
+                jp += np;
+            }
+            ic += mc;
+        }
+        pc += kc;
+    }
+}
+
+/// Packs `mc x kc` of A (at `a`, row stride `lda`) into `mr`-row micro-panels at `dst`: panel
+/// `ip` at `ip * kc * mr`, element (row ii, column p) at `p * mr + ii`, rows past `mc` zero.
+///
+/// # Safety
+/// `a` readable for `mc` rows of `kc` floats at stride `lda`; `dst` writable for
+/// `mc.div_ceil(mr) * mr * kc` floats, not overlapping A.
+unsafe fn pack_a(mr: usize, mc: usize, kc: usize, a: *const f32, lda: usize, dst: *mut f32) {
+    for ip in 0..mc.div_ceil(mr) {
+        // SAFETY: panel ip of the destination, writable by the contract, disjoint from A.
+        let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(ip * kc * mr), kc * mr) };
+        for ii in 0..mr {
+            let r = ip * mr + ii;
+            if r < mc {
+                // SAFETY: row r < mc of A, kc floats, readable by the contract.
+                let src = unsafe { std::slice::from_raw_parts(a.add(r * lda), kc) };
+                for (x, &v) in panel[ii..].iter_mut().step_by(mr).zip(src) {
+                    *x = v;
+                }
+            } else {
+                for x in panel[ii..].iter_mut().step_by(mr) {
+                    *x = 0.0;
+                }
             }
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod differential;
 
     #[test]
     fn small_product() {

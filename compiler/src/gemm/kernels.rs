@@ -1,0 +1,277 @@
+//! Micro-kernels: `MR x NR` tiles of `C (+)= A_panel * B_panel` over `kc` steps.
+//!
+//! Every kernel has the same shape of arguments ([`KernelFn`]):
+//! - `a`: a packed A micro-panel, `kc` groups of `MR` floats (column `p` of the `MR` rows);
+//! - `b`: a packed B micro-panel, `kc` rows of [`NR`] floats; wide kernels (`MR x 2NR`) also
+//!   read the next panel, at `b + bstride` (ignored by the others);
+//! - `c`: a full `MR x NR` tile at row stride `ldc`, read (when `accumulate`) and written;
+//! - `pf`, `pf_lines`: a hint: the kernel may prefetch the `pf_lines` cache lines (of `NR`
+//!   floats) from `pf` on (the next B panel; wide kernels also from `pf + bstride`), spread over
+//!   its steps; `pf` need not be valid.
+//!
+//! The driver sends edge tiles to a stack buffer, so kernels always handle full tiles.
+
+use super::NR;
+
+/// `unsafe fn(kc, a, b, bstride, c, ldc, accumulate, pf, pf_lines)`; see the module
+/// documentation.
+pub(crate) type KernelFn =
+    unsafe fn(usize, *const f32, *const f32, usize, *mut f32, usize, bool, *const f32, usize);
+
+/// Rows of the portable kernel.
+pub(crate) const SCALAR_MR: usize = 4;
+
+/// Portable kernel (`4 x 16`), written so that LLVM vectorizes it with the baseline ISA.
+///
+/// # Safety
+/// `a` readable for `kc * 4` floats, `b` for `kc * NR` floats, `c` readable and writable for
+/// 4 rows of `NR` floats at row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn kernel_scalar(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    _bstride: usize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    _pf: *const f32,
+    _pf_lines: usize,
+) {
+    const MR: usize = SCALAR_MR;
+    let mut acc = [[0.0f32; NR]; MR];
+    // SAFETY: the caller guarantees `a` holds kc * MR floats and `b` kc * NR floats.
+    let (a, b) = unsafe {
+        (
+            core::slice::from_raw_parts(a, kc * MR),
+            core::slice::from_raw_parts(b, kc * NR),
+        )
+    };
+    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        for (row, &av) in acc.iter_mut().zip(ap) {
+            for (x, &bv) in row.iter_mut().zip(bp) {
+                *x += av * bv;
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: row i < MR of the tile, NR floats, valid by the caller's contract; C does
+        // not overlap the packed panels (which are only read, through slices made above).
+        let dst = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), NR) };
+        if accumulate {
+            for (d, &x) in dst.iter_mut().zip(row) {
+                *d += x;
+            }
+        } else {
+            dst.copy_from_slice(row);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use super::NR;
+    use core::arch::x86_64::*;
+
+    /// Rows of the AVX2 kernel: 6 rows x 2 ymm = 12 accumulators, 2 B loads, 6 broadcasts.
+    pub(crate) const AVX2_MR: usize = 6;
+
+    /// AVX2 + FMA kernel, `6 x 16`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `a` readable for `kc * 6` floats, `b` for `kc * 16`, `c`
+    /// readable and writable for 6 rows of 16 floats at row stride `ldc`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn kernel_avx2(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        _bstride: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = AVX2_MR;
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        let mut a = a;
+        let mut b = b;
+        let mut pf = pf;
+        let pf_steps = pf_lines.min(kc);
+        let mut step = |a: *const f32, b: *const f32| {
+            // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
+            // within the panels the caller guarantees; unaligned loads need no alignment.
+            unsafe {
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = _mm256_loadu_ps(b.add(8));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*a.add(i));
+                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
+                }
+            }
+        };
+        for _ in 0..pf_steps {
+            // A prefetch never faults, whatever the address (hence wrapping arithmetic).
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
+            pf = pf.wrapping_add(NR);
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for _ in pf_steps..kc {
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the
+            // caller's contract.
+            unsafe {
+                let p = c.add(i * ldc);
+                let (mut r0, mut r1) = (row[0], row[1]);
+                if accumulate {
+                    r0 = _mm256_add_ps(r0, _mm256_loadu_ps(p));
+                    r1 = _mm256_add_ps(r1, _mm256_loadu_ps(p.add(8)));
+                }
+                _mm256_storeu_ps(p, r0);
+                _mm256_storeu_ps(p.add(8), r1);
+            }
+        }
+    }
+
+    /// Rows of the AVX-512 kernels: `12 x 16` (12 zmm accumulators) for a last odd panel, and
+    /// `12 x 32` over two panels (24 accumulators, 2 B loads and 12 broadcasts per 24 FMAs).
+    pub(crate) const AVX512_MR: usize = 12;
+
+    /// AVX-512F kernel, `12 x 16`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, `b` for `kc * 16`, `c`
+    /// readable and writable for 12 rows of 16 floats at row stride `ldc`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn kernel_avx512(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        _bstride: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = AVX512_MR;
+        let mut acc = [_mm512_setzero_ps(); MR];
+        let mut a = a;
+        let mut b = b;
+        let mut pf = pf;
+        let pf_steps = pf_lines.min(kc);
+        let mut step = |a: *const f32, b: *const f32| {
+            // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
+            // within the panels the caller guarantees; unaligned loads need no alignment.
+            unsafe {
+                let bv = _mm512_loadu_ps(b);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    *row = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(i)), bv, *row);
+                }
+            }
+        };
+        for _ in 0..pf_steps {
+            // A prefetch never faults, whatever the address (hence wrapping arithmetic).
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
+            pf = pf.wrapping_add(NR);
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for _ in pf_steps..kc {
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for (i, &row) in acc.iter().enumerate() {
+            // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the
+            // caller's contract.
+            unsafe {
+                let p = c.add(i * ldc);
+                let r = if accumulate {
+                    _mm512_add_ps(row, _mm512_loadu_ps(p))
+                } else {
+                    row
+                };
+                _mm512_storeu_ps(p, r);
+            }
+        }
+    }
+
+    /// AVX-512F wide kernel, `12 x 32`, over the panels at `b` and `b + bstride`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, `b` and `b + bstride` for
+    /// `kc * 16` each, `c` readable and writable for 12 rows of 32 floats at row stride `ldc`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn kernel_avx512_wide(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        bstride: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = AVX512_MR;
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        let mut a = a;
+        let mut b = b;
+        let mut pf = pf;
+        let pf_steps = pf_lines.min(kc);
+        let mut step = |a: *const f32, b: *const f32| {
+            // SAFETY: each step reads NR floats at `b` and at `b + bstride` and MR floats of
+            // `a`, kc steps in all, within the panels the caller guarantees; unaligned loads.
+            unsafe {
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(bstride));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a.add(i));
+                    row[0] = _mm512_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm512_fmadd_ps(av, b1, row[1]);
+                }
+            }
+        };
+        for _ in 0..pf_steps {
+            // A prefetch never faults, whatever the address (hence wrapping arithmetic).
+            _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(bstride).cast::<i8>());
+            pf = pf.wrapping_add(NR);
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for _ in pf_steps..kc {
+            step(a, b);
+            a = a.wrapping_add(MR);
+            b = b.wrapping_add(NR);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row i < MR of the C tile, 32 floats, readable and writable by the
+            // caller's contract.
+            unsafe {
+                let p = c.add(i * ldc);
+                let (mut r0, mut r1) = (row[0], row[1]);
+                if accumulate {
+                    r0 = _mm512_add_ps(r0, _mm512_loadu_ps(p));
+                    r1 = _mm512_add_ps(r1, _mm512_loadu_ps(p.add(NR)));
+                }
+                _mm512_storeu_ps(p, r0);
+                _mm512_storeu_ps(p.add(NR), r1);
+            }
+        }
+    }
+}
