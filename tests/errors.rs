@@ -366,11 +366,13 @@ fn input_shapes_bind_and_mismatch() {
     assert!(ok.warnings[0].contains("'N'"), "{:?}", ok.warnings);
     let opts = ImportOptions {
         shapes: vec![("x".into(), vec![5, 4])],
+        ..Default::default()
     };
     let e = import_model(&m, None, &opts).unwrap_err();
     assert!(e.to_string().contains("[N,3]"), "{e}");
     let opts = ImportOptions {
         shapes: vec![("N".into(), vec![5])],
+        ..Default::default()
     };
     let g = import_model(&m, None, &opts).unwrap().graph;
     assert_eq!(g.value(g.outputs[0]).ty.shape, vec![5, 3]);

@@ -134,6 +134,7 @@ pub fn render_import(
 ) -> Result<Outcome, String> {
     let opts = ImportOptions {
         shapes: shapes.to_vec(),
+        ..Default::default()
     };
     match import_model(model, None, &opts) {
         Ok(imported) => {
@@ -177,6 +178,7 @@ pub fn render_plan(fx: &Fixture) -> Result<String, String> {
     let model = parse_model_text(&src).map_err(|e| e.to_string())?;
     let opts = ImportOptions {
         shapes: header_shapes(&src),
+        ..Default::default()
     };
     let g = import_model(&model, None, &opts)
         .map_err(|e| e.to_string())?
@@ -206,7 +208,12 @@ pub fn fuzz_import_bytes(data: &[u8]) {
     let Ok(model) = decode_model(data.to_vec().into()) else {
         return;
     };
-    let Ok(imported) = import_model(&model, None, &ImportOptions::default()) else {
+    // Folding is capped low so that fuzzing exercises logic, not the machine's memory.
+    let opts = ImportOptions {
+        max_fold_bytes: 64 << 20,
+        ..ImportOptions::default()
+    };
+    let Ok(imported) = import_model(&model, None, &opts) else {
         return;
     };
     if let Err(e) = verify(&imported.graph) {

@@ -106,6 +106,7 @@ fn digits_imports_with_bound_batch() {
     let path = digits_dir().join("digits.onnx");
     let opts = ImportOptions {
         shapes: vec![("N".into(), vec![100])],
+        ..Default::default()
     };
     let check = check_model(&path, &opts, python().as_deref()).expect("digits.onnx");
     let g = &check.imported.graph;
@@ -253,6 +254,7 @@ fn digits_reference_eval_matches_onnxruntime() {
 
     let opts = ImportOptions {
         shapes: vec![("N".into(), vec![100])],
+        ..Default::default()
     };
     let imported = import_file(&dir.join("digits.onnx"), &opts).expect("imports");
     let outputs = eval_graph(&imported.graph, &[samples]).expect("reference evaluation");
@@ -375,7 +377,10 @@ fn model_dir() {
                 .collect()
         })
         .unwrap_or_default();
-    let opts = ImportOptions { shapes };
+    let opts = ImportOptions {
+        shapes,
+        ..Default::default()
+    };
     let python = python();
     let eval = env_var("ARENAC_MODEL_EVAL").is_some();
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -478,6 +483,7 @@ fn digits_eval_vs_onnxruntime_script() {
     let path = digits_dir().join("digits.onnx");
     let opts = ImportOptions {
         shapes: vec![("N".into(), vec![3])],
+        ..Default::default()
     };
     let imported = import_file(&path, &opts).expect("imports");
     let d = eval_vs_onnxruntime(&py, &path, &imported.graph).expect("agrees with onnxruntime");

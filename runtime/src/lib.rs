@@ -185,6 +185,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
     };
     let import_opts = ImportOptions {
         shapes: opts.shapes.clone(),
+        ..Default::default()
     };
     let imported = import_model(&proto, Some(dir), &import_opts)?;
     if cfg!(debug_assertions)

@@ -334,7 +334,15 @@ fn what_fits(
             shapes.push((name.clone(), dims));
         }
         shapes.push((symbol.clone(), vec![k]));
-        let imported = import_model(model, dir, &ImportOptions { shapes }).ok()?;
+        let imported = import_model(
+            model,
+            dir,
+            &ImportOptions {
+                shapes,
+                ..Default::default()
+            },
+        )
+        .ok()?;
         plan_arena(&imported.graph, plan_opts)
             .ok()
             .map(|p| p.total_bytes())

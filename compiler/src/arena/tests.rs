@@ -27,9 +27,16 @@ fn import(m: &ModelProto, shapes: &[(&str, usize)]) -> Graph {
         .iter()
         .map(|(n, k)| (n.to_string(), vec![*k]))
         .collect();
-    import_model(m, None, &ImportOptions { shapes })
-        .expect("imports")
-        .graph
+    import_model(
+        m,
+        None,
+        &ImportOptions {
+            shapes,
+            ..Default::default()
+        },
+    )
+    .expect("imports")
+    .graph
 }
 
 #[test]
@@ -131,6 +138,7 @@ fn budget_finds_the_largest_batch() {
     let opts = PlanOptions::default();
     let import_opts = ImportOptions {
         shapes: vec![("x".into(), vec![64, 256])],
+        ..Default::default()
     };
     let g = import_model(&m, None, &import_opts).unwrap().graph;
     let p = plan_arena(&g, &opts).unwrap();

@@ -28,15 +28,28 @@ use inputs::{DeclaredInput, bind_inputs, declared_inputs};
 use tensor_proto::{ExternalData, map_file, tensor_from_proto};
 
 /// Options for [`import_model`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ImportOptions {
     /// User-given shapes: `(input name or symbolic dim, dims)`.
     pub shapes: Vec<(String, Vec<usize>)>,
+    /// Most bytes of constants folding may produce in one import, all nodes together
+    /// (default [`MAX_FOLD_BYTES`]). The reference evaluation briefly needs up to about three
+    /// times a node's output (it computes in f64), so this also bounds import-time memory.
+    pub max_fold_bytes: usize,
 }
 
-/// Largest total output a single node may fold into constants (2 GiB): beyond it, folding
-/// would materialize more than any sane model's weights, so the node is an error instead of
-/// an allocation that could abort the process.
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            shapes: Vec::new(),
+            max_fold_bytes: MAX_FOLD_BYTES,
+        }
+    }
+}
+
+/// Default cap on the constants folding may produce in one import (2 GiB, all nodes
+/// together): beyond it a model is an error instead of an allocation that could abort the
+/// process. VGG-19's ConstantOfShape weights, the largest folded set seen, are 548 MiB.
 pub const MAX_FOLD_BYTES: usize = 2 << 30;
 
 /// The result of an import.
@@ -110,6 +123,7 @@ pub fn import_model(
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
     let mut external = dir.map(ExternalData::new);
     let mut importer = Importer::new(gp, opset);
+    importer.max_fold_bytes = opts.max_fold_bytes;
     importer.domain_opsets = model
         .opset_import
         .iter()
@@ -136,6 +150,9 @@ struct Importer {
     read_names: BTreeSet<String>,
     /// The model's opset per domain, for messages about foreign-domain ops.
     domain_opsets: HashMap<String, i64>,
+    /// Bytes of constants produced by folding so far, and the cap.
+    folded_bytes: usize,
+    max_fold_bytes: usize,
 }
 
 impl Importer {
@@ -151,6 +168,8 @@ impl Importer {
                 .chain(gp.output.iter().map(|o| o.name().to_string()))
                 .collect(),
             domain_opsets: HashMap::new(),
+            folded_bytes: 0,
+            max_fold_bytes: MAX_FOLD_BYTES,
         }
     }
 
@@ -330,13 +349,20 @@ impl Importer {
             .collect();
         let folded = match (op.fold_from_types(&in_types), consts) {
             (Some(values), _) => Some(values),
-            (None, Some(_)) if out_bytes > MAX_FOLD_BYTES => {
+            (None, Some(_))
+                if self.folded_bytes.saturating_add(out_bytes) > self.max_fold_bytes =>
+            {
                 return Err(node_err(OpError::Overflow(format!(
-                    "folding this node would materialize {out_bytes} bytes of constants \
-                     (limit {MAX_FOLD_BYTES})"
+                    "folding this node would bring the constants computed at compile time to \
+                     {} bytes (limit {})",
+                    self.folded_bytes.saturating_add(out_bytes),
+                    self.max_fold_bytes
                 ))));
             }
-            (None, Some(consts)) => Some(op.eval(&consts).map_err(node_err)?),
+            (None, Some(consts)) => {
+                self.folded_bytes += out_bytes;
+                Some(op.eval(&consts).map_err(node_err)?)
+            }
             (None, None) => None,
         };
         let by = format!("node '{label}'");
