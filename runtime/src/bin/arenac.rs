@@ -284,8 +284,7 @@ fn run_model(
     // Positional inputs take the graph's input names in order.
     if given.iter().any(|g| g.name.is_none()) {
         let names = graph_input_names(model)?;
-        let mut k = 0;
-        for g in given.iter_mut().filter(|g| g.name.is_none()) {
+        for (k, g) in given.iter_mut().filter(|g| g.name.is_none()).enumerate() {
             let name = names.get(k).ok_or_else(|| {
                 anyhow!(
                     "--input {}: the model has only {} input(s) ({}), this is input #{}",
@@ -296,7 +295,6 @@ fn run_model(
                 )
             })?;
             g.name = Some(name.clone());
-            k += 1;
         }
     }
     let name_of = |g: &GivenInput| g.name.clone().unwrap_or_default();

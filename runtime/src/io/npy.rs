@@ -261,7 +261,8 @@ pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
         _ => format!("({})", dims.join(", ")),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    let v1 = 10 + header.len() + 1 <= u16::MAX as usize;
+    // Padding adds at most 64 bytes; the 1.0 header length is a u16.
+    let v1 = header.len() + 64 < u16::MAX as usize;
     let prefix = if v1 { 10 } else { 12 };
     while !(prefix + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
