@@ -390,7 +390,12 @@ fn run_model(
         let first = outputs
             .get(0)
             .ok_or_else(|| anyhow!("--labels: the model has no output"))?;
-        let rows = first.shape().first().copied().unwrap_or(1);
+        // One row per leading index; a scalar or a single vector of scores is one row.
+        let rows = match first.shape() {
+            [] => 1,
+            [_] if labels.len() == 1 => 1,
+            [n, ..] => *n,
+        };
         if labels.len() != rows {
             bail!(
                 "--labels: {} labels for the {rows} rows of output '{}' {}",
