@@ -1,22 +1,41 @@
 //! arenac: an ONNX graph compiler for CPUs whose heart is static memory planning.
 //!
-//! This crate is the library face and the `arenac` CLI. Today it compiles a model into a
-//! typed, statically shaped, constant-folded graph, plans its one fixed arena (checked against
-//! a memory limit at compile time) and reports what it holds; kernels and the runtime land on
-//! top of the same [`Model`].
+//! This crate is the library face and the `arenac` CLI. It compiles a model into a typed,
+//! statically shaped, constant-folded graph, plans its one fixed arena (checked against a
+//! memory limit at compile time) and JIT-compiles it ([`compile_file`] → [`Model`]); a
+//! [`Session`] owns one arena, allocated once, and runs the model in it without any heap
+//! allocation ([`Session::run`] → [`Outputs`], views of the results).
 //!
 //! ```no_run
-//! use arenac::{CompileOptions, compile_file};
+//! use arenac::{CompileOptions, Session, TensorRef, compile_file};
+//! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
 //!
-//! let opts = CompileOptions::default().with_shape("pixels", vec![8, 64]);
+//! // Bind the batch dim N to 1 and compile (import, fold, plan the arena, generate code).
+//! let opts = CompileOptions::default().with_shape("N", vec![1]);
 //! let model = compile_file("models/digits/digits.onnx".as_ref(), &opts)?;
-//! println!("{} nodes, {} weight bytes", model.summary().nodes, model.summary().weights_bytes);
-//! # Ok::<(), arenac::Error>(())
+//! let mut session = Session::new(&model)?;
+//!
+//! // One 8x8 image, 64 floats in [0, 1]: the first of the shipped samples.
+//! let samples = arenac::io::npy::read_npy("models/digits/samples.npy".as_ref())?;
+//! let pixels = &samples.view().to_f32_vec()[..64];
+//!
+//! let outputs = session.run(&[("pixels", TensorRef::from_slice(&[1, 64], pixels)?)])?;
+//! let probs = outputs.by_name("probs").expect("the model's output").to_f32_vec();
+//! assert_eq!(probs.len(), 10);
+//! let digit = (0..10).max_by(|&a, &b| probs[a].total_cmp(&probs[b])).unwrap();
+//! println!("predicted digit: {digit} (p = {:.3})", probs[digit]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![deny(missing_docs)]
 
 use std::path::Path;
+use std::sync::Arc;
+
+pub mod io;
+pub mod session;
+
+pub use session::{Element, Outputs, RunError, Session, TensorRef};
 
 use arenac_compiler::arena::budget::{default_budget, enforce};
 use arenac_compiler::arena::report::build_report;
@@ -29,11 +48,13 @@ pub use arenac_compiler::Error;
 pub use arenac_compiler::arena::ArenaPlan;
 pub use arenac_compiler::arena::budget::{BudgetExceeded, Fit, MemoryLimit};
 pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
+pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
+pub use arenac_compiler::ir::types::{DType, TensorType};
 
 /// Options for [`compile_file`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Shapes to bind: `(graph input or symbolic dim name, dims)`.
     pub shapes: Vec<(String, Vec<usize>)>,
@@ -42,6 +63,21 @@ pub struct CompileOptions {
     pub memory_limit: Option<MemoryLimitSpec>,
     /// Run nodes in the file's order instead of the memory-aware schedule.
     pub keep_file_order: bool,
+    /// Generate code (default `true`): needed for a [`Session`]. Off, compiling stops after
+    /// planning, so models whose ops have no kernel yet can still be inspected and planned
+    /// (`arenac compile` and `arenac plan` turn it off).
+    pub codegen: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            shapes: Vec::new(),
+            memory_limit: None,
+            keep_file_order: false,
+            codegen: true,
+        }
+    }
 }
 
 /// A memory limit and the text it was parsed from (for messages).
@@ -78,6 +114,12 @@ impl CompileOptions {
         Ok(self)
     }
 
+    /// Turns code generation off (see [`CompileOptions::codegen`]).
+    pub fn without_codegen(mut self) -> Self {
+        self.codegen = false;
+        self
+    }
+
     /// The planner's options.
     pub fn plan_options(&self) -> PlanOptions {
         PlanOptions {
@@ -87,11 +129,13 @@ impl CompileOptions {
     }
 }
 
-/// A compiled model: the typed graph and what the compiler had to say about it.
+/// A compiled model: the typed graph, its arena plan, the generated program (unless
+/// [`CompileOptions::codegen`] was off) and what the compiler had to say about it.
 #[derive(Debug)]
 pub struct Model {
     graph: Graph,
     plan: ArenaPlan,
+    executable: Option<Arc<Executable>>,
     warnings: Vec<String>,
 }
 
@@ -129,6 +173,17 @@ impl Model {
     /// The deterministic text form of the graph.
     pub fn print_ir(&self) -> String {
         print_graph(&self.graph)
+    }
+
+    /// The generated program, shared by the sessions created from this model (`None` when
+    /// compiled with [`CompileOptions::codegen`] off).
+    pub fn executable(&self) -> Option<&Arc<Executable>> {
+        self.executable.as_ref()
+    }
+
+    /// Creates a [`Session`] (one arena, allocated now) to run this model.
+    pub fn session(&self) -> Result<Session, RunError> {
+        Session::new(self)
     }
 
     /// The verified arena plan.
@@ -170,7 +225,9 @@ impl Model {
 
 /// Loads an `.onnx` file (external data relative to its folder), binds shapes, infers every
 /// value's type, folds constants and plans the arena. Fails with [`Error::MemoryBudget`] when
-/// arena + weights exceed the memory limit (by default the machine's physical RAM).
+/// arena + weights exceed the memory limit (by default the machine's physical RAM). Then,
+/// unless [`CompileOptions::codegen`] is off, generates the program; an op without a kernel
+/// fails with [`Error::Node`] naming the node and op.
 pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> {
     let budget = match &opts.memory_limit {
         Some(spec) => Some(spec.limit.resolve(&spec.text)?),
@@ -208,9 +265,18 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
             budget,
         )?;
     }
+    let executable = if opts.codegen {
+        Some(Arc::new(arenac_compiler::codegen::compile(
+            &imported.graph,
+            &plan,
+        )?))
+    } else {
+        None
+    };
     Ok(Model {
         graph: imported.graph,
         plan,
+        executable,
         warnings: imported.warnings,
     })
 }

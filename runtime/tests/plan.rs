@@ -129,7 +129,7 @@ fn text_report_and_svg() {
         &path,
         &CompileOptions {
             keep_file_order: true,
-            ..CompileOptions::default()
+            ..CompileOptions::default().without_codegen()
         }
         .with_shape("N", vec![4]),
     )
@@ -178,6 +178,7 @@ fn over_the_limit_names_the_peak_and_the_largest_batch() {
     let path = digits();
     let opts = |n: usize, limit: &str| {
         CompileOptions::default()
+            .without_codegen()
             .with_shape("N", vec![n])
             .with_memory_limit(limit)
             .unwrap()
@@ -238,7 +239,10 @@ fn over_the_limit_without_a_batch_dim_says_by_how_much() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.onnx");
     std::fs::write(&path, m.encode_to_vec()).unwrap();
-    let opts = CompileOptions::default().with_memory_limit("4KiB").unwrap();
+    let opts = CompileOptions::default()
+        .without_codegen()
+        .with_memory_limit("4KiB")
+        .unwrap();
     let err = compile_file(&path, &opts).unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -249,7 +253,10 @@ fn over_the_limit_without_a_batch_dim_says_by_how_much() {
         msg.contains("over the limit") && msg.contains("peak at step"),
         "{msg}"
     );
-    let ok = CompileOptions::default().with_memory_limit("1MiB").unwrap();
+    let ok = CompileOptions::default()
+        .without_codegen()
+        .with_memory_limit("1MiB")
+        .unwrap();
     let model = compile_file(&path, &ok).unwrap();
     assert!(model.summary().arena_bytes >= model.summary().arena_lower_bound_bytes);
 }

@@ -1,14 +1,19 @@
 //! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--memory-limit X]
 //! [--print-ir]`, `arenac plan MODEL [--shape ...] [--memory-limit X] [--keep-order] [--json]
-//! [--svg FILE]` and `arenac ops`.
+//! [--svg FILE]`, `arenac run MODEL [--shape ...] [--input NAME=FILE ...] [--output-dir DIR]
+//! [--repeat N] [--labels FILE]` and `arenac ops`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use arenac::{CompileOptions, compile_file, parse_shape_spec, supported_ops};
+use anyhow::{anyhow, bail};
+use arenac::io::{TensorBuf, npy, read_tensor_file};
+use arenac::{
+    CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
+};
 use arenac_compiler::ir::graph::ValueId;
 use clap::{Parser, Subcommand};
 
@@ -60,6 +65,34 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
+    /// Compile a model and run it: inputs from .npy / TensorProto .pb files (or seeded random
+    /// ones), outputs summarized and optionally written as .npy.
+    Run {
+        /// The .onnx file.
+        model: PathBuf,
+        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        #[arg(long = "shape", value_name = "NAME=DxD")]
+        shapes: Vec<String>,
+        /// An input from a .npy or TensorProto .pb file: NAME=FILE, or FILE alone for the
+        /// graph inputs in order. Its shape binds the model's symbolic dims. Repeatable.
+        /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Write each graph output to DIR/output_<i>.npy, in graph-output order.
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
+        /// Run N times and report the median time per run.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        repeat: u32,
+        /// Integer labels (.npy), one per row of the first output: prints the top-1 predicted
+        /// classes and the accuracy.
+        #[arg(long, value_name = "FILE")]
+        labels: Option<PathBuf>,
+        /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
+        #[arg(long, value_name = "X")]
+        memory_limit: Option<String>,
+    },
     /// List the supported ops with their opset ranges.
     Ops,
 }
@@ -80,7 +113,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs one command, appending what it prints to `out` (formatting into a String cannot fail).
-fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
+fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
     match cli.command {
         Command::Compile {
             model,
@@ -88,7 +121,7 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
             memory_limit,
             print_ir,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), false)?;
+            let opts = options(&shapes, memory_limit.as_deref(), false)?.without_codegen();
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -143,7 +176,7 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
             json,
             svg,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), keep_order)?;
+            let opts = options(&shapes, memory_limit.as_deref(), keep_order)?.without_codegen();
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -160,6 +193,26 @@ fn run(cli: Cli, out: &mut String) -> Result<(), arenac::Error> {
                 std::fs::write(&file, compiled.plan_svg())
                     .map_err(|source| arenac::Error::Io { path: file, source })?;
             }
+        }
+        Command::Run {
+            model,
+            shapes,
+            inputs,
+            output_dir,
+            repeat,
+            labels,
+            memory_limit,
+        } => {
+            let opts = options(&shapes, memory_limit.as_deref(), false)?;
+            run_model(
+                &model,
+                opts,
+                &inputs,
+                output_dir.as_deref(),
+                repeat,
+                labels.as_deref(),
+                out,
+            )?;
         }
         Command::Ops => {
             let ops = supported_ops();
@@ -190,6 +243,277 @@ fn options(
         opts = opts.with_memory_limit(limit)?;
     }
     Ok(opts)
+}
+
+/// One `--input` argument, read.
+struct GivenInput {
+    /// `NAME=` part; `None` for a positional input.
+    name: Option<String>,
+    file: PathBuf,
+    tensor: TensorBuf,
+}
+
+/// `arenac run`: read inputs, compile (their shapes bind the symbolic dims), run, report.
+fn run_model(
+    model: &Path,
+    mut opts: CompileOptions,
+    input_specs: &[String],
+    output_dir: Option<&Path>,
+    repeat: u32,
+    labels: Option<&Path>,
+    out: &mut String,
+) -> anyhow::Result<()> {
+    // Read every input (and the labels) before compiling: a bad file fails fast.
+    let mut given = Vec::new();
+    for spec in input_specs {
+        let (name, file) = match spec.split_once('=') {
+            Some((name, file)) if !name.is_empty() && !name.contains(['/', '\\']) => {
+                (Some(name.to_string()), file)
+            }
+            _ => (None, spec.as_str()),
+        };
+        if file.is_empty() {
+            bail!("--input {spec}: no file (expected NAME=FILE or FILE)");
+        }
+        let file = PathBuf::from(file);
+        let (tensor, _) = read_tensor_file(&file)?;
+        given.push(GivenInput { name, file, tensor });
+    }
+    let labels = labels.map(read_labels).transpose()?;
+
+    // Positional inputs take the graph's input names in order.
+    if given.iter().any(|g| g.name.is_none()) {
+        let names = graph_input_names(model)?;
+        for (k, g) in given.iter_mut().filter(|g| g.name.is_none()).enumerate() {
+            let name = names.get(k).ok_or_else(|| {
+                anyhow!(
+                    "--input {}: the model has only {} input(s) ({}), this is input #{}",
+                    g.file.display(),
+                    names.len(),
+                    names.join(", "),
+                    k + 1
+                )
+            })?;
+            g.name = Some(name.clone());
+        }
+    }
+    let name_of = |g: &GivenInput| g.name.clone().unwrap_or_default();
+    for (i, g) in given.iter().enumerate() {
+        if given[..i].iter().any(|h| name_of(h) == name_of(g)) {
+            bail!("input '{}' is given twice (--input)", name_of(g));
+        }
+        opts = opts.with_shape(name_of(g), g.tensor.shape().to_vec());
+    }
+
+    let start = Instant::now();
+    let compiled = compile_file(model, &opts)?;
+    let compile_time = start.elapsed();
+    for w in compiled.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let mut session = compiled.session()?;
+
+    let random: Vec<(String, TensorBuf)> = if given.is_empty() {
+        session
+            .inputs()
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (slot.name.clone(), random_input(slot, i as u64)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let named: Vec<(&str, TensorRef<'_>)> = if given.is_empty() {
+        random.iter().map(|(n, t)| (n.as_str(), t.view())).collect()
+    } else {
+        given
+            .iter()
+            .map(|g| (g.name.as_deref().unwrap_or(""), g.tensor.view()))
+            .collect()
+    };
+
+    let arena_bytes = session.arena_bytes();
+    let mut times = Vec::with_capacity(repeat as usize);
+    for _ in 1..repeat {
+        let t = Instant::now();
+        session.run(&named)?;
+        times.push(t.elapsed());
+    }
+    let t = Instant::now();
+    let outputs = session.run(&named)?;
+    times.push(t.elapsed());
+    times.sort();
+    let median = times[times.len() / 2];
+
+    let g = compiled.graph();
+    let _ = writeln!(out, "model:   {} (graph \"{}\")", model.display(), g.name);
+    for (name, t) in &named {
+        let source = given
+            .iter()
+            .find(|g| g.name.as_deref() == Some(name))
+            .map(|g| g.file.display().to_string())
+            .unwrap_or_else(|| "random, seeded".to_string());
+        let _ = writeln!(out, "input:   {name} {} ({source})", t.ty());
+    }
+    for (i, (name, t)) in outputs.iter().enumerate() {
+        let _ = writeln!(out, "output {i}: {name} {}", t.ty());
+    }
+    let _ = writeln!(
+        out,
+        "time per run: {} (median of {} run{})",
+        duration(median),
+        times.len(),
+        if times.len() == 1 { "" } else { "s" }
+    );
+    let s = compiled.summary();
+    let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
+    let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
+    let _ = writeln!(out, "compiled in {}", duration(compile_time));
+
+    if let Some(dir) = output_dir {
+        std::fs::create_dir_all(dir).map_err(|source| arenac::Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        for (i, (_, t)) in outputs.iter().enumerate() {
+            npy::write_npy(&dir.join(format!("output_{i}.npy")), t)?;
+        }
+        let _ = writeln!(
+            out,
+            "wrote {} output(s) to {}",
+            outputs.len(),
+            dir.display()
+        );
+    }
+
+    if let Some(labels) = labels {
+        let first = outputs
+            .get(0)
+            .ok_or_else(|| anyhow!("--labels: the model has no output"))?;
+        // One row per leading index; a scalar or a single vector of scores is one row.
+        let rows = match first.shape() {
+            [] => 1,
+            [_] if labels.len() == 1 => 1,
+            [n, ..] => *n,
+        };
+        if labels.len() != rows {
+            bail!(
+                "--labels: {} labels for the {rows} rows of output '{}' {}",
+                labels.len(),
+                outputs.names().next().unwrap_or_default(),
+                first.ty()
+            );
+        }
+        let classes = first.numel().checked_div(rows).unwrap_or(0);
+        let predicted: Vec<usize> = (0..rows)
+            .map(|r| {
+                (0..classes)
+                    .max_by(|&a, &b| {
+                        let v = |c: usize| first.get_f32(r * classes + c).unwrap_or(f32::NAN);
+                        v(a).total_cmp(&v(b)).then(b.cmp(&a))
+                    })
+                    .unwrap_or(0)
+            })
+            .collect();
+        let shown: Vec<String> = predicted.iter().take(20).map(usize::to_string).collect();
+        let more = if rows > 20 { " …" } else { "" };
+        let _ = writeln!(out, "predicted: {}{more}", shown.join(" "));
+        let correct = predicted
+            .iter()
+            .zip(&labels)
+            .filter(|&(&p, &l)| i64::try_from(p).ok() == Some(l))
+            .count();
+        let pct = if rows == 0 {
+            0.0
+        } else {
+            100.0 * correct as f64 / rows as f64
+        };
+        let _ = writeln!(out, "accuracy: {correct}/{rows} ({pct:.1}%)");
+    }
+    Ok(())
+}
+
+/// Reads `--labels`: an integer `.npy`, one label per row.
+fn read_labels(path: &Path) -> anyhow::Result<Vec<i64>> {
+    let t = npy::read_npy(path)?;
+    if !matches!(t.dtype(), DType::I64 | DType::I32 | DType::U8) {
+        bail!(
+            "{}: labels must be integers (int64, int32 or uint8), not {}",
+            path.display(),
+            t.dtype()
+        );
+    }
+    let v = t.view();
+    Ok((0..v.numel())
+        .map(|i| v.get_f32(i).map_or(0, |x| x as i64))
+        .collect())
+}
+
+/// The graph's input names (initializers excluded), in order, read from the file.
+fn graph_input_names(model: &Path) -> anyhow::Result<Vec<String>> {
+    let proto = arenac_compiler::import::load_model_file(model)?;
+    let graph = proto
+        .graph
+        .as_ref()
+        .ok_or_else(|| anyhow!("{}: the model has no graph", model.display()))?;
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    Ok(graph
+        .input
+        .iter()
+        .map(|v| v.name().to_string())
+        .filter(|n| !inits.contains(n.as_str()))
+        .collect())
+}
+
+/// A seeded random tensor for `slot`: floats uniform in [-1, 1), integers and bools zero.
+fn random_input(slot: &IoSlot, stream: u64) -> TensorBuf {
+    let n = slot.ty.numel().unwrap_or(0);
+    let mut state = 0x5EED_0000_0000_0000_u64 ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut next = || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut unit = || (next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    let data: Vec<u8> = match slot.ty.dtype {
+        DType::F32 => (0..n)
+            .flat_map(|_| ((unit() as f32).clamp(-1.0, 0.999_999_94)).to_le_bytes())
+            .collect(),
+        DType::F64 => (0..n).flat_map(|_| unit().to_le_bytes()).collect(),
+        DType::F16 => (0..n)
+            .flat_map(|_| {
+                half::f16::from_f64(unit())
+                    .min(half::f16::from_f64(0.999))
+                    .to_le_bytes()
+            })
+            .collect(),
+        DType::BF16 => (0..n)
+            .flat_map(|_| {
+                half::bf16::from_f64(unit())
+                    .min(half::bf16::from_f64(0.99))
+                    .to_le_bytes()
+            })
+            .collect(),
+        d => vec![0; n * d.size()],
+    };
+    TensorBuf::new(slot.ty.dtype, slot.ty.shape.clone(), data)
+        .expect("random data has the slot's size")
+}
+
+/// `0.123 ms` / `12.3 ms` / `1.234 s`.
+fn duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 {
+        format!("{ms:.3} ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.2} ms")
+    } else {
+        format!("{:.3} s", ms / 1e3)
+    }
 }
 
 /// `12,345,678 bytes (11.8 MiB)`.

@@ -1,0 +1,47 @@
+//! ONNX `TensorProto` files (`.pb`, as in the ONNX test data folders), decoded with
+//! `arenac-proto` and converted by the compiler's own `tensor_from_proto` (raw data or typed
+//! fields; external data is refused).
+
+use std::path::Path;
+
+use arenac_compiler::import::tensor_proto::tensor_from_proto;
+use arenac_proto::{Message, TensorProto};
+
+use super::{IoError, TensorBuf};
+
+/// Reads a `TensorProto` file: the tensor and its stored name (`None` when empty).
+pub fn read_pb(path: &Path) -> Result<(TensorBuf, Option<String>), IoError> {
+    let bytes = std::fs::read(path).map_err(|source| IoError::Io {
+        what: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode_pb(&bytes).map_err(|reason| IoError::Format {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// Decodes the bytes of a `TensorProto`; the error is a one-line reason.
+pub fn decode_pb(bytes: &[u8]) -> Result<(TensorBuf, Option<String>), String> {
+    let proto = TensorProto::decode(bytes).map_err(|e| {
+        format!("not a valid ONNX TensorProto ({e}); use .npy or a TensorProto .pb")
+    })?;
+    let t = tensor_from_proto(&proto, None).map_err(|e| e.to_string())?;
+    let name = Some(proto.name().to_string()).filter(|n| !n.is_empty());
+    let buf = TensorBuf::new(t.dtype(), t.shape().to_vec(), t.bytes().to_vec())
+        .map_err(|e| e.to_string())?;
+    Ok((buf, name))
+}
+
+/// Encodes a tensor as a `TensorProto` with raw data (for tests and tools).
+pub fn encode_pb(name: &str, t: &TensorBuf) -> Vec<u8> {
+    let proto = TensorProto {
+        name: Some(name.to_string()),
+        data_type: Some(t.dtype().to_onnx()),
+        dims: t.shape().iter().map(|&d| d as i64).collect(),
+        raw_data: Some(t.bytes().to_vec().into()),
+        ..TensorProto::default()
+    };
+    proto.encode_to_vec()
+}

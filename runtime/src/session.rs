@@ -1,0 +1,515 @@
+//! Running a compiled model: a [`Session`] owns one aligned arena, allocated once when it is
+//! created, and [`Session::run`] copies the inputs into their slots, runs the JIT program and
+//! hands back views of the outputs, without a single heap allocation.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
+use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
+
+use crate::Model;
+
+/// A borrowed view of a tensor: dtype, shape and its little-endian, C-order bytes.
+///
+/// The bytes need no particular alignment; [`TensorRef::as_f32`] gives a typed slice when they
+/// happen to be aligned (outputs always are).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorRef<'a> {
+    dtype: DType,
+    shape: &'a [usize],
+    data: &'a [u8],
+}
+
+/// Element types a [`TensorRef`] can be built from as a typed slice.
+pub trait Element: Copy + sealed::Sealed {
+    /// The dtype of this element type.
+    const DTYPE: DType;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+        }
+    )*};
+}
+element!(f32 => F32, f64 => F64, i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8,
+    u16 => U16, u32 => U32, u64 => U64, bool => Bool);
+
+impl<'a> TensorRef<'a> {
+    /// A view over raw little-endian bytes. Fails when `data` does not hold exactly the
+    /// elements of `shape`.
+    pub fn from_bytes(
+        dtype: DType,
+        shape: &'a [usize],
+        data: &'a [u8],
+    ) -> Result<TensorRef<'a>, RunError> {
+        let expected = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size()));
+        if expected != Some(data.len()) {
+            return Err(RunError::DataLength {
+                dtype,
+                shape: shape.to_vec(),
+                expected,
+                actual: data.len(),
+            });
+        }
+        Ok(TensorRef { dtype, shape, data })
+    }
+
+    /// A view over a typed slice (`f32`, `i64`, `bool`...). Fails when `values` does not hold
+    /// exactly the elements of `shape`.
+    pub fn from_slice<T: Element>(
+        shape: &'a [usize],
+        values: &'a [T],
+    ) -> Result<TensorRef<'a>, RunError> {
+        // SAFETY: every `Element` type is a plain scalar without padding (bool is one byte,
+        // 0 or 1), so its memory is `size_of_val(values)` initialized bytes, borrowed for 'a.
+        let data = unsafe {
+            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values))
+        };
+        TensorRef::from_bytes(T::DTYPE, shape, data)
+    }
+
+    /// A view whose length the caller has already checked.
+    pub(crate) fn new_unchecked(dtype: DType, shape: &'a [usize], data: &'a [u8]) -> Self {
+        debug_assert_eq!(
+            checked_numel(shape).map(|n| n * dtype.size()),
+            Some(data.len())
+        );
+        TensorRef { dtype, shape, data }
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Static shape.
+    pub fn shape(&self) -> &'a [usize] {
+        self.shape
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// The raw little-endian bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// The data as `&[f32]`: `None` unless the dtype is f32 and the bytes are 4-aligned
+    /// (outputs of a session always are).
+    pub fn as_f32(&self) -> Option<&'a [f32]> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        // SAFETY: every bit pattern is a valid f32; `align_to` only puts correctly aligned,
+        // whole elements in the middle slice.
+        let (head, mid, tail) = unsafe { self.data.align_to::<f32>() };
+        (head.is_empty() && tail.is_empty()).then_some(mid)
+    }
+
+    /// Element `i` converted to `f32` (floats rounded, integers and bools as numbers), or
+    /// `None` past the end.
+    pub fn get_f32(&self, i: usize) -> Option<f32> {
+        let size = self.dtype.size();
+        let b = self
+            .data
+            .get(i.checked_mul(size)?..(i + 1).checked_mul(size)?)?;
+        let mut w = [0u8; 8];
+        w[..size].copy_from_slice(b);
+        let u = u64::from_le_bytes(w);
+        Some(match self.dtype {
+            DType::F32 => f32::from_bits(u as u32),
+            DType::F64 => f64::from_bits(u) as f32,
+            DType::F16 => half::f16::from_bits(u as u16).to_f32(),
+            DType::BF16 => half::bf16::from_bits(u as u16).to_f32(),
+            DType::I8 => u as u8 as i8 as f32,
+            DType::I16 => u as u16 as i16 as f32,
+            DType::I32 => u as u32 as i32 as f32,
+            DType::I64 => u as i64 as f32,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => u as f32,
+        })
+    }
+
+    /// Writes every element converted to `f32` into `out` (no allocation). Fails unless
+    /// `out.len()` equals the element count.
+    pub fn copy_to_f32(&self, out: &mut [f32]) -> Result<(), RunError> {
+        if out.len() != self.numel() {
+            return Err(RunError::DataLength {
+                dtype: DType::F32,
+                shape: self.shape.to_vec(),
+                expected: Some(self.numel() * 4),
+                actual: out.len() * 4,
+            });
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = self.get_f32(i).unwrap_or(0.0);
+        }
+        Ok(())
+    }
+
+    /// Every element converted to `f32`, in a new vector (allocates; for callers, not for the
+    /// run itself).
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        (0..self.numel())
+            .map(|i| self.get_f32(i).unwrap_or(0.0))
+            .collect()
+    }
+
+    /// The dtype and shape as a [`TensorType`].
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype, self.shape.to_vec())
+    }
+}
+
+/// Why a session could not be created or a run was refused. A refused run leaves the session
+/// usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// An input name the model does not have.
+    #[error("unknown input '{name}'; the model's inputs are: {known}")]
+    UnknownInput {
+        /// The name given.
+        name: String,
+        /// The model's inputs with their types, comma-separated.
+        known: String,
+    },
+    /// The same input given twice.
+    #[error("input '{name}' is given twice")]
+    DuplicateInput {
+        /// The input.
+        name: String,
+    },
+    /// A model input that was not given.
+    #[error("missing input '{name}' (expected {expected})")]
+    MissingInput {
+        /// The input.
+        name: String,
+        /// Its type.
+        expected: TensorType,
+    },
+    /// An input of the wrong element type.
+    #[error("input '{name}': expected dtype {expected}, given {given}")]
+    WrongDType {
+        /// The input.
+        name: String,
+        /// Its dtype in the model.
+        expected: DType,
+        /// The dtype given.
+        given: DType,
+    },
+    /// An input of the wrong shape.
+    #[error(
+        "input '{name}': expected shape {}, given {} (recompile with --shape / CompileOptions::with_shape to change it)",
+        ShapeDisplay(&expected.shape),
+        ShapeDisplay(given)
+    )]
+    WrongShape {
+        /// The input.
+        name: String,
+        /// Its type in the model.
+        expected: TensorType,
+        /// The shape given.
+        given: Vec<usize>,
+    },
+    /// Positional inputs: not as many as the model has.
+    #[error("the model has {expected} inputs, {given} were given")]
+    InputCount {
+        /// The model's input count.
+        expected: usize,
+        /// The number given.
+        given: usize,
+    },
+    /// Bytes that do not match the dtype and shape.
+    #[error(
+        "data of {actual} bytes does not fit {dtype}{} ({})",
+        ShapeDisplay(shape),
+        match expected { Some(e) => format!("needs {e} bytes"), None => "too many elements".into() }
+    )]
+    DataLength {
+        /// Element type.
+        dtype: DType,
+        /// Shape.
+        shape: Vec<usize>,
+        /// Bytes needed (`None` when the count overflows).
+        expected: Option<usize>,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// The model was compiled with `CompileOptions::codegen` off, so there is nothing to run.
+    #[error("the model was compiled without code generation (CompileOptions::codegen is false)")]
+    NotCompiled,
+    /// The arena could not be allocated.
+    #[error("cannot allocate the arena of {bytes} bytes")]
+    ArenaAlloc {
+        /// Requested size.
+        bytes: usize,
+    },
+    /// An input or output slot lies outside the arena (an arenac bug).
+    #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
+    SlotOutOfBounds {
+        /// The value.
+        name: String,
+        /// Arena size.
+        arena_bytes: usize,
+    },
+}
+
+fn describe_slots(slots: &[IoSlot]) -> String {
+    slots
+        .iter()
+        .map(|s| format!("{} {}", s.name, s.ty))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks one given tensor against its slot.
+fn check_one(slot: &IoSlot, t: &TensorRef<'_>) -> Result<(), RunError> {
+    if t.dtype != slot.ty.dtype {
+        return Err(RunError::WrongDType {
+            name: slot.name.clone(),
+            expected: slot.ty.dtype,
+            given: t.dtype,
+        });
+    }
+    if t.shape != slot.ty.shape.as_slice() {
+        return Err(RunError::WrongShape {
+            name: slot.name.clone(),
+            expected: slot.ty.clone(),
+            given: t.shape.to_vec(),
+        });
+    }
+    if Some(t.data.len()) != slot.ty.bytes() {
+        return Err(RunError::DataLength {
+            dtype: t.dtype,
+            shape: t.shape.to_vec(),
+            expected: slot.ty.bytes(),
+            actual: t.data.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks named inputs against the model's input slots: every name known, none twice, none
+/// missing, each with the slot's dtype and exact shape. Allocates only when it fails.
+pub fn validate_named(slots: &[IoSlot], inputs: &[(&str, TensorRef<'_>)]) -> Result<(), RunError> {
+    for (j, (name, t)) in inputs.iter().enumerate() {
+        let Some(slot) = slots.iter().find(|s| s.name == *name) else {
+            return Err(RunError::UnknownInput {
+                name: name.to_string(),
+                known: describe_slots(slots),
+            });
+        };
+        if inputs[..j].iter().any(|(n, _)| n == name) {
+            return Err(RunError::DuplicateInput {
+                name: name.to_string(),
+            });
+        }
+        check_one(slot, t)?;
+    }
+    if let Some(slot) = slots
+        .iter()
+        .find(|s| !inputs.iter().any(|(n, _)| *n == s.name))
+    {
+        return Err(RunError::MissingInput {
+            name: slot.name.clone(),
+            expected: slot.ty.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks inputs given in the model's input order. Allocates only when it fails.
+pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result<(), RunError> {
+    if inputs.len() != slots.len() {
+        return Err(RunError::InputCount {
+            expected: slots.len(),
+            given: inputs.len(),
+        });
+    }
+    for (slot, t) in slots.iter().zip(inputs) {
+        check_one(slot, t)?;
+    }
+    Ok(())
+}
+
+/// A model ready to run: its compiled program and one arena, allocated once.
+///
+/// See the crate documentation for an example.
+pub struct Session {
+    exe: Arc<Executable>,
+    arena: NonNull<u8>,
+    layout: Layout,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("arena_bytes", &self.layout.size())
+            .field("inputs", &self.exe.inputs())
+            .field("outputs", &self.exe.outputs())
+            .finish()
+    }
+}
+
+impl Session {
+    /// Creates a session: allocates the zeroed arena (aligned to [`ARENA_ALIGN`]). Fails with
+    /// [`RunError::NotCompiled`] when the model was compiled with `codegen` off.
+    pub fn new(model: &Model) -> Result<Session, RunError> {
+        let exe = model.executable().ok_or(RunError::NotCompiled)?.clone();
+        Session::from_executable(exe)
+    }
+
+    /// Creates a session over an executable (shared, e.g. by several sessions).
+    pub fn from_executable(exe: Arc<Executable>) -> Result<Session, RunError> {
+        let arena_bytes = exe.arena_bytes();
+        for slot in exe.inputs().iter().chain(exe.outputs()) {
+            let end = slot.ty.bytes().and_then(|b| b.checked_add(slot.offset));
+            if end.is_none_or(|e| e > arena_bytes) || !slot.offset.is_multiple_of(ARENA_ALIGN) {
+                return Err(RunError::SlotOutOfBounds {
+                    name: slot.name.clone(),
+                    arena_bytes,
+                });
+            }
+        }
+        let size = arena_bytes.max(1);
+        let layout = Layout::from_size_align(size, ARENA_ALIGN)
+            .map_err(|_| RunError::ArenaAlloc { bytes: size })?;
+        // SAFETY: `layout` has a non-zero size (at least 1).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let arena = NonNull::new(ptr).ok_or(RunError::ArenaAlloc { bytes: size })?;
+        Ok(Session { exe, arena, layout })
+    }
+
+    /// The model's inputs (name, type, arena offset), in graph order.
+    pub fn inputs(&self) -> &[IoSlot] {
+        self.exe.inputs()
+    }
+
+    /// The model's outputs, in graph order.
+    pub fn outputs(&self) -> &[IoSlot] {
+        self.exe.outputs()
+    }
+
+    /// Bytes of the arena this session holds.
+    pub fn arena_bytes(&self) -> usize {
+        self.exe.arena_bytes()
+    }
+
+    /// Runs the model on named inputs: each must be a model input, given once, with its exact
+    /// dtype and shape. Makes no heap allocation (unless it fails). On an error nothing ran and
+    /// the session stays usable.
+    pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>, RunError> {
+        validate_named(self.exe.inputs(), inputs)?;
+        for (name, t) in inputs {
+            if let Some(slot) = self.exe.inputs().iter().find(|s| s.name == *name) {
+                self.write(slot.offset, t.data);
+            }
+        }
+        Ok(self.execute())
+    }
+
+    /// Runs the model on inputs given in the model's input order (see [`Session::run`]).
+    pub fn run_positional(&mut self, inputs: &[TensorRef<'_>]) -> Result<Outputs<'_>, RunError> {
+        validate_positional(self.exe.inputs(), inputs)?;
+        for (i, t) in inputs.iter().enumerate() {
+            let offset = self.exe.inputs()[i].offset;
+            self.write(offset, t.data);
+        }
+        Ok(self.execute())
+    }
+
+    fn write(&mut self, offset: usize, data: &[u8]) {
+        // Checked at creation: every slot lies inside the arena; `data` has the slot's size.
+        debug_assert!(offset + data.len() <= self.layout.size());
+        // SAFETY: `offset + data.len()` is within the arena (slot bounds checked in
+        // `from_executable`, the length checked by validation); the arena is our own
+        // allocation, exclusively borrowed through `&mut self`, and cannot overlap `data`,
+        // whose borrow predates this call.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.arena.as_ptr().add(offset),
+                data.len(),
+            );
+        }
+    }
+
+    fn execute(&mut self) -> Outputs<'_> {
+        // SAFETY: the arena is aligned to ARENA_ALIGN, valid for `arena_bytes` (at least) bytes,
+        // exclusively borrowed through `&mut self`, and holds every input (validated and
+        // copied by the caller).
+        unsafe { self.exe.run(self.arena.as_ptr()) };
+        // SAFETY: the arena is `layout.size()` initialized bytes (zeroed at creation, then
+        // written only by us and the program); the shared borrow lives as long as `&self`.
+        let arena = unsafe { std::slice::from_raw_parts(self.arena.as_ptr(), self.layout.size()) };
+        Outputs {
+            arena,
+            slots: self.exe.outputs(),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // SAFETY: `arena` was allocated by `alloc_zeroed` with exactly `layout` and is freed
+        // only here.
+        unsafe { std::alloc::dealloc(self.arena.as_ptr(), self.layout) };
+    }
+}
+
+/// The outputs of one run: views into the session's arena, valid until the next run.
+#[derive(Clone, Copy, Debug)]
+pub struct Outputs<'s> {
+    arena: &'s [u8],
+    slots: &'s [IoSlot],
+}
+
+impl<'s> Outputs<'s> {
+    /// Number of outputs.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when the model has no outputs.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Output `i` in graph-output order.
+    pub fn get(&self, i: usize) -> Option<TensorRef<'s>> {
+        let slot = self.slots.get(i)?;
+        let len = slot.ty.bytes()?;
+        Some(TensorRef {
+            dtype: slot.ty.dtype,
+            shape: &slot.ty.shape,
+            data: self.arena.get(slot.offset..slot.offset + len)?,
+        })
+    }
+
+    /// The output named `name`.
+    pub fn by_name(&self, name: &str) -> Option<TensorRef<'s>> {
+        let i = self.slots.iter().position(|s| s.name == name)?;
+        self.get(i)
+    }
+
+    /// Output names, in graph-output order.
+    pub fn names(&self) -> impl Iterator<Item = &'s str> + 's {
+        self.slots.iter().map(|s| s.name.as_str())
+    }
+
+    /// `(name, view)` for each output, in graph-output order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'s str, TensorRef<'s>)> + '_ {
+        (0..self.len()).filter_map(|i| Some((self.slots[i].name.as_str(), self.get(i)?)))
+    }
+}

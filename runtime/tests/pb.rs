@@ -1,0 +1,93 @@
+//! ONNX `TensorProto` `.pb` inputs: raw data and typed fields, with one-line errors.
+
+use arenac::DType;
+use arenac::io::pb::{decode_pb, encode_pb, read_pb};
+use arenac::io::{TensorBuf, read_tensor_file};
+use arenac_proto::{Message, TensorProto};
+
+#[test]
+fn raw_data_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = [1.0f32, -2.5, 3.25, 0.0, 7.0, 8.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let t = TensorBuf::new(DType::F32, vec![2, 3], data).unwrap();
+    let path = dir.path().join("input_0.pb");
+    std::fs::write(&path, encode_pb("pixels", &t)).unwrap();
+    let (back, name) = read_pb(&path).unwrap();
+    assert_eq!(back, t);
+    assert_eq!(name.as_deref(), Some("pixels"));
+    // Any extension other than .npy is read as a TensorProto.
+    assert_eq!(read_tensor_file(&path).unwrap().0, t);
+}
+
+#[test]
+fn typed_fields_decode() {
+    let p = TensorProto {
+        data_type: Some(DType::I64.to_onnx()),
+        dims: vec![3],
+        int64_data: vec![4, -5, 6],
+        ..TensorProto::default()
+    };
+    let (t, name) = decode_pb(&p.encode_to_vec()).unwrap();
+    assert_eq!(name, None);
+    assert_eq!((t.dtype(), t.shape()), (DType::I64, &[3][..]));
+    assert_eq!(t.view().to_f32_vec(), vec![4.0, -5.0, 6.0]);
+
+    let p = TensorProto {
+        name: Some("x".into()),
+        data_type: Some(DType::F32.to_onnx()),
+        dims: vec![2, 1],
+        float_data: vec![0.5, 1.5],
+        ..TensorProto::default()
+    };
+    let (t, _) = decode_pb(&p.encode_to_vec()).unwrap();
+    assert_eq!(
+        t.view()
+            .as_f32()
+            .map(<[f32]>::to_vec)
+            .unwrap_or(t.view().to_f32_vec()),
+        [0.5, 1.5]
+    );
+}
+
+#[test]
+fn bad_files_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pb");
+    std::fs::write(&junk, b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff").unwrap();
+    let err = read_pb(&junk).unwrap_err().to_string();
+    assert!(
+        err.contains("junk.pb: not a valid ONNX TensorProto"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'), "{err}");
+
+    // Too few bytes of raw data for the dims.
+    let p = TensorProto {
+        name: Some("short".into()),
+        data_type: Some(DType::F32.to_onnx()),
+        dims: vec![4],
+        raw_data: Some(vec![0u8; 8].into()),
+        ..TensorProto::default()
+    };
+    let err = decode_pb(&p.encode_to_vec()).unwrap_err();
+    assert!(err.contains("short"), "{err}");
+
+    // External data has no place in an input file.
+    let p = TensorProto {
+        name: Some("ext".into()),
+        data_type: Some(DType::F32.to_onnx()),
+        dims: vec![1],
+        data_location: Some(arenac_proto::tensor_proto::DataLocation::External as i32),
+        ..TensorProto::default()
+    };
+    let err = decode_pb(&p.encode_to_vec()).unwrap_err();
+    assert!(err.contains("ext"), "{err}");
+
+    let err = read_pb(&dir.path().join("none.pb"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("cannot read"), "{err}");
+}
