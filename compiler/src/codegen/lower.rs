@@ -1,0 +1,513 @@
+//! What each node becomes: kernel calls (from the cache or freshly compiled) with the
+//! addresses of its operands.
+
+use super::kernels::elementwise::{Ew, EwDesc};
+use super::kernels::matmul::MatMulDesc;
+use super::kernels::softmax::SoftmaxDesc;
+use super::program::{Operand, Program};
+use super::weights::WeightsBuilder;
+use crate::analysis::liveness::BufferKind;
+use crate::arena::ArenaPlan;
+use crate::error::{Error, OpError};
+use crate::gemm::{pack_b, packed_b_len};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
+use crate::ir::types::{DType, TensorType};
+use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+
+struct Ctx<'a> {
+    g: &'a Graph,
+    plan: &'a ArenaPlan,
+    id: NodeId,
+}
+
+impl Ctx<'_> {
+    fn err(&self, what: impl Into<String>) -> Error {
+        let n = self.g.node(self.id);
+        Error::Node {
+            node: n.name.clone(),
+            op: n.op.name().to_string(),
+            source: OpError::Unsupported(what.into()),
+        }
+    }
+
+    fn input(&self, i: usize) -> Result<ValueId, Error> {
+        self.g
+            .node(self.id)
+            .inputs
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.err(format!("missing input {i}")))
+    }
+
+    fn ty(&self, v: ValueId) -> &TensorType {
+        &self.g.value(v).ty
+    }
+
+    fn constant(&self, v: ValueId) -> Option<&Tensor> {
+        match &self.g.value(v).kind {
+            ValueKind::Constant(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn arena(&self, v: ValueId) -> Result<Operand, Error> {
+        let b = self
+            .plan
+            .liveness
+            .value_buffer
+            .get(&v)
+            .copied()
+            .ok_or_else(|| {
+                self.err(format!(
+                    "value '{}' has no arena buffer",
+                    self.g.value(v).name
+                ))
+            })?;
+        Ok(Operand::Arena(self.plan.placement.offsets[b]))
+    }
+
+    fn operand(&self, v: ValueId, w: &mut WeightsBuilder) -> Result<Operand, Error> {
+        match self.constant(v) {
+            Some(t) => Ok(Operand::Weights(w.tensor(t))),
+            None => self.arena(v),
+        }
+    }
+
+    fn output(&self) -> Result<ValueId, Error> {
+        self.g
+            .node(self.id)
+            .outputs
+            .first()
+            .copied()
+            .ok_or_else(|| self.err("no output"))
+    }
+
+    fn scratch(&self) -> Operand {
+        self.plan
+            .liveness
+            .buffers
+            .iter()
+            .position(|b| b.kind == BufferKind::Scratch && b.node == Some(self.id))
+            .map_or(Operand::Null, |i| {
+                Operand::Arena(self.plan.placement.offsets[i])
+            })
+    }
+
+    fn label(&self) -> (String, String) {
+        let n = self.g.node(self.id);
+        (n.name.clone(), n.op.name().to_string())
+    }
+
+    fn all_f32(&self) -> Result<(), Error> {
+        let n = self.g.node(self.id);
+        for &v in n.inputs.iter().chain(&n.outputs) {
+            let dt = self.ty(v).dtype;
+            if dt != DType::F32 {
+                return Err(self.err(format!(
+                    "no kernel for {} on {} yet (f32 only)",
+                    n.op.name(),
+                    dt.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ew_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: EwDesc,
+    mut args: Vec<Operand>,
+    out: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let n = desc.strides.len() + 1;
+    let f = prog.kernel(format!("ew {desc:?}"), n, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    args.push(out);
+    prog.call(f, args);
+    Ok(())
+}
+
+fn unary(u: &UnaryOp) -> Option<Ew> {
+    Some(match *u {
+        UnaryOp::Relu => Ew::Relu,
+        UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
+        UnaryOp::Clip { min, max } => Ew::Clip(
+            min.map_or(f32::NEG_INFINITY, |x| x as f32),
+            max.map_or(f32::INFINITY, |x| x as f32),
+        ),
+        UnaryOp::Neg => Ew::Neg,
+        UnaryOp::Abs => Ew::Abs,
+        UnaryOp::Sqrt => Ew::Sqrt,
+        UnaryOp::Reciprocal => Ew::Reciprocal,
+        UnaryOp::Exp => Ew::Exp,
+        UnaryOp::Sigmoid => Ew::Sigmoid,
+        UnaryOp::Tanh => Ew::Tanh,
+        _ => return None,
+    })
+}
+
+fn prod(d: &[usize]) -> usize {
+    d.iter().product()
+}
+
+/// Emits the calls of node `id`.
+pub(super) fn node(
+    g: &Graph,
+    plan: &ArenaPlan,
+    id: NodeId,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let cx = Ctx { g, plan, id };
+    let n = g.node(id);
+    let op = &n.op;
+    if op.is_view() {
+        let (x, y) = (cx.input(0)?, cx.output()?);
+        let src = cx.operand(x, w)?;
+        let dst = cx.arena(y)?;
+        if src == dst {
+            return Ok(());
+        }
+        let bytes = cx.ty(y).bytes().unwrap_or(0);
+        if !bytes.is_multiple_of(4) {
+            return Err(cx.err("no kernel for copying a view of this size yet"));
+        }
+        let len = bytes / 4;
+        let desc = EwDesc::new(Ew::Copy, &[&[len]], &[len]);
+        return ew_call(&cx, prog, desc, vec![src], dst);
+    }
+    let y = cx.output()?;
+    let out_shape = cx.ty(y).shape.clone();
+    let ew2 = |e: Ew, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
+        cx.all_f32()?;
+        let ins: Vec<ValueId> = n.inputs.to_vec();
+        let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+        let desc = EwDesc::new(e, &shapes, &out_shape);
+        let args = ins
+            .iter()
+            .map(|&v| cx.operand(v, w))
+            .collect::<Result<Vec<_>, _>>()?;
+        ew_call(&cx, prog, desc, args, cx.arena(y)?)
+    };
+    match op {
+        Op::Unary(u) => match unary(u) {
+            Some(e) => ew2(e, prog, w),
+            None => Err(cx.err(format!("no kernel for {} yet", op.name()))),
+        },
+        Op::Binary(b) => {
+            let e = match b {
+                BinaryOp::Add => Ew::Add,
+                BinaryOp::Sub => Ew::Sub,
+                BinaryOp::Mul => Ew::Mul,
+                BinaryOp::Div => Ew::Div,
+                BinaryOp::PRelu => Ew::PRelu,
+                _ => return Err(cx.err(format!("no kernel for {} yet", op.name()))),
+            };
+            ew2(e, prog, w)
+        }
+        Op::Variadic(v) => {
+            let e = match (v, n.inputs.len()) {
+                (_, 1) => Ew::Copy,
+                (VariadicOp::Sum, 2) => Ew::Add,
+                (VariadicOp::Mean, 2) => Ew::Mean2,
+                (VariadicOp::Max, 2) => Ew::Max,
+                (VariadicOp::Min, 2) => Ew::Min,
+                _ => {
+                    return Err(cx.err(format!(
+                        "no kernel for {} of {} inputs yet",
+                        op.name(),
+                        n.inputs.len()
+                    )));
+                }
+            };
+            ew2(e, prog, w)
+        }
+        Op::BatchNormalization { epsilon } => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let params: Vec<Vec<f64>> = (1..5)
+                .map(|i| {
+                    let v = cx.input(i)?;
+                    cx.constant(v).map(|t| t.to_f64_vec()).ok_or_else(|| {
+                        cx.err("no kernel for non-constant BatchNormalization parameters yet")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let (scale, bias, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
+            let s: Vec<f32> = scale
+                .iter()
+                .zip(var)
+                .map(|(g, v)| (g / (v + f64::from(*epsilon)).sqrt()) as f32)
+                .collect();
+            let t: Vec<f32> = bias
+                .iter()
+                .zip(mean)
+                .zip(&s)
+                .map(|((b, m), s)| (b - m * f64::from(*s)) as f32)
+                .collect();
+            let xs = &cx.ty(x).shape;
+            let c = xs.get(1).copied().unwrap_or(1);
+            let mut cshape = vec![c];
+            cshape.extend(std::iter::repeat_n(1, xs.len().saturating_sub(2)));
+            let desc = EwDesc::new(Ew::MulAdd, &[xs, &cshape, &cshape], &out_shape);
+            let args = vec![
+                cx.arena(x)?,
+                Operand::Weights(w.f32s(&s)),
+                Operand::Weights(w.f32s(&t)),
+            ];
+            ew_call(&cx, prog, desc, args, cx.arena(y)?)
+        }
+        Op::Softmax {
+            axis,
+            log,
+            coerce_2d,
+        } => {
+            cx.all_f32()?;
+            let s = &out_shape;
+            let axis = (*axis).min(s.len().saturating_sub(1));
+            let desc = if *coerce_2d {
+                SoftmaxDesc {
+                    outer: prod(&s[..axis]),
+                    len: prod(&s[axis..]),
+                    inner: 1,
+                    log: *log,
+                }
+            } else {
+                SoftmaxDesc {
+                    outer: prod(&s[..axis]),
+                    len: s.get(axis).copied().unwrap_or(1),
+                    inner: prod(s.get(axis + 1..).unwrap_or_default()),
+                    log: *log,
+                }
+            };
+            let x = cx.arena(cx.input(0)?)?;
+            let (node, opn) = cx.label();
+            let f = prog.kernel(
+                format!("softmax {desc:?}"),
+                2,
+                (&node, &opn),
+                |b, p, ext| desc.emit(b, p[0], p[1], ext.logf),
+            )?;
+            prog.call(f, vec![x, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
+        Op::MatMul => matmul(&cx, prog, w),
+        _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
+    }
+}
+
+fn mm_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: MatMulDesc,
+    args: Vec<Operand>,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("mm {desc:?}"), 4, (&node, &op), |b, p, ext| {
+        desc.emit(b, p, ext)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
+
+fn layout(cx: &Ctx<'_>) -> [usize; 3] {
+    let n = cx.g.node(cx.id);
+    let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
+    n.op.matmul_scratch_layout(&tys, &consts).0
+}
+
+fn gemm(
+    cx: &Ctx<'_>,
+    a: &crate::ops::GemmAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (sa, sb) = (&cx.ty(av).shape, &cx.ty(bv).shape);
+    if sa.len() != 2 || sb.len() != 2 {
+        return Err(cx.err("Gemm operands must be 2-d"));
+    }
+    let (m, k) = if a.trans_a {
+        (sa[1], sa[0])
+    } else {
+        (sa[0], sa[1])
+    };
+    let n = if a.trans_b { sb[0] } else { sb[1] };
+    let (rs, cs) = if a.trans_b { (1, k) } else { (n, 1) };
+    let (a_op, a_transposed) = match cx.constant(av) {
+        Some(t) if a.trans_a => {
+            let v = t.to_f32_vec();
+            let mut tr = vec![0.0f32; m * k];
+            for i in 0..m {
+                for p in 0..k {
+                    tr[i * k + p] = v[p * m + i];
+                }
+            }
+            (Operand::Weights(w.f32s(&tr)), false)
+        }
+        _ => (cx.operand(av, w)?, a.trans_a),
+    };
+    let (b_op, b_packed) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let mut packed = vec![0.0f32; packed_b_len(k, n)];
+            pack_b(k, n, &v, rs, cs, &mut packed);
+            if a.alpha != 1.0 {
+                packed.iter_mut().for_each(|x| *x *= a.alpha);
+            }
+            (Operand::Weights(w.f32s(&packed)), true)
+        }
+        None => {
+            if a.alpha != 1.0 {
+                return Err(cx.err("no kernel for Gemm with alpha != 1 and a runtime B yet"));
+            }
+            (cx.arena(bv)?, false)
+        }
+    };
+    let out = cx.arena(y)?;
+    let mut accumulate = false;
+    if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
+        && a.beta != 0.0
+    {
+        let cshape = cx.ty(cv).shape.clone();
+        let (e, c_op) = match cx.constant(cv) {
+            Some(t) => {
+                let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
+                (Ew::Copy, Operand::Weights(w.f32s(&v)))
+            }
+            None => (
+                if a.beta == 1.0 {
+                    Ew::Copy
+                } else {
+                    Ew::Scale(a.beta)
+                },
+                cx.arena(cv)?,
+            ),
+        };
+        let desc = EwDesc::new(e, &[&cshape], &[m, n]);
+        ew_call(cx, prog, desc, vec![c_op], out)?;
+        accumulate = true;
+    }
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        batch: vec![],
+        a_stride: vec![],
+        b_stride: vec![],
+        c_stride: vec![],
+        b_packed,
+        b_rs: rs,
+        b_cs: cs,
+        a_transposed,
+        accumulate,
+        scratch: layout(cx),
+    };
+    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()])
+}
+
+/// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
+/// broadcast dims 0) whose slices are `slice` bytes apart.
+fn batch_strides(dims: &[usize], out: &[usize], slice: usize) -> Vec<usize> {
+    let mut st = vec![0; out.len()];
+    let mut acc = slice;
+    for k in (0..dims.len()).rev() {
+        let o = out.len() - dims.len() + k;
+        st[o] = if dims[k] == 1 && out[o] != 1 { 0 } else { acc };
+        acc *= dims[k];
+    }
+    st
+}
+
+fn matmul(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let promote_a = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![1, s[0]]
+        } else {
+            s.to_vec()
+        }
+    };
+    let promote_b = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![s[0], 1]
+        } else {
+            s.to_vec()
+        }
+    };
+    let (a2, b2) = (promote_a(&cx.ty(av).shape), promote_b(&cx.ty(bv).shape));
+    let (ra, rb) = (a2.len(), b2.len());
+    if ra < 2 || rb < 2 {
+        return Err(cx.err("MatMul operands must have rank >= 1"));
+    }
+    let (m, k, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 1]);
+    let (ba, bb) = (&a2[..ra - 2], &b2[..rb - 2]);
+    let r = ba.len().max(bb.len());
+    let mut out_batch = vec![1; r];
+    for (d, o) in out_batch.iter_mut().enumerate() {
+        let pick = |s: &[usize]| {
+            (d + s.len())
+                .checked_sub(r)
+                .and_then(|i| s.get(i).copied())
+                .unwrap_or(1)
+        };
+        *o = pick(ba).max(pick(bb));
+    }
+    // A weight shared by every batch slice: one product over all rows of A.
+    let (m, out_batch, ba) = if prod(bb) == 1 {
+        (m * prod(ba), vec![], vec![])
+    } else {
+        (m, out_batch, ba.to_vec())
+    };
+    let bb: Vec<usize> = if out_batch.is_empty() {
+        vec![]
+    } else {
+        bb.to_vec()
+    };
+    let (b_op, b_packed, b_slice) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let len = packed_b_len(k, n);
+            let slices = prod(&bb);
+            let mut packed = vec![0.0f32; len * slices];
+            for s in 0..slices {
+                pack_b(
+                    k,
+                    n,
+                    &v[s * k * n..(s + 1) * k * n],
+                    n,
+                    1,
+                    &mut packed[s * len..(s + 1) * len],
+                );
+            }
+            (Operand::Weights(w.f32s(&packed)), true, len * 4)
+        }
+        None => (cx.arena(bv)?, false, k * n * 4),
+    };
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        a_stride: batch_strides(&ba, &out_batch, m * k * 4),
+        b_stride: batch_strides(&bb, &out_batch, b_slice),
+        c_stride: batch_strides(&out_batch, &out_batch, m * n * 4),
+        batch: out_batch,
+        b_packed,
+        b_rs: n,
+        b_cs: 1,
+        a_transposed: false,
+        accumulate: false,
+        scratch: layout(cx),
+    };
+    let a_op = cx.operand(av, w)?;
+    mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()])
+}
