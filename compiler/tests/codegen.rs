@@ -561,3 +561,126 @@ fn digits_matches_reference_and_onnxruntime() {
     println!("digits: max |jit - onnxruntime| = {max:.2e}");
     assert!(max <= 1e-5, "max difference {max}");
 }
+
+struct ConvCase {
+    x: Vec<usize>,
+    w: Vec<usize>,
+    y: Vec<usize>,
+    attrs: Vec<(&'static str, Attr)>,
+    bias: bool,
+}
+
+#[test]
+fn conv_variants() {
+    let mut rng = Rng(1999);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let cases = vec![
+        ConvCase {
+            x: vec![1, 3, 7, 7],
+            w: vec![8, 3, 3, 3],
+            y: vec![1, 8, 7, 7],
+            attrs: vec![("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![2, 4, 9, 8],
+            w: vec![6, 4, 3, 2],
+            y: vec![2, 6, 4, 4],
+            attrs: vec![("strides", ints(&[2, 2])), ("pads", ints(&[1, 0, 0, 1]))],
+            bias: false,
+        },
+        ConvCase {
+            x: vec![1, 6, 8, 8],
+            w: vec![6, 1, 3, 3],
+            y: vec![1, 6, 8, 8],
+            attrs: vec![("group", Attr::Int(6)), ("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![1, 4, 10, 10],
+            w: vec![10, 2, 3, 3],
+            y: vec![1, 10, 6, 6],
+            attrs: vec![("group", Attr::Int(2)), ("dilations", ints(&[2, 2]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![1, 5, 6, 6],
+            w: vec![7, 5, 1, 1],
+            y: vec![1, 7, 6, 6],
+            attrs: vec![],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![2, 3, 12],
+            w: vec![5, 3, 3],
+            y: vec![2, 5, 6],
+            attrs: vec![("strides", ints(&[2])), ("pads", ints(&[1, 1]))],
+            bias: true,
+        },
+    ];
+    for c in cases {
+        let mut mb = ModelBuilder::new("conv", 13)
+            .input("x", DType::F32, &dims(&c.x))
+            .initializer("w", &rng.tensor(&c.w, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if c.bias {
+            mb = mb.initializer("b", &rng.tensor(&[c.w[0]], -1.0, 1.0));
+            ins.push("b");
+        }
+        let model = mb
+            .output("y", DType::F32, &dims(&c.y))
+            .node("conv", "Conv", &ins, &["y"], c.attrs)
+            .build();
+        check(model, &[rng.tensor(&c.x, -1.0, 1.0)], RTOL, ATOL);
+    }
+}
+
+#[test]
+fn pooling() {
+    let mut rng = Rng(606);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    type PoolCase = (Vec<usize>, Vec<usize>, Vec<(&'static str, Attr)>);
+    let cases: Vec<PoolCase> = vec![
+        (
+            vec![1, 3, 8, 8],
+            vec![1, 3, 4, 4],
+            vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+        ),
+        (
+            vec![2, 4, 9, 9],
+            vec![2, 4, 5, 5],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+        ),
+        (
+            vec![1, 2, 7, 7],
+            vec![1, 2, 3, 3],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("ceil_mode", Attr::Int(0)),
+            ],
+        ),
+    ];
+    for (x, y, attrs) in cases {
+        let model = ModelBuilder::new("pool", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node("p", "MaxPool", &["x"], &["y"], attrs)
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
+    for x in [vec![2, 3, 5, 7], vec![1, 4, 2, 2], vec![1, 2, 9]] {
+        let mut y = x.clone();
+        y[2..].iter_mut().for_each(|d| *d = 1);
+        let model = ModelBuilder::new("gap", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node("p", "GlobalAveragePool", &["x"], &["y"], vec![])
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
+}

@@ -1,6 +1,7 @@
 //! What each node becomes: kernel calls (from the cache or freshly compiled) with the
 //! addresses of its operands.
 
+use super::kernels::conv::{ConvDesc, PoolDesc, Window};
 use super::kernels::elementwise::{Ew, EwDesc};
 use super::kernels::matmul::MatMulDesc;
 use super::kernels::softmax::SoftmaxDesc;
@@ -296,6 +297,42 @@ pub(super) fn node(
             prog.call(f, vec![x, cx.arena(y)?]);
             Ok(())
         }
+        Op::Conv(a) => conv(&cx, a, prog, w),
+        Op::MaxPool(a) => {
+            cx.all_f32()?;
+            if n.outputs.len() > 1 {
+                return Err(cx.err("no kernel for MaxPool with Indices yet"));
+            }
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            let win = window(
+                &cx,
+                xs,
+                &out_shape,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+            )?;
+            let desc = PoolDesc::Max {
+                planes: xs[0] * xs[1],
+                win,
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
+        Op::GlobalAveragePool => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            if xs.len() < 2 {
+                return Err(cx.err("GlobalAveragePool input must have rank >= 2"));
+            }
+            let desc = PoolDesc::GlobalAverage {
+                planes: xs[0] * xs[1],
+                len: prod(&xs[2..]),
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
@@ -510,4 +547,98 @@ fn matmul(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<()
     };
     let a_op = cx.operand(av, w)?;
     mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()])
+}
+
+/// The 2-d geometry of a 1-d or 2-d window op on NC* input `xs` with output `ys`.
+#[allow(clippy::too_many_arguments)]
+fn window(
+    cx: &Ctx<'_>,
+    xs: &[usize],
+    ys: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Result<Window, Error> {
+    let d = kernel.len();
+    if !(1..=2).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
+        return Err(cx.err(format!("no kernel for {d}-d windows yet")));
+    }
+    let two = |v: &[usize], fill: usize| -> [usize; 2] {
+        if d == 1 {
+            [fill, v.first().copied().unwrap_or(fill)]
+        } else {
+            [
+                v.first().copied().unwrap_or(fill),
+                v.get(1).copied().unwrap_or(fill),
+            ]
+        }
+    };
+    Ok(Window {
+        in_hw: two(&xs[2..], 1),
+        out_hw: two(&ys[2..], 1),
+        kernel: two(kernel, 1),
+        strides: two(strides, 1),
+        dilations: two(dilations, 1),
+        pads: two(pads, 0),
+    })
+}
+
+fn pool_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: PoolDesc,
+    x: Operand,
+    y: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![x, y]);
+    Ok(())
+}
+
+fn conv(
+    cx: &Ctx<'_>,
+    a: &crate::ops::ConvAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("no kernel for Conv with runtime weights yet"))?;
+    let bias = match cx.g.node(cx.id).inputs.get(2) {
+        Some(&bv) => Some(
+            cx.constant(bv)
+                .ok_or_else(|| cx.err("no kernel for Conv with a runtime bias yet"))?
+                .to_f32_vec(),
+        ),
+        None => None,
+    };
+    let win = window(cx, &xs, &ys, &a.kernel, &a.strides, &a.dilations, &a.pads)?;
+    let groups = a.group.max(1);
+    let desc = ConvDesc {
+        n: xs[0],
+        groups,
+        c: xs[1] / groups,
+        m: ys[1] / groups,
+        win,
+    };
+    let (wr, br) = desc.arrange(&wt.to_f32_vec(), bias.as_deref());
+    let args = vec![
+        cx.arena(xv)?,
+        Operand::Weights(w.f32s(&wr)),
+        Operand::Weights(w.f32s(&br)),
+        cx.arena(y)?,
+    ];
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("conv {desc:?}"), 4, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    prog.call(f, args);
+    Ok(())
 }

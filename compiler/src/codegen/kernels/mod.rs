@@ -1,6 +1,7 @@
 //! Kernel emitters: each kernel is a Cranelift function of pointer parameters, specialized to
 //! exact shapes, built from the small IR helpers here (static-count loops, f32/f32x4 math).
 
+pub mod conv;
 pub mod elementwise;
 pub mod matmul;
 pub mod softmax;
