@@ -684,3 +684,74 @@ fn pooling() {
         check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
     }
 }
+
+#[test]
+fn movement_ops() {
+    let mut rng = Rng(123);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    // Transpose.
+    for (s, perm, out) in [
+        (vec![2, 3, 4], vec![2, 0, 1], vec![4, 2, 3]),
+        (vec![5, 8], vec![1, 0], vec![8, 5]),
+        (vec![2, 3, 4, 5], vec![0, 2, 1, 3], vec![2, 4, 3, 5]),
+    ] {
+        let m = ModelBuilder::new("t", 13)
+            .input("x", DType::F32, &dims(&s))
+            .output("y", DType::F32, &dims(&out))
+            .node(
+                "t",
+                "Transpose",
+                &["x"],
+                &["y"],
+                vec![("perm", ints(&perm))],
+            )
+            .build();
+        check(m, &[rng.tensor(&s, -1.0, 1.0)], 0.0, 0.0);
+    }
+    // Slice with a negative step.
+    let m = ModelBuilder::new("s", 13)
+        .input("x", DType::F32, &dims(&[6, 10]))
+        .initializer("starts", &Tensor::i64(vec![2], &[1, 9]))
+        .initializer("ends", &Tensor::i64(vec![2], &[5, 0]))
+        .initializer("axes", &Tensor::i64(vec![2], &[0, 1]))
+        .initializer("steps", &Tensor::i64(vec![2], &[2, -2]))
+        .output("y", DType::F32, &dims(&[2, 5]))
+        .node(
+            "s",
+            "Slice",
+            &["x", "starts", "ends", "axes", "steps"],
+            &["y"],
+            vec![],
+        )
+        .build();
+    check(m, &[rng.tensor(&[6, 10], -1.0, 1.0)], 0.0, 0.0);
+    // Concat with a constant operand, then Split.
+    let c = rng.tensor(&[2, 1, 5], -1.0, 1.0);
+    let m = ModelBuilder::new("c", 13)
+        .input("a", DType::F32, &dims(&[2, 3, 5]))
+        .input("b", DType::F32, &dims(&[2, 2, 5]))
+        .initializer("c", &c)
+        .initializer("split", &Tensor::i64(vec![2], &[4, 2]))
+        .output("p", DType::F32, &dims(&[2, 4, 5]))
+        .output("q", DType::F32, &dims(&[2, 2, 5]))
+        .node(
+            "cat",
+            "Concat",
+            &["a", "b", "c"],
+            &["y"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .node(
+            "sp",
+            "Split",
+            &["y", "split"],
+            &["p", "q"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .build();
+    let ins = [
+        rng.tensor(&[2, 3, 5], -1.0, 1.0),
+        rng.tensor(&[2, 2, 5], -1.0, 1.0),
+    ];
+    check(m, &ins, 0.0, 0.0);
+}
