@@ -755,3 +755,56 @@ fn movement_ops() {
     ];
     check(m, &ins, 0.0, 0.0);
 }
+
+#[test]
+fn reductions_and_layer_norm() {
+    let mut rng = Rng(321);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    for op in ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"] {
+        for (s, axes, keep, out) in [
+            (vec![2, 3, 4, 5], vec![2, 3], 1, vec![2, 3, 1, 1]),
+            (vec![2, 3, 4], vec![1], 0, vec![2, 4]),
+            (vec![3, 7], vec![0, 1], 0, vec![]),
+        ] {
+            let m = ModelBuilder::new("r", 13)
+                .input("x", DType::F32, &dims(&s))
+                .output("y", DType::F32, &dims(&out))
+                .node(
+                    "r",
+                    op,
+                    &["x"],
+                    &["y"],
+                    vec![("axes", ints(&axes)), ("keepdims", Attr::Int(keep))],
+                )
+                .build();
+            check(m, &[rng.tensor(&s, -2.0, 2.0)], RTOL, ATOL);
+        }
+    }
+    for (s, axis, bias) in [
+        (vec![4, 10], -1, true),
+        (vec![2, 3, 7], 1, false),
+        (vec![2, 3], -1, true),
+    ] {
+        let ax = if axis < 0 { s.len() - 1 } else { axis as usize };
+        let ps: Vec<usize> = s[ax..].to_vec();
+        let mut mb = ModelBuilder::new("ln", 17)
+            .input("x", DType::F32, &dims(&s))
+            .initializer("g", &rng.tensor(&ps, 0.5, 1.5));
+        let mut ins = vec!["x", "g"];
+        if bias {
+            mb = mb.initializer("b", &rng.tensor(&ps, -1.0, 1.0));
+            ins.push("b");
+        }
+        let m = mb
+            .output("y", DType::F32, &dims(&s))
+            .node(
+                "ln",
+                "LayerNormalization",
+                &ins,
+                &["y"],
+                vec![("axis", Attr::Int(axis)), ("epsilon", Attr::Float(1e-5))],
+            )
+            .build();
+        check(m, &[rng.tensor(&s, -2.0, 2.0)], RTOL, ATOL);
+    }
+}

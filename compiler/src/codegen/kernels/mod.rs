@@ -5,6 +5,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod matmul;
 pub mod movement;
+pub mod reduce;
 pub mod softmax;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
