@@ -808,3 +808,52 @@ fn reductions_and_layer_norm() {
         check(m, &[rng.tensor(&s, -2.0, 2.0)], RTOL, ATOL);
     }
 }
+
+#[test]
+fn gather_embeddings_and_axis() {
+    let mut rng = Rng(55);
+    // Embedding lookup: constant table, runtime i64 indices (one negative).
+    let table = rng.tensor(&[10, 6], -1.0, 1.0);
+    let m = ModelBuilder::new("g", 13)
+        .input("ids", DType::I64, &dims(&[2, 3]))
+        .initializer("table", &table)
+        .output("y", DType::F32, &dims(&[2, 3, 6]))
+        .node("g", "Gather", &["table", "ids"], &["y"], vec![])
+        .build();
+    let ids = Tensor::i64(vec![2, 3], &[0, 9, -1, 4, 4, 2]);
+    let g = import(&m);
+    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).expect("compiles");
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let slot = &exe.inputs()[0];
+    // SAFETY: the slot lies inside the arena (planned for this input's 48 bytes).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ids.bytes().as_ptr(),
+            arena.as_mut_ptr().add(slot.offset),
+            48,
+        )
+    };
+    // SAFETY: aligned, sized arena with the input written.
+    unsafe { exe.run(arena.as_mut_ptr()) };
+    let out = &exe.outputs()[0];
+    // SAFETY: the output slot holds 36 floats inside the arena.
+    let got: &[f32] =
+        unsafe { std::slice::from_raw_parts(arena.as_ptr().add(out.offset) as *const f32, 36) };
+    let want = eval_graph(&g, &[ids]).expect("reference")[0].to_f32_vec();
+    assert_eq!(got, &want[..]);
+    // Runtime data, constant indices, inner axis.
+    let m = ModelBuilder::new("g2", 13)
+        .input("x", DType::F32, &dims(&[3, 5, 4]))
+        .initializer("i", &Tensor::i64(vec![2], &[4, 0]))
+        .output("y", DType::F32, &dims(&[3, 2, 4]))
+        .node(
+            "g",
+            "Gather",
+            &["x", "i"],
+            &["y"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .build();
+    check(m, &[rng.tensor(&[3, 5, 4], -1.0, 1.0)], 0.0, 0.0);
+}

@@ -4,7 +4,7 @@
 use super::kernels::conv::{ConvDesc, PoolDesc, Window};
 use super::kernels::elementwise::{Ew, EwDesc};
 use super::kernels::matmul::MatMulDesc;
-use super::kernels::movement::CopyDesc;
+use super::kernels::movement::{CopyDesc, GatherDesc};
 use super::kernels::reduce::{LayerNormDesc, ReduceDesc};
 use super::kernels::softmax::SoftmaxDesc;
 use super::program::{Operand, Program};
@@ -385,6 +385,41 @@ pub(super) fn node(
             )?;
             let bias_op = bias.map_or(Operand::Null, |b| b.0);
             prog.call(f, vec![cx.arena(x)?, sc, bias_op, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::Gather { axis } => {
+            let (d, i) = (cx.input(0)?, cx.input(1)?);
+            let (dt, it) = (cx.ty(d).clone(), cx.ty(i).clone());
+            let index_bytes = match it.dtype {
+                DType::I64 => 8,
+                DType::I32 => 4,
+                other => {
+                    return Err(cx.err(format!(
+                        "no kernel for Gather indices of {} yet",
+                        other.name()
+                    )));
+                }
+            };
+            let elem = dt.dtype.size();
+            if ![1, 2, 4, 8].contains(&elem) || dt.shape.get(*axis).is_none_or(|&k| k == 0) {
+                return Err(cx.err(format!(
+                    "no kernel for this Gather on {} yet",
+                    dt.dtype.name()
+                )));
+            }
+            let desc = GatherDesc {
+                elem,
+                index_bytes,
+                outer: prod(&dt.shape[..*axis]),
+                dim: dt.shape[*axis],
+                count: it.numel().unwrap_or(0),
+                inner: prod(&dt.shape[*axis + 1..]),
+            };
+            let (node, opn) = cx.label();
+            let f = prog.kernel(format!("gather {desc:?}"), 3, (&node, &opn), |b, p, _| {
+                desc.emit(b, p[0], p[1], p[2])
+            })?;
+            prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
             Ok(())
         }
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),

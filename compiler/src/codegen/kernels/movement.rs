@@ -111,3 +111,60 @@ impl CopyDesc {
         });
     }
 }
+
+/// Gather along an axis with runtime indices (i64 or i32), negative indices counted from
+/// the end, out-of-range ones clamped (memory safety; ONNX calls them an error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatherDesc {
+    /// Bytes per data element.
+    pub elem: usize,
+    /// Bytes per index (4 or 8).
+    pub index_bytes: usize,
+    /// Product of the data dims before the axis.
+    pub outer: usize,
+    /// The axis' size.
+    pub dim: usize,
+    /// Number of indices.
+    pub count: usize,
+    /// Product of the data dims after the axis.
+    pub inner: usize,
+}
+
+impl GatherDesc {
+    /// Emits the body for `(data, indices, out)`.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, data: Value, idx: Value, out: Value) {
+        use cranelift_codegen::ir::condcodes::IntCC;
+        let row = (self.inner * self.elem) as i64;
+        let copy = CopyDesc::new(self.elem, &[self.inner], &[1], &[1]);
+        for_range(b, self.outer, &mut |b, o| {
+            let dp = Self::mul_add(b, data, o, row * self.dim as i64);
+            let op = Self::mul_add(b, out, o, row * self.count as i64);
+            for_range(b, self.count, &mut |b, i| {
+                let ip = Self::mul_add(b, idx, i, self.index_bytes as i64);
+                let k = if self.index_bytes == 8 {
+                    b.ins().load(I64, mem(), ip, 0)
+                } else {
+                    let k = b.ins().load(I32, mem(), ip, 0);
+                    b.ins().sextend(I64, k)
+                };
+                let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, k, 0);
+                let wrapped = b.ins().iadd_imm_s(k, self.dim as i64);
+                let k = b.ins().select(neg, wrapped, k);
+                let zero = b.ins().iconst(I64, 0);
+                let top = b.ins().iconst(I64, self.dim as i64 - 1);
+                let lo = b.ins().icmp(IntCC::SignedLessThan, k, zero);
+                let k = b.ins().select(lo, zero, k);
+                let hi = b.ins().icmp(IntCC::SignedGreaterThan, k, top);
+                let k = b.ins().select(hi, top, k);
+                let src = Self::mul_add(b, dp, k, row);
+                let dst = Self::mul_add(b, op, i, row);
+                copy.emit(b, src, dst);
+            });
+        });
+    }
+
+    fn mul_add(b: &mut FunctionBuilder<'_>, p: Value, i: Value, scale: i64) -> Value {
+        let s = b.ins().imul_imm_s(i, scale);
+        b.ins().iadd(p, s)
+    }
+}
