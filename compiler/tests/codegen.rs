@@ -140,13 +140,46 @@ fn unary_ops() {
         ("Sigmoid", vec![], -20.0, 20.0, 2e-6, 1e-9),
         ("Tanh", vec![], -10.0, 10.0, 2e-6, 1e-9),
         ("Tanh", vec![], -0.7, 0.7, 2e-6, 1e-9),
+        ("Erf", vec![], -4.0, 4.0, RTOL, 1e-6),
+        (
+            "HardSigmoid",
+            vec![("alpha", Attr::Float(0.3))],
+            -5.0,
+            5.0,
+            RTOL,
+            ATOL,
+        ),
+        ("HardSwish", vec![], -5.0, 5.0, RTOL, ATOL),
     ];
     for (op, attrs, lo, hi, rtol, atol) in cases {
         for s in shapes {
             let x = rng.tensor(s, lo, hi);
-            check(unary_model(op, s, attrs.clone(), 13), &[x], rtol, atol);
+            check(unary_model(op, s, attrs.clone(), 14), &[x], rtol, atol);
         }
     }
+    for approx in ["none", "tanh"] {
+        let s = [3, 11];
+        let attrs = vec![("approximate", Attr::Str(approx.into()))];
+        let x = rng.tensor(&s, -5.0, 5.0);
+        check(unary_model("Gelu", &s, attrs, 20), &[x], RTOL, ATOL);
+    }
+}
+
+#[test]
+fn where_with_broadcasting() {
+    let mut rng = Rng(66);
+    let m = ModelBuilder::new("w", 13)
+        .input("c", DType::Bool, &dims(&[2, 1, 4]))
+        .input("x", DType::F32, &dims(&[3, 4]))
+        .initializer("y", &Tensor::f32(vec![], &[-7.5]))
+        .output("out", DType::F32, &dims(&[2, 3, 4]))
+        .node("w", "Where", &["c", "x", "y"], &["out"], vec![])
+        .build();
+    let bits: Vec<u8> = (0..8)
+        .map(|i| u8::from(rng.next().is_multiple_of(3) || i == 1))
+        .collect();
+    let c = Tensor::from_bytes(DType::Bool, vec![2, 1, 4], bits.into()).expect("bool tensor");
+    check(m, &[c, rng.tensor(&[3, 4], -1.0, 1.0)], 0.0, 0.0);
 }
 
 #[test]

@@ -150,6 +150,16 @@ fn unary(u: &UnaryOp) -> Option<Ew> {
         UnaryOp::Exp => Ew::Exp,
         UnaryOp::Sigmoid => Ew::Sigmoid,
         UnaryOp::Tanh => Ew::Tanh,
+        UnaryOp::Erf => Ew::Erf,
+        UnaryOp::Gelu { tanh_approx } => {
+            if tanh_approx {
+                Ew::GeluTanh
+            } else {
+                Ew::Gelu
+            }
+        }
+        UnaryOp::HardSigmoid { alpha, beta } => Ew::HardSigmoid(alpha, beta),
+        UnaryOp::HardSwish => Ew::HardSwish,
         _ => return None,
     })
 }
@@ -229,6 +239,25 @@ pub(super) fn node(
                 }
             };
             ew2(e, prog, w)
+        }
+        Op::Where => {
+            let ins: Vec<ValueId> = n.inputs.to_vec();
+            if ins.len() != 3
+                || cx.ty(ins[0]).dtype != DType::Bool
+                || ins[1..]
+                    .iter()
+                    .chain([&y])
+                    .any(|&v| cx.ty(v).dtype != DType::F32)
+            {
+                return Err(cx.err("no kernel for Where on these dtypes yet (bool, f32, f32)"));
+            }
+            let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+            let desc = EwDesc::new(Ew::Where, &shapes, &out_shape);
+            let args = ins
+                .iter()
+                .map(|&v| cx.operand(v, w))
+                .collect::<Result<Vec<_>, _>>()?;
+            ew_call(&cx, prog, desc, args, cx.arena(y)?)
         }
         Op::BatchNormalization { epsilon } => {
             cx.all_f32()?;

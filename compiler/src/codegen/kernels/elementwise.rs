@@ -2,8 +2,8 @@
 //! dims with per-input strides (0 for broadcast dims); the innermost dim runs over f32x4 with a
 //! scalar tail, each input loaded as a vector (stride 1) or a splatted scalar (stride 0).
 
-use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::types::{F32, F32X4};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::types::{F32, F32X4, I8};
 use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
@@ -36,6 +36,18 @@ pub enum Ew {
     Sigmoid,
     /// tanh(x)
     Tanh,
+    /// erf(x)
+    Erf,
+    /// x Phi(x) (exact, via erf)
+    Gelu,
+    /// the tanh approximation of Gelu
+    GeluTanh,
+    /// max(0, min(1, alpha x + beta))
+    HardSigmoid(f32, f32),
+    /// x HardSigmoid(x) with alpha 1/6, beta 1/2
+    HardSwish,
+    /// cond ? a : b (cond a bool byte)
+    Where,
     /// a + b
     Add,
     /// a - b
@@ -61,7 +73,7 @@ impl Ew {
     pub fn arity(self) -> usize {
         match self {
             Ew::Add | Ew::Sub | Ew::Mul | Ew::Div | Ew::Max | Ew::Min | Ew::PRelu | Ew::Mean2 => 2,
-            Ew::MulAdd => 3,
+            Ew::MulAdd | Ew::Where => 3,
             _ => 1,
         }
     }
@@ -101,6 +113,42 @@ impl Ew {
             Ew::Exp => m.exp(b, a),
             Ew::Sigmoid => m.sigmoid(b, a),
             Ew::Tanh => m.tanh(b, a),
+            Ew::Erf => m.erf(b, a),
+            Ew::Gelu => {
+                let k = m.c(b, std::f32::consts::FRAC_1_SQRT_2);
+                let s = b.ins().fmul(a, k);
+                let e = m.erf(b, s);
+                let one = m.c(b, 1.0);
+                let e1 = b.ins().fadd(e, one);
+                let h = m.c(b, 0.5);
+                let ha = b.ins().fmul(a, h);
+                b.ins().fmul(ha, e1)
+            }
+            Ew::GeluTanh => {
+                let c = m.c(b, 0.044_715);
+                let a3 = b.ins().fmul(a, a);
+                let a3 = b.ins().fmul(a3, a);
+                let inner = b.ins().fma(a3, c, a);
+                let k = m.c(b, (2.0 / std::f64::consts::PI).sqrt() as f32);
+                let inner = b.ins().fmul(inner, k);
+                let t = m.tanh(b, inner);
+                let one = m.c(b, 1.0);
+                let t1 = b.ins().fadd(t, one);
+                let h = m.c(b, 0.5);
+                let ha = b.ins().fmul(a, h);
+                b.ins().fmul(ha, t1)
+            }
+            Ew::HardSigmoid(alpha, beta) => hard_sigmoid(m, b, a, alpha, beta),
+            Ew::HardSwish => {
+                let h = hard_sigmoid(m, b, a, 1.0 / 6.0, 0.5);
+                b.ins().fmul(a, h)
+            }
+            Ew::Where => {
+                // x[0] is the condition converted to a float mask source by `inner`.
+                let z = m.c(b, 0.0);
+                let c = b.ins().fcmp(FloatCC::NotEqual, a, z);
+                m.select(b, c, x[1], x[2])
+            }
             Ew::Add => b.ins().fadd(a, x[1]),
             Ew::Sub => b.ins().fsub(a, x[1]),
             Ew::Mul => b.ins().fmul(a, x[1]),
@@ -121,6 +169,16 @@ impl Ew {
             Ew::MulAdd => b.ins().fma(a, x[1], x[2]),
         }
     }
+}
+
+fn hard_sigmoid(m: Math, b: &mut FunctionBuilder<'_>, a: Value, alpha: f32, beta: f32) -> Value {
+    let k = m.c(b, alpha);
+    let c = m.c(b, beta);
+    let t = b.ins().fma(a, k, c);
+    let z = m.c(b, 0.0);
+    let one = m.c(b, 1.0);
+    let t = m.max(b, t, z);
+    m.min(b, t, one)
 }
 
 /// One elementwise kernel: output dims (collapsed) and each input's element strides over them.
@@ -202,7 +260,7 @@ impl EwDesc {
         for_range(b, self.dims[k], &mut |b, i| {
             let mut next: Vec<Value> = Vec::with_capacity(ptrs.len());
             for (j, st) in self.strides.iter().enumerate() {
-                next.push(offset(b, ptrs[j], i, st[k] * 4));
+                next.push(offset(b, ptrs[j], i, st[k] * self.elem(j)));
             }
             let o = ptrs[self.strides.len()];
             next.push(offset(b, o, i, out_stride * 4));
@@ -210,7 +268,41 @@ impl EwDesc {
         });
     }
 
+    /// Bytes per element of input `j` (Where's condition is a bool byte).
+    fn elem(&self, j: usize) -> usize {
+        if self.op == Ew::Where && j == 0 { 1 } else { 4 }
+    }
+
+    /// Where: a scalar loop, the condition byte turned into 0.0 / 1.0.
+    fn inner_where(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
+        let len = *self.dims.last().unwrap_or(&1);
+        let sm = Math { ty: F32 };
+        for_range(b, len, &mut |b, i| {
+            let mut vals = Vec::with_capacity(3);
+            for (j, (strides, &base)) in self.strides.iter().zip(ptrs).enumerate() {
+                let st = *strides.last().unwrap_or(&1);
+                let p = offset(b, base, i, st * self.elem(j));
+                vals.push(if j == 0 {
+                    let c = b.ins().load(I8, super::mem(), p, 0);
+                    let nz = b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
+                    let one = sm.c(b, 1.0);
+                    let zero = sm.c(b, 0.0);
+                    b.ins().select(nz, one, zero)
+                } else {
+                    sm.load(b, p, 0)
+                });
+            }
+            let y = self.op.apply(sm, b, &vals);
+            let p = offset(b, ptrs[3], i, 4);
+            sm.store(b, y, p, 0);
+        });
+    }
+
     fn inner(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
+        if self.op == Ew::Where {
+            self.inner_where(b, ptrs);
+            return;
+        }
         let len = *self.dims.last().unwrap_or(&1);
         let last: Vec<usize> = self
             .strides

@@ -228,6 +228,37 @@ impl Math {
         self.select(b, is_small, small, big)
     }
 
+    /// `erf(x)`: Abramowitz-Stegun 7.1.26 (absolute error below 1.5e-7) with the exp above.
+    pub(crate) fn erf(self, b: &mut FunctionBuilder<'_>, x: Value) -> Value {
+        let ax = b.ins().fabs(x);
+        let one = self.c(b, 1.0);
+        let p = self.c(b, 0.327_591_1);
+        let d = b.ins().fma(p, ax, one);
+        let t = b.ins().fdiv(one, d);
+        let coeffs = [
+            1.061_405_4,
+            -1.453_152,
+            1.421_413_8,
+            -0.284_496_74,
+            0.254_829_6,
+        ];
+        let mut poly = self.c(b, coeffs[0]);
+        for &k in &coeffs[1..] {
+            let kc = self.c(b, k);
+            poly = b.ins().fma(poly, t, kc);
+        }
+        poly = b.ins().fmul(poly, t);
+        let x2 = b.ins().fmul(x, x);
+        let nx2 = b.ins().fneg(x2);
+        let e = self.exp(b, nx2);
+        let pe = b.ins().fmul(poly, e);
+        let r = b.ins().fsub(one, pe);
+        let zero = self.c(b, 0.0);
+        let neg = b.ins().fcmp(FloatCC::LessThan, x, zero);
+        let nr = b.ins().fneg(r);
+        self.select(b, neg, nr, r)
+    }
+
     /// Horizontal reduction of an f32x4 with `f` (max or add), to a scalar.
     pub(crate) fn hreduce(
         b: &mut FunctionBuilder<'_>,
