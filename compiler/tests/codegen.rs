@@ -706,6 +706,30 @@ fn pooling() {
             .build();
         check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
     }
+    for (include, ceil) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+        let (x, y) = (
+            vec![1, 3, 9, 8],
+            vec![1, 3, 4 + ceil as usize, 4 + ceil as usize],
+        );
+        let model = ModelBuilder::new("avg", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node(
+                "p",
+                "AveragePool",
+                &["x"],
+                &["y"],
+                vec![
+                    ("kernel_shape", ints(&[3, 2])),
+                    ("strides", ints(&[2, 2])),
+                    ("pads", ints(&[1, 1, 0, 0])),
+                    ("count_include_pad", Attr::Int(include)),
+                    ("ceil_mode", Attr::Int(ceil)),
+                ],
+            )
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
     for x in [vec![2, 3, 5, 7], vec![1, 4, 2, 2], vec![1, 2, 9]] {
         let mut y = x.clone();
         y[2..].iter_mut().for_each(|d| *d = 1);

@@ -351,6 +351,37 @@ pub(super) fn node(
             };
             pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
         }
+        Op::AveragePool(a) => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            let win = window(
+                &cx,
+                xs,
+                &out_shape,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+            )?;
+            let d = a.kernel.len();
+            let ends = a.pads.get(d..).unwrap_or_default();
+            let pad_end = if d == 1 {
+                [0, ends.first().copied().unwrap_or(0)]
+            } else {
+                [
+                    ends.first().copied().unwrap_or(0),
+                    ends.get(1).copied().unwrap_or(0),
+                ]
+            };
+            let desc = PoolDesc::Average {
+                planes: xs[0] * xs[1],
+                win,
+                pad_end,
+                include_pad: a.count_include_pad,
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
         Op::GlobalAveragePool => {
             cx.all_f32()?;
             let x = cx.input(0)?;

@@ -65,6 +65,24 @@ impl Window {
     }
 }
 
+impl Window {
+    /// Whether tap `(kh, kw)` of output pixel `(oh, ow)` lies inside the input plus its
+    /// declared pads (`pad_end` the trailing ones): an `i8` 0/1.
+    fn in_padded(&self, b: &mut FunctionBuilder<'_>, at: [Value; 4], pad_end: [usize; 2]) -> Value {
+        let [oh, ow, kh, kw] = at;
+        let raw = |b: &mut FunctionBuilder<'_>, o: Value, k: Value, d: usize| {
+            let s = b.ins().imul_imm_u(o, self.strides[d] as i64);
+            let kd = b.ins().imul_imm_u(k, self.dilations[d] as i64);
+            let c = b.ins().iadd(s, kd);
+            let bound = self.in_hw[d] + self.pads[d] + pad_end[d];
+            b.ins().icmp_imm_u(IntCC::UnsignedLessThan, c, bound as i64)
+        };
+        let h = raw(b, oh, kh, 0);
+        let w = raw(b, ow, kw, 1);
+        b.ins().band(h, w)
+    }
+}
+
 /// A direct 2-d convolution.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConvDesc {
@@ -210,6 +228,17 @@ pub enum PoolDesc {
         /// Geometry.
         win: Window,
     },
+    /// Average over windows (`include_pad`: the divisor counts taps in the declared pads).
+    Average {
+        /// N * C.
+        planes: usize,
+        /// Geometry.
+        win: Window,
+        /// Trailing pads.
+        pad_end: [usize; 2],
+        /// ONNX `count_include_pad`.
+        include_pad: bool,
+    },
     /// Mean over each contiguous plane of `len` elements.
     GlobalAverage {
         /// N * C.
@@ -252,6 +281,55 @@ impl PoolDesc {
                             let pix = b.ins().iadd(pix, s);
                             let q = offset(b, yp, pix, 4);
                             b.ins().store(mem(), a, q, 0);
+                        });
+                    });
+                });
+            }
+            PoolDesc::Average {
+                planes,
+                win,
+                pad_end,
+                include_pad,
+            } => {
+                let [ih, iw] = win.in_hw;
+                let [oh, ow] = win.out_hw;
+                for_range(b, *planes, &mut |b, pl| {
+                    let xp = offset(b, x, pl, ih * iw * 4);
+                    let yp = offset(b, y, pl, oh * ow * 4);
+                    for_range(b, oh, &mut |b, r| {
+                        for_range(b, ow, &mut |b, s| {
+                            let (sum, count) = (b.declare_var(F32), b.declare_var(F32));
+                            let z = sm.c(b, 0.0);
+                            b.def_var(sum, z);
+                            b.def_var(count, z);
+                            for_range(b, win.kernel[0], &mut |b, u| {
+                                for_range(b, win.kernel[1], &mut |b, v| {
+                                    let (off, valid) = win.tap(b, r, s, u, v);
+                                    let p = offset(b, xp, off, 4);
+                                    let xv = b.ins().load(F32, mem(), p, 0);
+                                    let (one, zero) = (sm.c(b, 1.0), sm.c(b, 0.0));
+                                    let xv = b.ins().select(valid, xv, zero);
+                                    let counted = if *include_pad {
+                                        win.in_padded(b, [r, s, u, v], *pad_end)
+                                    } else {
+                                        valid
+                                    };
+                                    let inc = b.ins().select(counted, one, zero);
+                                    let a = b.use_var(sum);
+                                    let a = b.ins().fadd(a, xv);
+                                    b.def_var(sum, a);
+                                    let c = b.use_var(count);
+                                    let c = b.ins().fadd(c, inc);
+                                    b.def_var(count, c);
+                                });
+                            });
+                            let (a, c) = (b.use_var(sum), b.use_var(count));
+                            // 0 / 0 = NaN for an empty window, like the reference.
+                            let mean = b.ins().fdiv(a, c);
+                            let pix = b.ins().imul_imm_u(r, ow as i64);
+                            let pix = b.ins().iadd(pix, s);
+                            let q = offset(b, yp, pix, 4);
+                            b.ins().store(mem(), mean, q, 0);
                         });
                     });
                 });
