@@ -980,3 +980,26 @@ fn models_from_env_dir() {
         }
     }
 }
+
+#[test]
+fn variadic_many_inputs() {
+    let mut rng = Rng(747);
+    for op in ["Sum", "Mean", "Max", "Min"] {
+        let m = ModelBuilder::new("v", 13)
+            .input("a", DType::F32, &dims(&[2, 3, 4]))
+            .input("b", DType::F32, &dims(&[3, 1]))
+            .input("c", DType::F32, &dims(&[4]))
+            .input("d", DType::F32, &dims(&[2, 3, 4]))
+            .output("y", DType::F32, &dims(&[2, 3, 4]))
+            .node("neg", "Neg", &["d"], &["nd"], vec![])
+            .node("v", op, &["b", "nd", "c", "a"], &["y"], vec![])
+            .build();
+        let ins = [
+            rng.tensor(&[2, 3, 4], -1.0, 1.0),
+            rng.tensor(&[3, 1], -1.0, 1.0),
+            rng.tensor(&[4], -1.0, 1.0),
+            rng.tensor(&[2, 3, 4], -1.0, 1.0),
+        ];
+        check(m, &ins, RTOL, ATOL);
+    }
+}

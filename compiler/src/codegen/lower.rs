@@ -230,13 +230,7 @@ pub(super) fn node(
                 (VariadicOp::Mean, 2) => Ew::Mean2,
                 (VariadicOp::Max, 2) => Ew::Max,
                 (VariadicOp::Min, 2) => Ew::Min,
-                _ => {
-                    return Err(cx.err(format!(
-                        "no kernel for {} of {} inputs yet",
-                        op.name(),
-                        n.inputs.len()
-                    )));
-                }
+                (kind, _) => return variadic(&cx, *kind, prog, w),
             };
             ew2(e, prog, w)
         }
@@ -893,4 +887,47 @@ fn movement(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<
         }
         _ => Err(cx.err(format!("no kernel for {} yet", n.op.name()))),
     }
+}
+
+/// Sum/Mean/Max/Min of three or more inputs: the output starts as one input (the one stored
+/// in the output's buffer, if any, so that nothing is overwritten before it is read), then
+/// takes each other input in turn.
+fn variadic(
+    cx: &Ctx<'_>,
+    kind: VariadicOp,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let out = cx.arena(y)?;
+    let ys = cx.ty(y).shape.clone();
+    let ins: Vec<ValueId> = n.inputs.to_vec();
+    let mut first = 0;
+    for (i, &v) in ins.iter().enumerate() {
+        if cx.constant(v).is_none() && cx.arena(v)? == out {
+            first = i;
+        }
+    }
+    let e = match kind {
+        VariadicOp::Sum | VariadicOp::Mean => Ew::Add,
+        VariadicOp::Max => Ew::Max,
+        VariadicOp::Min => Ew::Min,
+    };
+    let x0 = ins[first];
+    let desc = EwDesc::new(Ew::Copy, &[&cx.ty(x0).shape], &ys);
+    ew_call(cx, prog, desc, vec![cx.operand(x0, w)?], out)?;
+    for (i, &v) in ins.iter().enumerate() {
+        if i == first {
+            continue;
+        }
+        let desc = EwDesc::new(e, &[&ys, &cx.ty(v).shape], &ys);
+        ew_call(cx, prog, desc, vec![out, cx.operand(v, w)?], out)?;
+    }
+    if kind == VariadicOp::Mean {
+        let desc = EwDesc::new(Ew::Scale(1.0 / ins.len() as f32), &[&ys], &ys);
+        ew_call(cx, prog, desc, vec![out], out)?;
+    }
+    Ok(())
 }
