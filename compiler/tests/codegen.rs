@@ -510,6 +510,20 @@ fn views_of_inputs() {
 }
 
 #[test]
+fn pow_with_constant_exponents() {
+    let mut rng = Rng(9090);
+    for e in [2.0f32, 0.5, 1.0, -1.0] {
+        let m = ModelBuilder::new("pow", 13)
+            .input("x", DType::F32, &dims(&[3, 7]))
+            .initializer("e", &Tensor::f32(vec![], &[e]))
+            .output("y", DType::F32, &dims(&[3, 7]))
+            .node("p", "Pow", &["x", "e"], &["y"], vec![])
+            .build();
+        check(m, &[rng.tensor(&[3, 7], 0.5, 3.0)], RTOL, ATOL);
+    }
+}
+
+#[test]
 fn unsupported_op_is_an_error() {
     let m = ModelBuilder::new("pow", 13)
         .input("a", DType::F32, &dims(&[2, 3]))

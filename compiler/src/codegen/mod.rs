@@ -4,7 +4,12 @@
 //!
 //! - [`program`]: the JIT module, the kernel cache and the entry function;
 //! - [`weights`]: the aligned read-only weights region;
-//! - [`kernels`]: the kernel emitters (elementwise with broadcasting, Softmax, Gemm/MatMul);
+//! - [`kernels`]: the kernel emitters (f32): elementwise with numpy broadcasting (unary math
+//!   with an f32x4 exp polynomial, binary, variadic, Where, BatchNormalization folded to a
+//!   multiply-add), Softmax/LogSoftmax, Reduce*, LayerNormalization, Gemm/MatMul (calls of
+//!   `arenac_sgemm` on B packed at compile time, or at run time into the node's scratch),
+//!   direct 2-d Conv, Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
+//!   Concat, Split, views of constants) and Gather;
 //! - [`lower`]: what each node becomes (kernel calls with operands).
 
 pub mod kernels;
