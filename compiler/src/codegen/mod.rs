@@ -10,7 +10,7 @@
 //!   `arenac_sgemm` on B packed at compile time, or at run time into the node's scratch),
 //!   direct 2-d Conv, Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
 //!   Concat, Split, views of constants) and Gather;
-//! - [`lower`]: what each node becomes (kernel calls with operands).
+//! - `lower`: what each node becomes (kernel calls with operands).
 
 pub mod kernels;
 mod lower;
