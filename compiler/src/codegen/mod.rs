@@ -2,12 +2,24 @@
 //! straight-line sequence of kernel calls whose tensor addresses are the arena base plus
 //! constant offsets from the plan, and the weights base plus constant offsets.
 //!
-//! (Interface only; the Cranelift implementation is being written. `compile` reports every
-//! model as unsupported until then.)
+//! - [`program`]: the JIT module, the kernel cache and the entry function;
+//! - [`weights`]: the aligned read-only weights region;
+//! - [`kernels`]: the kernel emitters (f32): elementwise with numpy broadcasting (unary math
+//!   with an f32x4 exp polynomial, binary, variadic, Where, BatchNormalization folded to a
+//!   multiply-add), Softmax/LogSoftmax, Reduce*, LayerNormalization, Gemm/MatMul (calls of
+//!   `arenac_sgemm` on B packed at compile time, or at run time into the node's scratch),
+//!   direct 2-d Conv, Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
+//!   Concat, Split, views of constants) and Gather;
+//! - `lower`: what each node becomes (kernel calls with operands).
+
+pub mod kernels;
+mod lower;
+pub mod program;
+pub mod weights;
 
 use crate::arena::ArenaPlan;
 use crate::error::{Error, OpError};
-use crate::ir::graph::Graph;
+use crate::ir::graph::{Graph, ValueId};
 use crate::ir::types::TensorType;
 
 /// Alignment of the arena base and of every tensor in the weights region.
@@ -30,6 +42,25 @@ pub struct Executable {
     arena_bytes: usize,
     inputs: Vec<IoSlot>,
     outputs: Vec<IoSlot>,
+    /// The JIT module owning the code (taken on drop to free it).
+    module: Option<cranelift_jit::JITModule>,
+    /// `extern "C" fn(arena, weights)`.
+    entry: unsafe extern "C" fn(*mut u8, *const u8),
+    weights: weights::AlignedBytes,
+    /// Distinct kernels compiled.
+    kernels: usize,
+    /// Wall-clock time of `compile`.
+    compile_time: std::time::Duration,
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the module's code is only reachable through `self.entry`, which cannot
+            // be called any more: `run` borrows `self`, which is being dropped.
+            unsafe { m.free_memory() };
+        }
+    }
 }
 
 impl std::fmt::Debug for Executable {
@@ -38,6 +69,8 @@ impl std::fmt::Debug for Executable {
             .field("arena_bytes", &self.arena_bytes)
             .field("inputs", &self.inputs)
             .field("outputs", &self.outputs)
+            .field("weights_bytes", &self.weights.len())
+            .field("kernels", &self.kernels)
             .finish()
     }
 }
@@ -65,20 +98,80 @@ impl Executable {
     /// [`Executable::arena_bytes`] bytes, not accessed by anything else during the call, and
     /// hold every input at its slot.
     pub unsafe fn run(&self, arena: *mut u8) {
-        let _ = arena;
+        // SAFETY: the entry function reads and writes the arena only inside the plan's
+        // buffers (all below `arena_bytes`) and reads the weights region it was compiled
+        // against, which `self` owns; the caller guarantees the arena's contract above.
+        unsafe { (self.entry)(arena, self.weights.as_ptr()) }
+    }
+
+    /// Bytes of the read-only weights region.
+    pub fn weights_bytes(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Distinct kernels compiled (repeated layers share one).
+    pub fn kernel_count(&self) -> usize {
+        self.kernels
+    }
+
+    /// Wall-clock time `compile` took.
+    pub fn compile_time(&self) -> std::time::Duration {
+        self.compile_time
     }
 }
 
 /// Compiles `g` with its arena plan into an [`Executable`]. An op without a kernel is an
 /// [`Error::Node`] naming the node and op.
 pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
-    let _ = plan;
-    match g.nodes().next() {
-        Some((_, n)) => Err(Error::Node {
-            node: n.name.clone(),
-            op: n.op.name().to_string(),
-            source: OpError::Unsupported("no kernel yet".into()),
-        }),
-        None => Err(Error::InvalidModel("nothing to compile".into())),
+    let started = std::time::Instant::now();
+    let slot = |v: ValueId| -> Result<IoSlot, Error> {
+        let val = g.value(v);
+        let b = plan
+            .liveness
+            .value_buffer
+            .get(&v)
+            .copied()
+            .ok_or_else(|| Error::Node {
+                node: val.name.clone(),
+                op: "output".into(),
+                source: OpError::Unsupported(
+                    "a graph output that is a constant has no arena slot yet".into(),
+                ),
+            })?;
+        Ok(IoSlot {
+            name: val.name.clone(),
+            ty: val.ty.clone(),
+            offset: plan.placement.offsets[b],
+        })
+    };
+    let inputs = g
+        .inputs
+        .iter()
+        .map(|&v| slot(v))
+        .collect::<Result<_, _>>()?;
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|&v| slot(v))
+        .collect::<Result<_, _>>()?;
+    let mut prog = program::Program::new()?;
+    let mut w = weights::WeightsBuilder::default();
+    for &id in &plan.schedule {
+        lower::node(g, plan, id, &mut prog, &mut w)?;
     }
+    let kernels = prog.kernels_compiled;
+    let (module, entry) = prog.finish()?;
+    // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
+    // with exactly this signature (two pointer parameters, no result, the host's C ABI).
+    let entry: unsafe extern "C" fn(*mut u8, *const u8) = unsafe { std::mem::transmute(entry) };
+    Ok(Executable {
+        arena_bytes: plan.arena_bytes,
+        inputs,
+        outputs,
+        module: Some(module),
+        entry,
+        weights: w.finish(),
+        kernels,
+        compile_time: started.elapsed(),
+    })
 }

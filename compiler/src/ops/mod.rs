@@ -384,6 +384,8 @@ impl Op {
     ///   channels), with the same 1x1 exception;
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
+    ///   plus a runtime transposed A's copy and the GEMM core's A scratch
+    ///   ([`Op::matmul_scratch_layout`]);
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
     /// - everything else: 0.
     ///
@@ -423,17 +425,56 @@ impl Op {
                 let in_spatial = prod(x.shape.get(2..).unwrap_or_default());
                 prod(&[m, prod(&a.kernel), in_spatial.min(IM2COL_TILE), elem])
             }
-            Op::Gemm(_) | Op::MatMul => {
-                if constant.get(1).copied().unwrap_or(false) {
-                    return 0;
-                }
-                let Some(b) = inputs.get(1) else { return 0 };
-                let r = b.shape.len();
-                let kn = prod(b.shape.get(r.saturating_sub(2)..).unwrap_or_default());
-                kn.saturating_mul(b.dtype.size())
-            }
+            Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant).1,
             _ => 0,
         }
+    }
+
+    /// Gemm/MatMul scratch: byte offsets of its parts — a runtime B's packed copy (one `K x N`
+    /// slice), a runtime transposed A's row-major copy (Gemm `transA`), the A scratch of
+    /// [`crate::gemm::arenac_sgemm`] ([`crate::gemm::A_SCRATCH_FLOATS`] floats) — and the
+    /// total bytes. Parts followed by another are rounded up to 64 bytes.
+    pub fn matmul_scratch_layout(
+        &self,
+        inputs: &[TensorType],
+        constant: &[bool],
+    ) -> ([usize; 3], usize) {
+        fn up(x: usize) -> usize {
+            x.saturating_add(63) & !63
+        }
+        let is_const = |i: usize| constant.get(i).copied().unwrap_or(false);
+        let elem = inputs.first().map_or(4, |t| t.dtype.size());
+        let packed_b = match inputs.get(1) {
+            Some(b) if !is_const(1) => {
+                let s = &b.shape;
+                let (k, n) = match (self, s.len()) {
+                    (Op::Gemm(g), 2) if g.trans_b => (s[1], s[0]),
+                    (_, 1) => (s[0], 1),
+                    (_, r) if r >= 2 => (s[r - 2], s[r - 1]),
+                    _ => (0, 0),
+                };
+                crate::gemm::packed_b_len(k, n).saturating_mul(elem)
+            }
+            _ => 0,
+        };
+        let a_t = match (self, inputs.first()) {
+            (Op::Gemm(g), Some(a)) if g.trans_a && !is_const(0) => {
+                a.shape.iter().fold(elem, |acc, &d| acc.saturating_mul(d))
+            }
+            _ => 0,
+        };
+        let a_scratch = crate::gemm::A_SCRATCH_FLOATS.saturating_mul(elem);
+        let o1 = if a_t.saturating_add(a_scratch) > 0 {
+            up(packed_b)
+        } else {
+            packed_b
+        };
+        let o2 = if a_scratch > 0 {
+            up(o1.saturating_add(a_t))
+        } else {
+            o1.saturating_add(a_t)
+        };
+        ([0, o1, o2], o2.saturating_add(a_scratch))
     }
 
     /// Outputs computable from input *types* alone (Shape), for folding when the inputs are

@@ -1,0 +1,971 @@
+//! What each node becomes: kernel calls (from the cache or freshly compiled) with the
+//! addresses of its operands.
+
+use super::kernels::conv::{ConvDesc, PoolDesc, Window};
+use super::kernels::elementwise::{Ew, EwDesc};
+use super::kernels::matmul::MatMulDesc;
+use super::kernels::movement::{CopyDesc, GatherDesc};
+use super::kernels::reduce::{LayerNormDesc, ReduceDesc};
+use super::kernels::softmax::SoftmaxDesc;
+use super::program::{Operand, Program};
+use super::weights::WeightsBuilder;
+use crate::analysis::liveness::BufferKind;
+use crate::arena::ArenaPlan;
+use crate::error::{Error, OpError};
+use crate::gemm::{pack_b, packed_b_len};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
+use crate::ir::types::{DType, TensorType};
+use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+
+struct Ctx<'a> {
+    g: &'a Graph,
+    plan: &'a ArenaPlan,
+    id: NodeId,
+}
+
+impl Ctx<'_> {
+    fn err(&self, what: impl Into<String>) -> Error {
+        let n = self.g.node(self.id);
+        Error::Node {
+            node: n.name.clone(),
+            op: n.op.name().to_string(),
+            source: OpError::Unsupported(what.into()),
+        }
+    }
+
+    fn input(&self, i: usize) -> Result<ValueId, Error> {
+        self.g
+            .node(self.id)
+            .inputs
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.err(format!("missing input {i}")))
+    }
+
+    fn ty(&self, v: ValueId) -> &TensorType {
+        &self.g.value(v).ty
+    }
+
+    fn constant(&self, v: ValueId) -> Option<&Tensor> {
+        match &self.g.value(v).kind {
+            ValueKind::Constant(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn arena(&self, v: ValueId) -> Result<Operand, Error> {
+        let b = self
+            .plan
+            .liveness
+            .value_buffer
+            .get(&v)
+            .copied()
+            .ok_or_else(|| {
+                self.err(format!(
+                    "value '{}' has no arena buffer",
+                    self.g.value(v).name
+                ))
+            })?;
+        Ok(Operand::Arena(self.plan.placement.offsets[b]))
+    }
+
+    fn operand(&self, v: ValueId, w: &mut WeightsBuilder) -> Result<Operand, Error> {
+        match self.constant(v) {
+            Some(t) => Ok(Operand::Weights(w.tensor(t))),
+            None => self.arena(v),
+        }
+    }
+
+    fn output(&self) -> Result<ValueId, Error> {
+        self.g
+            .node(self.id)
+            .outputs
+            .first()
+            .copied()
+            .ok_or_else(|| self.err("no output"))
+    }
+
+    fn scratch(&self) -> Operand {
+        self.plan
+            .liveness
+            .buffers
+            .iter()
+            .position(|b| b.kind == BufferKind::Scratch && b.node == Some(self.id))
+            .map_or(Operand::Null, |i| {
+                Operand::Arena(self.plan.placement.offsets[i])
+            })
+    }
+
+    fn label(&self) -> (String, String) {
+        let n = self.g.node(self.id);
+        (n.name.clone(), n.op.name().to_string())
+    }
+
+    fn all_f32(&self) -> Result<(), Error> {
+        let n = self.g.node(self.id);
+        for &v in n.inputs.iter().chain(&n.outputs) {
+            let dt = self.ty(v).dtype;
+            if dt != DType::F32 {
+                return Err(self.err(format!(
+                    "no kernel for {} on {} yet (f32 only)",
+                    n.op.name(),
+                    dt.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ew_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: EwDesc,
+    mut args: Vec<Operand>,
+    out: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let n = desc.strides.len() + 1;
+    let f = prog.kernel(format!("ew {desc:?}"), n, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    args.push(out);
+    prog.call(f, args);
+    Ok(())
+}
+
+fn unary(u: &UnaryOp) -> Option<Ew> {
+    Some(match *u {
+        UnaryOp::Relu => Ew::Relu,
+        UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
+        UnaryOp::Clip { min, max } => Ew::Clip(
+            min.map_or(f32::NEG_INFINITY, |x| x as f32),
+            max.map_or(f32::INFINITY, |x| x as f32),
+        ),
+        UnaryOp::Neg => Ew::Neg,
+        UnaryOp::Abs => Ew::Abs,
+        UnaryOp::Sqrt => Ew::Sqrt,
+        UnaryOp::Reciprocal => Ew::Reciprocal,
+        UnaryOp::Exp => Ew::Exp,
+        UnaryOp::Sigmoid => Ew::Sigmoid,
+        UnaryOp::Tanh => Ew::Tanh,
+        UnaryOp::Erf => Ew::Erf,
+        UnaryOp::Gelu { tanh_approx } => {
+            if tanh_approx {
+                Ew::GeluTanh
+            } else {
+                Ew::Gelu
+            }
+        }
+        UnaryOp::HardSigmoid { alpha, beta } => Ew::HardSigmoid(alpha, beta),
+        UnaryOp::HardSwish => Ew::HardSwish,
+        _ => return None,
+    })
+}
+
+fn prod(d: &[usize]) -> usize {
+    d.iter().product()
+}
+
+/// Emits the calls of node `id`.
+pub(super) fn node(
+    g: &Graph,
+    plan: &ArenaPlan,
+    id: NodeId,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let cx = Ctx { g, plan, id };
+    let n = g.node(id);
+    let op = &n.op;
+    if op.is_view() {
+        let (x, y) = (cx.input(0)?, cx.output()?);
+        let src = cx.operand(x, w)?;
+        let dst = cx.arena(y)?;
+        if src == dst {
+            return Ok(());
+        }
+        let ty = cx.ty(y);
+        let (elem, len) = (ty.dtype.size(), ty.numel().unwrap_or(0));
+        if ![1, 2, 4, 8].contains(&elem) {
+            return Err(cx.err(format!("no kernel for copying {} yet", ty.dtype.name())));
+        }
+        let desc = CopyDesc::new(elem, &[len], &[1], &[1]);
+        return copy_call(&cx, prog, desc, src, dst);
+    }
+    let y = cx.output()?;
+    let out_shape = cx.ty(y).shape.clone();
+    let ew2 = |e: Ew, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
+        cx.all_f32()?;
+        let ins: Vec<ValueId> = n.inputs.to_vec();
+        let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+        let desc = EwDesc::new(e, &shapes, &out_shape);
+        let args = ins
+            .iter()
+            .map(|&v| cx.operand(v, w))
+            .collect::<Result<Vec<_>, _>>()?;
+        ew_call(&cx, prog, desc, args, cx.arena(y)?)
+    };
+    match op {
+        Op::Unary(u) => match unary(u) {
+            Some(e) => ew2(e, prog, w),
+            None => Err(cx.err(format!("no kernel for {} yet", op.name()))),
+        },
+        Op::Binary(b) => {
+            let e = match b {
+                BinaryOp::Add => Ew::Add,
+                BinaryOp::Sub => Ew::Sub,
+                BinaryOp::Mul => Ew::Mul,
+                BinaryOp::Div => Ew::Div,
+                BinaryOp::PRelu => Ew::PRelu,
+                BinaryOp::Pow => return pow(&cx, prog, w),
+                _ => return Err(cx.err(format!("no kernel for {} yet", op.name()))),
+            };
+            ew2(e, prog, w)
+        }
+        Op::Variadic(v) => {
+            let e = match (v, n.inputs.len()) {
+                (_, 1) => Ew::Copy,
+                (VariadicOp::Sum, 2) => Ew::Add,
+                (VariadicOp::Mean, 2) => Ew::Mean2,
+                (VariadicOp::Max, 2) => Ew::Max,
+                (VariadicOp::Min, 2) => Ew::Min,
+                (kind, _) => return variadic(&cx, *kind, prog, w),
+            };
+            ew2(e, prog, w)
+        }
+        Op::Where => {
+            let ins: Vec<ValueId> = n.inputs.to_vec();
+            if ins.len() != 3
+                || cx.ty(ins[0]).dtype != DType::Bool
+                || ins[1..]
+                    .iter()
+                    .chain([&y])
+                    .any(|&v| cx.ty(v).dtype != DType::F32)
+            {
+                return Err(cx.err("no kernel for Where on these dtypes yet (bool, f32, f32)"));
+            }
+            let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+            let desc = EwDesc::new(Ew::Where, &shapes, &out_shape);
+            let args = ins
+                .iter()
+                .map(|&v| cx.operand(v, w))
+                .collect::<Result<Vec<_>, _>>()?;
+            ew_call(&cx, prog, desc, args, cx.arena(y)?)
+        }
+        Op::BatchNormalization { epsilon } => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let params: Vec<Vec<f64>> = (1..5)
+                .map(|i| {
+                    let v = cx.input(i)?;
+                    cx.constant(v).map(|t| t.to_f64_vec()).ok_or_else(|| {
+                        cx.err("no kernel for non-constant BatchNormalization parameters yet")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let (scale, bias, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
+            let s: Vec<f32> = scale
+                .iter()
+                .zip(var)
+                .map(|(g, v)| (g / (v + f64::from(*epsilon)).sqrt()) as f32)
+                .collect();
+            let t: Vec<f32> = bias
+                .iter()
+                .zip(mean)
+                .zip(&s)
+                .map(|((b, m), s)| (b - m * f64::from(*s)) as f32)
+                .collect();
+            let xs = &cx.ty(x).shape;
+            let c = xs.get(1).copied().unwrap_or(1);
+            let mut cshape = vec![c];
+            cshape.extend(std::iter::repeat_n(1, xs.len().saturating_sub(2)));
+            let desc = EwDesc::new(Ew::MulAdd, &[xs, &cshape, &cshape], &out_shape);
+            let args = vec![
+                cx.arena(x)?,
+                Operand::Weights(w.f32s(&s)),
+                Operand::Weights(w.f32s(&t)),
+            ];
+            ew_call(&cx, prog, desc, args, cx.arena(y)?)
+        }
+        Op::Softmax {
+            axis,
+            log,
+            coerce_2d,
+        } => {
+            cx.all_f32()?;
+            let s = &out_shape;
+            let axis = (*axis).min(s.len().saturating_sub(1));
+            let desc = if *coerce_2d {
+                SoftmaxDesc {
+                    outer: prod(&s[..axis]),
+                    len: prod(&s[axis..]),
+                    inner: 1,
+                    log: *log,
+                }
+            } else {
+                SoftmaxDesc {
+                    outer: prod(&s[..axis]),
+                    len: s.get(axis).copied().unwrap_or(1),
+                    inner: prod(s.get(axis + 1..).unwrap_or_default()),
+                    log: *log,
+                }
+            };
+            let x = cx.arena(cx.input(0)?)?;
+            let (node, opn) = cx.label();
+            let f = prog.kernel(
+                format!("softmax {desc:?}"),
+                2,
+                (&node, &opn),
+                |b, p, ext| desc.emit(b, p[0], p[1], ext.logf),
+            )?;
+            prog.call(f, vec![x, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::Conv(a) => conv(&cx, a, prog, w),
+        Op::MaxPool(a) => {
+            cx.all_f32()?;
+            if n.outputs.len() > 1 {
+                return Err(cx.err("no kernel for MaxPool with Indices yet"));
+            }
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            let win = window(
+                &cx,
+                xs,
+                &out_shape,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+            )?;
+            let desc = PoolDesc::Max {
+                planes: xs[0] * xs[1],
+                win,
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
+        Op::AveragePool(a) => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            let win = window(
+                &cx,
+                xs,
+                &out_shape,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+            )?;
+            let d = a.kernel.len();
+            let ends = a.pads.get(d..).unwrap_or_default();
+            let pad_end = if d == 1 {
+                [0, ends.first().copied().unwrap_or(0)]
+            } else {
+                [
+                    ends.first().copied().unwrap_or(0),
+                    ends.get(1).copied().unwrap_or(0),
+                ]
+            };
+            let desc = PoolDesc::Average {
+                planes: xs[0] * xs[1],
+                win,
+                pad_end,
+                include_pad: a.count_include_pad,
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
+        Op::GlobalAveragePool => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            if xs.len() < 2 {
+                return Err(cx.err("GlobalAveragePool input must have rank >= 2"));
+            }
+            let desc = PoolDesc::GlobalAverage {
+                planes: xs[0] * xs[1],
+                len: prod(&xs[2..]),
+            };
+            pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
+        }
+        Op::Transpose { .. } | Op::Slice { .. } | Op::Concat { .. } | Op::Split { .. } => {
+            movement(&cx, prog, w)
+        }
+        Op::Reduce(a) => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let desc = ReduceDesc::new(a.kind, &cx.ty(x).shape, &a.axes);
+            let (node, opn) = cx.label();
+            let f = prog.kernel(format!("reduce {desc:?}"), 2, (&node, &opn), |b, p, _| {
+                desc.emit(b, p[0], p[1])
+            })?;
+            prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::LayerNormalization { axis, epsilon } => {
+            cx.all_f32()?;
+            let x = cx.input(0)?;
+            let xs = &cx.ty(x).shape;
+            let axis = (*axis).min(xs.len());
+            let len = prod(&xs[axis..]);
+            let mut param = |i: usize| -> Result<Option<(Operand, bool)>, Error> {
+                let Some(&v) = n.inputs.get(i) else {
+                    return Ok(None);
+                };
+                let k = cx.ty(v).numel().unwrap_or(0);
+                if k != len && k != 1 {
+                    return Err(cx.err(
+                        "no kernel for LayerNormalization with partly broadcast parameters yet",
+                    ));
+                }
+                Ok(Some((cx.operand(v, w)?, k == 1 && len != 1)))
+            };
+            let (sc, sc1) = param(1)?.ok_or_else(|| cx.err("LayerNormalization needs a scale"))?;
+            let bias = param(2)?;
+            let desc = LayerNormDesc {
+                rows: prod(&xs[..axis]),
+                len,
+                epsilon: *epsilon,
+                scalar_params: [sc1, bias.is_some_and(|b| b.1)],
+                has_bias: bias.is_some(),
+            };
+            let (node, opn) = cx.label();
+            let f = prog.kernel(
+                format!("layernorm {desc:?}"),
+                4,
+                (&node, &opn),
+                |b, p, _| desc.emit(b, p),
+            )?;
+            let bias_op = bias.map_or(Operand::Null, |b| b.0);
+            prog.call(f, vec![cx.arena(x)?, sc, bias_op, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::Gather { axis } => {
+            let (d, i) = (cx.input(0)?, cx.input(1)?);
+            let (dt, it) = (cx.ty(d).clone(), cx.ty(i).clone());
+            let index_bytes = match it.dtype {
+                DType::I64 => 8,
+                DType::I32 => 4,
+                other => {
+                    return Err(cx.err(format!(
+                        "no kernel for Gather indices of {} yet",
+                        other.name()
+                    )));
+                }
+            };
+            let elem = dt.dtype.size();
+            if ![1, 2, 4, 8].contains(&elem) || dt.shape.get(*axis).is_none_or(|&k| k == 0) {
+                return Err(cx.err(format!(
+                    "no kernel for this Gather on {} yet",
+                    dt.dtype.name()
+                )));
+            }
+            let desc = GatherDesc {
+                elem,
+                index_bytes,
+                outer: prod(&dt.shape[..*axis]),
+                dim: dt.shape[*axis],
+                count: it.numel().unwrap_or(0),
+                inner: prod(&dt.shape[*axis + 1..]),
+            };
+            let (node, opn) = cx.label();
+            let f = prog.kernel(format!("gather {desc:?}"), 3, (&node, &opn), |b, p, _| {
+                desc.emit(b, p[0], p[1], p[2])
+            })?;
+            prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
+            Ok(())
+        }
+        Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
+        Op::MatMul => matmul(&cx, prog, w),
+        _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
+    }
+}
+
+fn mm_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: MatMulDesc,
+    args: Vec<Operand>,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("mm {desc:?}"), 4, (&node, &op), |b, p, ext| {
+        desc.emit(b, p, ext)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
+
+fn layout(cx: &Ctx<'_>) -> [usize; 3] {
+    let n = cx.g.node(cx.id);
+    let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
+    n.op.matmul_scratch_layout(&tys, &consts).0
+}
+
+fn gemm(
+    cx: &Ctx<'_>,
+    a: &crate::ops::GemmAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (sa, sb) = (&cx.ty(av).shape, &cx.ty(bv).shape);
+    if sa.len() != 2 || sb.len() != 2 {
+        return Err(cx.err("Gemm operands must be 2-d"));
+    }
+    let (m, k) = if a.trans_a {
+        (sa[1], sa[0])
+    } else {
+        (sa[0], sa[1])
+    };
+    let n = if a.trans_b { sb[0] } else { sb[1] };
+    let (rs, cs) = if a.trans_b { (1, k) } else { (n, 1) };
+    let (a_op, a_transposed) = match cx.constant(av) {
+        Some(t) if a.trans_a => {
+            let v = t.to_f32_vec();
+            let mut tr = vec![0.0f32; m * k];
+            for i in 0..m {
+                for p in 0..k {
+                    tr[i * k + p] = v[p * m + i];
+                }
+            }
+            (Operand::Weights(w.f32s(&tr)), false)
+        }
+        _ => (cx.operand(av, w)?, a.trans_a),
+    };
+    let (b_op, b_packed) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let mut packed = vec![0.0f32; packed_b_len(k, n)];
+            pack_b(k, n, &v, rs, cs, &mut packed);
+            if a.alpha != 1.0 {
+                packed.iter_mut().for_each(|x| *x *= a.alpha);
+            }
+            (Operand::Weights(w.f32s(&packed)), true)
+        }
+        None => {
+            if a.alpha != 1.0 {
+                return Err(cx.err("no kernel for Gemm with alpha != 1 and a runtime B yet"));
+            }
+            (cx.arena(bv)?, false)
+        }
+    };
+    let out = cx.arena(y)?;
+    let mut accumulate = false;
+    if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
+        && a.beta != 0.0
+    {
+        let cshape = cx.ty(cv).shape.clone();
+        let (e, c_op) = match cx.constant(cv) {
+            Some(t) => {
+                let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
+                (Ew::Copy, Operand::Weights(w.f32s(&v)))
+            }
+            None => (
+                if a.beta == 1.0 {
+                    Ew::Copy
+                } else {
+                    Ew::Scale(a.beta)
+                },
+                cx.arena(cv)?,
+            ),
+        };
+        let desc = EwDesc::new(e, &[&cshape], &[m, n]);
+        ew_call(cx, prog, desc, vec![c_op], out)?;
+        accumulate = true;
+    }
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        batch: vec![],
+        a_stride: vec![],
+        b_stride: vec![],
+        c_stride: vec![],
+        b_packed,
+        b_rs: rs,
+        b_cs: cs,
+        a_transposed,
+        accumulate,
+        scratch: layout(cx),
+    };
+    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()])
+}
+
+/// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
+/// broadcast dims 0) whose slices are `slice` bytes apart.
+fn batch_strides(dims: &[usize], out: &[usize], slice: usize) -> Vec<usize> {
+    let mut st = vec![0; out.len()];
+    let mut acc = slice;
+    for k in (0..dims.len()).rev() {
+        let o = out.len() - dims.len() + k;
+        st[o] = if dims[k] == 1 && out[o] != 1 { 0 } else { acc };
+        acc *= dims[k];
+    }
+    st
+}
+
+fn matmul(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let promote_a = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![1, s[0]]
+        } else {
+            s.to_vec()
+        }
+    };
+    let promote_b = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![s[0], 1]
+        } else {
+            s.to_vec()
+        }
+    };
+    let (a2, b2) = (promote_a(&cx.ty(av).shape), promote_b(&cx.ty(bv).shape));
+    let (ra, rb) = (a2.len(), b2.len());
+    if ra < 2 || rb < 2 {
+        return Err(cx.err("MatMul operands must have rank >= 1"));
+    }
+    let (m, k, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 1]);
+    let (ba, bb) = (&a2[..ra - 2], &b2[..rb - 2]);
+    let r = ba.len().max(bb.len());
+    let mut out_batch = vec![1; r];
+    for (d, o) in out_batch.iter_mut().enumerate() {
+        let pick = |s: &[usize]| {
+            (d + s.len())
+                .checked_sub(r)
+                .and_then(|i| s.get(i).copied())
+                .unwrap_or(1)
+        };
+        *o = pick(ba).max(pick(bb));
+    }
+    // A weight shared by every batch slice: one product over all rows of A.
+    let (m, out_batch, ba) = if prod(bb) == 1 {
+        (m * prod(ba), vec![], vec![])
+    } else {
+        (m, out_batch, ba.to_vec())
+    };
+    let bb: Vec<usize> = if out_batch.is_empty() {
+        vec![]
+    } else {
+        bb.to_vec()
+    };
+    let (b_op, b_packed, b_slice) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let len = packed_b_len(k, n);
+            let slices = prod(&bb);
+            let mut packed = vec![0.0f32; len * slices];
+            for s in 0..slices {
+                pack_b(
+                    k,
+                    n,
+                    &v[s * k * n..(s + 1) * k * n],
+                    n,
+                    1,
+                    &mut packed[s * len..(s + 1) * len],
+                );
+            }
+            (Operand::Weights(w.f32s(&packed)), true, len * 4)
+        }
+        None => (cx.arena(bv)?, false, k * n * 4),
+    };
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        a_stride: batch_strides(&ba, &out_batch, m * k * 4),
+        b_stride: batch_strides(&bb, &out_batch, b_slice),
+        c_stride: batch_strides(&out_batch, &out_batch, m * n * 4),
+        batch: out_batch,
+        b_packed,
+        b_rs: n,
+        b_cs: 1,
+        a_transposed: false,
+        accumulate: false,
+        scratch: layout(cx),
+    };
+    let a_op = cx.operand(av, w)?;
+    mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()])
+}
+
+/// The 2-d geometry of a 1-d or 2-d window op on NC* input `xs` with output `ys`.
+#[allow(clippy::too_many_arguments)]
+fn window(
+    cx: &Ctx<'_>,
+    xs: &[usize],
+    ys: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Result<Window, Error> {
+    let d = kernel.len();
+    if !(1..=2).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
+        return Err(cx.err(format!("no kernel for {d}-d windows yet")));
+    }
+    let two = |v: &[usize], fill: usize| -> [usize; 2] {
+        if d == 1 {
+            [fill, v.first().copied().unwrap_or(fill)]
+        } else {
+            [
+                v.first().copied().unwrap_or(fill),
+                v.get(1).copied().unwrap_or(fill),
+            ]
+        }
+    };
+    Ok(Window {
+        in_hw: two(&xs[2..], 1),
+        out_hw: two(&ys[2..], 1),
+        kernel: two(kernel, 1),
+        strides: two(strides, 1),
+        dilations: two(dilations, 1),
+        pads: two(pads, 0),
+    })
+}
+
+fn pool_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: PoolDesc,
+    x: Operand,
+    y: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![x, y]);
+    Ok(())
+}
+
+fn conv(
+    cx: &Ctx<'_>,
+    a: &crate::ops::ConvAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("no kernel for Conv with runtime weights yet"))?;
+    let bias = match cx.g.node(cx.id).inputs.get(2) {
+        Some(&bv) => Some(
+            cx.constant(bv)
+                .ok_or_else(|| cx.err("no kernel for Conv with a runtime bias yet"))?
+                .to_f32_vec(),
+        ),
+        None => None,
+    };
+    let win = window(cx, &xs, &ys, &a.kernel, &a.strides, &a.dilations, &a.pads)?;
+    let groups = a.group.max(1);
+    let desc = ConvDesc {
+        n: xs[0],
+        groups,
+        c: xs[1] / groups,
+        m: ys[1] / groups,
+        win,
+    };
+    let (wr, br) = desc.arrange(&wt.to_f32_vec(), bias.as_deref());
+    let args = vec![
+        cx.arena(xv)?,
+        Operand::Weights(w.f32s(&wr)),
+        Operand::Weights(w.f32s(&br)),
+        cx.arena(y)?,
+    ];
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("conv {desc:?}"), 4, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
+
+fn contiguous(shape: &[usize]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        st[k] = st[k + 1] * shape[k + 1] as i64;
+    }
+    st
+}
+
+/// `op` moved by `bytes` (which may be negative for reversed slices).
+fn shifted(cx: &Ctx<'_>, op: Operand, bytes: i64) -> Result<Operand, Error> {
+    let add = |o: usize| {
+        usize::try_from(o as i64 + bytes).map_err(|_| cx.err("slice offset out of range"))
+    };
+    Ok(match op {
+        Operand::Arena(o) => Operand::Arena(add(o)?),
+        Operand::Weights(o) => Operand::Weights(add(o)?),
+        Operand::Null => Operand::Null,
+    })
+}
+
+fn copy_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: CopyDesc,
+    src: Operand,
+    dst: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("copy {desc:?}"), 2, (&node, &op), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![src, dst]);
+    Ok(())
+}
+
+fn movement(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let x = cx.input(0)?;
+    let xt = cx.ty(x).clone();
+    let elem = xt.dtype.size();
+    if ![1, 2, 4, 8].contains(&elem) {
+        return Err(cx.err(format!(
+            "no kernel for {} on {} yet",
+            n.op.name(),
+            xt.dtype.name()
+        )));
+    }
+    let in_st = contiguous(&xt.shape);
+    match &n.op {
+        Op::Transpose { perm } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            let src: Vec<i64> = perm.iter().map(|&p| in_st[p]).collect();
+            let desc = CopyDesc::new(elem, &ys, &src, &contiguous(&ys));
+            copy_call(cx, prog, desc, cx.operand(x, w)?, cx.arena(y)?)
+        }
+        Op::Slice { axes } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            let mut src = in_st.clone();
+            let mut base = 0i64;
+            for a in axes {
+                base += a.start * in_st[a.axis];
+                src[a.axis] = in_st[a.axis] * a.step;
+            }
+            let desc = CopyDesc::new(elem, &ys, &src, &contiguous(&ys));
+            let from = shifted(cx, cx.operand(x, w)?, base * elem as i64)?;
+            copy_call(cx, prog, desc, from, cx.arena(y)?)
+        }
+        Op::Concat { axis } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            let out_st = contiguous(&ys);
+            let mut at = 0i64;
+            for &v in &n.inputs {
+                let s = cx.ty(v).shape.clone();
+                if s.contains(&0) {
+                    continue;
+                }
+                let desc = CopyDesc::new(elem, &s, &contiguous(&s), &out_st);
+                let to = shifted(cx, cx.arena(y)?, at * out_st[*axis] * elem as i64)?;
+                copy_call(cx, prog, desc, cx.operand(v, w)?, to)?;
+                at += s[*axis] as i64;
+            }
+            Ok(())
+        }
+        Op::Split { axis, .. } => {
+            let mut at = 0i64;
+            for &v in &n.outputs {
+                let s = cx.ty(v).shape.clone();
+                if !s.contains(&0) {
+                    let desc = CopyDesc::new(elem, &s, &in_st, &contiguous(&s));
+                    let from = shifted(cx, cx.operand(x, w)?, at * in_st[*axis] * elem as i64)?;
+                    copy_call(cx, prog, desc, from, cx.arena(v)?)?;
+                }
+                at += s[*axis] as i64;
+            }
+            Ok(())
+        }
+        _ => Err(cx.err(format!("no kernel for {} yet", n.op.name()))),
+    }
+}
+
+/// Sum/Mean/Max/Min of three or more inputs: the output starts as one input (the one stored
+/// in the output's buffer, if any, so that nothing is overwritten before it is read), then
+/// takes each other input in turn.
+fn variadic(
+    cx: &Ctx<'_>,
+    kind: VariadicOp,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let out = cx.arena(y)?;
+    let ys = cx.ty(y).shape.clone();
+    let ins: Vec<ValueId> = n.inputs.to_vec();
+    let mut first = 0;
+    for (i, &v) in ins.iter().enumerate() {
+        if cx.constant(v).is_none() && cx.arena(v)? == out {
+            first = i;
+        }
+    }
+    let e = match kind {
+        VariadicOp::Sum | VariadicOp::Mean => Ew::Add,
+        VariadicOp::Max => Ew::Max,
+        VariadicOp::Min => Ew::Min,
+    };
+    let x0 = ins[first];
+    let desc = EwDesc::new(Ew::Copy, &[&cx.ty(x0).shape], &ys);
+    ew_call(cx, prog, desc, vec![cx.operand(x0, w)?], out)?;
+    for (i, &v) in ins.iter().enumerate() {
+        if i == first {
+            continue;
+        }
+        let desc = EwDesc::new(e, &[&ys, &cx.ty(v).shape], &ys);
+        ew_call(cx, prog, desc, vec![out, cx.operand(v, w)?], out)?;
+    }
+    if kind == VariadicOp::Mean {
+        let desc = EwDesc::new(Ew::Scale(1.0 / ins.len() as f32), &[&ys], &ys);
+        ew_call(cx, prog, desc, vec![out], out)?;
+    }
+    Ok(())
+}
+
+/// Pow with a constant scalar exponent of 1, 2, 0.5 or -1 (what exported normalizations
+/// use); others have no kernel yet.
+fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (x, e, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let exp = cx
+        .constant(e)
+        .filter(|t| t.numel() == 1)
+        .map(|t| t.to_f64_vec()[0])
+        .ok_or_else(|| {
+            cx.err("no kernel for Pow with a non-constant or non-scalar exponent yet")
+        })?;
+    let ys = cx.ty(y).shape.clone();
+    let xs = cx.ty(x).shape.clone();
+    let xo = cx.operand(x, w)?;
+    let out = cx.arena(y)?;
+    let unary =
+        |op: Ew, prog: &mut Program| ew_call(cx, prog, EwDesc::new(op, &[&xs], &ys), vec![xo], out);
+    if exp == 1.0 {
+        unary(Ew::Copy, prog)
+    } else if exp == 0.5 {
+        unary(Ew::Sqrt, prog)
+    } else if exp == -1.0 {
+        unary(Ew::Reciprocal, prog)
+    } else if exp == 2.0 {
+        ew_call(
+            cx,
+            prog,
+            EwDesc::new(Ew::Mul, &[&xs, &xs], &ys),
+            vec![xo, xo],
+            out,
+        )
+    } else {
+        Err(cx.err(format!("no kernel for Pow with exponent {exp} yet")))
+    }
+}

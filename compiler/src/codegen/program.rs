@@ -1,0 +1,263 @@
+//! The JIT module of one executable: kernels (Cranelift functions of pointer parameters,
+//! cached by a key of op, types and attributes) and the entry function
+//! `extern "C" fn(arena: *mut u8, weights: *const u8)` that calls them in schedule order with
+//! addresses `base + constant offset`.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::types::{F32, I32, I64};
+use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Signature, UserFuncName, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{Context, isa::CallConv};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+
+use crate::error::{Error, OpError};
+
+/// `ln(x)` for the generated code (one call per Softmax line, never per element).
+pub extern "C" fn arenac_logf(x: f32) -> f32 {
+    x.ln()
+}
+
+/// An address the entry function passes to a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// Arena base + byte offset.
+    Arena(usize),
+    /// Weights base + byte offset.
+    Weights(usize),
+    /// A null pointer (an absent scratch).
+    Null,
+}
+
+/// Function references of the Rust helpers, declared in the kernel being built.
+pub struct Externs {
+    /// `arenac_sgemm`.
+    pub sgemm: FuncRef,
+    /// `arenac_pack_b`.
+    pub pack_b: FuncRef,
+    /// `arenac_logf`.
+    pub logf: FuncRef,
+}
+
+/// A program-level failure (ISA, symbols, finalization) as an error.
+pub(crate) fn program_error(what: impl std::fmt::Display) -> Error {
+    Error::Node {
+        node: "<program>".into(),
+        op: "codegen".into(),
+        source: OpError::Unsupported(format!("code generation failed: {what}")),
+    }
+}
+
+/// The extern helpers: name, address, parameter types, return type.
+type ExternDef = (
+    &'static str,
+    *const u8,
+    &'static [cranelift_codegen::ir::Type],
+    Option<cranelift_codegen::ir::Type>,
+);
+
+fn extern_defs() -> [ExternDef; 3] {
+    [
+        (
+            "arenac_sgemm",
+            crate::gemm::arenac_sgemm as *const u8,
+            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64],
+            None,
+        ),
+        (
+            "arenac_pack_b",
+            crate::gemm::arenac_pack_b as *const u8,
+            &[I64, I64, I64, I64, I64, I64],
+            None,
+        ),
+        ("arenac_logf", arenac_logf as *const u8, &[F32], Some(F32)),
+    ]
+}
+
+/// Builds the kernels and the entry function.
+pub struct Program {
+    module: JITModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    cache: HashMap<String, FuncId>,
+    externs: Vec<(&'static str, FuncId)>,
+    registered: Vec<&'static str>,
+    calls: Vec<(FuncId, Vec<Operand>)>,
+    /// Kernels compiled (cache misses).
+    pub kernels_compiled: usize,
+}
+
+impl Program {
+    /// A fresh module for the host CPU (its AVX/FMA flags), `opt_level=speed`, not PIC.
+    pub fn new() -> Result<Program, Error> {
+        let mut flags = settings::builder();
+        for (k, v) in [
+            ("opt_level", "speed"),
+            ("is_pic", "false"),
+            ("use_colocated_libcalls", "false"),
+        ] {
+            flags.set(k, v).map_err(program_error)?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(program_error)?
+            .finish(settings::Flags::new(flags))
+            .map_err(program_error)?;
+        let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
+        let mut registered = Vec::new();
+        for (name, addr, _, _) in extern_defs() {
+            jb.symbol(name, addr);
+            registered.push(name);
+        }
+        let mut module = JITModule::new(jb);
+        let mut externs = Vec::new();
+        for (name, _, params, ret) in extern_defs() {
+            let mut sig = module.make_signature();
+            sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+            sig.returns.extend(ret.map(AbiParam::new));
+            let id = module
+                .declare_function(name, Linkage::Import, &sig)
+                .map_err(program_error)?;
+            externs.push((name, id));
+        }
+        Ok(Program {
+            ctx: module.make_context(),
+            module,
+            fctx: FunctionBuilderContext::new(),
+            cache: HashMap::new(),
+            externs,
+            registered,
+            calls: Vec::new(),
+            kernels_compiled: 0,
+        })
+    }
+
+    fn ptr_sig(&self, n: usize) -> Signature {
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.call_conv = self.module.isa().default_call_conv();
+        sig.params.extend((0..n).map(|_| AbiParam::new(I64)));
+        sig
+    }
+
+    fn extern_id(&self, name: &str) -> Result<FuncId, Error> {
+        self.externs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, id)| id)
+            .ok_or_else(|| program_error(format!("helper {name} is not declared")))
+    }
+
+    /// The kernel for `key` taking `n_ptrs` pointers, compiled by `emit` on a cache miss.
+    /// `node`/`op` name the failure.
+    pub fn kernel(
+        &mut self,
+        key: String,
+        n_ptrs: usize,
+        (node, op): (&str, &str),
+        emit: impl FnOnce(&mut FunctionBuilder<'_>, &[Value], &Externs),
+    ) -> Result<FuncId, Error> {
+        if let Some(&id) = self.cache.get(&key) {
+            return Ok(id);
+        }
+        let fail = |e: String| Error::Node {
+            node: node.to_string(),
+            op: op.to_string(),
+            source: OpError::Unsupported(format!("code generation failed: {e}")),
+        };
+        let sig = self.ptr_sig(n_ptrs);
+        let name = format!("k{}", self.cache.len());
+        let id = self
+            .module
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| fail(e.to_string()))?;
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let (sgemm, pack_b, logf) = (
+            self.extern_id("arenac_sgemm")?,
+            self.extern_id("arenac_pack_b")?,
+            self.extern_id("arenac_logf")?,
+        );
+        let ext = Externs {
+            sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
+            pack_b: self.module.declare_func_in_func(pack_b, &mut self.ctx.func),
+            logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
+        };
+        {
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let params = b.block_params(entry).to_vec();
+            emit(&mut b, &params, &ext);
+            b.ins().return_(&[]);
+            b.seal_all_blocks();
+            b.finalize(self.module.isa().frontend_config());
+        }
+        self.module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| fail(format!("{e:?}")))?;
+        self.module.clear_context(&mut self.ctx);
+        self.cache.insert(key, id);
+        self.kernels_compiled += 1;
+        Ok(id)
+    }
+
+    /// Appends a call of `f` with `args` to the entry function.
+    pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
+        self.calls.push((f, args));
+    }
+
+    /// Builds the entry function, checks every imported symbol is registered, finalizes.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
+        let sig = self.ptr_sig(2);
+        let id = self
+            .module
+            .declare_function("arenac_entry", Linkage::Local, &sig)
+            .map_err(program_error)?;
+        self.ctx.clear();
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
+            for (f, _) in &self.calls {
+                if !refs.contains_key(f) {
+                    let r = self.module.declare_func_in_func(*f, &mut self.ctx.func);
+                    refs.insert(*f, r);
+                }
+            }
+            let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+            let entry = b.create_block();
+            b.append_block_params_for_function_params(entry);
+            b.switch_to_block(entry);
+            let (arena, weights) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+            for (f, args) in &self.calls {
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|a| match *a {
+                        Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
+                        Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
+                        Operand::Null => b.ins().iconst(I64, 0),
+                    })
+                    .collect();
+                b.ins().call(refs[f], &vals);
+            }
+            b.ins().return_(&[]);
+            b.seal_all_blocks();
+            b.finalize(self.module.isa().frontend_config());
+        }
+        self.module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| program_error(format!("{e:?}")))?;
+        self.module.clear_context(&mut self.ctx);
+        for (name, _) in &self.externs {
+            if !self.registered.contains(name) {
+                return Err(program_error(format!("symbol {name} is not registered")));
+            }
+        }
+        self.module.finalize_definitions().map_err(program_error)?;
+        let entry = self.module.get_finalized_function(id);
+        Ok((self.module, entry))
+    }
+}
