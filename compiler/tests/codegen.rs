@@ -581,6 +581,7 @@ fn digits_matches_reference_and_onnxruntime() {
     let dir = repo_root().join("models").join("digits");
     let opts = ImportOptions {
         shapes: vec![("N".into(), vec![100])],
+        ..ImportOptions::default()
     };
     let g = import_file(&dir.join("digits.onnx"), &opts)
         .expect("imports")

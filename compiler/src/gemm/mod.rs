@@ -50,6 +50,13 @@ const MAX_MR: usize = 12;
 /// Floats of scratch [`arenac_sgemm`] may use for packing A panels: one `MC x KC` block.
 pub const A_SCRATCH_FLOATS: usize = MC * KC;
 
+/// Floats of scratch [`arenac_sgemm`] uses for an `m x k` A: the packed block of at most
+/// `MC` rows rounded up to the largest micro-kernel height (12, which every kernel's height
+/// divides) times at most `KC` columns. Never more than [`A_SCRATCH_FLOATS`].
+pub fn a_scratch_floats(m: usize, k: usize) -> usize {
+    m.min(MC).div_ceil(12).saturating_mul(12).min(MC) * k.min(KC)
+}
+
 /// Length in floats of B (`k x n`) once packed: `k` rows of `n` rounded up to [`NR`].
 pub fn packed_b_len(k: usize, n: usize) -> usize {
     k.saturating_mul(n.div_ceil(NR).saturating_mul(NR))

@@ -463,7 +463,20 @@ impl Op {
             }
             _ => 0,
         };
-        let a_scratch = crate::gemm::A_SCRATCH_FLOATS.saturating_mul(elem);
+        // Rows and depth of A as the kernels call the GEMM (all rows of all batch slices at
+        // most), so the A packing scratch is sized for the real product, not the largest one.
+        let a_scratch = match inputs.first() {
+            Some(a) => {
+                let numel = a.shape.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
+                let k = match (self, a.shape.as_slice()) {
+                    (Op::Gemm(g), [k, _]) if g.trans_a => *k,
+                    (_, [.., k]) => *k,
+                    _ => 1,
+                };
+                crate::gemm::a_scratch_floats(numel / k.max(1), k).saturating_mul(elem)
+            }
+            None => 0,
+        };
         let o1 = if a_t.saturating_add(a_scratch) > 0 {
             up(packed_b)
         } else {

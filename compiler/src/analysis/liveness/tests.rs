@@ -228,7 +228,7 @@ fn scratch_for_3x3_conv() {
 }
 
 #[test]
-fn matmul_scratch_only_for_runtime_b() {
+fn matmul_scratch_packs_runtime_b_and_a() {
     let g = graph(
         r#"
 <ir_version: 8, opset_import: ["" : 13]>
@@ -247,7 +247,11 @@ mm (float[2, 3] X, float[3, 5] B) => (float[2, 5] Y, float[2, 2] Z)
         .filter(|b| b.kind == BufferKind::Scratch)
         .map(|b| b.interval.size)
         .collect();
-    assert_eq!(s, vec![3 * 5 * 4]);
+    // Y packs its runtime B (then, 64-aligned, the A block); Z's constant B was packed at
+    // compile time, so it only needs the A block.
+    let a_block = crate::gemm::a_scratch_floats(2, 3) * 4;
+    let packed_b = (crate::gemm::packed_b_len(3, 5) * 4).next_multiple_of(64);
+    assert_eq!(s, vec![packed_b + a_block, a_block]);
 }
 
 #[test]
