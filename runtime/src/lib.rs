@@ -6,7 +6,7 @@
 //! [`Session`] owns one arena, allocated once, and runs the model in it without any heap
 //! allocation ([`Session::run`] → [`Outputs`], views of the results).
 //!
-//! ```no_run
+//! ```
 //! use arenac::{CompileOptions, Session, TensorRef, compile_file};
 //! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
 //!
@@ -30,7 +30,7 @@
 #![deny(missing_docs)]
 
 use std::path::Path;
-use std::sync::Arc;
+use std::rc::Rc;
 
 pub mod io;
 pub mod session;
@@ -135,7 +135,7 @@ impl CompileOptions {
 pub struct Model {
     graph: Graph,
     plan: ArenaPlan,
-    executable: Option<Arc<Executable>>,
+    executable: Option<Rc<Executable>>,
     warnings: Vec<String>,
 }
 
@@ -177,7 +177,7 @@ impl Model {
 
     /// The generated program, shared by the sessions created from this model (`None` when
     /// compiled with [`CompileOptions::codegen`] off).
-    pub fn executable(&self) -> Option<&Arc<Executable>> {
+    pub fn executable(&self) -> Option<&Rc<Executable>> {
         self.executable.as_ref()
     }
 
@@ -266,7 +266,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )?;
     }
     let executable = if opts.codegen {
-        Some(Arc::new(arenac_compiler::codegen::compile(
+        Some(Rc::new(arenac_compiler::codegen::compile(
             &imported.graph,
             &plan,
         )?))

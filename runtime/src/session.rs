@@ -4,7 +4,7 @@
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::rc::Rc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
@@ -347,7 +347,7 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
 ///
 /// See the crate documentation for an example.
 pub struct Session {
-    exe: Arc<Executable>,
+    exe: Rc<Executable>,
     arena: NonNull<u8>,
     layout: Layout,
 }
@@ -371,7 +371,7 @@ impl Session {
     }
 
     /// Creates a session over an executable (shared, e.g. by several sessions).
-    pub fn from_executable(exe: Arc<Executable>) -> Result<Session, RunError> {
+    pub fn from_executable(exe: Rc<Executable>) -> Result<Session, RunError> {
         let arena_bytes = exe.arena_bytes();
         for slot in exe.inputs().iter().chain(exe.outputs()) {
             let end = slot.ty.bytes().and_then(|b| b.checked_add(slot.offset));
