@@ -658,6 +658,55 @@ fn conv_variants() {
             attrs: vec![],
             bias: true,
         },
+        // Depthwise, stride 2, padding, 20 x 20 = 400 output pixels per image (two tiles).
+        ConvCase {
+            x: vec![2, 8, 39, 39],
+            w: vec![8, 1, 3, 3],
+            y: vec![2, 8, 20, 20],
+            attrs: vec![
+                ("group", Attr::Int(8)),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+            bias: false,
+        },
+        // Depthwise at stride 1 over 17 x 19 = 323 pixels: two tiles, a partial last panel.
+        ConvCase {
+            x: vec![1, 4, 17, 19],
+            w: vec![4, 1, 3, 3],
+            y: vec![1, 4, 17, 19],
+            attrs: vec![("group", Attr::Int(4)), ("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        // K = 48 * 9 = 432 > KC, M = 100 > MC, 324 output pixels (two tiles).
+        ConvCase {
+            x: vec![1, 48, 18, 18],
+            w: vec![100, 48, 3, 3],
+            y: vec![1, 100, 18, 18],
+            attrs: vec![("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        // Groups, stride 2, dilation 2, asymmetric kernel and pads, no bias, 3 tiles.
+        ConvCase {
+            x: vec![2, 6, 50, 47],
+            w: vec![9, 2, 3, 2],
+            y: vec![2, 9, 25, 24],
+            attrs: vec![
+                ("group", Attr::Int(3)),
+                ("strides", ints(&[2, 2])),
+                ("dilations", ints(&[2, 2])),
+                ("pads", ints(&[2, 1, 1, 1])),
+            ],
+            bias: false,
+        },
+        // 1x1 stride 2 (no padding), 33 x 33 = 1089 pixels: five tiles.
+        ConvCase {
+            x: vec![1, 5, 65, 65],
+            w: vec![7, 5, 1, 1],
+            y: vec![1, 7, 33, 33],
+            attrs: vec![("strides", ints(&[2, 2]))],
+            bias: true,
+        },
         ConvCase {
             x: vec![2, 3, 12],
             w: vec![5, 3, 3],

@@ -770,8 +770,48 @@ fn conv(
         groups,
         c: xs[1] / groups,
         m: ys[1] / groups,
-        win,
+        win: win.clone(),
     };
+    if a.kernel.len() == 2 {
+        let u = |v: usize| v as u64;
+        let params = crate::gemm::conv::ConvParams {
+            n: u(xs[0]),
+            c: u(xs[1]),
+            h: u(win.in_hw[0]),
+            w: u(win.in_hw[1]),
+            m: u(ys[1]),
+            group: u(groups),
+            kh: u(win.kernel[0]),
+            kw: u(win.kernel[1]),
+            stride_h: u(win.strides[0]),
+            stride_w: u(win.strides[1]),
+            pad_t: u(win.pads[0]),
+            pad_l: u(win.pads[1]),
+            dil_h: u(win.dilations[0]),
+            dil_w: u(win.dilations[1]),
+            oh: u(win.out_hw[0]),
+            ow: u(win.out_hw[1]),
+            has_bias: u64::from(bias.is_some()),
+        };
+        let bias_op = match &bias {
+            Some(b) => Operand::Weights(w.f32s(b)),
+            None => Operand::Null,
+        };
+        let args = vec![
+            Operand::Weights(w.add(&params.to_bytes())),
+            cx.arena(xv)?,
+            Operand::Weights(w.tensor(wt)),
+            bias_op,
+            cx.arena(y)?,
+            cx.scratch(),
+        ];
+        let (node, op) = cx.label();
+        let f = prog.kernel("conv2d im2col".to_string(), 6, (&node, &op), |b, p, ext| {
+            cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.conv2d, p);
+        })?;
+        prog.call(f, args);
+        return Ok(());
+    }
     let (wr, br) = desc.arrange(&wt.to_f32_vec(), bias.as_deref());
     let args = vec![
         cx.arena(xv)?,

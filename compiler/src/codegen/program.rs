@@ -39,6 +39,8 @@ pub struct Externs {
     pub pack_b: FuncRef,
     /// `arenac_logf`.
     pub logf: FuncRef,
+    /// `arenac_conv2d`.
+    pub conv2d: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -58,7 +60,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 3] {
+fn extern_defs() -> [ExternDef; 4] {
     [
         (
             "arenac_sgemm",
@@ -73,6 +75,12 @@ fn extern_defs() -> [ExternDef; 3] {
             None,
         ),
         ("arenac_logf", arenac_logf as *const u8, &[F32], Some(F32)),
+        (
+            "arenac_conv2d",
+            crate::gemm::conv::arenac_conv2d as *const u8,
+            &[I64, I64, I64, I64, I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -174,15 +182,17 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf) = (
+        let (sgemm, pack_b, logf, conv2d) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
+            self.extern_id("arenac_conv2d")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
             pack_b: self.module.declare_func_in_func(pack_b, &mut self.ctx.func),
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
+            conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);

@@ -33,6 +33,7 @@
 //!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
+pub mod conv;
 mod kernels;
 
 use kernels::KernelFn;

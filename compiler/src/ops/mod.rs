@@ -374,11 +374,13 @@ impl Op {
     /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
     /// the node's data input and output types; `constant[i]` tells whether input `i` is a
     /// compile-time constant (a weight; missing entries count as not constant). Choices:
-    /// - Conv: an im2col panel for one image and one group, `(C/group * prod(kernel)) *
-    ///   min(prod(out spatial), IM2COL_TILE) * elem` — kernels walk the output pixels in
-    ///   panels of at most [`IM2COL_TILE`] — unless the kernel is 1x1 with unit strides and no
-    ///   padding (then the input already is the GEMM operand). A whole-image im2col would
-    ///   make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
+    /// - Conv: an im2col panel for one image, one group and one tile of at most
+    ///   [`IM2COL_TILE`] output pixels, packed for the GEMM core
+    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE)) * elem`,
+    ///   rounded up to 64 bytes; always, even for 1x1 kernels), then the GEMM core's A scratch
+    ///   (`a_scratch_floats(M/group, C/group * prod(kernel)) * elem`), as used by
+    ///   `crate::gemm::conv::arenac_conv2d`. A whole-image im2col would make scratch the peak
+    ///   of most CNNs (115 MB for VGG-19's first layers);
     /// - ConvTranspose: the col panel that col2im scatters from, for one image and one group,
     ///   `(M/group * prod(kernel)) * min(prod(in spatial), IM2COL_TILE) * elem` (M output
     ///   channels), with the same 1x1 exception;
@@ -410,12 +412,15 @@ impl Op {
         let elem = y.dtype.size();
         match self {
             Op::Conv(a) => {
-                if trivial(&a.kernel, &a.strides, &a.pads) {
-                    return 0;
-                }
-                let c = x.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
+                let g = a.group.max(1);
+                let k = prod(&[x.shape.get(1).copied().unwrap_or(0) / g, prod(&a.kernel)]);
+                let mg = y.shape.get(1).copied().unwrap_or(0) / g;
                 let out_spatial = prod(y.shape.get(2..).unwrap_or_default());
-                prod(&[c, prod(&a.kernel), out_spatial.min(IM2COL_TILE), elem])
+                let panel = crate::gemm::packed_b_len(k, out_spatial.min(IM2COL_TILE))
+                    .saturating_mul(elem)
+                    .saturating_add(63)
+                    & !63;
+                panel.saturating_add(crate::gemm::a_scratch_floats(mg, k).saturating_mul(elem))
             }
             Op::ConvTranspose(a) => {
                 if trivial(&a.kernel, &a.strides, &a.pads) {
