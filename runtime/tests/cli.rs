@@ -1,18 +1,8 @@
 //! The `arenac` binary: exit codes and one-line errors for bad files, never a panic.
 
-use std::process::Command;
+mod common;
 
-fn arenac(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_arenac"))
-        .args(args)
-        .output()
-        .expect("run arenac");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::arenac;
 
 fn assert_one_line_error(stderr: &str, needle: &str) {
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -1,6 +1,5 @@
 //! The shipped demo model end to end: all 100 samples in one run match onnxruntime's stored
 //! probabilities within 1e-5 and give 98/100 correct; `arenac run --labels` reports the same.
-//! (Live once code generation lands; until then it prints "skipped".)
 
 use std::process::Command;
 
@@ -11,9 +10,7 @@ mod common;
 
 #[test]
 fn digits_matches_onnxruntime() {
-    let Some(model) = common::digits(100) else {
-        return;
-    };
+    let model = common::digits(100);
     let samples = read_npy(&common::repo("models/digits/samples.npy")).unwrap();
     let expected = read_npy(&common::repo("models/digits/expected_probs.npy"))
         .unwrap()
@@ -44,7 +41,7 @@ fn digits_matches_onnxruntime() {
     assert_eq!(correct, 98);
 
     // One sample at a time gives the same rows.
-    let one = common::digits(1).unwrap();
+    let one = common::digits(1);
     let mut s1 = one.session().unwrap();
     let px = samples.view().to_f32_vec();
     for r in [0, 37, 99] {
@@ -63,9 +60,6 @@ fn digits_matches_onnxruntime() {
 
 #[test]
 fn cli_run_reports_accuracy_and_writes_outputs() {
-    if common::digits(1).is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_arenac"))
         .arg("run")

@@ -9,7 +9,7 @@
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::conv::{FLOATS, check_dtype, checked_out};
+use crate::ops::conv::{check_dtype, check_float_operands, checked_out};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::{broadcast_index_map, broadcast_shapes, fmt_f32, wrong_family};
 use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
@@ -82,17 +82,7 @@ pub fn name(op: &Op) -> &'static str {
 
 /// Gemm's `(M, K, N)`, checking dtypes and shapes.
 fn gemm_dims(a: &GemmAttrs, inputs: &[TensorType]) -> Result<(usize, usize, usize), OpError> {
-    if !(2..=3).contains(&inputs.len()) {
-        return Err(OpError::Arity {
-            expected: "2 to 3".into(),
-            actual: inputs.len(),
-        });
-    }
-    let dt = inputs[0].dtype;
-    check_dtype(0, dt, FLOATS)?;
-    for (i, t) in inputs.iter().enumerate().skip(1) {
-        check_dtype(i, t.dtype, &[dt])?;
-    }
+    check_float_operands(inputs)?;
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
     let (sa, sb) = (shapes[0], shapes[1]);
     if sa.len() != 2 || sb.len() != 2 {

@@ -500,6 +500,8 @@ fn random_input(slot: &IoSlot, stream: u64) -> TensorBuf {
             .collect(),
         d => vec![0; n * d.size()],
     };
+    // Unreachable failure: every arm above produces exactly numel * dtype.size() bytes, the
+    // length TensorBuf::new checks.
     TensorBuf::new(slot.ty.dtype, slot.ty.shape.clone(), data)
         .expect("random data has the slot's size")
 }

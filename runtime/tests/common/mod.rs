@@ -12,21 +12,22 @@ pub fn repo(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// True when `e` is the placeholder code generator's "no kernel yet" error.
-pub fn is_codegen_missing(e: &impl std::fmt::Display) -> bool {
-    e.to_string().contains("no kernel yet")
+/// Compiles the digits model (import, plan, code generation) with `N` bound.
+pub fn digits(n: usize) -> Model {
+    let opts = CompileOptions::default().with_shape("N", vec![n]);
+    compile_file(&repo("models/digits/digits.onnx"), &opts)
+        .unwrap_or_else(|e| panic!("digits does not compile: {e}"))
 }
 
-/// Compiles the digits model with `N` bound; `None` (after printing "skipped: codegen not
-/// available") while code generation has not landed.
-pub fn digits(n: usize) -> Option<Model> {
-    let opts = CompileOptions::default().with_shape("N", vec![n]);
-    match compile_file(&repo("models/digits/digits.onnx"), &opts) {
-        Ok(m) => Some(m),
-        Err(e) if is_codegen_missing(&e) => {
-            println!("skipped: codegen not available ({e})");
-            None
-        }
-        Err(e) => panic!("digits does not compile: {e}"),
-    }
+/// Runs the `arenac` binary: (exit code, stdout, stderr).
+pub fn arenac(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_arenac"))
+        .args(args)
+        .output()
+        .expect("run arenac");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

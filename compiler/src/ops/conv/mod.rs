@@ -63,8 +63,8 @@ pub const DEFS: &[OpDef] = &[
 mod window;
 
 pub(crate) use window::{
-    AutoPad, FLOATS, check_dtype, check_window_attrs, checked_out, effective, nonneg_ints,
-    read_auto_pad, resolve_pads, spatial_ints, tap_offset,
+    AutoPad, FLOATS, check_dtype, check_float_operands, check_window_attrs, checked_out, effective,
+    nonneg_ints, read_auto_pad, resolve_pads, spatial_ints, tap_offset,
 };
 
 /// Helpers for the op family tests: build a node with attributes and run its converter.
@@ -237,17 +237,7 @@ fn check_conv_inputs<'a>(
     kernel: &[usize],
     group: usize,
 ) -> Result<(&'a [usize], &'a [usize]), OpError> {
-    if !(2..=3).contains(&inputs.len()) {
-        return Err(OpError::Arity {
-            expected: "2 to 3".into(),
-            actual: inputs.len(),
-        });
-    }
-    let dt = inputs[0].dtype;
-    check_dtype(0, dt, FLOATS)?;
-    for (i, t) in inputs.iter().enumerate().skip(1) {
-        check_dtype(i, t.dtype, &[dt])?;
-    }
+    check_float_operands(inputs)?;
     if group == 0 {
         return Err(OpError::attr("group", "must be >= 1"));
     }

@@ -3,7 +3,7 @@
 //! reference evaluations.
 
 use crate::error::OpError;
-use crate::ir::types::{DType, checked_numel};
+use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::fmt_shape;
 
@@ -21,6 +21,23 @@ pub(crate) fn check_dtype(input: usize, dtype: DType, allowed: &[DType]) -> Resu
         dtype,
         expected: names.join(", "),
     })
+}
+
+/// Checks a "2 to 3 inputs, all one float dtype" signature (Conv, ConvTranspose, Gemm: data,
+/// weights, optional bias).
+pub(crate) fn check_float_operands(inputs: &[TensorType]) -> Result<(), OpError> {
+    if !(2..=3).contains(&inputs.len()) {
+        return Err(OpError::Arity {
+            expected: "2 to 3".into(),
+            actual: inputs.len(),
+        });
+    }
+    let dt = inputs[0].dtype;
+    check_dtype(0, dt, FLOATS)?;
+    for (i, t) in inputs.iter().enumerate().skip(1) {
+        check_dtype(i, t.dtype, &[dt])?;
+    }
+    Ok(())
 }
 
 /// An INTS attribute with one positive entry per spatial dim; `default` when absent.
