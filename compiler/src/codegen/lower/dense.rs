@@ -1,0 +1,359 @@
+//! Lowering of the dense ops: Gemm, MatMul (calls into the GEMM core), pooling and Conv.
+
+use super::{Ctx, ew_call, prod};
+use crate::codegen::kernels::conv::{ConvDesc, PoolDesc, Window};
+use crate::codegen::kernels::elementwise::{Ew, EwDesc};
+use crate::codegen::kernels::matmul::MatMulDesc;
+use crate::codegen::program::{Operand, Program};
+use crate::codegen::weights::WeightsBuilder;
+use crate::error::Error;
+use crate::gemm::{pack_b, packed_b_len};
+use crate::ir::types::TensorType;
+
+pub(super) fn mm_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: MatMulDesc,
+    args: Vec<Operand>,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("mm {desc:?}"), 4, (&node, &op), |b, p, ext| {
+        desc.emit(b, p, ext)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
+
+pub(super) fn layout(cx: &Ctx<'_>) -> [usize; 3] {
+    let n = cx.g.node(cx.id);
+    let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
+    n.op.matmul_scratch_layout(&tys, &consts).0
+}
+
+pub(super) fn gemm(
+    cx: &Ctx<'_>,
+    a: &crate::ops::GemmAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (sa, sb) = (&cx.ty(av).shape, &cx.ty(bv).shape);
+    if sa.len() != 2 || sb.len() != 2 {
+        return Err(cx.err("Gemm operands must be 2-d"));
+    }
+    let (m, k) = if a.trans_a {
+        (sa[1], sa[0])
+    } else {
+        (sa[0], sa[1])
+    };
+    let n = if a.trans_b { sb[0] } else { sb[1] };
+    let (rs, cs) = if a.trans_b { (1, k) } else { (n, 1) };
+    let (a_op, a_transposed) = match cx.constant(av) {
+        Some(t) if a.trans_a => {
+            let v = t.to_f32_vec();
+            let mut tr = vec![0.0f32; m * k];
+            for i in 0..m {
+                for p in 0..k {
+                    tr[i * k + p] = v[p * m + i];
+                }
+            }
+            (Operand::Weights(w.f32s(&tr)), false)
+        }
+        _ => (cx.operand(av, w)?, a.trans_a),
+    };
+    let (b_op, b_packed) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let mut packed = vec![0.0f32; packed_b_len(k, n)];
+            pack_b(k, n, &v, rs, cs, &mut packed);
+            if a.alpha != 1.0 {
+                packed.iter_mut().for_each(|x| *x *= a.alpha);
+            }
+            (Operand::Weights(w.f32s(&packed)), true)
+        }
+        None => {
+            if a.alpha != 1.0 {
+                return Err(cx.err("no kernel for Gemm with alpha != 1 and a runtime B yet"));
+            }
+            (cx.arena(bv)?, false)
+        }
+    };
+    let out = cx.arena(y)?;
+    let mut accumulate = false;
+    if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
+        && a.beta != 0.0
+    {
+        let cshape = cx.ty(cv).shape.clone();
+        let (e, c_op) = match cx.constant(cv) {
+            Some(t) => {
+                let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
+                (Ew::Copy, Operand::Weights(w.f32s(&v)))
+            }
+            None => (
+                if a.beta == 1.0 {
+                    Ew::Copy
+                } else {
+                    Ew::Scale(a.beta)
+                },
+                cx.arena(cv)?,
+            ),
+        };
+        let desc = EwDesc::new(e, &[&cshape], &[m, n]);
+        ew_call(cx, prog, desc, vec![c_op], out)?;
+        accumulate = true;
+    }
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        batch: vec![],
+        a_stride: vec![],
+        b_stride: vec![],
+        c_stride: vec![],
+        b_packed,
+        b_rs: rs,
+        b_cs: cs,
+        a_transposed,
+        accumulate,
+        scratch: layout(cx),
+    };
+    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()])
+}
+
+/// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
+/// broadcast dims 0) whose slices are `slice` bytes apart.
+pub(super) fn batch_strides(dims: &[usize], out: &[usize], slice: usize) -> Vec<usize> {
+    let mut st = vec![0; out.len()];
+    let mut acc = slice;
+    for k in (0..dims.len()).rev() {
+        let o = out.len() - dims.len() + k;
+        st[o] = if dims[k] == 1 && out[o] != 1 { 0 } else { acc };
+        acc *= dims[k];
+    }
+    st
+}
+
+pub(super) fn matmul(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let promote_a = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![1, s[0]]
+        } else {
+            s.to_vec()
+        }
+    };
+    let promote_b = |s: &[usize]| {
+        if s.len() == 1 {
+            vec![s[0], 1]
+        } else {
+            s.to_vec()
+        }
+    };
+    let (a2, b2) = (promote_a(&cx.ty(av).shape), promote_b(&cx.ty(bv).shape));
+    let (ra, rb) = (a2.len(), b2.len());
+    if ra < 2 || rb < 2 {
+        return Err(cx.err("MatMul operands must have rank >= 1"));
+    }
+    let (m, k, n) = (a2[ra - 2], a2[ra - 1], b2[rb - 1]);
+    let (ba, bb) = (&a2[..ra - 2], &b2[..rb - 2]);
+    let r = ba.len().max(bb.len());
+    let mut out_batch = vec![1; r];
+    for (d, o) in out_batch.iter_mut().enumerate() {
+        let pick = |s: &[usize]| {
+            (d + s.len())
+                .checked_sub(r)
+                .and_then(|i| s.get(i).copied())
+                .unwrap_or(1)
+        };
+        *o = pick(ba).max(pick(bb));
+    }
+    // A weight shared by every batch slice: one product over all rows of A.
+    let (m, out_batch, ba) = if prod(bb) == 1 {
+        (m * prod(ba), vec![], vec![])
+    } else {
+        (m, out_batch, ba.to_vec())
+    };
+    let bb: Vec<usize> = if out_batch.is_empty() {
+        vec![]
+    } else {
+        bb.to_vec()
+    };
+    let (b_op, b_packed, b_slice) = match cx.constant(bv) {
+        Some(t) => {
+            let v = t.to_f32_vec();
+            let len = packed_b_len(k, n);
+            let slices = prod(&bb);
+            let mut packed = vec![0.0f32; len * slices];
+            for s in 0..slices {
+                pack_b(
+                    k,
+                    n,
+                    &v[s * k * n..(s + 1) * k * n],
+                    n,
+                    1,
+                    &mut packed[s * len..(s + 1) * len],
+                );
+            }
+            (Operand::Weights(w.f32s(&packed)), true, len * 4)
+        }
+        None => (cx.arena(bv)?, false, k * n * 4),
+    };
+    let desc = MatMulDesc {
+        m,
+        n,
+        k,
+        a_stride: batch_strides(&ba, &out_batch, m * k * 4),
+        b_stride: batch_strides(&bb, &out_batch, b_slice),
+        c_stride: batch_strides(&out_batch, &out_batch, m * n * 4),
+        batch: out_batch,
+        b_packed,
+        b_rs: n,
+        b_cs: 1,
+        a_transposed: false,
+        accumulate: false,
+        scratch: layout(cx),
+    };
+    let a_op = cx.operand(av, w)?;
+    mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()])
+}
+
+/// The 2-d geometry of a 1-d or 2-d window op on NC* input `xs` with output `ys`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn window(
+    cx: &Ctx<'_>,
+    xs: &[usize],
+    ys: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Result<Window, Error> {
+    let d = kernel.len();
+    if !(1..=2).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
+        return Err(cx.err(format!("no kernel for {d}-d windows yet")));
+    }
+    let two = |v: &[usize], fill: usize| -> [usize; 2] {
+        if d == 1 {
+            [fill, v.first().copied().unwrap_or(fill)]
+        } else {
+            [
+                v.first().copied().unwrap_or(fill),
+                v.get(1).copied().unwrap_or(fill),
+            ]
+        }
+    };
+    Ok(Window {
+        in_hw: two(&xs[2..], 1),
+        out_hw: two(&ys[2..], 1),
+        kernel: two(kernel, 1),
+        strides: two(strides, 1),
+        dilations: two(dilations, 1),
+        pads: two(pads, 0),
+    })
+}
+
+pub(super) fn pool_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: PoolDesc,
+    x: Operand,
+    y: Operand,
+) -> Result<(), Error> {
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![x, y]);
+    Ok(())
+}
+
+pub(super) fn conv(
+    cx: &Ctx<'_>,
+    a: &crate::ops::ConvAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("no kernel for Conv with runtime weights yet"))?;
+    let bias = match cx.g.node(cx.id).inputs.get(2) {
+        Some(&bv) => Some(
+            cx.constant(bv)
+                .ok_or_else(|| cx.err("no kernel for Conv with a runtime bias yet"))?
+                .to_f32_vec(),
+        ),
+        None => None,
+    };
+    let win = window(cx, &xs, &ys, &a.kernel, &a.strides, &a.dilations, &a.pads)?;
+    let groups = a.group.max(1);
+    let desc = ConvDesc {
+        n: xs[0],
+        groups,
+        c: xs[1] / groups,
+        m: ys[1] / groups,
+        win: win.clone(),
+    };
+    if a.kernel.len() == 2 {
+        let u = |v: usize| v as u64;
+        let params = crate::gemm::conv::ConvParams {
+            n: u(xs[0]),
+            c: u(xs[1]),
+            h: u(win.in_hw[0]),
+            w: u(win.in_hw[1]),
+            m: u(ys[1]),
+            group: u(groups),
+            kh: u(win.kernel[0]),
+            kw: u(win.kernel[1]),
+            stride_h: u(win.strides[0]),
+            stride_w: u(win.strides[1]),
+            pad_t: u(win.pads[0]),
+            pad_l: u(win.pads[1]),
+            dil_h: u(win.dilations[0]),
+            dil_w: u(win.dilations[1]),
+            oh: u(win.out_hw[0]),
+            ow: u(win.out_hw[1]),
+            has_bias: u64::from(bias.is_some()),
+        };
+        let bias_op = match &bias {
+            Some(b) => Operand::Weights(w.f32s(b)),
+            None => Operand::Null,
+        };
+        let args = vec![
+            Operand::Weights(w.add(&params.to_bytes())),
+            cx.arena(xv)?,
+            Operand::Weights(w.tensor(wt)),
+            bias_op,
+            cx.arena(y)?,
+            cx.scratch(),
+        ];
+        let (node, op) = cx.label();
+        let f = prog.kernel("conv2d im2col".to_string(), 6, (&node, &op), |b, p, ext| {
+            cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.conv2d, p);
+        })?;
+        prog.call(f, args);
+        return Ok(());
+    }
+    let (wr, br) = desc.arrange(&wt.to_f32_vec(), bias.as_deref());
+    let args = vec![
+        cx.arena(xv)?,
+        Operand::Weights(w.f32s(&wr)),
+        Operand::Weights(w.f32s(&br)),
+        cx.arena(y)?,
+    ];
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("conv {desc:?}"), 4, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
