@@ -88,6 +88,14 @@ impl AlignedBytes {
         self.ptr
     }
 
+    /// The bytes, read-only.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points to an initialized (zeroed at allocation) block of at least
+        // `len` bytes that lives as long as `self`; the shared borrow forbids writes through
+        // `as_mut_ptr` while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
     /// Bytes requested.
     pub fn len(&self) -> usize {
         self.len

@@ -1,0 +1,348 @@
+//! Dense kernels: Gemm, MatMul, Conv, pooling.
+
+use crate::common::*;
+
+struct GemmCase {
+    a: Vec<usize>,
+    b: Vec<usize>,
+    c: Option<Vec<usize>>,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f32,
+    beta: f32,
+    b_const: bool,
+    c_const: bool,
+}
+
+fn gemm_case(rng: &mut Rng, c: &GemmCase) {
+    let (m, n) = (
+        if c.trans_a { c.a[1] } else { c.a[0] },
+        if c.trans_b { c.b[0] } else { c.b[1] },
+    );
+    let mut mb = ModelBuilder::new("gemm", 13).input("a", DType::F32, &dims(&c.a));
+    let mut inputs = vec![rng.tensor(&c.a, -1.0, 1.0)];
+    let bt = rng.tensor(&c.b, -1.0, 1.0);
+    if c.b_const {
+        mb = mb.initializer("b", &bt);
+    } else {
+        mb = mb.input("b", DType::F32, &dims(&c.b));
+        inputs.push(bt);
+    }
+    let mut names = vec!["a", "b"];
+    if let Some(cs) = &c.c {
+        let ct = rng.tensor(cs, -1.0, 1.0);
+        if c.c_const {
+            mb = mb.initializer("c", &ct);
+        } else {
+            mb = mb.input("c", DType::F32, &dims(cs));
+            inputs.push(ct);
+        }
+        names.push("c");
+    }
+    let model = mb
+        .output("y", DType::F32, &dims(&[m, n]))
+        .node(
+            "gemm",
+            "Gemm",
+            &names,
+            &["y"],
+            vec![
+                ("transA", Attr::Int(c.trans_a.into())),
+                ("transB", Attr::Int(c.trans_b.into())),
+                ("alpha", Attr::Float(c.alpha)),
+                ("beta", Attr::Float(c.beta)),
+            ],
+        )
+        .build();
+    check(model, &inputs, RTOL, ATOL);
+}
+
+#[test]
+fn gemm_variants() {
+    let mut rng = Rng(2024);
+    let (m, k, n) = (5, 7, 9);
+    let biases: [Option<Vec<usize>>; 6] = [
+        None,
+        Some(vec![n]),
+        Some(vec![1, n]),
+        Some(vec![m, 1]),
+        Some(vec![m, n]),
+        Some(vec![]),
+    ];
+    for trans_a in [false, true] {
+        for trans_b in [false, true] {
+            for (i, c) in biases.iter().enumerate() {
+                for b_const in [true, false] {
+                    let alpha = if b_const { 0.5 + i as f32 * 0.25 } else { 1.0 };
+                    gemm_case(
+                        &mut rng,
+                        &GemmCase {
+                            a: if trans_a { vec![k, m] } else { vec![m, k] },
+                            b: if trans_b { vec![n, k] } else { vec![k, n] },
+                            c: c.clone(),
+                            trans_a,
+                            trans_b,
+                            alpha,
+                            beta: if i % 2 == 0 { 1.0 } else { -0.75 },
+                            b_const,
+                            c_const: i % 3 != 1,
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_alpha_with_runtime_b_is_an_error() {
+    let m = ModelBuilder::new("gemm", 13)
+        .input("a", DType::F32, &dims(&[2, 3]))
+        .input("b", DType::F32, &dims(&[3, 4]))
+        .output("y", DType::F32, &dims(&[2, 4]))
+        .node(
+            "g",
+            "Gemm",
+            &["a", "b"],
+            &["y"],
+            vec![("alpha", Attr::Float(2.0))],
+        )
+        .build();
+    let g = import(&m);
+    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+    let err = compile(&g, &plan).expect_err("unsupported");
+    assert!(err.to_string().contains("node 'g'"), "{err}");
+}
+
+fn matmul_case(rng: &mut Rng, a: &[usize], b: &[usize], out: &[usize], b_const: bool) {
+    let bt = rng.tensor(b, -1.0, 1.0);
+    let mut mb = ModelBuilder::new("mm", 13).input("a", DType::F32, &dims(a));
+    let mut inputs = vec![rng.tensor(a, -1.0, 1.0)];
+    if b_const {
+        mb = mb.initializer("b", &bt);
+    } else {
+        mb = mb.input("b", DType::F32, &dims(b));
+        inputs.push(bt);
+    }
+    let model = mb
+        .output("y", DType::F32, &dims(out))
+        .node("mm", "MatMul", &["a", "b"], &["y"], vec![])
+        .build();
+    check(model, &inputs, RTOL, ATOL);
+}
+
+#[test]
+fn matmul_batched_and_broadcast() {
+    let mut rng = Rng(77);
+    let cases: [Shapes3<'_>; 8] = [
+        (&[2, 3, 4, 5], &[3, 5, 6], &[2, 3, 4, 6]),
+        (&[4, 5], &[2, 5, 3], &[2, 4, 3]),
+        (&[2, 3, 4], &[4, 6], &[2, 3, 6]),
+        (&[5], &[5, 3], &[3]),
+        (&[2, 4, 5], &[5], &[2, 4]),
+        (&[3, 1, 4, 5], &[2, 5, 7], &[3, 2, 4, 7]),
+        (&[1, 4, 5], &[3, 5, 2], &[3, 4, 2]),
+        (&[6, 8], &[8, 10], &[6, 10]),
+    ];
+    for (a, b, out) in cases {
+        for b_const in [false, true] {
+            matmul_case(&mut rng, a, b, out, b_const);
+        }
+    }
+}
+
+struct ConvCase {
+    x: Vec<usize>,
+    w: Vec<usize>,
+    y: Vec<usize>,
+    attrs: Vec<(&'static str, Attr)>,
+    bias: bool,
+}
+
+#[test]
+fn conv_variants() {
+    let mut rng = Rng(1999);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let cases = vec![
+        ConvCase {
+            x: vec![1, 3, 7, 7],
+            w: vec![8, 3, 3, 3],
+            y: vec![1, 8, 7, 7],
+            attrs: vec![("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![2, 4, 9, 8],
+            w: vec![6, 4, 3, 2],
+            y: vec![2, 6, 4, 4],
+            attrs: vec![("strides", ints(&[2, 2])), ("pads", ints(&[1, 0, 0, 1]))],
+            bias: false,
+        },
+        ConvCase {
+            x: vec![1, 6, 8, 8],
+            w: vec![6, 1, 3, 3],
+            y: vec![1, 6, 8, 8],
+            attrs: vec![("group", Attr::Int(6)), ("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![1, 4, 10, 10],
+            w: vec![10, 2, 3, 3],
+            y: vec![1, 10, 6, 6],
+            attrs: vec![("group", Attr::Int(2)), ("dilations", ints(&[2, 2]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![1, 5, 6, 6],
+            w: vec![7, 5, 1, 1],
+            y: vec![1, 7, 6, 6],
+            attrs: vec![],
+            bias: true,
+        },
+        // Depthwise, stride 2, padding, 20 x 20 = 400 output pixels per image (two tiles).
+        ConvCase {
+            x: vec![2, 8, 39, 39],
+            w: vec![8, 1, 3, 3],
+            y: vec![2, 8, 20, 20],
+            attrs: vec![
+                ("group", Attr::Int(8)),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+            bias: false,
+        },
+        // Depthwise at stride 1 over 17 x 19 = 323 pixels: two tiles, a partial last panel.
+        ConvCase {
+            x: vec![1, 4, 17, 19],
+            w: vec![4, 1, 3, 3],
+            y: vec![1, 4, 17, 19],
+            attrs: vec![("group", Attr::Int(4)), ("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        // K = 48 * 9 = 432 > KC, M = 100 > MC, 324 output pixels (two tiles).
+        ConvCase {
+            x: vec![1, 48, 18, 18],
+            w: vec![100, 48, 3, 3],
+            y: vec![1, 100, 18, 18],
+            attrs: vec![("pads", ints(&[1, 1, 1, 1]))],
+            bias: true,
+        },
+        // Groups, stride 2, dilation 2, asymmetric kernel and pads, no bias, 3 tiles.
+        ConvCase {
+            x: vec![2, 6, 50, 47],
+            w: vec![9, 2, 3, 2],
+            y: vec![2, 9, 25, 24],
+            attrs: vec![
+                ("group", Attr::Int(3)),
+                ("strides", ints(&[2, 2])),
+                ("dilations", ints(&[2, 2])),
+                ("pads", ints(&[2, 1, 1, 1])),
+            ],
+            bias: false,
+        },
+        // 1x1 stride 2 (no padding), 33 x 33 = 1089 pixels: five tiles.
+        ConvCase {
+            x: vec![1, 5, 65, 65],
+            w: vec![7, 5, 1, 1],
+            y: vec![1, 7, 33, 33],
+            attrs: vec![("strides", ints(&[2, 2]))],
+            bias: true,
+        },
+        ConvCase {
+            x: vec![2, 3, 12],
+            w: vec![5, 3, 3],
+            y: vec![2, 5, 6],
+            attrs: vec![("strides", ints(&[2])), ("pads", ints(&[1, 1]))],
+            bias: true,
+        },
+    ];
+    for c in cases {
+        let mut mb = ModelBuilder::new("conv", 13)
+            .input("x", DType::F32, &dims(&c.x))
+            .initializer("w", &rng.tensor(&c.w, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if c.bias {
+            mb = mb.initializer("b", &rng.tensor(&[c.w[0]], -1.0, 1.0));
+            ins.push("b");
+        }
+        let model = mb
+            .output("y", DType::F32, &dims(&c.y))
+            .node("conv", "Conv", &ins, &["y"], c.attrs)
+            .build();
+        check(model, &[rng.tensor(&c.x, -1.0, 1.0)], RTOL, ATOL);
+    }
+}
+
+#[test]
+fn pooling() {
+    let mut rng = Rng(606);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    type PoolCase = (Vec<usize>, Vec<usize>, Vec<(&'static str, Attr)>);
+    let cases: Vec<PoolCase> = vec![
+        (
+            vec![1, 3, 8, 8],
+            vec![1, 3, 4, 4],
+            vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+        ),
+        (
+            vec![2, 4, 9, 9],
+            vec![2, 4, 5, 5],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("pads", ints(&[1, 1, 1, 1])),
+            ],
+        ),
+        (
+            vec![1, 2, 7, 7],
+            vec![1, 2, 3, 3],
+            vec![
+                ("kernel_shape", ints(&[3, 3])),
+                ("strides", ints(&[2, 2])),
+                ("ceil_mode", Attr::Int(0)),
+            ],
+        ),
+    ];
+    for (x, y, attrs) in cases {
+        let model = ModelBuilder::new("pool", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node("p", "MaxPool", &["x"], &["y"], attrs)
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
+    for (include, ceil) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+        let (x, y) = (
+            vec![1, 3, 9, 8],
+            vec![1, 3, 4 + ceil as usize, 4 + ceil as usize],
+        );
+        let model = ModelBuilder::new("avg", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node(
+                "p",
+                "AveragePool",
+                &["x"],
+                &["y"],
+                vec![
+                    ("kernel_shape", ints(&[3, 2])),
+                    ("strides", ints(&[2, 2])),
+                    ("pads", ints(&[1, 1, 0, 0])),
+                    ("count_include_pad", Attr::Int(include)),
+                    ("ceil_mode", Attr::Int(ceil)),
+                ],
+            )
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
+    for x in [vec![2, 3, 5, 7], vec![1, 4, 2, 2], vec![1, 2, 9]] {
+        let mut y = x.clone();
+        y[2..].iter_mut().for_each(|d| *d = 1);
+        let model = ModelBuilder::new("gap", 13)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node("p", "GlobalAveragePool", &["x"], &["y"], vec![])
+            .build();
+        check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
+    }
+}

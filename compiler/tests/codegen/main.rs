@@ -1,0 +1,11 @@
+//! Differential tests of the generated code against the reference evaluation
+//! (`ir::eval::eval_graph`): tiny models built with `ModelBuilder`, imported, planned,
+//! compiled and run inside an aligned arena; plus the demo model against onnxruntime.
+//! One test binary, one module per op family.
+
+mod common;
+mod dense;
+mod elementwise;
+mod models;
+mod movement;
+mod norm;
