@@ -6,6 +6,8 @@
 mod common;
 mod dense;
 mod elementwise;
+mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod typed;

@@ -2,8 +2,8 @@
 //! dims with per-input strides (0 for broadcast dims); the innermost dim runs over f32x4 with a
 //! scalar tail, each input loaded as a vector (stride 1) or a splatted scalar (stride 0).
 
-use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::types::{F32, F32X4, I8};
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::types::{F32, F32X4};
 use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
@@ -32,6 +32,8 @@ pub enum Ew {
     Reciprocal,
     /// exp(x)
     Exp,
+    /// ln(x)
+    Log,
     /// 1 / (1 + exp(-x))
     Sigmoid,
     /// tanh(x)
@@ -46,8 +48,6 @@ pub enum Ew {
     HardSigmoid(f32, f32),
     /// x HardSigmoid(x) with alpha 1/6, beta 1/2
     HardSwish,
-    /// cond ? a : b (cond a bool byte)
-    Where,
     /// a + b
     Add,
     /// a - b
@@ -73,7 +73,7 @@ impl Ew {
     pub fn arity(self) -> usize {
         match self {
             Ew::Add | Ew::Sub | Ew::Mul | Ew::Div | Ew::Max | Ew::Min | Ew::PRelu | Ew::Mean2 => 2,
-            Ew::MulAdd | Ew::Where => 3,
+            Ew::MulAdd => 3,
             _ => 1,
         }
     }
@@ -111,6 +111,7 @@ impl Ew {
                 b.ins().fdiv(one, a)
             }
             Ew::Exp => m.exp(b, a),
+            Ew::Log => m.log(b, a),
             Ew::Sigmoid => m.sigmoid(b, a),
             Ew::Tanh => m.tanh(b, a),
             Ew::Erf => m.erf(b, a),
@@ -142,12 +143,6 @@ impl Ew {
             Ew::HardSwish => {
                 let h = hard_sigmoid(m, b, a, 1.0 / 6.0, 0.5);
                 b.ins().fmul(a, h)
-            }
-            Ew::Where => {
-                // x[0] is the condition converted to a float mask source by `inner`.
-                let z = m.c(b, 0.0);
-                let c = b.ins().fcmp(FloatCC::NotEqual, a, z);
-                m.select(b, c, x[1], x[2])
             }
             Ew::Add => b.ins().fadd(a, x[1]),
             Ew::Sub => b.ins().fsub(a, x[1]),
@@ -260,7 +255,7 @@ impl EwDesc {
         for_range(b, self.dims[k], &mut |b, i| {
             let mut next: Vec<Value> = Vec::with_capacity(ptrs.len());
             for (j, st) in self.strides.iter().enumerate() {
-                next.push(offset(b, ptrs[j], i, st[k] * self.elem(j)));
+                next.push(offset(b, ptrs[j], i, st[k] * 4));
             }
             let o = ptrs[self.strides.len()];
             next.push(offset(b, o, i, out_stride * 4));
@@ -268,41 +263,7 @@ impl EwDesc {
         });
     }
 
-    /// Bytes per element of input `j` (Where's condition is a bool byte).
-    fn elem(&self, j: usize) -> usize {
-        if self.op == Ew::Where && j == 0 { 1 } else { 4 }
-    }
-
-    /// Where: a scalar loop, the condition byte turned into 0.0 / 1.0.
-    fn inner_where(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
-        let len = *self.dims.last().unwrap_or(&1);
-        let sm = Math { ty: F32 };
-        for_range(b, len, &mut |b, i| {
-            let mut vals = Vec::with_capacity(3);
-            for (j, (strides, &base)) in self.strides.iter().zip(ptrs).enumerate() {
-                let st = *strides.last().unwrap_or(&1);
-                let p = offset(b, base, i, st * self.elem(j));
-                vals.push(if j == 0 {
-                    let c = b.ins().load(I8, super::mem(), p, 0);
-                    let nz = b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
-                    let one = sm.c(b, 1.0);
-                    let zero = sm.c(b, 0.0);
-                    b.ins().select(nz, one, zero)
-                } else {
-                    sm.load(b, p, 0)
-                });
-            }
-            let y = self.op.apply(sm, b, &vals);
-            let p = offset(b, ptrs[3], i, 4);
-            sm.store(b, y, p, 0);
-        });
-    }
-
     fn inner(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
-        if self.op == Ew::Where {
-            self.inner_where(b, ptrs);
-            return;
-        }
         let len = *self.dims.last().unwrap_or(&1);
         let last: Vec<usize> = self
             .strides

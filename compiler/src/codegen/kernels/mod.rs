@@ -1,12 +1,16 @@
 //! Kernel emitters: each kernel is a Cranelift function of pointer parameters, specialized to
 //! exact shapes, built from the small IR helpers here (static-count loops, f32/f32x4 math).
 
+pub(crate) mod cast;
 pub mod conv;
 pub mod elementwise;
+pub mod lrn;
+pub(crate) mod math;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
 pub mod softmax;
+pub mod typed;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee32;
@@ -131,7 +135,7 @@ impl Math {
         self.select(b, c, x, y)
     }
 
-    fn bitcast(self, b: &mut FunctionBuilder<'_>, to: Type, v: Value) -> Value {
+    pub(crate) fn bitcast(self, b: &mut FunctionBuilder<'_>, to: Type, v: Value) -> Value {
         let flags = if self.vector() {
             MemFlagsData::new().with_endianness(Endianness::Little)
         } else {

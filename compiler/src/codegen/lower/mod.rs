@@ -2,10 +2,12 @@
 //! addresses of its operands.
 
 mod dense;
+mod elementwise;
 mod movement;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
+use super::kernels::lrn::LrnDesc;
 use super::kernels::movement::{CopyDesc, GatherDesc};
 use super::kernels::reduce::{LayerNormDesc, ReduceDesc};
 use super::kernels::softmax::SoftmaxDesc;
@@ -17,7 +19,7 @@ use crate::error::{Error, OpError};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
 use dense::{conv, gemm, matmul, pool_call, window};
 use movement::{copy_call, movement};
 
@@ -138,35 +140,6 @@ fn ew_call(
     Ok(())
 }
 
-fn unary(u: &UnaryOp) -> Option<Ew> {
-    Some(match *u {
-        UnaryOp::Relu => Ew::Relu,
-        UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
-        UnaryOp::Clip { min, max } => Ew::Clip(
-            min.map_or(f32::NEG_INFINITY, |x| x as f32),
-            max.map_or(f32::INFINITY, |x| x as f32),
-        ),
-        UnaryOp::Neg => Ew::Neg,
-        UnaryOp::Abs => Ew::Abs,
-        UnaryOp::Sqrt => Ew::Sqrt,
-        UnaryOp::Reciprocal => Ew::Reciprocal,
-        UnaryOp::Exp => Ew::Exp,
-        UnaryOp::Sigmoid => Ew::Sigmoid,
-        UnaryOp::Tanh => Ew::Tanh,
-        UnaryOp::Erf => Ew::Erf,
-        UnaryOp::Gelu { tanh_approx } => {
-            if tanh_approx {
-                Ew::GeluTanh
-            } else {
-                Ew::Gelu
-            }
-        }
-        UnaryOp::HardSigmoid { alpha, beta } => Ew::HardSigmoid(alpha, beta),
-        UnaryOp::HardSwish => Ew::HardSwish,
-        _ => return None,
-    })
-}
-
 fn prod(d: &[usize]) -> usize {
     d.iter().product()
 }
@@ -199,63 +172,9 @@ pub(super) fn node(
     }
     let y = cx.output()?;
     let out_shape = cx.ty(y).shape.clone();
-    let ew2 = |e: Ew, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
-        cx.all_f32()?;
-        let ins: Vec<ValueId> = n.inputs.to_vec();
-        let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
-        let desc = EwDesc::new(e, &shapes, &out_shape);
-        let args = ins
-            .iter()
-            .map(|&v| cx.operand(v, w))
-            .collect::<Result<Vec<_>, _>>()?;
-        ew_call(&cx, prog, desc, args, cx.arena(y)?)
-    };
     match op {
-        Op::Unary(u) => match unary(u) {
-            Some(e) => ew2(e, prog, w),
-            None => Err(cx.err(format!("no kernel for {} yet", op.name()))),
-        },
-        Op::Binary(b) => {
-            let e = match b {
-                BinaryOp::Add => Ew::Add,
-                BinaryOp::Sub => Ew::Sub,
-                BinaryOp::Mul => Ew::Mul,
-                BinaryOp::Div => Ew::Div,
-                BinaryOp::PRelu => Ew::PRelu,
-                BinaryOp::Pow => return pow(&cx, prog, w),
-                _ => return Err(cx.err(format!("no kernel for {} yet", op.name()))),
-            };
-            ew2(e, prog, w)
-        }
-        Op::Variadic(v) => {
-            let e = match (v, n.inputs.len()) {
-                (_, 1) => Ew::Copy,
-                (VariadicOp::Sum, 2) => Ew::Add,
-                (VariadicOp::Mean, 2) => Ew::Mean2,
-                (VariadicOp::Max, 2) => Ew::Max,
-                (VariadicOp::Min, 2) => Ew::Min,
-                (kind, _) => return variadic(&cx, *kind, prog, w),
-            };
-            ew2(e, prog, w)
-        }
-        Op::Where => {
-            let ins: Vec<ValueId> = n.inputs.to_vec();
-            if ins.len() != 3
-                || cx.ty(ins[0]).dtype != DType::Bool
-                || ins[1..]
-                    .iter()
-                    .chain([&y])
-                    .any(|&v| cx.ty(v).dtype != DType::F32)
-            {
-                return Err(cx.err("no kernel for Where on these dtypes yet (bool, f32, f32)"));
-            }
-            let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
-            let desc = EwDesc::new(Ew::Where, &shapes, &out_shape);
-            let args = ins
-                .iter()
-                .map(|&v| cx.operand(v, w))
-                .collect::<Result<Vec<_>, _>>()?;
-            ew_call(&cx, prog, desc, args, cx.arena(y)?)
+        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
+            elementwise::lower(&cx, prog, w)
         }
         Op::BatchNormalization { epsilon } => {
             cx.all_f32()?;
@@ -480,6 +399,8 @@ pub(super) fn node(
             prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
             Ok(())
         }
+        Op::Lrn(a) => lrn(&cx, a, prog),
+        Op::GlobalMaxPool => global_max_pool(&cx, prog),
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
@@ -564,4 +485,47 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
     } else {
         Err(cx.err(format!("no kernel for Pow with exponent {exp} yet")))
     }
+}
+
+/// LRN on f32 `N x C x ...` (rank >= 3).
+fn lrn(cx: &Ctx<'_>, a: &LrnAttrs, prog: &mut Program) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let xs = &cx.ty(x).shape;
+    if xs.len() < 3 {
+        return Err(cx.err("no kernel for LRN on an input of rank < 3"));
+    }
+    let desc = LrnDesc {
+        n: xs[0],
+        c: xs[1],
+        inner: prod(&xs[2..]),
+        size: a.size,
+        alpha: a.alpha,
+        beta: a.beta,
+        bias: a.bias,
+    };
+    let (node, opn) = cx.label();
+    let f = prog.kernel(format!("lrn {desc:?}"), 2, (&node, &opn), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
+    Ok(())
+}
+
+/// GlobalMaxPool on f32: a max reduction over the spatial dims.
+fn global_max_pool(cx: &Ctx<'_>, prog: &mut Program) -> Result<(), Error> {
+    cx.all_f32()?;
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let xs = &cx.ty(x).shape;
+    if xs.len() < 2 {
+        return Err(cx.err("GlobalMaxPool input must have rank >= 2"));
+    }
+    let axes: Vec<usize> = (2..xs.len()).collect();
+    let desc = ReduceDesc::new(ReduceKind::Max, xs, &axes);
+    let (node, opn) = cx.label();
+    let f = prog.kernel(format!("reduce {desc:?}"), 2, (&node, &opn), |b, p, _| {
+        desc.emit(b, p[0], p[1])
+    })?;
+    prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
+    Ok(())
 }

@@ -1,0 +1,402 @@
+//! Element-wise kernels on any dtype, one element at a time over the broadcast loop nest of
+//! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), Where on any element size,
+//! f64 arithmetic, float Mod, and Cast. The f32 math stays in [`super::elementwise`] (f32x4).
+//!
+//! Values are computed in a domain per dtype, like the reference evaluation: every integer
+//! and bool is widened to i64 (sign- or zero-extended) and narrowed on store, so wrapping
+//! matches `as` casts; f32 and f64 stay native; f16 and bf16 widen exactly to f32.
+//!
+//! Defined results where the reference errors or hardware would trap: integer `Div` and
+//! `Mod` by zero give 0 (numpy's result), `i64::MIN / -1` wraps to `i64::MIN` and its
+//! remainder is 0. Cast conversions are in [`super::cast`].
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::types::{F32, F64, I8, I16, I32, I64};
+use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+
+use super::cast::{convert, f16_bits_to_f32};
+use super::elementwise::{Ew, EwDesc};
+use super::{for_range, mem, offset};
+use crate::ir::types::DType;
+
+/// The operation of one typed element-wise kernel.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TOp {
+    /// x (same dtype)
+    Copy,
+    /// a + b (wrapping for integers)
+    Add,
+    /// a - b
+    Sub,
+    /// a * b
+    Mul,
+    /// a / b (integers truncate toward zero; by zero gives 0)
+    Div,
+    /// Remainder: `fmod` the sign of a (C), else the sign of b (Python); by zero gives 0
+    /// for integers.
+    Mod {
+        /// ONNX `fmod`.
+        fmod: bool,
+    },
+    /// max(a, b) (floats propagate NaN)
+    Max,
+    /// min(a, b)
+    Min,
+    /// -x
+    Neg,
+    /// |x|
+    Abs,
+    /// max(x, 0)
+    Relu,
+    /// min(max(x, lo), hi) on integers, bounds in the i64 domain.
+    Clip {
+        /// Lower bound.
+        lo: Option<i64>,
+        /// Upper bound.
+        hi: Option<i64>,
+    },
+    /// a == b (bool out)
+    Equal,
+    /// a < b (bool out)
+    Less,
+    /// a > b (bool out)
+    Greater,
+    /// cond ? x : y (cond a bool byte; x, y any dtype, copied bit for bit)
+    Where,
+    /// Conversion from the input's dtype to the output's.
+    Cast,
+}
+
+/// One typed element-wise kernel: operand dtypes, output dtype, and the collapsed broadcast
+/// loop nest (from [`EwDesc::new`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedDesc {
+    /// The operation.
+    pub op: TOp,
+    /// Operand dtypes.
+    pub ins: Vec<DType>,
+    /// Output dtype.
+    pub out: DType,
+    /// Output dims after collapsing (at least one).
+    pub dims: Vec<usize>,
+    /// Per input, element strides over `dims` (0 = broadcast).
+    pub strides: Vec<Vec<usize>>,
+}
+
+/// Where a dtype's values are computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Domain {
+    /// i64, signed (or unsigned for u64).
+    Int { unsigned: bool },
+    /// f32 (also f16 and bf16, widened exactly).
+    F32,
+    /// f64.
+    F64,
+}
+
+fn domain(dt: DType) -> Domain {
+    match dt {
+        DType::F32 | DType::F16 | DType::BF16 => Domain::F32,
+        DType::F64 => Domain::F64,
+        DType::U64 => Domain::Int { unsigned: true },
+        _ => Domain::Int { unsigned: false },
+    }
+}
+
+impl TypedDesc {
+    /// The kernel for operands `ins` (dtype, shape) broadcast to `out_shape`, writing `out`.
+    pub fn new(op: TOp, ins: &[(DType, &[usize])], out: DType, out_shape: &[usize]) -> TypedDesc {
+        let shapes: Vec<&[usize]> = ins.iter().map(|i| i.1).collect();
+        let e = EwDesc::new(Ew::Copy, &shapes, out_shape);
+        TypedDesc {
+            op,
+            ins: ins.iter().map(|i| i.0).collect(),
+            out,
+            dims: e.dims,
+            strides: e.strides,
+        }
+    }
+
+    /// Why no kernel exists for this dtype combination (`None`: supported).
+    pub fn unsupported(&self) -> Option<String> {
+        let x = *self.ins.get(usize::from(self.op == TOp::Where))?;
+        let dom = domain(x);
+        let ok = match self.op {
+            TOp::Where | TOp::Copy => true,
+            TOp::Cast => self.out != DType::BF16,
+            TOp::Equal | TOp::Less | TOp::Greater => true,
+            TOp::Mod { .. } => x != DType::F16 && x != DType::BF16,
+            _ => x == DType::F64 || matches!(dom, Domain::Int { .. }),
+        };
+        (!ok).then(|| match self.op {
+            TOp::Cast => format!("Cast from {} to {}", x.name(), self.out.name()),
+            op => format!("{op:?} on {}", x.name()),
+        })
+    }
+
+    /// Emits the body: `ptrs` are the inputs then the output.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
+        self.level(b, 0, ptrs);
+    }
+
+    fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, ptrs: &[Value]) {
+        let n_in = self.strides.len();
+        let last = k + 1 == self.dims.len();
+        let out_stride: usize = self.dims[k + 1..].iter().product();
+        for_range(b, self.dims[k], &mut |b, i| {
+            let mut next: Vec<Value> = Vec::with_capacity(ptrs.len());
+            for (j, st) in self.strides.iter().enumerate() {
+                next.push(offset(b, ptrs[j], i, st[k] * self.ins[j].size()));
+            }
+            next.push(offset(b, ptrs[n_in], i, out_stride * self.out.size()));
+            if last {
+                self.element(b, &next);
+            } else {
+                self.level(b, k + 1, &next);
+            }
+        });
+    }
+
+    fn element(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let n_in = self.ins.len();
+        let y = match self.op {
+            TOp::Where => {
+                let c = b.ins().uload8(I64, mem(), p[0], 0);
+                let ty = raw_type(self.out);
+                let x = b.ins().load(ty, mem(), p[1], 0);
+                let z = b.ins().load(ty, mem(), p[2], 0);
+                b.ins().select(c, x, z)
+            }
+            TOp::Copy => b.ins().load(raw_type(self.out), mem(), p[0], 0),
+            TOp::Cast => {
+                let v = load(b, self.ins[0], p[0]);
+                convert(b, v, self.ins[0], self.out)
+            }
+            op => {
+                let dt = self.ins[0];
+                let vals: Vec<Value> = (0..n_in).map(|j| load(b, dt, p[j])).collect();
+                apply(b, op, domain(dt), &vals)
+            }
+        };
+        store(b, self.out, y, p[n_in]);
+    }
+}
+
+/// The register type holding a dtype's bits for copying.
+fn raw_type(dt: DType) -> Type {
+    match dt.size() {
+        1 => I8,
+        2 => I16,
+        4 => I32,
+        _ => I64,
+    }
+}
+
+/// Loads one element into its computation domain.
+fn load(b: &mut FunctionBuilder<'_>, dt: DType, p: Value) -> Value {
+    match dt {
+        DType::F32 => b.ins().load(F32, mem(), p, 0),
+        DType::F64 => b.ins().load(F64, mem(), p, 0),
+        DType::F16 => {
+            let h = b.ins().uload16(I32, mem(), p, 0);
+            f16_bits_to_f32(b, h)
+        }
+        DType::BF16 => {
+            let h = b.ins().uload16(I32, mem(), p, 0);
+            let s = b.ins().ishl_imm_u(h, 16);
+            b.ins().bitcast(F32, MemFlagsData::new(), s)
+        }
+        DType::I8 => b.ins().sload8(I64, mem(), p, 0),
+        DType::U8 | DType::Bool => b.ins().uload8(I64, mem(), p, 0),
+        DType::I16 => b.ins().sload16(I64, mem(), p, 0),
+        DType::U16 => b.ins().uload16(I64, mem(), p, 0),
+        DType::I32 => b.ins().sload32(mem(), p, 0),
+        DType::U32 => b.ins().uload32(mem(), p, 0),
+        DType::I64 | DType::U64 => b.ins().load(I64, mem(), p, 0),
+    }
+}
+
+/// Stores `v` as `dt`: a value wider than the element (the i64 of an integer, the i32 of f16
+/// bits) is narrowed by the store; others are stored as they are.
+fn store(b: &mut FunctionBuilder<'_>, dt: DType, v: Value, p: Value) {
+    let width = b.func.dfg.value_type(v).bytes() as usize;
+    match dt.size() {
+        n if n == width => {
+            b.ins().store(mem(), v, p, 0);
+        }
+        1 => {
+            b.ins().istore8(mem(), v, p, 0);
+        }
+        2 => {
+            b.ins().istore16(mem(), v, p, 0);
+        }
+        _ => {
+            b.ins().istore32(mem(), v, p, 0);
+        }
+    }
+}
+
+fn apply(b: &mut FunctionBuilder<'_>, op: TOp, dom: Domain, x: &[Value]) -> Value {
+    match dom {
+        Domain::Int { unsigned } => int_op(b, op, unsigned, x),
+        Domain::F32 | Domain::F64 => float_op(b, op, x),
+    }
+}
+
+fn int_op(b: &mut FunctionBuilder<'_>, op: TOp, unsigned: bool, x: &[Value]) -> Value {
+    let a = x[0];
+    let c = x.get(1).copied().unwrap_or(a);
+    let (gt, lt) = if unsigned {
+        (IntCC::UnsignedGreaterThan, IntCC::UnsignedLessThan)
+    } else {
+        (IntCC::SignedGreaterThan, IntCC::SignedLessThan)
+    };
+    let pick = |b: &mut FunctionBuilder<'_>, cc: IntCC, p: Value, q: Value| {
+        let t = b.ins().icmp(cc, p, q);
+        b.ins().select(t, p, q)
+    };
+    match op {
+        TOp::Copy | TOp::Where | TOp::Cast => a,
+        TOp::Add => b.ins().iadd(a, c),
+        TOp::Sub => b.ins().isub(a, c),
+        TOp::Mul => b.ins().imul(a, c),
+        TOp::Div | TOp::Mod { .. } => int_div(b, op, unsigned, a, c),
+        TOp::Max => pick(b, gt, a, c),
+        TOp::Min => pick(b, lt, a, c),
+        TOp::Neg => b.ins().ineg(a),
+        TOp::Abs if unsigned => a,
+        TOp::Abs => {
+            let n = b.ins().ineg(a);
+            let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, a, 0);
+            b.ins().select(neg, n, a)
+        }
+        TOp::Relu if unsigned => a,
+        TOp::Relu => {
+            let z = b.ins().iconst(I64, 0);
+            pick(b, gt, a, z)
+        }
+        TOp::Clip { lo, hi } => {
+            let mut r = a;
+            if let Some(lo) = lo {
+                let l = b.ins().iconst(I64, lo);
+                r = pick(b, gt, r, l);
+            }
+            if let Some(hi) = hi {
+                let h = b.ins().iconst(I64, hi);
+                r = pick(b, lt, r, h);
+            }
+            r
+        }
+        TOp::Equal => b.ins().icmp(IntCC::Equal, a, c),
+        TOp::Less => b.ins().icmp(lt, a, c),
+        TOp::Greater => b.ins().icmp(gt, a, c),
+    }
+}
+
+/// Division and remainder that never trap: the divisor 0 and -1 are replaced by 1 for the
+/// hardware instruction and their results patched (by zero: 0; by -1: `-a` and 0).
+fn int_div(b: &mut FunctionBuilder<'_>, op: TOp, unsigned: bool, a: Value, q: Value) -> Value {
+    let zero = b.ins().iconst(I64, 0);
+    let one = b.ins().iconst(I64, 1);
+    let is0 = b.ins().icmp_imm_s(IntCC::Equal, q, 0);
+    let ism1 = b.ins().icmp_imm_s(IntCC::Equal, q, -1);
+    let bad = if unsigned {
+        is0
+    } else {
+        b.ins().bor(is0, ism1)
+    };
+    let safe = b.ins().select(bad, one, q);
+    let r = match (op, unsigned) {
+        (TOp::Div, true) => b.ins().udiv(a, safe),
+        (TOp::Div, false) => {
+            let r = b.ins().sdiv(a, safe);
+            let n = b.ins().ineg(a);
+            b.ins().select(ism1, n, r)
+        }
+        (_, true) => b.ins().urem(a, safe),
+        (_, false) => {
+            let r = b.ins().srem(a, safe);
+            let r = b.ins().select(ism1, zero, r);
+            if op == (TOp::Mod { fmod: false }) {
+                // Python: a nonzero remainder takes the sign of the divisor.
+                let rneg = b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
+                let qneg = b.ins().icmp_imm_s(IntCC::SignedLessThan, q, 0);
+                let differ = b.ins().bxor(rneg, qneg);
+                let nz = b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+                let fix = b.ins().band(differ, nz);
+                let rq = b.ins().iadd(r, q);
+                b.ins().select(fix, rq, r)
+            } else {
+                r
+            }
+        }
+    };
+    b.ins().select(is0, zero, r)
+}
+
+fn float_op(b: &mut FunctionBuilder<'_>, op: TOp, x: &[Value]) -> Value {
+    let a = x[0];
+    let c = x.get(1).copied().unwrap_or(a);
+    match op {
+        TOp::Add => b.ins().fadd(a, c),
+        TOp::Sub => b.ins().fsub(a, c),
+        TOp::Mul => b.ins().fmul(a, c),
+        TOp::Div => b.ins().fdiv(a, c),
+        TOp::Max => b.ins().fmax(a, c),
+        TOp::Min => b.ins().fmin(a, c),
+        TOp::Neg => b.ins().fneg(a),
+        TOp::Abs => b.ins().fabs(a),
+        TOp::Equal => b.ins().fcmp(FloatCC::Equal, a, c),
+        TOp::Less => b.ins().fcmp(FloatCC::LessThan, a, c),
+        TOp::Greater => b.ins().fcmp(FloatCC::GreaterThan, a, c),
+        TOp::Mod { .. } => float_mod(b, a, c),
+        // Relu and Clip on floats take the f32x4 path; Copy/Where/Cast are handled above.
+        _ => a,
+    }
+}
+
+/// C `fmod` in f64: `r = fma(-trunc(a / b), b, a)`, then one correction when the rounded
+/// quotient was off by one. Exact while `|a / b| < 2^53` (always for f32 operands whose
+/// exponents differ by less than 53; beyond that the result is only approximately right).
+fn float_mod(b: &mut FunctionBuilder<'_>, a: Value, c: Value) -> Value {
+    let ty = b.func.dfg.value_type(a);
+    let (a, c) = if ty == F32 {
+        (b.ins().fpromote(F64, a), b.ins().fpromote(F64, c))
+    } else {
+        (a, c)
+    };
+    let q = b.ins().fdiv(a, c);
+    let t = b.ins().trunc(q);
+    let nt = b.ins().fneg(t);
+    let r = b.ins().fma(nt, c, a);
+    let ac = b.ins().fabs(c);
+    let z = b.ins().f64const(0.0);
+    // r must have the sign of a and |r| < |c|.
+    let a_neg = b.ins().fcmp(FloatCC::LessThan, a, z);
+    let r_neg = b.ins().fcmp(FloatCC::LessThan, r, z);
+    let r_pos = b.ins().fcmp(FloatCC::GreaterThan, r, z);
+    let up = b.ins().fadd(r, ac);
+    let down = b.ins().fsub(r, ac);
+    let fix_up = b.ins().band_not(r_neg, a_neg);
+    let fix_down = b.ins().band(r_pos, a_neg);
+    let r = b.ins().select(fix_up, up, r);
+    let r = b.ins().select(fix_down, down, r);
+    let ar = b.ins().fabs(r);
+    let big = b.ins().fcmp(FloatCC::GreaterThanOrEqual, ar, ac);
+    let toward = b.ins().fcopysign(ac, r);
+    let less = b.ins().fsub(r, toward);
+    let r = b.ins().select(big, less, r);
+    // fmod(a, ±inf) = a for finite a (the fma above would give 0 * inf = NaN).
+    let inf = b.ins().f64const(f64::INFINITY);
+    let c_inf = b.ins().fcmp(FloatCC::Equal, ac, inf);
+    let aa = b.ins().fabs(a);
+    let a_fin = b.ins().fcmp(FloatCC::LessThan, aa, inf);
+    let keep = b.ins().band(c_inf, a_fin);
+    let r = b.ins().select(keep, a, r);
+    if ty == F32 {
+        b.ins().fdemote(F32, r)
+    } else {
+        r
+    }
+}

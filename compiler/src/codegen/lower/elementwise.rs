@@ -1,0 +1,232 @@
+//! Element-wise nodes (Unary, Binary, Variadic, Where, Cast): f32 math goes to the f32x4
+//! kernels of [`Ew`]; every other dtype, comparisons, Mod, Where and Cast go to the typed
+//! scalar kernels of [`TypedDesc`].
+
+use super::{Ctx, ew_call, pow, variadic};
+use crate::codegen::kernels::elementwise::{Ew, EwDesc};
+use crate::codegen::kernels::typed::{TOp, TypedDesc};
+use crate::codegen::program::{Operand, Program};
+use crate::codegen::weights::WeightsBuilder;
+use crate::error::Error;
+use crate::ir::graph::ValueId;
+use crate::ir::types::DType;
+use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+
+fn unary(u: &UnaryOp) -> Ew {
+    match *u {
+        UnaryOp::Relu => Ew::Relu,
+        UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
+        UnaryOp::Clip { min, max } => Ew::Clip(
+            min.map_or(f32::NEG_INFINITY, |x| x as f32),
+            max.map_or(f32::INFINITY, |x| x as f32),
+        ),
+        UnaryOp::Neg => Ew::Neg,
+        UnaryOp::Abs => Ew::Abs,
+        UnaryOp::Sqrt => Ew::Sqrt,
+        UnaryOp::Reciprocal => Ew::Reciprocal,
+        UnaryOp::Exp => Ew::Exp,
+        UnaryOp::Log => Ew::Log,
+        UnaryOp::Sigmoid => Ew::Sigmoid,
+        UnaryOp::Tanh => Ew::Tanh,
+        UnaryOp::Erf => Ew::Erf,
+        UnaryOp::Gelu { tanh_approx } => {
+            if tanh_approx {
+                Ew::GeluTanh
+            } else {
+                Ew::Gelu
+            }
+        }
+        UnaryOp::HardSigmoid { alpha, beta } => Ew::HardSigmoid(alpha, beta),
+        UnaryOp::HardSwish => Ew::HardSwish,
+    }
+}
+
+/// The typed form of a unary op on a non-f32 dtype (`None`: no kernel).
+fn unary_typed(u: &UnaryOp, dt: DType) -> Option<TOp> {
+    Some(match *u {
+        UnaryOp::Neg => TOp::Neg,
+        UnaryOp::Abs => TOp::Abs,
+        UnaryOp::Relu if dt != DType::F64 => TOp::Relu,
+        UnaryOp::Clip { min, max } if !dt.is_float() => {
+            // The bounds came from a tensor of the input's dtype (the reference's reading).
+            let bound = |v: f64| {
+                if dt == DType::U64 {
+                    v as u64 as i64
+                } else {
+                    v as i64
+                }
+            };
+            TOp::Clip {
+                lo: min.map(bound),
+                hi: max.map(bound),
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn binary_typed(b: BinaryOp) -> Option<TOp> {
+    Some(match b {
+        BinaryOp::Add => TOp::Add,
+        BinaryOp::Sub => TOp::Sub,
+        BinaryOp::Mul => TOp::Mul,
+        BinaryOp::Div => TOp::Div,
+        BinaryOp::Mod { fmod } => TOp::Mod { fmod },
+        BinaryOp::Equal => TOp::Equal,
+        BinaryOp::Less => TOp::Less,
+        BinaryOp::Greater => TOp::Greater,
+        BinaryOp::Pow | BinaryOp::PRelu => return None,
+    })
+}
+
+/// Emits the calls of an element-wise node.
+pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let ins: Vec<ValueId> = n.inputs.to_vec();
+    let y = cx.output()?;
+    let x0 = cx.input(0)?;
+    let dt = cx.ty(x0).dtype;
+    let f32_only = n
+        .inputs
+        .iter()
+        .chain(&n.outputs)
+        .all(|&v| cx.ty(v).dtype == DType::F32);
+    let no_kernel = || {
+        cx.err(format!(
+            "no kernel for {} on {} yet",
+            n.op.name(),
+            dt.name()
+        ))
+    };
+    let vector = |e: Ew, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
+        let out_shape = &cx.ty(y).shape;
+        let shapes: Vec<&[usize]> = ins.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+        let desc = EwDesc::new(e, &shapes, out_shape);
+        let args = ins
+            .iter()
+            .map(|&v| cx.operand(v, w))
+            .collect::<Result<Vec<_>, _>>()?;
+        ew_call(cx, prog, desc, args, cx.arena(y)?)
+    };
+    let typed = |op: TOp, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
+        let args = ins
+            .iter()
+            .map(|&v| cx.operand(v, w))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shapes: Vec<(DType, &[usize])> = ins
+            .iter()
+            .map(|&v| (cx.ty(v).dtype, &cx.ty(v).shape[..]))
+            .collect();
+        let yt = cx.ty(y);
+        let desc = TypedDesc::new(op, &shapes, yt.dtype, &yt.shape);
+        typed_call(cx, prog, desc, args, cx.arena(y)?)
+    };
+    match &n.op {
+        Op::Unary(u) if f32_only => vector(unary(u), prog, w),
+        Op::Unary(u) => typed(unary_typed(u, dt).ok_or_else(no_kernel)?, prog, w),
+        Op::Binary(BinaryOp::Pow) => pow(cx, prog, w),
+        Op::Binary(BinaryOp::PRelu) if f32_only => vector(Ew::PRelu, prog, w),
+        Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div))
+            if f32_only =>
+        {
+            let e = match b {
+                BinaryOp::Add => Ew::Add,
+                BinaryOp::Sub => Ew::Sub,
+                BinaryOp::Mul => Ew::Mul,
+                _ => Ew::Div,
+            };
+            vector(e, prog, w)
+        }
+        Op::Binary(b) => typed(binary_typed(*b).ok_or_else(no_kernel)?, prog, w),
+        Op::Variadic(v) if f32_only => {
+            let e = match (v, ins.len()) {
+                (_, 1) => Ew::Copy,
+                (VariadicOp::Sum, 2) => Ew::Add,
+                (VariadicOp::Mean, 2) => Ew::Mean2,
+                (VariadicOp::Max, 2) => Ew::Max,
+                (VariadicOp::Min, 2) => Ew::Min,
+                (kind, _) => return variadic(cx, *kind, prog, w),
+            };
+            vector(e, prog, w)
+        }
+        Op::Variadic(v) => variadic_typed(cx, *v, prog, w),
+        Op::Where => typed(TOp::Where, prog, w),
+        Op::Cast { to } if *to == dt => typed(TOp::Copy, prog, w),
+        Op::Cast { .. } => typed(TOp::Cast, prog, w),
+        _ => Err(no_kernel()),
+    }
+}
+
+/// Calls the typed kernel of `desc` on `args` then `out` (an error names what has no kernel).
+fn typed_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    desc: TypedDesc,
+    mut args: Vec<Operand>,
+    out: Operand,
+) -> Result<(), Error> {
+    if let Some(what) = desc.unsupported() {
+        return Err(cx.err(format!("no kernel for {what} yet")));
+    }
+    let (node, op) = cx.label();
+    let n = desc.strides.len() + 1;
+    let f = prog.kernel(format!("typed {desc:?}"), n, (&node, &op), |b, p, _| {
+        desc.emit(b, p)
+    })?;
+    args.push(out);
+    prog.call(f, args);
+    Ok(())
+}
+
+/// Max/Min (and Sum on f64) of N inputs of a non-f32 dtype: like the f32 `variadic`, the
+/// output starts as the input already in its buffer (if any), then takes each other input.
+fn variadic_typed(
+    cx: &Ctx<'_>,
+    kind: VariadicOp,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let out = cx.arena(y)?;
+    let yt = cx.ty(y).clone();
+    let op = match kind {
+        VariadicOp::Max => TOp::Max,
+        VariadicOp::Min => TOp::Min,
+        VariadicOp::Sum => TOp::Add,
+        VariadicOp::Mean => {
+            return Err(cx.err(format!(
+                "no kernel for Mean on {} yet (f32 only)",
+                yt.dtype.name()
+            )));
+        }
+    };
+    let ins: Vec<ValueId> = n.inputs.to_vec();
+    let mut first = 0;
+    for (i, &v) in ins.iter().enumerate() {
+        if cx.constant(v).is_none() && cx.arena(v)? == out {
+            first = i;
+        }
+    }
+    let x0 = ins[first];
+    let desc = TypedDesc::new(
+        TOp::Copy,
+        &[(yt.dtype, &cx.ty(x0).shape)],
+        yt.dtype,
+        &yt.shape,
+    );
+    typed_call(cx, prog, desc, vec![cx.operand(x0, w)?], out)?;
+    for (i, &v) in ins.iter().enumerate() {
+        if i == first {
+            continue;
+        }
+        let desc = TypedDesc::new(
+            op,
+            &[(yt.dtype, &yt.shape), (yt.dtype, &cx.ty(v).shape)],
+            yt.dtype,
+            &yt.shape,
+        );
+        typed_call(cx, prog, desc, vec![out, cx.operand(v, w)?], out)?;
+    }
+    Ok(())
+}
