@@ -23,7 +23,18 @@ fn ints(rng: &mut Rng, dt: DType, shape: &[usize], nonzero: bool) -> Tensor {
             let mut x = match r % 4 {
                 0 => (r >> 8) as i64,             // any bits
                 1 => ((r >> 8) % 41) as i64 - 20, // small, both signs
-                2 => [i64::MIN, i64::MAX, -1, 1][((r >> 8) % 4) as usize],
+                // Extremes, and f16/f32 rounding ties (2049, 2051, 65520, 2^24 + 1).
+                2 => [
+                    i64::MIN,
+                    i64::MAX,
+                    -1,
+                    1,
+                    2049,
+                    2051,
+                    65520,
+                    16_777_217,
+                    -2049,
+                ][((r >> 8) % 9) as usize],
                 _ => ((r >> 8) % 2001) as i64 - 1000, // medium
             };
             let t = Tensor::from_i64(dt, vec![1], &[x]);
@@ -242,6 +253,13 @@ fn float_values(rng: &mut Rng, n: usize) -> Vec<f64> {
         f64::from(f32::MAX),
         1.000_000_119_209_289_6,
         1e300,
+        // f16 ties: to even below (1 + 2^-11, 2^-25) and above (1 + 3 * 2^-11, 3 * 2^-25).
+        1.0 + 2f64.powi(-11),
+        1.0 + 3.0 * 2f64.powi(-11),
+        2f64.powi(-25),
+        3.0 * 2f64.powi(-25),
+        // f64 → f16 rounds through f32: this tie-plus-a-bit lands on the even 1.0.
+        1.0 + 2f64.powi(-11) + 2f64.powi(-40),
     ];
     let mut v: Vec<f64> = edge.to_vec();
     while v.len() < n {
@@ -274,7 +292,8 @@ fn cast_every_dtype_pair() {
         DType::U64,
     ];
     for from in sources {
-        let n = 64;
+        // Not a multiple of 4: the f32 <-> f16 vector loop and its scalar tail.
+        let n = 67;
         let x = if from.is_float() {
             Tensor::from_f64(from, vec![n], &float_values(&mut rng, n))
         } else {

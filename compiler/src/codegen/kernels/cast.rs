@@ -12,10 +12,11 @@
 //! - f16 and bf16 sources widen exactly to f32 (denormals included).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::types::{F32, F64, I32, I64};
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::types::{F32, F32X4, F64, I16X8, I32, I32X4, I64, I64X2};
+use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 
+use super::mem;
 use crate::ir::types::DType;
 
 /// Converts `v` (in the computation domain of `from`: i64, f32 or f64) to the storage value
@@ -76,67 +77,175 @@ fn to_f32(b: &mut FunctionBuilder<'_>, v: Value, unsigned: bool) -> Value {
     b.ins().fdemote(F32, d)
 }
 
-fn bits(b: &mut FunctionBuilder<'_>, f: Value) -> Value {
-    b.ins().bitcast(I32, MemFlagsData::new(), f)
+/// Integer/float helpers on one width: scalar `i32`/`f32` or the `i32x4`/`f32x4` vectors.
+#[derive(Clone, Copy)]
+pub(crate) struct Lanes {
+    /// Vector (4 lanes) or scalar.
+    pub vector: bool,
 }
 
-fn float(b: &mut FunctionBuilder<'_>, i: Value) -> Value {
-    b.ins().bitcast(F32, MemFlagsData::new(), i)
+impl Lanes {
+    fn ity(self) -> Type {
+        if self.vector { I32X4 } else { I32 }
+    }
+
+    fn fty(self) -> Type {
+        if self.vector { F32X4 } else { F32 }
+    }
+
+    fn k(self, b: &mut FunctionBuilder<'_>, v: i64) -> Value {
+        let s = b.ins().iconst(I32, v);
+        if self.vector {
+            b.ins().splat(I32X4, s)
+        } else {
+            s
+        }
+    }
+
+    fn fk(self, b: &mut FunctionBuilder<'_>, v: f32) -> Value {
+        let s = b.ins().f32const(v);
+        if self.vector {
+            b.ins().splat(F32X4, s)
+        } else {
+            s
+        }
+    }
+
+    fn cast(self, b: &mut FunctionBuilder<'_>, to: Type, v: Value) -> Value {
+        let flags = if self.vector {
+            MemFlagsData::new().with_endianness(Endianness::Little)
+        } else {
+            MemFlagsData::new()
+        };
+        b.ins().bitcast(to, flags, v)
+    }
+
+    fn bits(self, b: &mut FunctionBuilder<'_>, f: Value) -> Value {
+        self.cast(b, self.ity(), f)
+    }
+
+    fn float(self, b: &mut FunctionBuilder<'_>, i: Value) -> Value {
+        self.cast(b, self.fty(), i)
+    }
+
+    fn and(self, b: &mut FunctionBuilder<'_>, x: Value, m: i64) -> Value {
+        let k = self.k(b, m);
+        b.ins().band(x, k)
+    }
+
+    fn or(self, b: &mut FunctionBuilder<'_>, x: Value, m: i64) -> Value {
+        let k = self.k(b, m);
+        b.ins().bor(x, k)
+    }
+
+    fn shr(self, b: &mut FunctionBuilder<'_>, x: Value, n: i64) -> Value {
+        let k = b.ins().iconst(I32, n);
+        b.ins().ushr(x, k)
+    }
+
+    fn shl(self, b: &mut FunctionBuilder<'_>, x: Value, n: i64) -> Value {
+        let k = b.ins().iconst(I32, n);
+        b.ins().ishl(x, k)
+    }
+
+    /// `x cc k` as a condition for [`Lanes::select`].
+    fn cmp(self, b: &mut FunctionBuilder<'_>, cc: IntCC, x: Value, k: i64) -> Value {
+        let k = self.k(b, k);
+        b.ins().icmp(cc, x, k)
+    }
+
+    fn select(self, b: &mut FunctionBuilder<'_>, c: Value, x: Value, y: Value) -> Value {
+        if self.vector {
+            b.ins().bitselect(c, x, y)
+        } else {
+            b.ins().select(c, x, y)
+        }
+    }
+
+    /// f16 bits (zero-extended in i32 lanes) to the exact f32: the exponent/mantissa shifted
+    /// into f32 position and scaled by 2^112 (normal and subnormal alike), inf/NaN rebuilt.
+    pub(crate) fn f16_to_f32(self, b: &mut FunctionBuilder<'_>, h: Value) -> Value {
+        let sign = self.and(b, h, 0x8000);
+        let sign = self.shl(b, sign, 16);
+        let em = self.and(b, h, 0x7fff);
+        let sh = self.shl(b, em, 13);
+        let f = self.float(b, sh);
+        let k = self.fk(b, f32::from_bits(0x7780_0000)); // 2^112
+        let f = b.ins().fmul(f, k);
+        let fin = self.bits(b, f);
+        let special = self.or(b, sh, 0x7f80_0000);
+        let is_special = self.cmp(b, IntCC::UnsignedGreaterThanOrEqual, em, 0x7c00);
+        let r = self.select(b, is_special, special, fin);
+        let r = b.ins().bor(r, sign);
+        self.float(b, r)
+    }
+
+    /// f32 to f16 bits (in i32 lanes), round to nearest even (F. Giesen's
+    /// `float_to_half_fast3_rtne`): overflow to ±inf, NaN quiet with its top mantissa bits,
+    /// subnormal results rounded by one f32 add.
+    pub(crate) fn f32_to_f16(self, b: &mut FunctionBuilder<'_>, f: Value) -> Value {
+        let x = self.bits(b, f);
+        let sign = self.and(b, x, 0x8000_0000);
+        let a = self.and(b, x, 0x7fff_ffff);
+        // NaN / inf / overflow.
+        let is_nan = self.cmp(b, IntCC::UnsignedGreaterThan, a, 0x7f80_0000);
+        let nm = self.shr(b, a, 13);
+        let nm = self.and(b, nm, 0x3ff);
+        let nan = self.or(b, nm, 0x7e00);
+        let inf = self.k(b, 0x7c00);
+        let big_v = self.select(b, is_nan, nan, inf);
+        let big = self.cmp(b, IntCC::UnsignedGreaterThanOrEqual, a, 0x4780_0000);
+        // Subnormal results: the add rounds to nearest even at the f16 subnormal ulp.
+        let small = self.cmp(b, IntCC::UnsignedLessThan, a, 0x3880_0000);
+        let af = self.float(b, a);
+        let magic = self.fk(b, f32::from_bits(0x3f00_0000));
+        let s = b.ins().fadd(af, magic);
+        let sb = self.bits(b, s);
+        let mk = self.k(b, 0x3f00_0000);
+        let small_v = b.ins().isub(sb, mk);
+        // Normal results: rebias, round half to even on bit 13.
+        let odd = self.shr(b, a, 13);
+        let odd = self.and(b, odd, 1);
+        let rebias = self.k(b, (-112_i64 << 23) + 0xfff);
+        let n = b.ins().iadd(a, rebias);
+        let n = b.ins().iadd(n, odd);
+        let norm_v = self.shr(b, n, 13);
+        let r = self.select(b, small, small_v, norm_v);
+        let r = self.select(b, big, big_v, r);
+        let sign16 = self.shr(b, sign, 16);
+        b.ins().bor(r, sign16)
+    }
 }
 
-/// f16 bits (zero-extended in an i32) to the exact f32: the exponent/mantissa shifted into
-/// f32 position and scaled by 2^112 (normal and subnormal alike), inf/NaN rebuilt.
+/// f16 bits (zero-extended in an i32) to the exact f32.
 pub(crate) fn f16_bits_to_f32(b: &mut FunctionBuilder<'_>, h: Value) -> Value {
-    let sign = b.ins().band_imm_u(h, 0x8000);
-    let sign = b.ins().ishl_imm_u(sign, 16);
-    let em = b.ins().band_imm_u(h, 0x7fff);
-    let sh = b.ins().ishl_imm_u(em, 13);
-    let f = float(b, sh);
-    let k = b.ins().f32const(f32::from_bits(0x7780_0000)); // 2^112
-    let f = b.ins().fmul(f, k);
-    let fin = bits(b, f);
-    let special = b.ins().bor_imm_u(sh, 0x7f80_0000);
-    let is_special = b
-        .ins()
-        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, em, 0x7c00);
-    let r = b.ins().select(is_special, special, fin);
-    let r = b.ins().bor(r, sign);
-    float(b, r)
+    Lanes { vector: false }.f16_to_f32(b, h)
 }
 
-/// f32 to f16 bits (in an i32), round to nearest even (F. Giesen's `float_to_half_fast3_rtne`):
-/// overflow to ±inf, NaN quiet with its top mantissa bits, subnormals rounded by one f32 add.
+/// f32 to f16 bits in an i32, round to nearest even.
 pub(crate) fn f32_to_f16_bits(b: &mut FunctionBuilder<'_>, f: Value) -> Value {
-    let x = bits(b, f);
-    let sign = b.ins().band_imm_u(x, 0x8000_0000);
-    let a = b.ins().band_imm_u(x, 0x7fff_ffff);
-    // NaN / inf / overflow.
-    let is_nan = b
-        .ins()
-        .icmp_imm_u(IntCC::UnsignedGreaterThan, a, 0x7f80_0000);
-    let nm = b.ins().ushr_imm_u(a, 13);
-    let nm = b.ins().band_imm_u(nm, 0x3ff);
-    let nan = b.ins().bor_imm_u(nm, 0x7e00);
-    let inf = b.ins().iconst(I32, 0x7c00);
-    let big_v = b.ins().select(is_nan, nan, inf);
-    let big = b
-        .ins()
-        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, a, 0x4780_0000);
-    // Subnormal results: the add rounds to nearest even at the f16 subnormal ulp.
-    let small = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, a, 0x3880_0000);
-    let af = float(b, a);
-    let magic = b.ins().f32const(f32::from_bits(0x3f00_0000));
-    let s = b.ins().fadd(af, magic);
-    let sb = bits(b, s);
-    let small_v = b.ins().iadd_imm_s(sb, -0x3f00_0000);
-    // Normal results: rebias, round half to even on bit 13.
-    let odd = b.ins().ushr_imm_u(a, 13);
-    let odd = b.ins().band_imm_u(odd, 1);
-    let n = b.ins().iadd_imm_s(a, (-112_i64 << 23) + 0xfff);
-    let n = b.ins().iadd(n, odd);
-    let norm_v = b.ins().ushr_imm_u(n, 13);
-    let r = b.ins().select(small, small_v, norm_v);
-    let r = b.ins().select(big, big_v, r);
-    let sign16 = b.ins().ushr_imm_u(sign, 16);
-    b.ins().bor(r, sign16)
+    Lanes { vector: false }.f32_to_f16(b, f)
+}
+
+/// Four f32 → f16 conversions: `src` holds 4 f32, `dst` receives 4 f16.
+pub(crate) fn f32x4_to_f16(b: &mut FunctionBuilder<'_>, src: Value, dst: Value) {
+    let l = Lanes { vector: true };
+    let f = b.ins().load(F32X4, mem(), src, 0);
+    let h = l.f32_to_f16(b, f);
+    // Lanes hold 0..=0xffff: the saturating narrow is exact; the low 8 bytes are the result.
+    let n = b.ins().unarrow(h, h);
+    let q = l.cast(b, I64X2, n);
+    let lo = b.ins().extractlane(q, 0);
+    b.ins().store(mem(), lo, dst, 0);
+}
+
+/// Four f16 → f32 conversions: `src` holds 4 f16, `dst` receives 4 f32.
+pub(crate) fn f16x4_to_f32(b: &mut FunctionBuilder<'_>, src: Value, dst: Value) {
+    let l = Lanes { vector: true };
+    let q = b.ins().load(I64, mem(), src, 0);
+    let v = b.ins().scalar_to_vector(I64X2, q);
+    let h = l.cast(b, I16X8, v);
+    let w = b.ins().uwiden_low(h);
+    let f = l.f16_to_f32(b, w);
+    b.ins().store(mem(), f, dst, 0);
 }
