@@ -183,22 +183,52 @@ fn in_place_chain() {
 #[test]
 fn pow_with_constant_exponents() {
     let mut rng = Rng(9090);
-    for e in [2.0f32, 0.5, 1.0, -1.0] {
+    let exps = [2.0f32, 0.5, 1.0, -1.0, 3.0, -2.0, 0.0, 7.0, 0.75, 2.5, -1.5];
+    for e in exps {
         let m = ModelBuilder::new("pow", 13)
             .input("x", DType::F32, &dims(&[3, 7]))
             .initializer("e", &Tensor::f32(vec![], &[e]))
             .output("y", DType::F32, &dims(&[3, 7]))
             .node("p", "Pow", &["x", "e"], &["y"], vec![])
             .build();
-        check(m, &[rng.tensor(&[3, 7], 0.5, 3.0)], RTOL, ATOL);
+        // Negative bases too: NaN for a non-integer exponent, on both sides.
+        check(m, &[rng.tensor(&[3, 7], -3.0, 3.0)], 4e-6, 1e-30);
     }
+    // An integer-typed constant exponent is converted.
+    let m = ModelBuilder::new("pow", 13)
+        .input("x", DType::F32, &dims(&[5]))
+        .initializer("e", &Tensor::i64(vec![5], &[3, -2, 0, 1, 4]))
+        .output("y", DType::F32, &dims(&[5]))
+        .node("p", "Pow", &["x", "e"], &["y"], vec![])
+        .build();
+    check(m, &[rng.tensor(&[5], -3.0, 3.0)], 4e-6, 1e-30);
+}
+
+#[test]
+fn pow_with_tensor_exponent() {
+    let mut rng = Rng(4711);
+    let m = ModelBuilder::new("pow", 13)
+        .input("x", DType::F32, &dims(&[4, 9]))
+        .input("e", DType::F32, &dims(&[9]))
+        .output("y", DType::F32, &dims(&[4, 9]))
+        .node("p", "Pow", &["x", "e"], &["y"], vec![])
+        .build();
+    let mut x = rng.tensor(&[4, 9], -4.0, 4.0).to_f32_vec();
+    // Zero, one and NaN bases (`check` cannot compare infinities: no 0^negative here).
+    x[0] = 0.0;
+    x[2] = 1.0;
+    x[3] = f32::NAN;
+    x[9] = 0.0;
+    let e = [2.0f32, -1.5, f32::NAN, 0.0, 3.0, 0.3, -2.0, 11.0, 40.0];
+    let ins = [Tensor::f32(vec![4, 9], &x), Tensor::f32(vec![9], &e)];
+    check(m, &ins, 4e-6, 1e-30);
 }
 
 #[test]
 fn unsupported_op_is_an_error() {
     let m = ModelBuilder::new("pow", 13)
         .input("a", DType::F32, &dims(&[2, 3]))
-        .input("b", DType::F32, &dims(&[2, 3]))
+        .input("b", DType::I64, &dims(&[2, 3]))
         .output("y", DType::F32, &dims(&[2, 3]))
         .node("p", "Pow", &["a", "b"], &["y"], vec![])
         .build();

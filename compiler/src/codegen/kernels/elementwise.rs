@@ -66,13 +66,25 @@ pub enum Ew {
     Mean2,
     /// a * b + c (inference BatchNormalization with folded scale and shift)
     MulAdd,
+    /// x^n for a constant integer n
+    Powi(i32),
+    /// a^b (C `powf` semantics)
+    Pow,
 }
 
 impl Ew {
     /// Number of inputs.
     pub fn arity(self) -> usize {
         match self {
-            Ew::Add | Ew::Sub | Ew::Mul | Ew::Div | Ew::Max | Ew::Min | Ew::PRelu | Ew::Mean2 => 2,
+            Ew::Add
+            | Ew::Sub
+            | Ew::Mul
+            | Ew::Div
+            | Ew::Max
+            | Ew::Min
+            | Ew::PRelu
+            | Ew::Mean2
+            | Ew::Pow => 2,
             Ew::MulAdd => 3,
             _ => 1,
         }
@@ -162,6 +174,8 @@ impl Ew {
                 b.ins().fmul(s, h)
             }
             Ew::MulAdd => b.ins().fma(a, x[1], x[2]),
+            Ew::Powi(n) => m.powi(b, a, n),
+            Ew::Pow => m.pow(b, a, x[1]),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! More f32 math in IR on [`Math`] widths: `ln` (Cephes `logf`: exponent split from the bits,
-//! a degree-8 polynomial on the mantissa) and `pow` through `exp(y ln x)`.
+//! a degree-8 polynomial on the mantissa), `pow` through `exp(y ln |x|)` with `powf`'s
+//! special cases, and integer powers by repeated squaring.
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::types::{I32, I32X4};
@@ -102,5 +103,64 @@ impl Math {
         let l = self.log(b, x);
         let t = b.ins().fmul(l, y);
         self.exp(b, t)
+    }
+
+    /// `x^y` with C `powf`'s special cases: `exp(y ln|x|)` (overflow to inf, results below
+    /// 2^-126 flushed to 0), negated for a negative `x` and an odd integer `y`, NaN for a
+    /// negative `x` and a non-integer `y`; `x^0 = 1^y = 1`; `0^y` is 0 for `y > 0` and inf
+    /// for `y < 0`. Relative error about `(1 + |y ln x|) 2^-23`.
+    pub(crate) fn pow(self, b: &mut FunctionBuilder<'_>, x: Value, y: Value) -> Value {
+        let ax = b.ins().fabs(x);
+        let l = self.log(b, ax);
+        let t = b.ins().fmul(l, y);
+        let mut r = self.exp(b, t);
+        let zero = self.c(b, 0.0);
+        let one = self.c(b, 1.0);
+        let inf = self.c(b, f32::INFINITY);
+        // Negative bases: integer exponents keep the magnitude, odd ones flip the sign.
+        let yi = b.ins().nearest(y);
+        let is_int = b.ins().fcmp(FloatCC::Equal, yi, y);
+        let half_c = self.c(b, 0.5);
+        let h = b.ins().fmul(y, half_c);
+        let hi_ = b.ins().nearest(h);
+        let even = b.ins().fcmp(FloatCC::Equal, hi_, h);
+        let neg = b.ins().fcmp(FloatCC::LessThan, x, zero);
+        let nr = b.ins().fneg(r);
+        let flipped = self.select(b, even, r, nr);
+        let nan = self.c(b, f32::NAN);
+        let signed = self.select(b, is_int, flipped, nan);
+        r = self.select(b, neg, signed, r);
+        // Zero bases.
+        let ypos = b.ins().fcmp(FloatCC::GreaterThan, y, zero);
+        let zr = self.select(b, ypos, zero, inf);
+        let is_zero = b.ins().fcmp(FloatCC::Equal, x, zero);
+        r = self.select(b, is_zero, zr, r);
+        // x^0 = 1 (even for NaN x), 1^y = 1 (even for NaN y).
+        let y0 = b.ins().fcmp(FloatCC::Equal, y, zero);
+        r = self.select(b, y0, one, r);
+        let x1 = b.ins().fcmp(FloatCC::Equal, x, one);
+        self.select(b, x1, one, r)
+    }
+
+    /// `x^n` for an integer `n` by repeated squaring (`1 / x^-n` for negative `n`).
+    pub(crate) fn powi(self, b: &mut FunctionBuilder<'_>, x: Value, n: i32) -> Value {
+        let mut e = n.unsigned_abs();
+        let mut acc: Option<Value> = None;
+        let mut sq = x;
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = Some(match acc {
+                    Some(a) => b.ins().fmul(a, sq),
+                    None => sq,
+                });
+            }
+            e >>= 1;
+            if e > 0 {
+                sq = b.ins().fmul(sq, sq);
+            }
+        }
+        let one = self.c(b, 1.0);
+        let p = acc.unwrap_or(one);
+        if n < 0 { b.ins().fdiv(one, p) } else { p }
     }
 }

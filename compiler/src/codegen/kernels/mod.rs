@@ -145,12 +145,17 @@ impl Math {
     }
 
     /// `exp(x)`: range reduction `x = n ln2 + r`, a degree-6 polynomial in `r` (Cephes
-    /// `expf`), times `2^n` built in the exponent bits. About 1 ulp on `[-87, 88]`.
+    /// `expf`), times `2^n` built in the exponent bits. About 1 ulp on `[-87, 88]`; above
+    /// `ln(f32::MAX)` it is inf, below -87.34 (results under 2^-126) 0; NaN stays NaN.
     pub(crate) fn exp(self, b: &mut FunctionBuilder<'_>, x: Value) -> Value {
+        let x0 = x;
         let hi = self.c(b, 88.3);
         let lo = self.c(b, -87.3);
-        let x = self.min(b, x, hi);
-        let x = self.max(b, x, lo);
+        // Clamp so that a NaN passes through (`x > hi ? hi : x`).
+        let above = b.ins().fcmp(FloatCC::GreaterThan, x, hi);
+        let x = self.select(b, above, hi, x);
+        let below = b.ins().fcmp(FloatCC::LessThan, x, lo);
+        let x = self.select(b, below, lo, x);
         let log2e = self.c(b, std::f32::consts::LOG2_E);
         let t = b.ins().fmul(x, log2e);
         let n = b.ins().nearest(t);
@@ -185,7 +190,15 @@ impl Math {
         let e = b.ins().iadd(ni, bias);
         let e = b.ins().ishl_imm_u(e, 23);
         let scale = self.bitcast(b, self.ty, e);
-        b.ins().fmul(p, scale)
+        let r = b.ins().fmul(p, scale);
+        let max_arg = self.c(b, 88.722_84);
+        let over = b.ins().fcmp(FloatCC::GreaterThan, x0, max_arg);
+        let inf = self.c(b, f32::INFINITY);
+        let r = self.select(b, over, inf, r);
+        let min_arg = self.c(b, -87.336_55);
+        let under = b.ins().fcmp(FloatCC::LessThan, x0, min_arg);
+        let zero = self.c(b, 0.0);
+        self.select(b, under, zero, r)
     }
 
     /// `1 / (1 + exp(-x))`.

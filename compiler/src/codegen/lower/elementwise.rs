@@ -2,7 +2,7 @@
 //! kernels of [`Ew`]; every other dtype, comparisons, Mod, Where and Cast go to the typed
 //! scalar kernels of [`TypedDesc`].
 
-use super::{Ctx, ew_call, pow, variadic};
+use super::{Ctx, ew_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::typed::{TOp, TypedDesc};
 use crate::codegen::program::{Operand, Program};
@@ -229,4 +229,47 @@ fn variadic_typed(
         typed_call(cx, prog, desc, vec![out, cx.operand(v, w)?], out)?;
     }
     Ok(())
+}
+
+/// Pow on f32: a constant scalar exponent of 1, 0.5 or -1 is Copy, Sqrt or Reciprocal;
+/// another constant integer up to 64 in magnitude is repeated squaring; anything else (any
+/// constant, or an f32 tensor, broadcast) is the general `exp(y ln |x|)` kernel. A constant
+/// exponent of another dtype is converted to f32 first.
+fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    let (x, e, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xt, et, yt) = (cx.ty(x), cx.ty(e), cx.ty(y));
+    let konst = cx.constant(e);
+    if xt.dtype != DType::F32 || (et.dtype != DType::F32 && konst.is_none()) {
+        return Err(cx.err(format!(
+            "no kernel for Pow on {} with a {} {} exponent yet (f32 only)",
+            xt.dtype.name(),
+            if konst.is_some() {
+                "constant"
+            } else {
+                "non-constant"
+            },
+            et.dtype.name()
+        )));
+    }
+    let (xs, es, ys) = (xt.shape.clone(), et.shape.clone(), yt.shape.clone());
+    let xo = cx.operand(x, w)?;
+    let out = cx.arena(y)?;
+    let unary =
+        |op: Ew, prog: &mut Program| ew_call(cx, prog, EwDesc::new(op, &[&xs], &ys), vec![xo], out);
+    let scalar = konst.filter(|t| t.numel() == 1).map(|t| t.to_f64_vec()[0]);
+    match scalar {
+        Some(1.0) => return unary(Ew::Copy, prog),
+        Some(0.5) => return unary(Ew::Sqrt, prog),
+        Some(-1.0) => return unary(Ew::Reciprocal, prog),
+        Some(k) if k.fract() == 0.0 && k.abs() <= 64.0 => {
+            return unary(Ew::Powi(k as i32), prog);
+        }
+        _ => {}
+    }
+    let eo = match konst {
+        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.f32s(&t.to_f32_vec())),
+        _ => cx.operand(e, w)?,
+    };
+    let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);
+    ew_call(cx, prog, desc, vec![xo, eo], out)
 }

@@ -450,43 +450,6 @@ fn variadic(
     Ok(())
 }
 
-/// Pow with a constant scalar exponent of 1, 2, 0.5 or -1 (what exported normalizations
-/// use); others have no kernel yet.
-fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
-    cx.all_f32()?;
-    let (x, e, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
-    let exp = cx
-        .constant(e)
-        .filter(|t| t.numel() == 1)
-        .map(|t| t.to_f64_vec()[0])
-        .ok_or_else(|| {
-            cx.err("no kernel for Pow with a non-constant or non-scalar exponent yet")
-        })?;
-    let ys = cx.ty(y).shape.clone();
-    let xs = cx.ty(x).shape.clone();
-    let xo = cx.operand(x, w)?;
-    let out = cx.arena(y)?;
-    let unary =
-        |op: Ew, prog: &mut Program| ew_call(cx, prog, EwDesc::new(op, &[&xs], &ys), vec![xo], out);
-    if exp == 1.0 {
-        unary(Ew::Copy, prog)
-    } else if exp == 0.5 {
-        unary(Ew::Sqrt, prog)
-    } else if exp == -1.0 {
-        unary(Ew::Reciprocal, prog)
-    } else if exp == 2.0 {
-        ew_call(
-            cx,
-            prog,
-            EwDesc::new(Ew::Mul, &[&xs, &xs], &ys),
-            vec![xo, xo],
-            out,
-        )
-    } else {
-        Err(cx.err(format!("no kernel for Pow with exponent {exp} yet")))
-    }
-}
-
 /// LRN on f32 `N x C x ...` (rank >= 3).
 fn lrn(cx: &Ctx<'_>, a: &LrnAttrs, prog: &mut Program) -> Result<(), Error> {
     cx.all_f32()?;
