@@ -322,35 +322,43 @@ fn cast_every_dtype_pair() {
 #[test]
 fn comparisons_with_broadcasting() {
     let mut rng = Rng(1717);
-    let s: Shapes3<'_> = (&[2, 1, 5], &[3, 5], &[2, 3, 5]);
-    for dt in [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::I64,
-        DType::I32,
-        DType::U8,
-        DType::U64,
-    ] {
-        for op in ["Equal", "Less", "Greater"] {
-            let m = binary(op, dt, DType::Bool, s).build();
-            let make = |rng: &mut Rng, shape: &[usize]| {
-                if dt.is_float() {
-                    // Small integers so that equal pairs occur, and one NaN.
-                    let n: usize = shape.iter().product();
-                    let mut v: Vec<f64> = (0..n).map(|_| (rng.next() % 5) as f64 - 2.0).collect();
-                    v[0] = f64::NAN;
-                    Tensor::from_f64(dt, shape.to_vec(), &v)
-                } else {
-                    let n: usize = shape.iter().product();
-                    let v: Vec<i64> = (0..n).map(|_| (rng.next() % 5) as i64 - 2).collect();
-                    Tensor::from_i64(dt, shape.to_vec(), &v)
-                }
-            };
-            let ins = [make(&mut rng, s.0), make(&mut rng, s.1)];
-            check_exact(m, &ins);
+    // The second shape broadcasts b along the innermost dim (a splat in the four-lane step).
+    let shapes: [Shapes3<'_>; 2] = [
+        (&[2, 1, 5], &[3, 5], &[2, 3, 5]),
+        (&[2, 3, 6], &[3, 1], &[2, 3, 6]),
+    ];
+    for s in shapes {
+        for dt in [
+            DType::F32,
+            DType::F64,
+            DType::F16,
+            DType::I64,
+            DType::I32,
+            DType::U8,
+            DType::U64,
+        ] {
+            for op in ["Equal", "Less", "Greater"] {
+                let m = binary(op, dt, DType::Bool, s).build();
+                let make = |rng: &mut Rng, shape: &[usize]| {
+                    if dt.is_float() {
+                        // Small integers so that equal pairs occur, and one NaN.
+                        let n: usize = shape.iter().product();
+                        let mut v: Vec<f64> =
+                            (0..n).map(|_| (rng.next() % 5) as f64 - 2.0).collect();
+                        v[0] = f64::NAN;
+                        Tensor::from_f64(dt, shape.to_vec(), &v)
+                    } else {
+                        let n: usize = shape.iter().product();
+                        let v: Vec<i64> = (0..n).map(|_| (rng.next() % 5) as i64 - 2).collect();
+                        Tensor::from_i64(dt, shape.to_vec(), &v)
+                    }
+                };
+                let ins = [make(&mut rng, s.0), make(&mut rng, s.1)];
+                check_exact(m, &ins);
+            }
         }
     }
+    let s = shapes[0];
     let m = binary("Equal", DType::Bool, DType::Bool, s).build();
     let a = Tensor::from_i64(DType::Bool, vec![2, 1, 5], &[1, 0, 1, 1, 0, 0, 1, 0, 0, 1]);
     let b = ints(&mut rng, DType::Bool, &[3, 5], false);
@@ -401,16 +409,17 @@ fn where_on_every_element_size() {
         DType::I8,
         DType::Bool,
     ] {
+        // Innermost 7: one four-lane step and a scalar tail; y broadcast along it.
         let m = ModelBuilder::new("w", 13)
-            .input("c", DType::Bool, &dims(&[2, 1, 4]))
-            .input("x", dt, &dims(&[3, 4]))
+            .input("c", DType::Bool, &dims(&[2, 1, 7]))
+            .input("x", dt, &dims(&[3, 7]))
             .input("y", dt, &dims(&[2, 3, 1]))
-            .output("o", dt, &dims(&[2, 3, 4]))
+            .output("o", dt, &dims(&[2, 3, 7]))
             .node("w", "Where", &["c", "x", "y"], &["o"], vec![])
             .build();
         let ins = [
-            ints(&mut rng, DType::Bool, &[2, 1, 4], false),
-            ints(&mut rng, dt, &[3, 4], false),
+            ints(&mut rng, DType::Bool, &[2, 1, 7], false),
+            ints(&mut rng, dt, &[3, 7], false),
             ints(&mut rng, dt, &[2, 3, 1], false),
         ];
         check_exact(m, &ins);

@@ -11,6 +11,7 @@ pub mod movement;
 pub mod reduce;
 pub mod softmax;
 pub mod typed;
+pub(crate) mod typed_vec;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee32;

@@ -15,8 +15,9 @@ use cranelift_codegen::ir::types::{F32, F64, I8, I16, I32, I64};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 
-use super::cast::{convert, f16_bits_to_f32, f16x4_to_f32, f32x4_to_f16};
+use super::cast::{convert, f16_bits_to_f32};
 use super::elementwise::{Ew, EwDesc};
+use super::typed_vec;
 use super::{for_range, mem, offset};
 use crate::ir::types::DType;
 
@@ -140,34 +141,38 @@ impl TypedDesc {
         self.level(b, 0, ptrs);
     }
 
-    /// The f32x4 kernel of a contiguous f32 ↔ f16 Cast (4 elements per step).
-    fn vector_cast(&self) -> Option<fn(&mut FunctionBuilder<'_>, Value, Value)> {
-        let contiguous = self.strides.iter().all(|s| s.last() == Some(&1));
-        match (self.op, self.ins.first(), self.out) {
-            (TOp::Cast, Some(DType::F32), DType::F16) if contiguous => Some(f32x4_to_f16),
-            (TOp::Cast, Some(DType::F16), DType::F32) if contiguous => Some(f16x4_to_f32),
-            _ => None,
-        }
-    }
-
     fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, ptrs: &[Value]) {
         let n_in = self.strides.len();
         let last = k + 1 == self.dims.len();
         let out_stride: usize = self.dims[k + 1..].iter().product();
         let len = self.dims[k];
-        if let (true, Some(f)) = (last, self.vector_cast()) {
-            let (si, so) = (self.ins[0].size(), self.out.size());
+        let inner: Vec<usize> = self.strides.iter().map(|s| s[k]).collect();
+        let vstep = typed_vec::step(self.op, &self.ins, self.out, &inner);
+        if let (true, Some(f)) = (last, vstep) {
+            let sizes: Vec<usize> = self
+                .ins
+                .iter()
+                .chain([&self.out])
+                .map(|d| d.size())
+                .collect();
+            let mut st = inner.clone();
+            st.push(1);
             for_range(b, len / 4, &mut |b, i| {
-                let src = offset(b, ptrs[0], i, 4 * si);
-                let dst = offset(b, ptrs[1], i, 4 * so);
-                f(b, src, dst);
+                let next: Vec<Value> = (0..=n_in)
+                    .map(|j| offset(b, ptrs[j], i, 4 * st[j] * sizes[j]))
+                    .collect();
+                f(b, self.op, &next, &inner);
             });
             // The scalar tail, from element len / 4 * 4 on.
             let done = len / 4 * 4;
             let c = b.ins().iconst(I64, done as i64);
-            let tail = [offset(b, ptrs[0], c, si), offset(b, ptrs[1], c, so)];
+            let tail: Vec<Value> = (0..=n_in)
+                .map(|j| offset(b, ptrs[j], c, st[j] * sizes[j]))
+                .collect();
             for_range(b, len - done, &mut |b, i| {
-                let next = [offset(b, tail[0], i, si), offset(b, tail[1], i, so)];
+                let next: Vec<Value> = (0..=n_in)
+                    .map(|j| offset(b, tail[j], i, st[j] * sizes[j]))
+                    .collect();
                 self.element(b, &next);
             });
             return;
