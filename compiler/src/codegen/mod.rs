@@ -8,8 +8,9 @@
 //!   with an f32x4 exp polynomial, binary, variadic, Where, BatchNormalization folded to a
 //!   multiply-add), Softmax/LogSoftmax, Reduce*, LayerNormalization, Gemm/MatMul (calls of
 //!   `arenac_sgemm` on B packed at compile time, or at run time into the node's scratch),
-//!   2-d Conv as one call of `arenac_conv2d` (im2col tiles packed for the GEMM core; 1-d Conv
-//!   keeps a direct kernel), Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
+//!   1-d and 2-d Conv as one call of `arenac_conv2d` (depthwise direct, 1x1 GEMM on the input,
+//!   else im2col tiles packed for the GEMM core; bias and a fused activation in the epilogue),
+//!   Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
 //!   Concat, Split, views of constants) and Gather;
 //! - `lower`: what each node becomes (kernel calls with operands).
 

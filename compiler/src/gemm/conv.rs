@@ -1,13 +1,85 @@
-//! 2-d convolution as im2col panels fed to the GEMM core, called from JIT code.
+//! 2-d convolution, called from JIT code through one entry point, [`arenac_conv2d`].
 //!
-//! For each image and group, the output pixels are cut into tiles of at most
-//! [`crate::ops::IM2COL_TILE`]; each tile's im2col panel (`K = C/group * kh * kw` rows, one
-//! column per output pixel) is written straight in the packed-B layout of
-//! [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile),
-//! then one `M/group x tile x K` product writes the output tile; bias is added per channel.
+//! Three paths, chosen from the geometry:
+//! - depthwise (`C/group == 1`, `group > 1`, any channel multiplier): [`super::depthwise`],
+//!   a direct kernel vectorized along the output width;
+//! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
+//!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
+//! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
+//!   most [`crate::ops::IM2COL_TILE`]; each tile's im2col panel (`K = C/group * kh * kw` rows,
+//!   one column per output pixel) is written straight in the packed-B layout of
+//!   [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile;
+//!   runs of one output row are contiguous copies at stride 1), then one `M/group x tile x K`
+//!   product writes the output tile.
+//!
+//! Every path ends with the same epilogue on data still in cache: the per-channel bias and an
+//! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
 
 use super::{NR, arenac_sgemm, packed_b_len};
 use crate::ops::IM2COL_TILE;
+
+/// An activation applied in the convolution's epilogue (after the bias).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// None.
+    None,
+    /// `x > 0 ? x : 0`.
+    Relu,
+    /// `min(max(x, lo), hi)` in the elementwise kernels' order (NaN becomes `lo`).
+    Clip(f32, f32),
+    /// `x < 0 ? alpha * x : x`.
+    LeakyRelu(f32),
+}
+
+impl Activation {
+    /// The `(act, act_a, act_b)` fields of [`ConvParams`].
+    pub fn encode(self) -> [u64; 3] {
+        let b = |x: f32| u64::from(x.to_bits());
+        match self {
+            Activation::None => [0, 0, 0],
+            Activation::Relu => [1, 0, 0],
+            Activation::Clip(lo, hi) => [2, b(lo), b(hi)],
+            Activation::LeakyRelu(a) => [3, b(a), 0],
+        }
+    }
+
+    /// Reads the fields written by [`Activation::encode`] (unknown kinds are `None`).
+    pub fn decode(p: &ConvParams) -> Self {
+        let f = |x: u64| f32::from_bits(x as u32);
+        match p.act {
+            1 => Activation::Relu,
+            2 => Activation::Clip(f(p.act_a), f(p.act_b)),
+            3 => Activation::LeakyRelu(f(p.act_a)),
+            _ => Activation::None,
+        }
+    }
+
+    /// The activation of one value.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::None => x,
+            Activation::Relu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            Activation::Clip(lo, hi) => {
+                let t = if x > lo { x } else { lo };
+                if t < hi { t } else { hi }
+            }
+            Activation::LeakyRelu(a) => {
+                if x < 0.0 {
+                    x * a
+                } else {
+                    x
+                }
+            }
+        }
+    }
+}
 
 /// Geometry of one 2-d convolution (all sizes in elements; NCHW input, OIHW weights).
 #[repr(C)]
@@ -47,6 +119,12 @@ pub struct ConvParams {
     pub ow: u64,
     /// Non-zero when a bias (`m` floats) is given.
     pub has_bias: u64,
+    /// Fused activation kind (see [`Activation::encode`]).
+    pub act: u64,
+    /// First activation parameter (f32 bits).
+    pub act_a: u64,
+    /// Second activation parameter (f32 bits).
+    pub act_b: u64,
 }
 
 impl ConvParams {
@@ -70,6 +148,9 @@ impl ConvParams {
             self.oh,
             self.ow,
             self.has_bias,
+            self.act,
+            self.act_a,
+            self.act_b,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -86,6 +167,24 @@ impl ConvParams {
         let tile = ((self.oh * self.ow) as usize).min(IM2COL_TILE);
         packed_b_len(self.k(), tile).next_multiple_of(16)
     }
+
+    /// Whether the depthwise path runs: one input channel per group, several groups.
+    pub fn is_depthwise(&self) -> bool {
+        self.group > 1 && self.c == self.group
+    }
+
+    /// Whether the pointwise path runs: a `1 x 1` kernel at stride 1 without padding, so the
+    /// input planes are the GEMM's B as they are.
+    pub fn is_pointwise(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.stride_h == 1
+            && self.stride_w == 1
+            && self.pad_t == 0
+            && self.pad_l == 0
+            && self.oh == self.h
+            && self.ow == self.w
+    }
 }
 
 /// Scratch bytes [`arenac_conv2d`] needs: the packed panel of one tile (rounded up to 64
@@ -95,7 +194,20 @@ pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
     (p.panel_floats() + super::a_scratch_floats(mg, p.k())) * 4
 }
 
-/// `y = conv(x, w) + bias`.
+/// Adds `bias` to every element of `row` and applies `act`.
+#[inline]
+pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
+    match act {
+        Activation::None => row.iter_mut().for_each(|v| *v += bias),
+        Activation::Relu => row
+            .iter_mut()
+            .for_each(|v| *v = Activation::Relu.apply(*v + bias)),
+        a @ Activation::Clip(..) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
+        a @ Activation::LeakyRelu(_) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
+    }
+}
+
+/// `y = act(conv(x, w) + bias)`.
 ///
 /// # Safety
 /// `p` points to a valid [`ConvParams`] whose output size matches its input geometry; `x` is
@@ -113,14 +225,19 @@ pub unsafe extern "C" fn arenac_conv2d(
 ) {
     // SAFETY: valid by the contract.
     let p = unsafe { *p };
+    if p.is_depthwise() {
+        // SAFETY: the contract of `depthwise::run` is this function's, less the scratch.
+        unsafe { super::depthwise::run(&p, x, w, bias, y) };
+        return;
+    }
+    let act = Activation::decode(&p);
     let u = |v: u64| v as usize;
     let (g, ch, cg) = (u(p.group.max(1)), u(p.c), u(p.c / p.group.max(1)));
     let (mg, h, wd) = (u(p.m / p.group.max(1)), u(p.h), u(p.w));
-    let (kh, kw, oh, ow) = (u(p.kh), u(p.kw), u(p.oh), u(p.ow));
-    let (sh, sw, pt, pl) = (u(p.stride_h), u(p.stride_w), u(p.pad_t), u(p.pad_l));
-    let (dh, dw) = (u(p.dil_h), u(p.dil_w));
+    let (oh, ow) = (u(p.oh), u(p.ow));
     let k = p.k();
     let pixels = oh * ow;
+    let pointwise = p.is_pointwise();
     let panel_floats = p.panel_floats();
     // SAFETY: the A scratch follows the panel inside the scratch block.
     let a_scratch = unsafe { scratch.add(panel_floats) };
@@ -130,73 +247,160 @@ pub unsafe extern "C" fn arenac_conv2d(
             let xg = unsafe { x.add((img * ch + gi * cg) * h * wd) };
             // SAFETY: output channels gi*mg..(gi+1)*mg of image img (within n*m*oh*ow).
             let yg = unsafe { y.add((img * u(p.m) + gi * mg) * pixels) };
+            // SAFETY: W of group gi is mg x k row-major inside the m * k weights.
+            let wg = unsafe { w.add(gi * mg * k) };
             let mut t0 = 0;
             while t0 < pixels {
                 let tile = IM2COL_TILE.min(pixels - t0);
-                // SAFETY: packed_b_len(k, tile) <= panel_floats, writable by the contract
-                // and disjoint from x.
-                let panel =
-                    unsafe { std::slice::from_raw_parts_mut(scratch, packed_b_len(k, tile)) };
-                for (jp, pan) in panel.chunks_exact_mut((k * NR).max(1)).enumerate() {
-                    // Input coordinates of tap (0, 0) for each column (offset by the padding,
-                    // so they stay unsigned); None past the tile.
-                    let mut base = [None::<(usize, usize)>; NR];
-                    for (jj, b) in base.iter_mut().enumerate() {
-                        let j = jp * NR + jj;
-                        if j < tile {
-                            let (oy, ox) = ((t0 + j) / ow, (t0 + j) % ow);
-                            *b = Some((oy * sh, ox * sw));
-                        }
+                if pointwise {
+                    // SAFETY: B is the cg (= k) input planes of `pixels` floats from xg, of
+                    // which columns t0..t0+tile are used (row stride `pixels`); its last
+                    // partial panel is copied into the panel scratch (k * NR floats <=
+                    // panel_floats, since tile >= 1); C as below.
+                    unsafe {
+                        super::sgemm_rowmajor_b(
+                            super::selected_kernel(),
+                            mg,
+                            tile,
+                            k,
+                            wg,
+                            k,
+                            xg.add(t0),
+                            pixels,
+                            yg.add(t0),
+                            pixels,
+                            scratch,
+                            a_scratch,
+                        )
+                    };
+                } else {
+                    // SAFETY: packed_b_len(k, tile) <= panel_floats, writable by the contract
+                    // and disjoint from x; the input planes of this group lie at xg.
+                    unsafe { im2col_panel(&p, xg, t0, tile, scratch) };
+                    // SAFETY: W of group gi is mg x k row-major; the panel holds
+                    // packed_b_len(k, tile) floats; C is mg rows of tile floats at stride
+                    // pixels inside y; the A scratch has a_scratch_floats(mg, k) floats after
+                    // the panel; y overlaps neither weights nor scratch.
+                    unsafe {
+                        arenac_sgemm(
+                            mg,
+                            tile,
+                            k,
+                            wg,
+                            k,
+                            scratch,
+                            yg.add(t0),
+                            pixels,
+                            0,
+                            a_scratch,
+                        )
+                    };
+                }
+                if p.has_bias != 0 || act != Activation::None {
+                    for mi in 0..mg {
+                        let b = if p.has_bias != 0 {
+                            // SAFETY: channel gi*mg+mi < m of the bias (m floats).
+                            unsafe { *bias.add(gi * mg + mi) }
+                        } else {
+                            0.0
+                        };
+                        // SAFETY: the tile's part of one output channel row inside y.
+                        let row = unsafe {
+                            std::slice::from_raw_parts_mut(yg.add(mi * pixels + t0), tile)
+                        };
+                        epilogue(row, b, act);
                     }
-                    // Row r of K is tap (ci, ky, kx) in OIHW weight order.
-                    for (r, row) in pan.chunks_exact_mut(NR).enumerate() {
-                        let (ci, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
-                        for (dst, b) in row.iter_mut().zip(&base) {
-                            *dst = match *b {
-                                Some((by, bx)) => {
-                                    let iy = (by + ky * dh).wrapping_sub(pt);
-                                    let ix = (bx + kx * dw).wrapping_sub(pl);
-                                    if iy < h && ix < wd {
-                                        // SAFETY: ci < cg, iy < h, ix < w: inside this
-                                        // group's input channels.
-                                        unsafe { *xg.add((ci * h + iy) * wd + ix) }
-                                    } else {
-                                        0.0
-                                    }
-                                }
-                                None => 0.0,
-                            };
+                }
+                t0 += tile;
+            }
+        }
+    }
+}
+
+/// Writes the im2col panel of output pixels `t0..t0+tile` in packed-B layout at `out`.
+///
+/// # Safety
+/// `xg` readable for `C/group` planes of `h*w` floats; `out` writable for
+/// `packed_b_len(p.k(), tile)` floats and disjoint from `xg`; `t0 + tile <= oh*ow`.
+unsafe fn im2col_panel(p: &ConvParams, xg: *const f32, t0: usize, tile: usize, out: *mut f32) {
+    let u = |v: u64| v as usize;
+    let (cg, h, wd) = (u(p.c / p.group.max(1)), u(p.h), u(p.w));
+    let (kh, kw, ow) = (u(p.kh), u(p.kw), u(p.ow).max(1));
+    let (sh, sw, pt, pl) = (
+        u(p.stride_h),
+        u(p.stride_w),
+        p.pad_t as isize,
+        p.pad_l as isize,
+    );
+    let (dh, dw) = (u(p.dil_h), u(p.dil_w));
+    let k = p.k();
+    // SAFETY: writable for packed_b_len(k, tile) floats by the contract.
+    let panel = unsafe { std::slice::from_raw_parts_mut(out, packed_b_len(k, tile)) };
+    // SAFETY: the group's cg input planes, readable by the contract, disjoint from `panel`.
+    let xs = unsafe { std::slice::from_raw_parts(xg, cg * h * wd) };
+    for (jp, pan) in panel.chunks_exact_mut((k * NR).max(1)).enumerate() {
+        // Runs of the panel's columns that stay in one output row: (first column, length,
+        // output row, first output column).
+        let mut runs = [(0usize, 0usize, 0usize, 0usize); NR];
+        let mut nruns = 0;
+        let cols = NR.min(tile - jp * NR);
+        let mut q = t0 + jp * NR;
+        let mut jj = 0;
+        while jj < cols {
+            let (oy, ox) = (q / ow, q % ow);
+            let len = (cols - jj).min(ow - ox);
+            runs[nruns] = (jj, len, oy, ox);
+            nruns += 1;
+            jj += len;
+            q += len;
+        }
+        let (mut ci, mut ky, mut kx) = (0usize, 0usize, 0usize);
+        for row in pan.chunks_exact_mut(NR) {
+            row[cols..].fill(0.0);
+            let plane = &xs[ci * h * wd..(ci + 1) * h * wd];
+            for &(j0, len, oy, ox) in &runs[..nruns] {
+                let dst = &mut row[j0..j0 + len];
+                let iy = (oy * sh + ky * dh) as isize - pt;
+                if iy < 0 || iy >= h as isize {
+                    dst.fill(0.0);
+                    continue;
+                }
+                let src = &plane[iy as usize * wd..(iy as usize + 1) * wd];
+                // Input column of run element i: ix0 + i * sw; valid ones are lo..hi.
+                let ix0 = (ox * sw + kx * dw) as isize - pl;
+                let s = sw as isize;
+                let lo = if ix0 >= 0 {
+                    0
+                } else {
+                    ((-ix0 + s - 1) / s) as usize
+                }
+                .min(len);
+                let hi = if ix0 > wd as isize - 1 {
+                    0
+                } else {
+                    ((wd as isize - 1 - ix0) / s + 1) as usize
+                }
+                .clamp(lo, len);
+                dst[..lo].fill(0.0);
+                dst[hi..].fill(0.0);
+                if hi > lo {
+                    let first = (ix0 + (lo * sw) as isize) as usize;
+                    if sw == 1 {
+                        dst[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                    } else {
+                        for (d, &v) in dst[lo..hi].iter_mut().zip(src[first..].iter().step_by(sw)) {
+                            *d = v;
                         }
                     }
                 }
-                // SAFETY: W of group gi is mg x k row-major; the panel holds packed_b_len(k,
-                // tile) floats; C is mg rows of tile floats at stride pixels inside y; the A
-                // scratch has a_scratch_floats(mg, k) floats after the panel; y overlaps
-                // neither weights nor scratch.
-                unsafe {
-                    arenac_sgemm(
-                        mg,
-                        tile,
-                        k,
-                        w.add(gi * mg * k),
-                        k,
-                        scratch,
-                        yg.add(t0),
-                        pixels,
-                        0,
-                        a_scratch,
-                    )
-                };
-                t0 += tile;
             }
-            if p.has_bias != 0 {
-                for mi in 0..mg {
-                    // SAFETY: channel gi*mg+mi < m of the bias (m floats by the contract).
-                    let b = unsafe { *bias.add(gi * mg + mi) };
-                    // SAFETY: one output channel row of `pixels` floats inside y.
-                    let row =
-                        unsafe { std::slice::from_raw_parts_mut(yg.add(mi * pixels), pixels) };
-                    row.iter_mut().for_each(|v| *v += b);
+            kx += 1;
+            if kx == kw {
+                kx = 0;
+                ky += 1;
+                if ky == kh {
+                    ky = 0;
+                    ci += 1;
                 }
             }
         }

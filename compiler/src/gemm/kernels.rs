@@ -2,21 +2,32 @@
 //!
 //! Every kernel has the same shape of arguments ([`KernelFn`]):
 //! - `a`: a packed A micro-panel, `kc` groups of `MR` floats (column `p` of the `MR` rows);
-//! - `b`: a packed B micro-panel, `kc` rows of [`NR`] floats; wide kernels (`MR x 2NR`) also
-//!   read the next panel, at `b + bstride` (ignored by the others);
+//! - `b`: a B micro-panel, `kc` rows of [`NR`] floats, row `p` at `b + p * brs` (`brs` is
+//!   [`NR`] for a packed panel, the row stride for a row-major B); wide kernels (`MR x 2NR`)
+//!   also read the next panel, at `b + bstride` (ignored by the others);
 //! - `c`: a full `MR x NR` tile at row stride `ldc`, read (when `accumulate`) and written;
 //! - `pf`, `pf_lines`: a hint: the kernel may prefetch the `pf_lines` cache lines (of `NR`
-//!   floats) from `pf` on (the next B panel; wide kernels also from `pf + bstride`), spread over
-//!   its steps; `pf` need not be valid.
+//!   floats) at `pf + i * brs` (the next B panel; wide kernels also from `pf + bstride`), spread
+//!   over its steps; `pf` need not be valid.
 //!
 //! The driver sends edge tiles to a stack buffer, so kernels always handle full tiles.
 
 use super::NR;
 
-/// `unsafe fn(kc, a, b, bstride, c, ldc, accumulate, pf, pf_lines)`; see the module
+/// `unsafe fn(kc, a, b, bstride, brs, c, ldc, accumulate, pf, pf_lines)`; see the module
 /// documentation.
-pub(crate) type KernelFn =
-    unsafe fn(usize, *const f32, *const f32, usize, *mut f32, usize, bool, *const f32, usize);
+pub(crate) type KernelFn = unsafe fn(
+    usize,
+    *const f32,
+    *const f32,
+    usize,
+    usize,
+    *mut f32,
+    usize,
+    bool,
+    *const f32,
+    usize,
+);
 
 /// Rows of the portable kernel.
 pub(crate) const SCALAR_MR: usize = 4;
@@ -24,7 +35,7 @@ pub(crate) const SCALAR_MR: usize = 4;
 /// Portable kernel (`4 x 16`), written so that LLVM vectorizes it with the baseline ISA.
 ///
 /// # Safety
-/// `a` readable for `kc * 4` floats, `b` for `kc * NR` floats, `c` readable and writable for
+/// `a` readable for `kc * 4` floats, `b` for `kc` rows of `NR` floats at stride `brs`, `c` readable and writable for
 /// 4 rows of `NR` floats at row stride `ldc`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn kernel_scalar(
@@ -32,6 +43,7 @@ pub(crate) unsafe fn kernel_scalar(
     a: *const f32,
     b: *const f32,
     _bstride: usize,
+    brs: usize,
     c: *mut f32,
     ldc: usize,
     accumulate: bool,
@@ -40,14 +52,11 @@ pub(crate) unsafe fn kernel_scalar(
 ) {
     const MR: usize = SCALAR_MR;
     let mut acc = [[0.0f32; NR]; MR];
-    // SAFETY: the caller guarantees `a` holds kc * MR floats and `b` kc * NR floats.
-    let (a, b) = unsafe {
-        (
-            core::slice::from_raw_parts(a, kc * MR),
-            core::slice::from_raw_parts(b, kc * NR),
-        )
-    };
-    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+    // SAFETY: the caller guarantees `a` holds kc * MR floats.
+    let a = unsafe { core::slice::from_raw_parts(a, kc * MR) };
+    for (p, ap) in a.chunks_exact(MR).enumerate() {
+        // SAFETY: row p < kc of the B panel, NR floats at b + p * brs by the caller's contract.
+        let bp = unsafe { core::slice::from_raw_parts(b.wrapping_add(p * brs), NR) };
         for (row, &av) in acc.iter_mut().zip(ap) {
             for (x, &bv) in row.iter_mut().zip(bp) {
                 *x += av * bv;
@@ -56,7 +65,7 @@ pub(crate) unsafe fn kernel_scalar(
     }
     for (i, row) in acc.iter().enumerate() {
         // SAFETY: row i < MR of the tile, NR floats, valid by the caller's contract; C does
-        // not overlap the packed panels (which are only read, through slices made above).
+        // not overlap the panels (which are only read, through slices made above).
         let dst = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), NR) };
         if accumulate {
             for (d, &x) in dst.iter_mut().zip(row) {
@@ -79,7 +88,7 @@ pub(crate) mod x86 {
     /// AVX2 + FMA kernel, `6 x 16`.
     ///
     /// # Safety
-    /// The CPU supports AVX2 and FMA; `a` readable for `kc * 6` floats, `b` for `kc * 16`, `c`
+    /// The CPU supports AVX2 and FMA; `a` readable for `kc * 6` floats, `b` for `kc` rows of 16 at stride `brs`, `c`
     /// readable and writable for 6 rows of 16 floats at row stride `ldc`.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
@@ -88,6 +97,7 @@ pub(crate) mod x86 {
         a: *const f32,
         b: *const f32,
         _bstride: usize,
+        brs: usize,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -101,8 +111,8 @@ pub(crate) mod x86 {
         let mut pf = pf;
         let pf_steps = pf_lines.min(kc);
         let mut step = |a: *const f32, b: *const f32| {
-            // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
-            // within the panels the caller guarantees; unaligned loads need no alignment.
+            // SAFETY: each step reads NR floats of `b` (one row) and MR floats of `a`, kc steps in
+            // all, within the panels the caller guarantees; unaligned loads need no alignment.
             unsafe {
                 let b0 = _mm256_loadu_ps(b);
                 let b1 = _mm256_loadu_ps(b.add(8));
@@ -116,15 +126,15 @@ pub(crate) mod x86 {
         for _ in 0..pf_steps {
             // A prefetch never faults, whatever the address (hence wrapping arithmetic).
             _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
-            pf = pf.wrapping_add(NR);
+            pf = pf.wrapping_add(brs);
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for _ in pf_steps..kc {
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for (i, row) in acc.iter().enumerate() {
             // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the
@@ -149,7 +159,7 @@ pub(crate) mod x86 {
     /// AVX-512F kernel, `12 x 16`.
     ///
     /// # Safety
-    /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, `b` for `kc * 16`, `c`
+    /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, `b` for `kc` rows of 16 at stride `brs`, `c`
     /// readable and writable for 12 rows of 16 floats at row stride `ldc`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
@@ -158,6 +168,7 @@ pub(crate) mod x86 {
         a: *const f32,
         b: *const f32,
         _bstride: usize,
+        brs: usize,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -171,8 +182,8 @@ pub(crate) mod x86 {
         let mut pf = pf;
         let pf_steps = pf_lines.min(kc);
         let mut step = |a: *const f32, b: *const f32| {
-            // SAFETY: each step reads NR floats of `b` and MR floats of `a`, kc steps in all,
-            // within the panels the caller guarantees; unaligned loads need no alignment.
+            // SAFETY: each step reads NR floats of `b` (one row) and MR floats of `a`, kc steps in
+            // all, within the panels the caller guarantees; unaligned loads need no alignment.
             unsafe {
                 let bv = _mm512_loadu_ps(b);
                 for (i, row) in acc.iter_mut().enumerate() {
@@ -183,15 +194,15 @@ pub(crate) mod x86 {
         for _ in 0..pf_steps {
             // A prefetch never faults, whatever the address (hence wrapping arithmetic).
             _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
-            pf = pf.wrapping_add(NR);
+            pf = pf.wrapping_add(brs);
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for _ in pf_steps..kc {
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for (i, &row) in acc.iter().enumerate() {
             // SAFETY: row i < MR of the C tile, 16 floats, readable and writable by the
@@ -212,7 +223,7 @@ pub(crate) mod x86 {
     ///
     /// # Safety
     /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, `b` and `b + bstride` for
-    /// `kc * 16` each, `c` readable and writable for 12 rows of 32 floats at row stride `ldc`.
+    /// `kc` rows of 16 at stride `brs` each, `c` readable and writable for 12 rows of 32 floats at row stride `ldc`.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn kernel_avx512_wide(
@@ -220,6 +231,7 @@ pub(crate) mod x86 {
         a: *const f32,
         b: *const f32,
         bstride: usize,
+        brs: usize,
         c: *mut f32,
         ldc: usize,
         accumulate: bool,
@@ -249,15 +261,15 @@ pub(crate) mod x86 {
             // A prefetch never faults, whatever the address (hence wrapping arithmetic).
             _mm_prefetch::<_MM_HINT_T0>(pf.cast::<i8>());
             _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(bstride).cast::<i8>());
-            pf = pf.wrapping_add(NR);
+            pf = pf.wrapping_add(brs);
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for _ in pf_steps..kc {
             step(a, b);
             a = a.wrapping_add(MR);
-            b = b.wrapping_add(NR);
+            b = b.wrapping_add(brs);
         }
         for (i, row) in acc.iter().enumerate() {
             // SAFETY: row i < MR of the C tile, 32 floats, readable and writable by the

@@ -28,12 +28,17 @@
 //!   `ARENAC_GEMM_KERNEL=scalar|avx2|avx512` overrides it for benchmarks); edge tiles
 //!   (`m % MR`, `n % NR`) are computed into a stack tile and the valid part is added to or
 //!   copied into C; each call prefetches a share of the next B panel(s);
+//! - inside the crate, B may also be row-major and unpacked (`sgemm_rowmajor_b`, for the 1x1
+//!   convolution): full panels are read in place at the matrix's row stride, only the last
+//!   partial one is copied;
+//! - depthwise convolution has its own direct kernels (`depthwise.rs`), chosen the same way;
 //! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
 //!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
 //!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
 pub mod conv;
+mod depthwise;
 mod kernels;
 
 use kernels::KernelFn;
@@ -225,6 +230,32 @@ pub unsafe extern "C" fn arenac_sgemm(
     }
 }
 
+/// How the GEMM core reads B.
+#[derive(Clone, Copy)]
+struct BView {
+    /// Packed ([`pack_b`] layout) or row-major.
+    base: *const f32,
+    /// Row stride of a panel (`NR` packed, the matrix's row stride row-major).
+    rs: usize,
+    /// Distance between adjacent panels (`k * NR` packed, `NR` row-major).
+    ps: usize,
+    /// Panels read in place (`n.div_ceil(NR)` packed; the full ones row-major).
+    full: usize,
+    /// The last partial panel copied in packed form (row-major with `n % NR != 0`).
+    tail: *const f32,
+}
+
+impl BView {
+    /// Start of row `pc` of panel `jp`, and its row stride.
+    fn panel(&self, jp: usize, pc: usize) -> (*const f32, usize) {
+        if jp < self.full {
+            (self.base.wrapping_add(jp * self.ps + pc * self.rs), self.rs)
+        } else {
+            (self.tail.wrapping_add(pc * NR), NR)
+        }
+    }
+}
+
 /// [`arenac_sgemm`] with a given kernel.
 ///
 /// # Safety
@@ -238,6 +269,74 @@ pub(crate) unsafe fn sgemm_with(
     a: *const f32,
     lda: usize,
     packed_b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    scratch: *mut f32,
+) {
+    let b = BView {
+        base: packed_b,
+        rs: NR,
+        ps: k * NR,
+        full: n.div_ceil(NR),
+        tail: std::ptr::null(),
+    };
+    // SAFETY: the caller's contract; every panel is read in place from the packed B.
+    unsafe { sgemm_core(kernel, m, n, k, a, lda, b, c, ldc, accumulate, scratch) }
+}
+
+/// `C = A * B` with B row-major (`b[i * ldb + j]`, not packed): the full 16-column panels are
+/// read in place, a last partial one is first copied into `tail`.
+///
+/// # Safety
+/// That of [`arenac_sgemm`] with B readable for `k` rows of `n` floats at stride `ldb`
+/// (`ldb >= n`), `tail` writable for `k * NR` floats and overlapping nothing else, and
+/// `kernel` from [`available_kernels`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm_rowmajor_b(
+    kernel: Kernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+    tail: *mut f32,
+    scratch: *mut f32,
+) {
+    let full = n / NR;
+    if n % NR != 0 {
+        // SAFETY: columns full*NR..n of the k rows of B, readable by the contract; `tail`
+        // holds packed_b_len(k, n % NR) = k * NR floats and overlaps nothing.
+        unsafe { arenac_pack_b(k, n - full * NR, b.add(full * NR), ldb, 1, tail) };
+    }
+    let view = BView {
+        base: b,
+        rs: ldb,
+        ps: NR,
+        full,
+        tail,
+    };
+    // SAFETY: the caller's contract; full panels are NR columns of rows at stride ldb.
+    unsafe { sgemm_core(kernel, m, n, k, a, lda, view, c, ldc, false, scratch) }
+}
+
+/// The blocked product over any [`BView`].
+///
+/// # Safety
+/// That of [`arenac_sgemm`] with B as `b` describes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sgemm_core(
+    kernel: Kernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const f32,
+    lda: usize,
+    b: BView,
     c: *mut f32,
     ldc: usize,
     accumulate: bool,
@@ -274,38 +373,39 @@ pub(crate) unsafe fn sgemm_with(
             let nip = mc.div_ceil(mr);
             let mut jp = 0;
             while jp < panels {
-                // Two panels at once when the kernel has a wide form and two remain.
+                // Two panels at once when the kernel has a wide form and two in-place panels
+                // (same row stride) remain.
                 let (run, np) = match kernel.wide {
-                    Some(wide) if jp + 1 < panels => (wide, 2),
+                    Some(wide) if jp + 1 < panels && jp + 1 < b.full => (wide, 2),
                     _ => (kernel.run, 1),
                 };
                 let width = np * NR;
                 let j0 = jp * NR;
                 let w = width.min(n - j0);
-                // SAFETY: panel jp (and jp + 1 when np = 2), rows pc..pc+kc, lie within
-                // packed_b_len(k, n) floats.
-                let bp = unsafe { packed_b.add(jp * k * NR + pc * NR) };
-                let bstride = k * NR;
+                // Panel jp (and jp + 1 when np = 2) from row pc: kc rows at stride brs.
+                let (bp, brs) = b.panel(jp, pc);
+                let bstride = b.ps;
                 // Prefetch the next B panel(s) (same K rows) while these are in use, a share
                 // of their kc lines per micro-kernel call (a hint: past the end it is harmless).
                 let pf_lines = kc.div_ceil(nip);
-                let pf_base = bp.wrapping_add(np * bstride);
+                let pf_base = b.panel(jp + np, pc).0;
                 for ip in 0..nip {
-                    let pf = pf_base.wrapping_add(ip * pf_lines * NR);
+                    let pf = pf_base.wrapping_add(ip * pf_lines * brs);
                     let i0 = ic + ip * mr;
                     let h = mr.min(m - i0);
                     // SAFETY: micro-panel ip of the block packed above (kc * mr floats).
                     let ap = unsafe { scratch.add(ip * kc * mr) };
                     if h == mr && w == width {
                         // SAFETY: full tile: rows i0..i0+mr <= m, columns j0..j0+width <= n of
-                        // C, readable and writable by the contract; the panels hold kc steps;
-                        // the kernel runs on this CPU (caller's contract).
+                        // C, readable and writable by the contract; the panels hold kc rows at
+                        // stride brs; the kernel runs on this CPU (caller's contract).
                         unsafe {
                             run(
                                 kc,
                                 ap,
                                 bp,
                                 bstride,
+                                brs,
                                 c.add(i0 * ldc + j0),
                                 ldc,
                                 acc,
@@ -316,13 +416,14 @@ pub(crate) unsafe fn sgemm_with(
                     } else {
                         let mut tile = [0.0f32; MAX_MR * 2 * NR];
                         // SAFETY: `tile` holds mr <= MAX_MR rows of width <= 2 NR floats at
-                        // stride width; the panels hold kc steps; the kernel runs on this CPU.
+                        // stride width; the panels hold kc rows; the kernel runs on this CPU.
                         unsafe {
                             run(
                                 kc,
                                 ap,
                                 bp,
                                 bstride,
+                                brs,
                                 tile.as_mut_ptr(),
                                 width,
                                 false,

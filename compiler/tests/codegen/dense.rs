@@ -346,3 +346,132 @@ fn pooling() {
         check(model, &[rng.tensor(&x, -5.0, 5.0)], RTOL, ATOL);
     }
 }
+
+/// A random Conv: 1-d or 2-d, any group count (dense, grouped, depthwise with a channel
+/// multiplier), kernel, stride, dilation and asymmetric pads; returns the model pieces.
+struct RandomConv {
+    x: Vec<usize>,
+    w: Vec<usize>,
+    y: Vec<usize>,
+    attrs: Vec<(&'static str, Attr)>,
+    bias: bool,
+}
+
+fn random_conv(rng: &mut Rng, d: usize) -> RandomConv {
+    let pick = |rng: &mut Rng, lo: usize, hi: usize| lo + (rng.next() as usize) % (hi - lo + 1);
+    let n = pick(rng, 1, 2);
+    let (c, m, group) = match pick(rng, 0, 3) {
+        0 => (pick(rng, 1, 20), pick(rng, 1, 40), 1),
+        1 => {
+            let g = pick(rng, 2, 3);
+            (g * pick(rng, 1, 4), g * pick(rng, 1, 5), g)
+        }
+        2 => {
+            let c = pick(rng, 2, 24);
+            (c, c, c)
+        }
+        _ => {
+            let c = pick(rng, 2, 8);
+            (c, c * pick(rng, 2, 3), c)
+        }
+    };
+    let (mut xs, mut ys, mut kern, mut strides, mut dils, mut pads) = (
+        vec![n, c],
+        vec![n, m],
+        vec![],
+        vec![],
+        vec![],
+        vec![0; 2 * d],
+    );
+    for i in 0..d {
+        let k = pick(rng, 1, 5);
+        let s = pick(rng, 1, 3);
+        let dl = pick(rng, 1, 2);
+        let (pb, pe) = (pick(rng, 0, 2), pick(rng, 0, 2));
+        let span = dl * (k - 1) + 1;
+        // Wide enough for at least one output, sometimes wide enough for vector chunks.
+        let size = span + pick(rng, 0, if i + 1 == d { 40 } else { 12 });
+        let out = (size + pb + pe - span) / s + 1;
+        xs.push(size);
+        ys.push(out);
+        kern.push(k);
+        strides.push(s);
+        dils.push(dl);
+        pads[i] = pb;
+        pads[d + i] = pe;
+    }
+    let mut w = vec![m, c / group];
+    w.extend(&kern);
+    let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+    RandomConv {
+        x: xs,
+        w,
+        y: ys,
+        attrs: vec![
+            ("group", Attr::Int(group as i64)),
+            ("kernel_shape", ints(&kern)),
+            ("strides", ints(&strides)),
+            ("dilations", ints(&dils)),
+            ("pads", ints(&pads)),
+        ],
+        bias: rng.next() % 3 != 0,
+    }
+}
+
+#[test]
+fn conv_random_against_reference() {
+    let mut rng = Rng(0x5eed_c0de);
+    for case in 0..120 {
+        let c = random_conv(&mut rng, if case % 4 == 3 { 1 } else { 2 });
+        let mut mb = ModelBuilder::new("conv", 13)
+            .input("x", DType::F32, &dims(&c.x))
+            .initializer("w", &rng.tensor(&c.w, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if c.bias {
+            mb = mb.initializer("b", &rng.tensor(&[c.w[0]], -1.0, 1.0));
+            ins.push("b");
+        }
+        let model = mb
+            .output("y", DType::F32, &dims(&c.y))
+            .node("conv", "Conv", &ins, &["y"], c.attrs)
+            .build();
+        check(model, &[rng.tensor(&c.x, -1.0, 1.0)], RTOL, ATOL);
+    }
+}
+
+#[test]
+fn conv_fused_activations() {
+    let mut rng = Rng(77);
+    for case in 0..24 {
+        let c = random_conv(&mut rng, if case % 4 == 3 { 1 } else { 2 });
+        let mut mb = ModelBuilder::new("conv_act", 13)
+            .input("x", DType::F32, &dims(&c.x))
+            .initializer("w", &rng.tensor(&c.w, -1.0, 1.0))
+            .initializer("lo", &Tensor::f32(vec![], &[0.0]))
+            .initializer("hi", &Tensor::f32(vec![], &[0.5]));
+        let mut ins = vec!["x", "w"];
+        if c.bias {
+            mb = mb.initializer("b", &rng.tensor(&[c.w[0]], -1.0, 1.0));
+            ins.push("b");
+        }
+        let (op, act_ins, attrs): (&str, Vec<&str>, Vec<(&str, Attr)>) = match case % 3 {
+            0 => ("Relu", vec!["c"], vec![]),
+            1 => ("Clip", vec!["c", "lo", "hi"], vec![]),
+            _ => ("LeakyRelu", vec!["c"], vec![("alpha", Attr::Float(0.1))]),
+        };
+        // The activation's result feeds a Neg, so it is not a graph output and the planner
+        // may run it in place on the conv's buffer: then the conv applies it.
+        let model = mb
+            .output("y", DType::F32, &dims(&c.y))
+            .node("conv", "Conv", &ins, &["c"], c.attrs)
+            .node("act", op, &act_ins, &["a"], attrs)
+            .node("neg", "Neg", &["a"], &["y"], vec![])
+            .build();
+        let exe = check(model, &[rng.tensor(&c.x, -1.0, 1.0)], RTOL, ATOL);
+        assert_eq!(
+            exe.kernel_count(),
+            2,
+            "case {case} ({op}): the activation was not fused (conv + neg kernels only)"
+        );
+    }
+}

@@ -1,14 +1,19 @@
-//! Lowering of the dense ops: Gemm, MatMul (calls into the GEMM core), pooling and Conv.
+//! Lowering of the dense ops: Gemm, MatMul (calls into the GEMM core), pooling and Conv (with
+//! an activation fused into its epilogue where the plan allows).
 
 use super::{Ctx, ew_call, prod};
-use crate::codegen::kernels::conv::{ConvDesc, PoolDesc, Window};
+use crate::arena::ArenaPlan;
+use crate::codegen::kernels::conv::{PoolDesc, Window};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::matmul::MatMulDesc;
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
+use crate::gemm::conv::{Activation, ConvParams};
 use crate::gemm::{pack_b, packed_b_len};
-use crate::ir::types::TensorType;
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::{DType, TensorType};
+use crate::ops::{Op, UnaryOp};
 
 pub(super) fn mm_call(
     cx: &Ctx<'_>,
@@ -274,6 +279,67 @@ pub(super) fn pool_call(
     Ok(())
 }
 
+/// The activation fused into the epilogue of Conv node `id`, with its node: the sole reader
+/// of the conv's (non-graph-output) result is a Relu, Clip or LeakyRelu on f32 that reads it
+/// once and writes in place, into the same arena offset. Such an activation node then emits
+/// nothing (see [`fused_into_conv`]); both sides decide from the graph and plan alone.
+pub(super) fn fused_activation(
+    g: &Graph,
+    plan: &ArenaPlan,
+    id: NodeId,
+) -> Option<(NodeId, Activation)> {
+    let n = g.node(id);
+    if !matches!(n.op, Op::Conv(_)) || n.outputs.len() != 1 {
+        return None;
+    }
+    let y = n.outputs[0];
+    if g.outputs.contains(&y) || g.value(y).ty.dtype != DType::F32 {
+        return None;
+    }
+    let readers = g.consumers(y);
+    let [act_id] = readers[..] else {
+        return None;
+    };
+    let an = g.node(act_id);
+    let act = match &an.op {
+        Op::Unary(UnaryOp::Relu) => Activation::Relu,
+        Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu(*alpha),
+        Op::Unary(UnaryOp::Clip { min, max }) => Activation::Clip(
+            min.map_or(f32::NEG_INFINITY, |x| x as f32),
+            max.map_or(f32::INFINITY, |x| x as f32),
+        ),
+        _ => return None,
+    };
+    let out = *an.outputs.first()?;
+    if an.outputs.len() != 1
+        || an.inputs.first() != Some(&y)
+        || an.inputs.iter().filter(|&&v| v == y).count() != 1
+        || g.value(out).ty != g.value(y).ty
+    {
+        return None;
+    }
+    let offset = |v: ValueId| {
+        let b = *plan.liveness.value_buffer.get(&v)?;
+        plan.placement.offsets.get(b).copied()
+    };
+    (offset(y)? == offset(out)?).then_some((act_id, act))
+}
+
+/// Whether node `id` is an activation already applied by its producer's conv epilogue.
+pub(super) fn fused_into_conv(g: &Graph, plan: &ArenaPlan, id: NodeId) -> bool {
+    let Some(&x) = g.node(id).inputs.first() else {
+        return false;
+    };
+    match g.value(x).kind {
+        ValueKind::Computed(conv) => {
+            fused_activation(g, plan, conv).is_some_and(|(act, _)| act == id)
+        }
+        _ => false,
+    }
+}
+
+/// Conv (1-d as 2-d with height 1, 2-d) as one call of [`crate::gemm::conv::arenac_conv2d`],
+/// with a fused activation when [`fused_activation`] finds one.
 pub(super) fn conv(
     cx: &Ctx<'_>,
     a: &crate::ops::ConvAttrs,
@@ -296,63 +362,46 @@ pub(super) fn conv(
     };
     let win = window(cx, &xs, &ys, &a.kernel, &a.strides, &a.dilations, &a.pads)?;
     let groups = a.group.max(1);
-    let desc = ConvDesc {
-        n: xs[0],
-        groups,
-        c: xs[1] / groups,
-        m: ys[1] / groups,
-        win: win.clone(),
+    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
+    let [act_kind, act_a, act_b] = act.encode();
+    let u = |v: usize| v as u64;
+    let params = ConvParams {
+        n: u(xs[0]),
+        c: u(xs[1]),
+        h: u(win.in_hw[0]),
+        w: u(win.in_hw[1]),
+        m: u(ys[1]),
+        group: u(groups),
+        kh: u(win.kernel[0]),
+        kw: u(win.kernel[1]),
+        stride_h: u(win.strides[0]),
+        stride_w: u(win.strides[1]),
+        pad_t: u(win.pads[0]),
+        pad_l: u(win.pads[1]),
+        dil_h: u(win.dilations[0]),
+        dil_w: u(win.dilations[1]),
+        oh: u(win.out_hw[0]),
+        ow: u(win.out_hw[1]),
+        has_bias: u64::from(bias.is_some()),
+        act: act_kind,
+        act_a,
+        act_b,
     };
-    if a.kernel.len() == 2 {
-        let u = |v: usize| v as u64;
-        let params = crate::gemm::conv::ConvParams {
-            n: u(xs[0]),
-            c: u(xs[1]),
-            h: u(win.in_hw[0]),
-            w: u(win.in_hw[1]),
-            m: u(ys[1]),
-            group: u(groups),
-            kh: u(win.kernel[0]),
-            kw: u(win.kernel[1]),
-            stride_h: u(win.strides[0]),
-            stride_w: u(win.strides[1]),
-            pad_t: u(win.pads[0]),
-            pad_l: u(win.pads[1]),
-            dil_h: u(win.dilations[0]),
-            dil_w: u(win.dilations[1]),
-            oh: u(win.out_hw[0]),
-            ow: u(win.out_hw[1]),
-            has_bias: u64::from(bias.is_some()),
-        };
-        let bias_op = match &bias {
-            Some(b) => Operand::Weights(w.f32s(b)),
-            None => Operand::Null,
-        };
-        let args = vec![
-            Operand::Weights(w.add(&params.to_bytes())),
-            cx.arena(xv)?,
-            Operand::Weights(w.tensor(wt)),
-            bias_op,
-            cx.arena(y)?,
-            cx.scratch(),
-        ];
-        let (node, op) = cx.label();
-        let f = prog.kernel("conv2d im2col".to_string(), 6, (&node, &op), |b, p, ext| {
-            cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.conv2d, p);
-        })?;
-        prog.call(f, args);
-        return Ok(());
-    }
-    let (wr, br) = desc.arrange(&wt.to_f32_vec(), bias.as_deref());
+    let bias_op = match &bias {
+        Some(b) => Operand::Weights(w.f32s(b)),
+        None => Operand::Null,
+    };
     let args = vec![
+        Operand::Weights(w.add(&params.to_bytes())),
         cx.arena(xv)?,
-        Operand::Weights(w.f32s(&wr)),
-        Operand::Weights(w.f32s(&br)),
+        Operand::Weights(w.tensor(wt)),
+        bias_op,
         cx.arena(y)?,
+        cx.scratch(),
     ];
     let (node, op) = cx.label();
-    let f = prog.kernel(format!("conv {desc:?}"), 4, (&node, &op), |b, p, _| {
-        desc.emit(b, p)
+    let f = prog.kernel("conv2d".to_string(), 6, (&node, &op), |b, p, ext| {
+        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.conv2d, p);
     })?;
     prog.call(f, args);
     Ok(())

@@ -20,7 +20,7 @@ use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
-use dense::{conv, gemm, matmul, pool_call, window};
+use dense::{conv, fused_into_conv, gemm, matmul, pool_call, window};
 use movement::{copy_call, movement};
 
 struct Ctx<'a> {
@@ -155,6 +155,10 @@ pub(super) fn node(
     let cx = Ctx { g, plan, id };
     let n = g.node(id);
     let op = &n.op;
+    // An activation applied in place by its producer's conv epilogue: nothing left to do.
+    if matches!(op, Op::Unary(_)) && fused_into_conv(g, plan, id) {
+        return Ok(());
+    }
     if op.is_view() {
         let (x, y) = (cx.input(0)?, cx.output()?);
         let src = cx.operand(x, w)?;

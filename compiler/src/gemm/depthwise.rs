@@ -1,0 +1,309 @@
+//! Depthwise 2-d convolution (`C/group == 1`, any channel multiplier `M/group`), direct.
+//!
+//! Output channel `o` reads input channel `o / (M/group)` and its own `kh x kw` filter (the
+//! OIHW weights as they are: no preparation). Each output row is cut into an interior, where
+//! every tap of every column lies inside the input row, and borders. The interior is computed
+//! in chunks of 16 (then 8) columns whose accumulators stay in registers over all taps
+//! (`acc[i] += w * x[iy, (ox + i) * sw + kx * dw - pl]`), the last chunk shifted back to end
+//! at the interior's end (recomputing a few columns is harmless: the output is only written);
+//! the borders and narrow rows are computed one column at a time with bounds checks. Bias and
+//! the fused activation are applied before the store.
+//!
+//! The body is one generic function inlined into `#[target_feature]` variants (AVX-512F,
+//! AVX2+FMA, each using fused multiply-adds) and a portable one, picked at run time like the
+//! GEMM kernels (`ARENAC_GEMM_KERNEL` selects them too); strides 1 and 2 get specialized
+//! copies so that LLVM sees contiguous or stride-2 loads.
+
+use super::conv::{Activation, ConvParams};
+
+/// The geometry one plane needs.
+#[derive(Clone, Copy)]
+struct Geom {
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    pt: usize,
+    pl: usize,
+    dh: usize,
+    dw: usize,
+    oh: usize,
+    ow: usize,
+    /// Interior columns `lo..hi`: every tap of these lies inside the input row.
+    lo: usize,
+    hi: usize,
+}
+
+impl Geom {
+    fn new(p: &ConvParams) -> Self {
+        let u = |v: u64| v as usize;
+        let (w, kw, sw, pl, dw, ow) = (
+            u(p.w),
+            u(p.kw),
+            u(p.stride_w).max(1),
+            u(p.pad_l),
+            u(p.dil_w),
+            u(p.ow),
+        );
+        // ox * sw >= pl (first tap) and ox * sw + (kw - 1) * dw - pl <= w - 1 (last tap).
+        let lo = pl.div_ceil(sw).min(ow);
+        let span = (kw.saturating_sub(1)) * dw;
+        let hi = if w + pl > span {
+            ((w - 1 + pl - span) / sw + 1).min(ow)
+        } else {
+            0
+        };
+        Geom {
+            h: u(p.h),
+            w,
+            kh: u(p.kh),
+            kw,
+            sh: u(p.stride_h),
+            sw,
+            pt: u(p.pad_t),
+            pl,
+            dh: u(p.dil_h),
+            dw,
+            oh: u(p.oh),
+            ow,
+            lo,
+            hi: hi.max(lo),
+        }
+    }
+}
+
+/// `acc + w * x`, fused when the variant has FMA.
+#[inline(always)]
+fn madd<const FMA: bool>(acc: f32, w: f32, x: f32) -> f32 {
+    if FMA { w.mul_add(x, acc) } else { acc + w * x }
+}
+
+/// `V` interior columns from `ox` (`ox + V <= hi`) of output row `oy`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn chunk<const V: usize, const FMA: bool>(
+    g: &Geom,
+    sw: usize,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    oy: usize,
+    ox: usize,
+    yrow: &mut [f32],
+) {
+    let mut acc = [bias; V];
+    for ky in 0..g.kh {
+        let iy = (oy * g.sh + ky * g.dh).wrapping_sub(g.pt);
+        if iy >= g.h {
+            continue;
+        }
+        let xr = &x[iy * g.w..(iy + 1) * g.w];
+        let wr = &wt[ky * g.kw..(ky + 1) * g.kw];
+        for (kx, &wv) in wr.iter().enumerate() {
+            // Interior: ox * sw + kx * dw >= pl, and the last column's tap is < w.
+            let base = ox * sw + kx * g.dw - g.pl;
+            let xs = &xr[base..base + (V - 1) * sw + 1];
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = madd::<FMA>(*a, wv, xs[i * sw]);
+            }
+        }
+    }
+    for (d, a) in yrow[ox..ox + V].iter_mut().zip(acc) {
+        *d = act.apply(a);
+    }
+}
+
+/// One output column `ox` of row `oy`, every tap checked.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn column<const FMA: bool>(
+    g: &Geom,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    oy: usize,
+    ox: usize,
+) -> f32 {
+    let mut acc = bias;
+    for ky in 0..g.kh {
+        let iy = (oy * g.sh + ky * g.dh).wrapping_sub(g.pt);
+        if iy >= g.h {
+            continue;
+        }
+        for kx in 0..g.kw {
+            let ix = (ox * g.sw + kx * g.dw).wrapping_sub(g.pl);
+            if ix < g.w {
+                acc = madd::<FMA>(acc, wt[ky * g.kw + kx], x[iy * g.w + ix]);
+            }
+        }
+    }
+    act.apply(acc)
+}
+
+/// One output plane from one input plane (`x`: `h*w`, `wt`: `kh*kw`, `y`: `oh*ow`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn plane<const FMA: bool>(
+    g: &Geom,
+    sw: usize,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+) {
+    for (oy, yrow) in y.chunks_exact_mut(g.ow.max(1)).take(g.oh).enumerate() {
+        let mut ox = 0;
+        while ox < g.lo {
+            yrow[ox] = column::<FMA>(g, x, wt, bias, act, oy, ox);
+            ox += 1;
+        }
+        let width = g.hi - g.lo;
+        if width >= 16 {
+            while ox + 16 <= g.hi {
+                chunk::<16, FMA>(g, sw, x, wt, bias, act, oy, ox, yrow);
+                ox += 16;
+            }
+            if ox < g.hi {
+                chunk::<16, FMA>(g, sw, x, wt, bias, act, oy, g.hi - 16, yrow);
+            }
+        } else if width >= 8 {
+            chunk::<8, FMA>(g, sw, x, wt, bias, act, oy, ox, yrow);
+            if width > 8 {
+                chunk::<8, FMA>(g, sw, x, wt, bias, act, oy, g.hi - 8, yrow);
+            }
+        } else {
+            while ox < g.hi {
+                yrow[ox] = column::<FMA>(g, x, wt, bias, act, oy, ox);
+                ox += 1;
+            }
+        }
+        for (ox, d) in yrow.iter_mut().enumerate().skip(g.hi) {
+            *d = column::<FMA>(g, x, wt, bias, act, oy, ox);
+        }
+    }
+}
+
+/// [`plane`] with the stride specialized for 1 and 2.
+#[inline(always)]
+fn plane_any<const FMA: bool>(
+    g: &Geom,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+) {
+    match g.sw {
+        1 => plane::<FMA>(g, 1, x, wt, bias, act, y),
+        2 => plane::<FMA>(g, 2, x, wt, bias, act, y),
+        s => plane::<FMA>(g, s, x, wt, bias, act, y),
+    }
+}
+
+type PlaneFn = fn(&Geom, &[f32], &[f32], f32, Activation, &mut [f32]);
+
+fn plane_portable(g: &Geom, x: &[f32], wt: &[f32], bias: f32, act: Activation, y: &mut [f32]) {
+    plane_any::<false>(g, x, wt, bias, act, y);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Activation, Geom, plane_any};
+
+    /// The AVX2+FMA variant.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn plane_avx2(
+        g: &Geom,
+        x: &[f32],
+        wt: &[f32],
+        bias: f32,
+        act: Activation,
+        y: &mut [f32],
+    ) {
+        plane_any::<true>(g, x, wt, bias, act, y);
+    }
+
+    /// The AVX-512F variant.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F (which implies FMA on every such CPU; checked by the caller).
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn plane_avx512(
+        g: &Geom,
+        x: &[f32],
+        wt: &[f32],
+        bias: f32,
+        act: Activation,
+        y: &mut [f32],
+    ) {
+        plane_any::<true>(g, x, wt, bias, act, y);
+    }
+}
+
+/// The variant for the GEMM kernel selected on this CPU (same override, same features).
+fn selected() -> PlaneFn {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let name = super::selected_kernel().name;
+        let fma = is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2");
+        if name.starts_with("avx512") && fma {
+            // SAFETY: the AVX-512 GEMM kernel is only selected where AVX-512F is detected,
+            // and AVX2 and FMA were detected just above.
+            return |g, x, wt, b, a, y| unsafe { x86::plane_avx512(g, x, wt, b, a, y) };
+        }
+        if name.starts_with("avx") && fma {
+            // SAFETY: AVX2 and FMA were detected just above.
+            return |g, x, wt, b, a, y| unsafe { x86::plane_avx2(g, x, wt, b, a, y) };
+        }
+    }
+    plane_portable
+}
+
+/// `y = act(depthwise_conv(x, w) + bias)`.
+///
+/// # Safety
+/// That of [`super::conv::arenac_conv2d`] (without the scratch), with `C == group`.
+pub(super) unsafe fn run(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    let g = Geom::new(p);
+    let act = Activation::decode(p);
+    let f = selected();
+    let (c, m) = (p.c as usize, p.m as usize);
+    let mult = m / c.max(1);
+    let (xplane, yplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    for img in 0..p.n as usize {
+        for o in 0..m {
+            let ci = o / mult.max(1);
+            // SAFETY: input plane (img, ci) with ci < c, output plane (img, o) with o < m,
+            // filter o: inside the n*c*h*w, n*m*oh*ow and m*kh*kw floats of the contract; the
+            // output overlaps neither input nor weights.
+            let (xs, ys, ws) = unsafe {
+                (
+                    std::slice::from_raw_parts(x.add((img * c + ci) * xplane), xplane),
+                    std::slice::from_raw_parts_mut(y.add((img * m + o) * yplane), yplane),
+                    std::slice::from_raw_parts(w.add(o * taps), taps),
+                )
+            };
+            let b = if p.has_bias != 0 {
+                // SAFETY: o < m floats of bias when has_bias != 0.
+                unsafe { *bias.add(o) }
+            } else {
+                0.0
+            };
+            f(&g, xs, ws, b, act, ys);
+        }
+    }
+}
