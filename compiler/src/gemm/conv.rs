@@ -15,7 +15,7 @@
 //! Every path ends with the same epilogue on data still in cache: the per-channel bias and an
 //! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
 
-use super::{NR, arenac_sgemm, packed_b_len};
+use super::{NR, packed_b_len};
 use crate::ops::IM2COL_TILE;
 
 /// An activation applied in the convolution's epilogue (after the bias).
@@ -125,6 +125,9 @@ pub struct ConvParams {
     pub act_a: u64,
     /// Second activation parameter (f32 bits).
     pub act_b: u64,
+    /// Non-zero when the weights (not depthwise) come packed by [`prepare_weights`]: per
+    /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout.
+    pub packed_a: u64,
 }
 
 impl ConvParams {
@@ -151,6 +154,7 @@ impl ConvParams {
             self.act,
             self.act_a,
             self.act_b,
+            self.packed_a,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -187,6 +191,26 @@ impl ConvParams {
     }
 }
 
+/// The weights (`M x C/group x kh x kw`, OIHW) as [`arenac_conv2d`] reads them best: packed
+/// once per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
+/// are for the depthwise path. The code generator calls this at compile time.
+pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
+    if p.is_depthwise() {
+        p.packed_a = 0;
+        return w.to_vec();
+    }
+    let (g, k) = (p.group.max(1) as usize, p.k());
+    let mg = p.m as usize / g;
+    let len = super::packed_a_len(mg, k);
+    let mut out = vec![0.0f32; len * g];
+    for gi in 0..g {
+        let src = &w[gi * mg * k..(gi + 1) * mg * k];
+        super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
+    }
+    p.packed_a = 1;
+    out
+}
+
 /// Scratch bytes [`arenac_conv2d`] needs: the packed panel of one tile (rounded up to 64
 /// bytes) and the GEMM core's A scratch for `M/group x K`.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
@@ -211,7 +235,8 @@ pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
 ///
 /// # Safety
 /// `p` points to a valid [`ConvParams`] whose output size matches its input geometry; `x` is
-/// readable for `n*c*h*w` floats, `w` for `m * c/group * kh * kw`, `bias` for `m` when
+/// readable for `n*c*h*w` floats, `w` for `m * c/group * kh * kw` (or, with `packed_a`, for
+/// what [`prepare_weights`] returned in this process), `bias` for `m` when
 /// `has_bias != 0`; `y` writable for `n*m*oh*ow` floats; `scratch` writable for
 /// [`conv2d_scratch_bytes`] bytes; `y` and `scratch` overlap nothing else.
 #[unsafe(no_mangle)]
@@ -247,8 +272,14 @@ pub unsafe extern "C" fn arenac_conv2d(
             let xg = unsafe { x.add((img * ch + gi * cg) * h * wd) };
             // SAFETY: output channels gi*mg..(gi+1)*mg of image img (within n*m*oh*ow).
             let yg = unsafe { y.add((img * u(p.m) + gi * mg) * pixels) };
-            // SAFETY: W of group gi is mg x k row-major inside the m * k weights.
-            let wg = unsafe { w.add(gi * mg * k) };
+            let wg = if p.packed_a != 0 {
+                // Group gi's packed block (prepare_weights' layout, same kernel).
+                super::AView::Packed(w.wrapping_add(gi * super::packed_a_len(mg, k)))
+            } else {
+                // W of group gi is mg x k row-major inside the m * k weights.
+                super::AView::Rows(w.wrapping_add(gi * mg * k), k)
+            };
+            let kernel = super::selected_kernel();
             let mut t0 = 0;
             while t0 < pixels {
                 let tile = IM2COL_TILE.min(pixels - t0);
@@ -259,12 +290,11 @@ pub unsafe extern "C" fn arenac_conv2d(
                     // panel_floats, since tile >= 1); C as below.
                     unsafe {
                         super::sgemm_rowmajor_b(
-                            super::selected_kernel(),
+                            kernel,
                             mg,
                             tile,
                             k,
                             wg,
-                            k,
                             xg.add(t0),
                             pixels,
                             yg.add(t0),
@@ -277,21 +307,20 @@ pub unsafe extern "C" fn arenac_conv2d(
                     // SAFETY: packed_b_len(k, tile) <= panel_floats, writable by the contract
                     // and disjoint from x; the input planes of this group lie at xg.
                     unsafe { im2col_panel(&p, xg, t0, tile, scratch) };
-                    // SAFETY: W of group gi is mg x k row-major; the panel holds
-                    // packed_b_len(k, tile) floats; C is mg rows of tile floats at stride
-                    // pixels inside y; the A scratch has a_scratch_floats(mg, k) floats after
-                    // the panel; y overlaps neither weights nor scratch.
+                    // SAFETY: W of group gi is mg x k (row-major or packed for this kernel);
+                    // the panel holds packed_b_len(k, tile) floats; C is mg rows of tile floats
+                    // at stride pixels inside y; the A scratch has a_scratch_floats(mg, k)
+                    // floats after the panel; y overlaps neither weights nor scratch.
                     unsafe {
-                        arenac_sgemm(
+                        super::sgemm_packed_b(
+                            kernel,
                             mg,
                             tile,
                             k,
                             wg,
-                            k,
                             scratch,
                             yg.add(t0),
                             pixels,
-                            0,
                             a_scratch,
                         )
                     };

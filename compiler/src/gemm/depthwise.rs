@@ -307,3 +307,114 @@ pub(super) unsafe fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant this CPU can run.
+    fn variants() -> Vec<(&'static str, PlaneFn)> {
+        let mut v: Vec<(&'static str, PlaneFn)> = vec![("portable", plane_portable)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                // SAFETY: AVX2 and FMA detected.
+                v.push(("avx2", |g, x, w, b, a, y| unsafe {
+                    x86::plane_avx2(g, x, w, b, a, y)
+                }));
+                if is_x86_feature_detected!("avx512f") {
+                    // SAFETY: AVX-512F, AVX2 and FMA detected.
+                    v.push(("avx512", |g, x, w, b, a, y| unsafe {
+                        x86::plane_avx512(g, x, w, b, a, y)
+                    }));
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn planes_match_a_plain_loop() {
+        let mut s = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for case in 0..300 {
+            let pick = |r: u64, lo: u64, hi: u64| lo + r % (hi - lo + 1);
+            let (kh, kw) = (pick(next(), 1, 5), pick(next(), 1, 7));
+            let (sh, sw) = (pick(next(), 1, 3), pick(next(), 1, 3));
+            let (dh, dw) = (pick(next(), 1, 2), pick(next(), 1, 3));
+            let (pt, pl, pb, pr) = (
+                pick(next(), 0, 3),
+                pick(next(), 0, 3),
+                pick(next(), 0, 3),
+                pick(next(), 0, 3),
+            );
+            let h = (kh - 1) * dh + 1 + pick(next(), 0, 9);
+            let w = (kw - 1) * dw + 1 + pick(next(), 0, 70);
+            let oh = (h + pt + pb - (kh - 1) * dh - 1) / sh + 1;
+            let ow = (w + pl + pr - (kw - 1) * dw - 1) / sw + 1;
+            let p = ConvParams {
+                n: 1,
+                c: 2,
+                h,
+                w,
+                m: 2,
+                group: 2,
+                kh,
+                kw,
+                stride_h: sh,
+                stride_w: sw,
+                pad_t: pt,
+                pad_l: pl,
+                dil_h: dh,
+                dil_w: dw,
+                oh,
+                ow,
+                ..ConvParams::default()
+            };
+            let g = Geom::new(&p);
+            let u = |v: u64| v as usize;
+            let rnd = |r: u64| (r >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            let x: Vec<f32> = (0..h * w).map(|_| rnd(next())).collect();
+            let wt: Vec<f32> = (0..kh * kw).map(|_| rnd(next())).collect();
+            let bias = rnd(next());
+            let act = [
+                Activation::None,
+                Activation::Relu,
+                Activation::Clip(0.0, 0.1),
+                Activation::LeakyRelu(0.2),
+            ][case % 4];
+            let mut want = vec![0.0f32; u(oh * ow)];
+            for oy in 0..u(oh) {
+                for ox in 0..u(ow) {
+                    let mut acc = f64::from(bias);
+                    for ky in 0..u(kh) {
+                        for kx in 0..u(kw) {
+                            let iy = (oy * u(sh) + ky * u(dh)) as i64 - pt as i64;
+                            let ix = (ox * u(sw) + kx * u(dw)) as i64 - pl as i64;
+                            if (0..h as i64).contains(&iy) && (0..w as i64).contains(&ix) {
+                                acc += f64::from(wt[ky * u(kw) + kx])
+                                    * f64::from(x[iy as usize * u(w) + ix as usize]);
+                            }
+                        }
+                    }
+                    want[oy * u(ow) + ox] = act.apply(acc as f32);
+                }
+            }
+            for (name, f) in variants() {
+                let mut got = vec![f32::NAN; u(oh * ow)];
+                f(&g, &x, &wt, bias, act, &mut got);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                        "{name} case {case} {p:?} element {i}: got {a}, want {b}"
+                    );
+                }
+            }
+        }
+    }
+}

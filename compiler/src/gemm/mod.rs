@@ -282,14 +282,27 @@ pub(crate) unsafe fn sgemm_with(
         tail: std::ptr::null(),
     };
     // SAFETY: the caller's contract; every panel is read in place from the packed B.
-    unsafe { sgemm_core(kernel, m, n, k, a, lda, b, c, ldc, accumulate, scratch) }
+    unsafe {
+        sgemm_core(
+            kernel,
+            m,
+            n,
+            k,
+            AView::Rows(a, lda),
+            b,
+            c,
+            ldc,
+            accumulate,
+            scratch,
+        )
+    }
 }
 
-/// `C = A * B` with B row-major (`b[i * ldb + j]`, not packed): the full 16-column panels are
+/// `C = A * B` with B row-major (`b[i * ldb + j]`, not packed) and A row-major or packed: the full 16-column panels are
 /// read in place, a last partial one is first copied into `tail`.
 ///
 /// # Safety
-/// That of [`arenac_sgemm`] with B readable for `k` rows of `n` floats at stride `ldb`
+/// That of [`arenac_sgemm`] with A as `a` describes, B readable for `k` rows of `n` floats at stride `ldb`
 /// (`ldb >= n`), `tail` writable for `k * NR` floats and overlapping nothing else, and
 /// `kernel` from [`available_kernels`].
 #[allow(clippy::too_many_arguments)]
@@ -298,8 +311,7 @@ pub(crate) unsafe fn sgemm_rowmajor_b(
     m: usize,
     n: usize,
     k: usize,
-    a: *const f32,
-    lda: usize,
+    a: AView,
     b: *const f32,
     ldb: usize,
     c: *mut f32,
@@ -321,21 +333,103 @@ pub(crate) unsafe fn sgemm_rowmajor_b(
         tail,
     };
     // SAFETY: the caller's contract; full panels are NR columns of rows at stride ldb.
-    unsafe { sgemm_core(kernel, m, n, k, a, lda, view, c, ldc, false, scratch) }
+    unsafe { sgemm_core(kernel, m, n, k, a, view, c, ldc, false, scratch) }
 }
 
-/// The blocked product over any [`BView`].
+/// Floats of A once packed by [`pack_a_all`]: `m` rounded up to the selected kernel's `MR`,
+/// times `k`.
+pub fn packed_a_len(m: usize, k: usize) -> usize {
+    m.div_ceil(selected_kernel().mr)
+        .saturating_mul(selected_kernel().mr)
+        .saturating_mul(k)
+}
+
+/// Packs all of A (`m x k`, row-major at stride `lda`) for the selected kernel, as the core
+/// would pack it block by block: K block `pc` (the core's balanced blocking) at
+/// `pc * m_pad`, inside it `MR`-row micro-panels of `kc` steps (`m_pad = m` rounded up to
+/// `MR`). Used for constant A (conv weights) at compile time, in the same process that runs
+/// the code (the kernel choice is fixed for the process).
+///
+/// # Panics
+/// If `a` is shorter than `(m - 1) * lda + k` or `out` than [`packed_a_len`] (caller bugs).
+pub fn pack_a_all(m: usize, k: usize, a: &[f32], lda: usize, out: &mut [f32]) {
+    let mr = selected_kernel().mr;
+    let m_pad = m.div_ceil(mr) * mr;
+    let out = &mut out[..m_pad * k];
+    if m == 0 || k == 0 {
+        return;
+    }
+    assert!(a.len() >= (m - 1) * lda + k, "pack_a_all: A too short");
+    let kc_max = k.div_ceil(k.div_ceil(KC));
+    let mut pc = 0;
+    while pc < k {
+        let kc = kc_max.min(k - pc);
+        // SAFETY: rows 0..m, columns pc..pc+kc of A lie in `a` (checked above); the block
+        // takes m_pad * kc floats of `out` from pc * m_pad, in bounds; the two are disjoint.
+        unsafe {
+            pack_a(
+                mr,
+                m,
+                kc,
+                a.as_ptr().add(pc),
+                lda,
+                out.as_mut_ptr().add(pc * m_pad),
+            )
+        };
+        pc += kc;
+    }
+}
+
+/// How the core reads A: row-major (packed block by block into the scratch) or packed once
+/// by [`pack_a_all`] for the same kernel.
+#[derive(Clone, Copy)]
+pub(crate) enum AView {
+    /// Row-major at a row stride.
+    Rows(*const f32, usize),
+    /// Packed by [`pack_a_all`].
+    Packed(*const f32),
+}
+
+/// `C = A * B` for a packed B ([`pack_b`] layout) and A as `a` describes.
 ///
 /// # Safety
-/// That of [`arenac_sgemm`] with B as `b` describes.
+/// That of [`arenac_sgemm`] with A as `a` describes (packed for `kernel`), and `kernel` from
+/// [`available_kernels`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn sgemm_packed_b(
+    kernel: Kernel,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: AView,
+    packed_b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    scratch: *mut f32,
+) {
+    let b = BView {
+        base: packed_b,
+        rs: NR,
+        ps: k * NR,
+        full: n.div_ceil(NR),
+        tail: std::ptr::null(),
+    };
+    // SAFETY: the caller's contract.
+    unsafe { sgemm_core(kernel, m, n, k, a, b, c, ldc, false, scratch) }
+}
+
+/// The blocked product over any [`AView`] and [`BView`].
+///
+/// # Safety
+/// That of [`arenac_sgemm`] with A and B as `av` and `b` describe (a packed A for `kernel`,
+/// then the scratch is not used).
 #[allow(clippy::too_many_arguments)]
 unsafe fn sgemm_core(
     kernel: Kernel,
     m: usize,
     n: usize,
     k: usize,
-    a: *const f32,
-    lda: usize,
+    av: AView,
     b: BView,
     c: *mut f32,
     ldc: usize,
@@ -366,10 +460,17 @@ unsafe fn sgemm_core(
         let mut ic = 0;
         while ic < m {
             let mc = MC.min(m - ic);
-            // SAFETY: rows ic..ic+mc, columns pc..pc+kc of A are readable by the contract;
-            // the packed block takes mc.div_ceil(mr) * mr * kc <= MC * KC floats of scratch
-            // (MC is a multiple of mr), which does not overlap A.
-            unsafe { pack_a(mr, mc, kc, a.add(ic * lda + pc), lda, scratch) };
+            let apanels = match av {
+                AView::Rows(a, lda) => {
+                    // SAFETY: rows ic..ic+mc, columns pc..pc+kc of A are readable by the
+                    // contract; the packed block takes mc.div_ceil(mr) * mr * kc <= MC * KC
+                    // floats of scratch (MC is a multiple of mr), which does not overlap A.
+                    unsafe { pack_a(mr, mc, kc, a.add(ic * lda + pc), lda, scratch) };
+                    scratch.cast_const()
+                }
+                // Block (pc, ic) of pack_a_all's layout (MC is a multiple of mr).
+                AView::Packed(pa) => pa.wrapping_add(pc * m.div_ceil(mr) * mr + ic * kc),
+            };
             let nip = mc.div_ceil(mr);
             let mut jp = 0;
             while jp < panels {
@@ -393,8 +494,8 @@ unsafe fn sgemm_core(
                     let pf = pf_base.wrapping_add(ip * pf_lines * brs);
                     let i0 = ic + ip * mr;
                     let h = mr.min(m - i0);
-                    // SAFETY: micro-panel ip of the block packed above (kc * mr floats).
-                    let ap = unsafe { scratch.add(ip * kc * mr) };
+                    // Micro-panel ip of the block (kc * mr floats), packed above or beforehand.
+                    let ap = apanels.wrapping_add(ip * kc * mr);
                     if h == mr && w == width {
                         // SAFETY: full tile: rows i0..i0+mr <= m, columns j0..j0+width <= n of
                         // C, readable and writable by the contract; the panels hold kc rows at

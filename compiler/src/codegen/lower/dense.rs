@@ -365,7 +365,7 @@ pub(super) fn conv(
     let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
     let [act_kind, act_a, act_b] = act.encode();
     let u = |v: usize| v as u64;
-    let params = ConvParams {
+    let mut params = ConvParams {
         n: u(xs[0]),
         c: u(xs[1]),
         h: u(win.in_hw[0]),
@@ -386,7 +386,9 @@ pub(super) fn conv(
         act: act_kind,
         act_a,
         act_b,
+        packed_a: 0,
     };
+    let weights = crate::gemm::conv::prepare_weights(&mut params, &wt.to_f32_vec());
     let bias_op = match &bias {
         Some(b) => Operand::Weights(w.f32s(b)),
         None => Operand::Null,
@@ -394,7 +396,7 @@ pub(super) fn conv(
     let args = vec![
         Operand::Weights(w.add(&params.to_bytes())),
         cx.arena(xv)?,
-        Operand::Weights(w.tensor(wt)),
+        Operand::Weights(w.f32s(&weights)),
         bias_op,
         cx.arena(y)?,
         cx.scratch(),

@@ -59,6 +59,56 @@ fn check(m: usize, n: usize, k: usize, transposed_b: bool, accumulate: bool, rng
             )
         };
         runs.push((kernel.name, c));
+        if !accumulate {
+            // B row-major at a stride wider than n, read in place (the 1x1 conv path).
+            let ldb = n + 3;
+            let mut brow = vec![f32::NAN; k * ldb];
+            for i in 0..k {
+                for j in 0..n {
+                    brow[i * ldb + j] = bat(i, j);
+                }
+            }
+            let mut c = c0.clone();
+            let mut tail = vec![f32::NAN; k * NR];
+            // SAFETY: all buffers sized per the contract; the kernel is available here.
+            unsafe {
+                sgemm_rowmajor_b(
+                    kernel,
+                    m,
+                    n,
+                    k,
+                    AView::Rows(a.as_ptr(), lda),
+                    brow.as_ptr(),
+                    ldb,
+                    c.as_mut_ptr(),
+                    ldc,
+                    tail.as_mut_ptr(),
+                    scratch.as_mut_ptr(),
+                )
+            };
+            runs.push(("row-major B", c));
+        }
+    }
+    if !accumulate {
+        // A packed once (the conv weights' form) for the selected kernel.
+        let mut pa = vec![f32::NAN; packed_a_len(m, k)];
+        pack_a_all(m, k, &a, lda, &mut pa);
+        let mut c = c0.clone();
+        // SAFETY: all buffers sized per the contract; `pa` is packed for the selected kernel.
+        unsafe {
+            sgemm_packed_b(
+                selected_kernel(),
+                m,
+                n,
+                k,
+                AView::Packed(pa.as_ptr()),
+                packed.as_ptr(),
+                c.as_mut_ptr(),
+                ldc,
+                std::ptr::null_mut(),
+            )
+        };
+        runs.push(("packed A", c));
     }
     let mut c = c0.clone();
     let mut scratch = vec![f32::NAN; A_SCRATCH_FLOATS];
