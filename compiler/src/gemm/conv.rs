@@ -348,6 +348,11 @@ pub unsafe extern "C" fn arenac_conv2d(
 
 /// Writes the im2col panel of output pixels `t0..t0+tile` in packed-B layout at `out`.
 ///
+/// Row by row of K (tap `(ci, ky, kx)`), the tile's output pixels are walked as segments of
+/// one output row each; a segment is one input row read at stride `sw` (zeros where the tap
+/// falls in the padding), written in pieces that stop at the 16-column panel boundaries, so
+/// the bookkeeping is per segment, not per element.
+///
 /// # Safety
 /// `xg` readable for `C/group` planes of `h*w` floats; `out` writable for
 /// `packed_b_len(p.k(), tile)` floats and disjoint from `xg`; `t0 + tile <= oh*ow`.
@@ -363,74 +368,89 @@ unsafe fn im2col_panel(p: &ConvParams, xg: *const f32, t0: usize, tile: usize, o
     );
     let (dh, dw) = (u(p.dil_h), u(p.dil_w));
     let k = p.k();
+    let len_total = packed_b_len(k, tile);
     // SAFETY: writable for packed_b_len(k, tile) floats by the contract.
-    let panel = unsafe { std::slice::from_raw_parts_mut(out, packed_b_len(k, tile)) };
+    let panel = unsafe { std::slice::from_raw_parts_mut(out, len_total) };
     // SAFETY: the group's cg input planes, readable by the contract, disjoint from `panel`.
     let xs = unsafe { std::slice::from_raw_parts(xg, cg * h * wd) };
-    for (jp, pan) in panel.chunks_exact_mut((k * NR).max(1)).enumerate() {
-        // Runs of the panel's columns that stay in one output row: (first column, length,
-        // output row, first output column).
-        let mut runs = [(0usize, 0usize, 0usize, 0usize); NR];
-        let mut nruns = 0;
-        let cols = NR.min(tile - jp * NR);
-        let mut q = t0 + jp * NR;
-        let mut jj = 0;
-        while jj < cols {
-            let (oy, ox) = (q / ow, q % ow);
-            let len = (cols - jj).min(ow - ox);
-            runs[nruns] = (jj, len, oy, ox);
-            nruns += 1;
-            jj += len;
-            q += len;
+    // Columns past the tile in the last panel are zero in every row.
+    let cols_last = tile - (tile.div_ceil(NR).max(1) - 1) * NR;
+    if cols_last < NR && tile > 0 {
+        let last = (tile.div_ceil(NR) - 1) * k * NR;
+        for row in panel[last..].chunks_exact_mut(NR) {
+            row[cols_last..].fill(0.0);
         }
-        let (mut ci, mut ky, mut kx) = (0usize, 0usize, 0usize);
-        for row in pan.chunks_exact_mut(NR) {
-            row[cols..].fill(0.0);
-            let plane = &xs[ci * h * wd..(ci + 1) * h * wd];
-            for &(j0, len, oy, ox) in &runs[..nruns] {
-                let dst = &mut row[j0..j0 + len];
-                let iy = (oy * sh + ky * dh) as isize - pt;
-                if iy < 0 || iy >= h as isize {
-                    dst.fill(0.0);
-                    continue;
-                }
-                let src = &plane[iy as usize * wd..(iy as usize + 1) * wd];
-                // Input column of run element i: ix0 + i * sw; valid ones are lo..hi.
-                let ix0 = (ox * sw + kx * dw) as isize - pl;
-                let s = sw as isize;
-                let lo = if ix0 >= 0 {
-                    0
-                } else {
-                    ((-ix0 + s - 1) / s) as usize
-                }
-                .min(len);
-                let hi = if ix0 > wd as isize - 1 {
-                    0
-                } else {
-                    ((wd as isize - 1 - ix0) / s + 1) as usize
-                }
-                .clamp(lo, len);
-                dst[..lo].fill(0.0);
-                dst[hi..].fill(0.0);
-                if hi > lo {
-                    let first = (ix0 + (lo * sw) as isize) as usize;
-                    if sw == 1 {
-                        dst[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
-                    } else {
-                        for (d, &v) in dst[lo..hi].iter_mut().zip(src[first..].iter().step_by(sw)) {
-                            *d = v;
+    }
+    let (oy0, ox0) = (t0 / ow, t0 % ow);
+    let (mut ci, mut ky, mut kx) = (0usize, 0usize, 0usize);
+    for r in 0..k {
+        let plane = &xs[ci * h * wd..(ci + 1) * h * wd];
+        // Columns j0 + i (i < n) of row r: the floats at panel[(j / NR) * k * NR + r * NR
+        // + j % NR], written as pieces inside one panel; `val(i)` gives each value.
+        let mut put = |j0: usize, from: usize, to: usize, src: Option<(&[f32], usize)>| {
+            let mut i = from;
+            while i < to {
+                let j = j0 + i;
+                let n = (NR - j % NR).min(to - i);
+                let at = (j / NR) * k * NR + r * NR + j % NR;
+                let d = &mut panel[at..at + n];
+                match src {
+                    None => d.fill(0.0),
+                    Some((row, first)) => {
+                        // Element i of the segment is row[first + (i - from) * sw].
+                        let s0 = first + (i - from) * sw;
+                        if sw == 1 {
+                            for (d, &v) in d.iter_mut().zip(&row[s0..s0 + n]) {
+                                *d = v;
+                            }
+                        } else {
+                            for (t, d) in d.iter_mut().enumerate() {
+                                *d = row[s0 + t * sw];
+                            }
                         }
                     }
                 }
+                i += n;
             }
-            kx += 1;
-            if kx == kw {
-                kx = 0;
-                ky += 1;
-                if ky == kh {
-                    ky = 0;
-                    ci += 1;
+        };
+        let (mut j0, mut oy, mut ox) = (0usize, oy0, ox0);
+        while j0 < tile {
+            let len = (tile - j0).min(ow - ox);
+            let iy = (oy * sh + ky * dh) as isize - pt;
+            if iy < 0 || iy >= h as isize {
+                put(j0, 0, len, None);
+            } else {
+                let src = &plane[iy as usize * wd..(iy as usize + 1) * wd];
+                // Input column of segment element i: ix0 + i * sw; valid ones are lo..hi
+                // (found without division: only columns in the padding step).
+                let ix0 = (ox * sw + kx * dw) as isize - pl;
+                let s = sw as isize;
+                let mut lo = 0;
+                while lo < len && ix0 + (lo as isize) * s < 0 {
+                    lo += 1;
                 }
+                let mut hi = len;
+                while hi > lo && ix0 + (hi as isize - 1) * s >= wd as isize {
+                    hi -= 1;
+                }
+                put(j0, 0, lo, None);
+                if hi > lo {
+                    let first = (ix0 + lo as isize * s) as usize;
+                    put(j0, lo, hi, Some((src, first)));
+                }
+                put(j0, hi, len, None);
+            }
+            j0 += len;
+            oy += 1;
+            ox = 0;
+        }
+        kx += 1;
+        if kx == kw {
+            kx = 0;
+            ky += 1;
+            if ky == kh {
+                ky = 0;
+                ci += 1;
             }
         }
     }

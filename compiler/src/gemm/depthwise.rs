@@ -214,6 +214,7 @@ fn plane_portable(g: &Geom, x: &[f32], wt: &[f32], bias: f32, act: Activation, y
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Activation, Geom, plane_any};
+    use core::arch::x86_64::*;
 
     /// The AVX2+FMA variant.
     ///
@@ -231,10 +232,11 @@ mod x86 {
         plane_any::<true>(g, x, wt, bias, act, y);
     }
 
-    /// The AVX-512F variant.
+    /// The AVX-512F variant: strides 1 and 2 by masked loads (see [`plane_avx512_masked`]),
+    /// other strides by the generic body.
     ///
     /// # Safety
-    /// The CPU supports AVX-512F (which implies FMA on every such CPU; checked by the caller).
+    /// The CPU supports AVX-512F, AVX2 and FMA (checked by the caller).
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) unsafe fn plane_avx512(
         g: &Geom,
@@ -244,7 +246,102 @@ mod x86 {
         act: Activation,
         y: &mut [f32],
     ) {
-        plane_any::<true>(g, x, wt, bias, act, y);
+        match g.sw {
+            // SAFETY: AVX-512F is available (caller's contract).
+            1 => unsafe { plane_avx512_masked::<1>(g, x, wt, bias, act, y) },
+            // SAFETY: as above.
+            2 => unsafe { plane_avx512_masked::<2>(g, x, wt, bias, act, y) },
+            _ => plane_any::<true>(g, x, wt, bias, act, y),
+        }
+    }
+
+    /// Lanes `lo..hi` of a 16-bit mask (`lo <= hi <= 16`).
+    #[inline(always)]
+    fn lanes(lo: isize, hi: isize) -> u16 {
+        let (lo, hi) = (lo.clamp(0, 16) as u32, hi.clamp(0, 16) as u32);
+        if hi <= lo {
+            0
+        } else {
+            ((((1u32 << hi) - 1) >> lo) << lo) as u16
+        }
+    }
+
+    /// Every output column in chunks of 16, borders included: each tap loads only the lanes
+    /// whose input column lies inside the row (masked loads read nothing else, so padding is
+    /// zero), and the last chunk stores only the columns that exist. Stride `S` is 1 or 2
+    /// (for 2, 32 input floats are loaded and the even ones kept).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `S` is `g.sw`; the slices have the sizes [`super::plane`]
+    /// documents.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn plane_avx512_masked<const S: usize>(
+        g: &Geom,
+        x: &[f32],
+        wt: &[f32],
+        bias: f32,
+        act: Activation,
+        y: &mut [f32],
+    ) {
+        let (w, ow) = (g.w as isize, g.ow);
+        let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let zero = _mm512_setzero_ps();
+        for (oy, yrow) in y.chunks_exact_mut(ow.max(1)).take(g.oh).enumerate() {
+            // Taps ky0..ky1 fall inside the input (iy grows with ky).
+            let iy_of = |ky: usize| (oy * g.sh + ky * g.dh) as isize - g.pt as isize;
+            let ky0 = (0..g.kh).find(|&ky| iy_of(ky) >= 0).unwrap_or(g.kh);
+            let ky1 = (ky0..g.kh)
+                .find(|&ky| iy_of(ky) >= g.h as isize)
+                .unwrap_or(g.kh);
+            let mut ox = 0;
+            while ox < ow {
+                let mut acc = _mm512_set1_ps(bias);
+                for kx in 0..g.kw {
+                    // Input column of lane (raw float) r: base + r; the masks depend on the
+                    // column only, so they serve every row tap.
+                    let base = (ox * S + kx * g.dw) as isize - g.pl as isize;
+                    let m0 = lanes(-base, w - base);
+                    let m1 = lanes(-base - 16, w - base - 16);
+                    for ky in ky0..ky1 {
+                        let iy = iy_of(ky) as usize;
+                        let wv = _mm512_set1_ps(wt[ky * g.kw + kx]);
+                        let p = x[iy * g.w..].as_ptr().wrapping_offset(base);
+                        let v = if S == 1 {
+                            // SAFETY: only lanes r with 0 <= base + r < w are read, inside
+                            // input row iy < h of `x`; masked-out lanes are neither read nor
+                            // faulting.
+                            unsafe { _mm512_maskz_loadu_ps(m0, p) }
+                        } else {
+                            // SAFETY: as above, for raw floats 0..16 and 16..32 from `p`.
+                            let (a, b) = unsafe {
+                                (
+                                    _mm512_maskz_loadu_ps(m0, p),
+                                    _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)),
+                                )
+                            };
+                            _mm512_permutex2var_ps(a, evens, b)
+                        };
+                        acc = _mm512_fmadd_ps(wv, v, acc);
+                    }
+                }
+                acc = match act {
+                    Activation::None => acc,
+                    Activation::Relu => _mm512_max_ps(acc, zero),
+                    Activation::Clip(lo, hi) => {
+                        _mm512_min_ps(_mm512_max_ps(acc, _mm512_set1_ps(lo)), _mm512_set1_ps(hi))
+                    }
+                    Activation::LeakyRelu(a) => {
+                        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(acc, zero);
+                        _mm512_mask_mul_ps(acc, neg, acc, _mm512_set1_ps(a))
+                    }
+                };
+                let n = (ow - ox).min(16);
+                let m = lanes(0, n as isize);
+                // SAFETY: columns ox..ox+n of this output row, inside `yrow`.
+                unsafe { _mm512_mask_storeu_ps(yrow.as_mut_ptr().add(ox), m, acc) };
+                ox += 16;
+            }
+        }
     }
 }
 
