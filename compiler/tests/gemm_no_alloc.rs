@@ -102,3 +102,82 @@ fn sgemm_and_pack_b_do_not_allocate() {
         c[0]
     );
 }
+
+#[test]
+fn conv2d_paths_do_not_allocate() {
+    use arenac_compiler::gemm::conv::{
+        Activation, ConvParams, arenac_conv2d, conv2d_scratch_bytes, prepare_weights,
+    };
+    // im2col (3x3, stride 2, padding), pointwise (1x1) and depthwise (multiplier 2), with a
+    // fused activation; weights prepared before counting (that is compile-time work).
+    let base = ConvParams {
+        n: 1,
+        c: 8,
+        h: 19,
+        w: 23,
+        m: 16,
+        group: 1,
+        kh: 3,
+        kw: 3,
+        stride_h: 2,
+        stride_w: 2,
+        pad_t: 1,
+        pad_l: 1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: 10,
+        ow: 12,
+        has_bias: 1,
+        ..ConvParams::default()
+    };
+    let [act, act_a, act_b] = Activation::Clip(0.0, 6.0).encode();
+    let mut cases = vec![
+        base,
+        ConvParams {
+            kh: 1,
+            kw: 1,
+            stride_h: 1,
+            stride_w: 1,
+            pad_t: 0,
+            pad_l: 0,
+            oh: 19,
+            ow: 23,
+            ..base
+        },
+        ConvParams { group: 8, ..base },
+    ];
+    let mut prepared = Vec::new();
+    for p in &mut cases {
+        p.act = act;
+        p.act_a = act_a;
+        p.act_b = act_b;
+        let k = p.k();
+        let w = vec![0.5f32; p.m as usize * k];
+        prepared.push(prepare_weights(p, &w));
+    }
+    let x = vec![1.0f32; 8 * 19 * 23];
+    let bias = vec![0.25f32; 16];
+    let mut y = vec![0.0f32; 16 * 19 * 23];
+    let mut scratch: Vec<Vec<f32>> = cases
+        .iter()
+        .map(|p| vec![0.0f32; conv2d_scratch_bytes(p).div_ceil(4)])
+        .collect();
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for ((p, w), s) in cases.iter().zip(&prepared).zip(&mut scratch) {
+        // SAFETY: x, w (prepared for p), bias, y and the scratch are sized for p and disjoint.
+        unsafe {
+            arenac_conv2d(
+                p,
+                x.as_ptr(),
+                w.as_ptr(),
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                s.as_mut_ptr(),
+            )
+        };
+    }
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    assert_eq!(after - before, 0, "allocations inside arenac_conv2d");
+    // The depthwise case ran last: an interior pixel is 9 taps of 0.5 plus the bias, clipped.
+    assert_eq!(y[12 + 1], 4.75);
+}

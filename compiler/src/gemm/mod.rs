@@ -320,7 +320,7 @@ pub(crate) unsafe fn sgemm_rowmajor_b(
     scratch: *mut f32,
 ) {
     let full = n / NR;
-    if n % NR != 0 {
+    if !n.is_multiple_of(NR) {
         // SAFETY: columns full*NR..n of the k rows of B, readable by the contract; `tail`
         // holds packed_b_len(k, n % NR) = k * NR floats and overlaps nothing.
         unsafe { arenac_pack_b(k, n - full * NR, b.add(full * NR), ldb, 1, tail) };

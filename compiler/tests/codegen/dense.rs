@@ -414,7 +414,7 @@ fn random_conv(rng: &mut Rng, d: usize) -> RandomConv {
             ("dilations", ints(&dils)),
             ("pads", ints(&pads)),
         ],
-        bias: rng.next() % 3 != 0,
+        bias: !rng.next().is_multiple_of(3),
     }
 }
 
