@@ -152,6 +152,10 @@ pub(crate) mod x86 {
         }
     }
 
+    /// Floats of A prefetched ahead by the AVX-512 kernels (32 steps: about a memory latency
+    /// of `12 x 32` steps).
+    const A_AHEAD: usize = AVX512_MR * 32;
+
     /// Rows of the AVX-512 kernels: `12 x 16` (12 zmm accumulators) for a last odd panel, and
     /// `12 x 32` over two panels (24 accumulators, 2 B loads and 12 broadcasts per 24 FMAs).
     pub(crate) const AVX512_MR: usize = 12;
@@ -185,6 +189,8 @@ pub(crate) mod x86 {
             // SAFETY: each step reads NR floats of `b` (one row) and MR floats of `a`, kc steps in
             // all, within the panels the caller guarantees; unaligned loads need no alignment.
             unsafe {
+                // As in the wide kernel: fetch A ahead (a hint).
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(A_AHEAD).cast::<i8>());
                 let bv = _mm512_loadu_ps(b);
                 for (i, row) in acc.iter_mut().enumerate() {
                     *row = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(i)), bv, *row);
@@ -248,6 +254,9 @@ pub(crate) mod x86 {
             // SAFETY: each step reads NR floats at `b` and at `b + bstride` and MR floats of
             // `a`, kc steps in all, within the panels the caller guarantees; unaligned loads.
             unsafe {
+                // A packed once (conv weights) may come from memory: fetch it ahead (a hint,
+                // it never faults, hence wrapping arithmetic).
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(A_AHEAD).cast::<i8>());
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(bstride));
                 for (i, row) in acc.iter_mut().enumerate() {
