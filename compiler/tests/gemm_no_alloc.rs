@@ -131,7 +131,7 @@ fn conv2d_paths_do_not_allocate() {
         ..ConvParams::default()
     };
     let [act, act_a, act_b] = Activation::Clip(0.0, 6.0).encode();
-    let mut cases = vec![
+    let mut cases = [
         base,
         ConvParams {
             kh: 1,
@@ -156,7 +156,7 @@ fn conv2d_paths_do_not_allocate() {
         prepared.push(prepare_weights(p, &w));
     }
     let x = vec![1.0f32; 8 * 19 * 23];
-    let bias = vec![0.25f32; 16];
+    let bias = [0.25f32; 16];
     let mut y = vec![0.0f32; 16 * 19 * 23];
     let mut scratch: Vec<Vec<f32>> = cases
         .iter()
