@@ -51,16 +51,19 @@ impl Rng {
     }
 }
 
-/// Cases: (x, shape, starts, expected y with its shape), from the definitions of Reshape
-/// (row-major reinterpretation) and Slice (columns `starts..` of every row).
-fn cases() -> Vec<(Vec<f32>, [i64; 2], i64, Vec<usize>, Vec<f32>)> {
+/// One case: x, the Reshape target, the Slice start, the expected output's shape and values.
+type Case = (Vec<f32>, [i64; 2], i64, Vec<usize>, Vec<f32>);
+
+/// Cases with their expected outputs, from the definitions of Reshape (row-major
+/// reinterpretation) and Slice (columns `starts..` of every row).
+fn cases() -> Vec<Case> {
     let mut rng = Rng(7);
     let mut out = Vec::new();
     for (rows, cols) in [(6usize, 4usize), (4, 6), (3, 8), (24, 1), (2, 12)] {
         let x: Vec<f32> = (0..24).map(|_| rng.next() as f32 / 1e9 - 2.0).collect();
         let start = (rng.next() as usize) % cols;
         // Reshape may use -1 for one dim.
-        let shape = if rng.next() % 2 == 0 {
+        let shape = if rng.next().is_multiple_of(2) {
             [rows as i64, -1]
         } else {
             [rows as i64, cols as i64]
