@@ -2,8 +2,11 @@
 # The test command: `bash scripts/test.sh` (extra arguments go to `cargo test`).
 #
 # Sets up .venv (pinned onnx/onnxruntime/numpy/scikit-learn, idempotent), generates the
-# fixture ONNX files when scripts/fixtures_to_onnx.py exists, points the tests at the Python
-# tools and ONNX's light models, and runs the whole workspace's tests with snapshot updates off.
+# fixture ONNX files when scripts/fixtures_to_onnx.py exists, generates the light models with
+# random weights and onnxruntime's outputs for them (scripts/randomize_light.py into
+# .cache/light-random, ~1.3 GB with VGG-19, about a minute the first time, cached after), points
+# the tests at the Python tools and the models, and runs the whole workspace's tests with
+# snapshot updates off.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +26,9 @@ if [[ -f scripts/fixtures_to_onnx.py ]]; then
     "$py" scripts/fixtures_to_onnx.py .cache/fixtures-onnx
     export ARENAC_FIXTURE_ONNX_DIR="$root/.cache/fixtures-onnx"
 fi
+
+"$py" scripts/randomize_light.py "$ARENAC_ONNX_LIGHT_DIR" .cache/light-random
+export ARENAC_LIGHT_RANDOM_DIR="$root/.cache/light-random"
 
 export INSTA_UPDATE=no
 cargo test --workspace "$@"

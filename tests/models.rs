@@ -9,7 +9,9 @@
 //!   `scripts/onnx_shapes.py` with `ARENAC_PYTHON`).
 //! - `model_dir` (ignored; local use): the same checks on every `*.onnx` in `ARENAC_MODEL_DIR`,
 //!   e.g. the PyTorch exports of `scripts/export_torch.py`. Optional `ARENAC_MODEL_SHAPES`
-//!   binds shapes for every model, `;`-separated `NAME=1x3x224x224` specs.
+//!   binds shapes for every model, `;`-separated `NAME=1x3x224x224` specs. With
+//!   `ARENAC_MODEL_JIT=1` each model is also compiled with the JIT, run, and compared with
+//!   onnxruntime on the same inputs (`ARENAC_MODEL_EVAL=1`: the reference evaluation too).
 //!
 //! `bash scripts/test.sh` sets all the variables; when one is unset its test prints why it
 //! skips and passes.
@@ -155,10 +157,12 @@ fn test_inputs(g: &Graph) -> Vec<Tensor> {
         .collect()
 }
 
-/// Runs the reference evaluation and onnxruntime (`scripts/ort_run.py`, optimizations off) on
-/// the same deterministic inputs; returns the largest absolute difference over all outputs,
-/// or the first problem. Outputs must agree within 1e-4 + 1e-3 * |onnxruntime|.
-fn eval_vs_onnxruntime(python: &str, model: &Path, g: &Graph) -> Result<f64, String> {
+/// Runs onnxruntime (`scripts/ort_run.py`, optimizations off) on `inputs`.
+fn onnxruntime_outputs(
+    python: &str,
+    model: &Path,
+    inputs: &[Tensor],
+) -> Result<Vec<Tensor>, String> {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "arenac-eval-{}-{}",
@@ -167,7 +171,6 @@ fn eval_vs_onnxruntime(python: &str, model: &Path, g: &Graph) -> Result<f64, Str
     ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let result = (|| {
-        let inputs = test_inputs(g);
         let mut cmd = Command::new(python);
         cmd.arg(repo_root().join("scripts").join("ort_run.py"))
             .arg(model)
@@ -186,40 +189,113 @@ fn eval_vs_onnxruntime(python: &str, model: &Path, g: &Graph) -> Result<f64, Str
                 String::from_utf8_lossy(&run.stderr).trim()
             ));
         }
-        let ours = eval_graph(g, &inputs).map_err(|e| format!("reference evaluation: {e}"))?;
-        let mut max_diff = 0.0f64;
-        for (k, ours) in ours.iter().enumerate() {
-            let theirs = npy_tensor(&dir.join(format!("out{k}.npy")))?;
-            let name = &g.value(g.outputs[k]).name;
-            if theirs.shape() != ours.shape() {
-                return Err(format!(
-                    "output '{name}': shape {:?}, onnxruntime {:?}",
-                    ours.shape(),
-                    theirs.shape()
-                ));
+        let mut outs = Vec::new();
+        for k in 0.. {
+            let p = dir.join(format!("out{k}.npy"));
+            if !p.exists() {
+                break;
             }
-            for (i, (a, b)) in ours
-                .to_f64_vec()
-                .into_iter()
-                .zip(theirs.to_f64_vec())
-                .enumerate()
-            {
-                if a.is_nan() && b.is_nan() {
-                    continue;
-                }
-                let d = (a - b).abs();
-                if d.is_nan() || d > 1e-4 + 1e-3 * b.abs() {
-                    return Err(format!(
-                        "output '{name}'[{i}]: {a}, onnxruntime {b} (|diff| {d:.2e})"
-                    ));
-                }
-                max_diff = max_diff.max(d);
-            }
+            outs.push(npy_tensor(&p)?);
         }
-        Ok(max_diff)
+        Ok(outs)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// Compares our outputs with onnxruntime's: within 1e-4 + 1e-3 * |onnxruntime| everywhere;
+/// returns the largest absolute difference, or the first problem.
+fn compare_outputs(g: &Graph, ours: &[Tensor], theirs: &[Tensor]) -> Result<f64, String> {
+    if ours.len() != theirs.len() {
+        return Err(format!(
+            "{} outputs, onnxruntime {}",
+            ours.len(),
+            theirs.len()
+        ));
+    }
+    let mut max_diff = 0.0f64;
+    for (k, (ours, theirs)) in ours.iter().zip(theirs).enumerate() {
+        let name = &g.value(g.outputs[k]).name;
+        if theirs.shape() != ours.shape() {
+            return Err(format!(
+                "output '{name}': shape {:?}, onnxruntime {:?}",
+                ours.shape(),
+                theirs.shape()
+            ));
+        }
+        for (i, (a, b)) in ours
+            .to_f64_vec()
+            .into_iter()
+            .zip(theirs.to_f64_vec())
+            .enumerate()
+        {
+            if a.is_nan() && b.is_nan() {
+                continue;
+            }
+            let d = (a - b).abs();
+            if d.is_nan() || d > 1e-4 + 1e-3 * b.abs() {
+                return Err(format!(
+                    "output '{name}'[{i}]: {a}, onnxruntime {b} (|diff| {d:.2e})"
+                ));
+            }
+            max_diff = max_diff.max(d);
+        }
+    }
+    Ok(max_diff)
+}
+
+/// Runs the reference evaluation and onnxruntime on the same deterministic inputs and
+/// compares them ([`compare_outputs`]).
+fn eval_vs_onnxruntime(python: &str, model: &Path, g: &Graph) -> Result<f64, String> {
+    let inputs = test_inputs(g);
+    let theirs = onnxruntime_outputs(python, model, &inputs)?;
+    let ours = eval_graph(g, &inputs).map_err(|e| format!("reference evaluation: {e}"))?;
+    compare_outputs(g, &ours, &theirs)
+}
+
+/// Compiles the model with the JIT (`arenac::compile_file` with `shapes`), runs it in a
+/// `Session` and compares with onnxruntime on the same deterministic inputs. Returns the
+/// largest difference and the compile time.
+fn jit_vs_onnxruntime(
+    python: &str,
+    model: &Path,
+    shapes: &[(String, Vec<usize>)],
+    g: &Graph,
+) -> Result<(f64, f64), String> {
+    let opts = arenac::CompileOptions {
+        shapes: shapes.to_vec(),
+        ..Default::default()
+    };
+    let start = std::time::Instant::now();
+    let compiled = arenac::compile_file(model, &opts).map_err(|e| format!("compile: {e}"))?;
+    let compile_s = start.elapsed().as_secs_f64();
+    let inputs = test_inputs(g);
+    let mut session = compiled.session().map_err(|e| e.to_string())?;
+    let views = inputs
+        .iter()
+        .map(|t| arenac::TensorRef::from_bytes(t.dtype(), t.shape(), t.bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let named: Vec<(&str, arenac::TensorRef<'_>)> = g
+        .inputs
+        .iter()
+        .map(|&id| g.value(id).name.as_str())
+        .zip(views)
+        .collect();
+    let outputs = session.run(&named).map_err(|e| format!("run: {e}"))?;
+    let ours = outputs
+        .iter()
+        .map(|(_, t)| {
+            Tensor::from_bytes(
+                t.dtype(),
+                t.shape().to_vec(),
+                bytes::Bytes::copy_from_slice(t.bytes()),
+            )
+            .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let theirs = onnxruntime_outputs(python, model, &inputs)?;
+    Ok((compare_outputs(g, &ours, &theirs)?, compile_s))
 }
 
 fn argmax(row: &[f32]) -> usize {
@@ -383,6 +459,7 @@ fn model_dir() {
     };
     let python = python();
     let eval = env_var("ARENAC_MODEL_EVAL").is_some();
+    let jit = env_var("ARENAC_MODEL_JIT").is_some();
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{dir}: {e}"))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -409,6 +486,19 @@ fn model_dir() {
                     line += &format!("; {}", r.summary());
                     if !r.mismatches.is_empty() {
                         failed.push(name.to_string());
+                    }
+                }
+                if let (true, Some(py)) = (jit, python.as_deref()) {
+                    match jit_vs_onnxruntime(py, path, &opts.shapes, g) {
+                        Ok((d, compile_s)) => {
+                            line += &format!(
+                                "; JIT = onnxruntime (max |diff| {d:.2e}, compiled in {compile_s:.2}s)"
+                            );
+                        }
+                        Err(e) => {
+                            line += &format!("; JIT MISMATCH: {e}");
+                            failed.push(name.to_string());
+                        }
                     }
                 }
                 if let (true, Some(py)) = (eval, python.as_deref()) {

@@ -29,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -51,6 +52,7 @@ pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
+pub use arenac_compiler::ir::tensor::Tensor;
 pub use arenac_compiler::ir::types::{DType, TensorType};
 
 /// Options for [`compile_file`].
@@ -67,6 +69,15 @@ pub struct CompileOptions {
     /// planning, so models whose ops have no kernel yet can still be inspected and planned
     /// (`arenac compile` and `arenac plan` turn it off).
     pub codegen: bool,
+    /// Values of graph inputs known when compiling ([`CompileOptions::with_value`]). Their
+    /// shapes bind the inputs' shapes. An input whose value decides a shape (a Reshape target,
+    /// Slice bounds, Expand/Tile sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...)
+    /// is *frozen*: compiled in as a constant and listed by [`Model::frozen`]. A frozen input is
+    /// no longer an input of the compiled model: a [`Session`] neither needs nor accepts it
+    /// (giving it is [`RunError::UnknownInput`]), so the model computes with the value given
+    /// here. Every other given input stays an input. Without a value, such an input is an
+    /// [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
+    pub values: HashMap<String, Tensor>,
 }
 
 impl Default for CompileOptions {
@@ -76,6 +87,7 @@ impl Default for CompileOptions {
             memory_limit: None,
             keep_file_order: false,
             codegen: true,
+            values: HashMap::new(),
         }
     }
 }
@@ -114,6 +126,21 @@ impl CompileOptions {
         Ok(self)
     }
 
+    /// Gives the value of graph input `name` (see [`CompileOptions::values`]); the bytes are
+    /// copied.
+    pub fn with_value(mut self, name: impl Into<String>, value: TensorRef<'_>) -> Self {
+        let t = Tensor::from_bytes(
+            value.dtype(),
+            value.shape().to_vec(),
+            prost::bytes::Bytes::copy_from_slice(value.bytes()),
+        );
+        // A TensorRef always holds exactly its shape's bytes, so this cannot fail.
+        if let Ok(t) = t {
+            self.values.insert(name.into(), t);
+        }
+        self
+    }
+
     /// Turns code generation off (see [`CompileOptions::codegen`]).
     pub fn without_codegen(mut self) -> Self {
         self.codegen = false;
@@ -137,6 +164,7 @@ pub struct Model {
     plan: ArenaPlan,
     executable: Option<Rc<Executable>>,
     warnings: Vec<String>,
+    frozen: Vec<(String, TensorType)>,
 }
 
 /// Sizes of a compiled model.
@@ -168,6 +196,12 @@ impl Model {
     /// Warnings raised while compiling (e.g. symbolic dims defaulted to 1).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Graph inputs frozen into constants because their values decide shapes (see
+    /// [`CompileOptions::values`]), with their types: these are not inputs of a [`Session`].
+    pub fn frozen(&self) -> &[(String, TensorType)] {
+        &self.frozen
     }
 
     /// The deterministic text form of the graph.
@@ -242,6 +276,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
     };
     let import_opts = ImportOptions {
         shapes: opts.shapes.clone(),
+        values: opts.values.clone(),
         ..Default::default()
     };
     let imported = import_model(&proto, Some(dir), &import_opts)?;
@@ -278,6 +313,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         plan,
         executable,
         warnings: imported.warnings,
+        frozen: imported.frozen,
     })
 }
 

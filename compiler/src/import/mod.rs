@@ -36,6 +36,13 @@ pub struct ImportOptions {
     /// (default [`MAX_FOLD_BYTES`]). The reference evaluation briefly needs up to about three
     /// times a node's output (it computes in f64), so this also bounds import-time memory.
     pub max_fold_bytes: usize,
+    /// Values of graph inputs known at compile time (e.g. `arenac run --input`). Their shapes
+    /// bind the inputs' shapes like [`ImportOptions::shapes`] (unless a shape is given there).
+    /// An input whose *value* decides a shape (a Reshape target, Slice bounds, Expand/Tile
+    /// sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...) is frozen: it becomes a
+    /// constant, is listed in [`Imported::frozen`] and is no longer a graph input. The other
+    /// given inputs stay inputs.
+    pub values: HashMap<String, Tensor>,
 }
 
 impl Default for ImportOptions {
@@ -43,6 +50,7 @@ impl Default for ImportOptions {
         ImportOptions {
             shapes: Vec::new(),
             max_fold_bytes: MAX_FOLD_BYTES,
+            values: HashMap::new(),
         }
     }
 }
@@ -59,6 +67,9 @@ pub struct Imported {
     pub graph: Graph,
     /// Things the user should know (dims defaulted to 1...).
     pub warnings: Vec<String>,
+    /// Graph inputs frozen into constants because their values decide shapes (from
+    /// [`ImportOptions::values`]), with their types, in the order they were frozen.
+    pub frozen: Vec<(String, TensorType)>,
 }
 
 /// Reads and decodes a `.onnx` file. The file is memory-mapped and decoded zero-copy: tensor
@@ -111,6 +122,11 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
 }
 
 /// Imports a decoded model. `dir` is the model's folder, for external data (`None` forbids it).
+///
+/// When a converter needs an input as a constant ([`OpError::NotConstant`]) and that input is a
+/// graph input with a value in [`ImportOptions::values`], the input is frozen and the import
+/// starts over with it as a constant (so nodes before the one that needed it fold too); once per
+/// frozen input.
 pub fn import_model(
     model: &ModelProto,
     dir: Option<&Path>,
@@ -121,15 +137,41 @@ pub fn import_model(
         .graph
         .as_ref()
         .ok_or_else(|| Error::InvalidModel("the model has no graph".into()))?;
-    let mut external = dir.map(ExternalData::new);
-    let mut importer = Importer::new(gp, opset);
-    importer.max_fold_bytes = opts.max_fold_bytes;
-    importer.domain_opsets = model
-        .opset_import
-        .iter()
-        .map(|o| (o.domain().to_string(), o.version()))
-        .collect();
-    importer.run(gp, external.as_mut(), opts)
+    let declared: Vec<DeclaredInput> = declared_inputs(gp)?;
+    // Given values bind their inputs' shapes unless the user gave a shape for that input (a
+    // name that is no graph input is an error there).
+    let mut shapes = opts.shapes.clone();
+    let mut value_names: Vec<&String> = opts.values.keys().collect();
+    value_names.sort();
+    for name in value_names {
+        if !shapes.iter().any(|(n, _)| n == name) {
+            shapes.push((name.clone(), opts.values[name].shape().to_vec()));
+        }
+    }
+    let mut frozen: Vec<(String, Tensor)> = Vec::new();
+    loop {
+        let mut external = dir.map(ExternalData::new);
+        let mut importer = Importer::new(gp, opset);
+        importer.max_fold_bytes = opts.max_fold_bytes;
+        importer.domain_opsets = model
+            .opset_import
+            .iter()
+            .map(|o| (o.domain().to_string(), o.version()))
+            .collect();
+        match importer.run(gp, external.as_mut(), &declared, &shapes, &frozen) {
+            Err(Error::Node {
+                source: OpError::NotConstant { name, .. },
+                ..
+            }) if declared.iter().any(|d| d.name == name)
+                && !frozen.iter().any(|(n, _)| *n == name)
+                && opts.values.contains_key(&name) =>
+            {
+                let value = opts.values[&name].clone();
+                frozen.push((name, value));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Name of node `i` for messages: its name, or `#i` when it has none.
@@ -197,12 +239,28 @@ impl Importer {
         mut self,
         gp: &GraphProto,
         mut external: Option<&mut ExternalData>,
-        opts: &ImportOptions,
+        declared: &[DeclaredInput],
+        shapes: &[(String, Vec<usize>)],
+        frozen: &[(String, Tensor)],
     ) -> Result<Imported> {
         // Graph inputs (those without initializers; older files list initializers as inputs).
-        let declared: Vec<DeclaredInput> = declared_inputs(gp)?;
-        let (types, warnings) = bind_inputs(&declared, &opts.shapes)?;
+        let (types, warnings) = bind_inputs(declared, shapes)?;
         for (decl, ty) in declared.iter().zip(types) {
+            if let Some((_, value)) = frozen.iter().find(|(n, _)| *n == decl.name) {
+                if value.ty() != ty {
+                    return Err(Error::InputType {
+                        input: decl.name.clone(),
+                        reason: format!(
+                            "its value is frozen into a constant (it decides a shape), but the \
+                             value given is {} where the input is {ty}",
+                            value.ty()
+                        ),
+                    });
+                }
+                let kind = ValueKind::Constant(value.clone());
+                self.define(&decl.name, "a frozen graph input".into(), ty, kind)?;
+                continue;
+            }
             let id = self.define(&decl.name, "a graph input".into(), ty, ValueKind::Input)?;
             self.graph.inputs.push(id);
         }
@@ -231,6 +289,7 @@ impl Importer {
         Ok(Imported {
             graph: self.graph,
             warnings,
+            frozen: frozen.iter().map(|(n, t)| (n.clone(), t.ty())).collect(),
         })
     }
 

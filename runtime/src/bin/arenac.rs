@@ -302,11 +302,12 @@ fn run_model(
         if given[..i].iter().any(|h| name_of(h) == name_of(g)) {
             bail!("input '{}' is given twice (--input)", name_of(g));
         }
-        opts = opts.with_shape(name_of(g), g.tensor.shape().to_vec());
+        // The value binds the shape, and freezes the input when it decides a shape.
+        opts = opts.with_value(name_of(g), g.tensor.view());
     }
 
     let start = Instant::now();
-    let compiled = compile_file(model, &opts)?;
+    let compiled = compile_file(model, &opts).map_err(|e| with_input_hint(e, model))?;
     let compile_time = start.elapsed();
     for w in compiled.warnings() {
         eprintln!("warning: {w}");
@@ -323,12 +324,15 @@ fn run_model(
     } else {
         Vec::new()
     };
+    // Frozen inputs are compiled in as constants: not inputs of the session any more.
+    let is_frozen = |name: &str| compiled.frozen().iter().any(|(n, _)| n == name);
     let named: Vec<(&str, TensorRef<'_>)> = if given.is_empty() {
         random.iter().map(|(n, t)| (n.as_str(), t.view())).collect()
     } else {
         given
             .iter()
             .map(|g| (g.name.as_deref().unwrap_or(""), g.tensor.view()))
+            .filter(|(n, _)| !is_frozen(n))
             .collect()
     };
 
@@ -354,6 +358,12 @@ fn run_model(
             .map(|g| g.file.display().to_string())
             .unwrap_or_else(|| "random, seeded".to_string());
         let _ = writeln!(out, "input:   {name} {} ({source})", t.ty());
+    }
+    for (name, ty) in compiled.frozen() {
+        let _ = writeln!(
+            out,
+            "frozen:  {name} {ty} (its value decides a shape: compiled in as a constant)"
+        );
     }
     for (i, (name, t)) in outputs.iter().enumerate() {
         let _ = writeln!(out, "output {i}: {name} {}", t.ty());
@@ -450,6 +460,23 @@ fn read_labels(path: &Path) -> anyhow::Result<Vec<i64>> {
 }
 
 /// The graph's input names (initializers excluded), in order, read from the file.
+/// A compile error, with a hint when a graph input decides a shape: `arenac run` can freeze it
+/// from its value (`--input NAME=FILE`).
+fn with_input_hint(e: arenac::Error, model: &Path) -> anyhow::Error {
+    if let arenac::Error::Node {
+        source: arenac_compiler::error::OpError::NotConstant { name, .. },
+        ..
+    } = &e
+        && graph_input_names(model).is_ok_and(|names| names.contains(name))
+    {
+        return anyhow!(
+            "{e}; '{name}' is a graph input: give its value with --input {name}=FILE (.npy or \
+             .pb) and it is compiled in as a constant"
+        );
+    }
+    e.into()
+}
+
 fn graph_input_names(model: &Path) -> anyhow::Result<Vec<String>> {
     let proto = arenac_compiler::import::load_model_file(model)?;
     let graph = proto
