@@ -17,11 +17,7 @@ use arenac::{CompileOptions, Session, compile_file};
 
 /// Models expected to fail to compile today, with the op whose kernel is missing. The test
 /// fails when a listed model compiles: then remove it from this list.
-const KNOWN_MISSING_KERNELS: &[(&str, &str)] = &[
-    ("bvlc_alexnet", "LRN"),
-    ("inception_v1", "LRN"),
-    ("zfnet512", "LRN"),
-];
+const KNOWN_MISSING_KERNELS: &[(&str, &str)] = &[];
 
 /// The nine light models (names without the `light_` prefix).
 const MODELS: [&str; 9] = [
