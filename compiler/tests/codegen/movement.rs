@@ -321,7 +321,7 @@ fn expand_and_tile_random() {
         let rank = 1 + (rng.next() % 4) as usize;
         let s: Vec<usize> = (0..rank)
             .map(|_| {
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     1
                 } else {
                     1 + (rng.next() % 4) as usize

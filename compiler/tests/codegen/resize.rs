@@ -28,7 +28,7 @@ fn resize_random_modes_and_scales() {
         let s: Vec<usize> = (0..rank).map(|_| 1 + (rng.next() % 6) as usize).collect();
         let coord = pick(&mut rng, &COORDS);
         let nearest = pick(&mut rng, &NEAREST);
-        let use_sizes = rng.next() % 3 == 0;
+        let use_sizes = rng.next().is_multiple_of(3);
         let mut b = ModelBuilder::new("rs", 19)
             .input("x", DType::F32, &dims(&s))
             .initializer("roi", &Tensor::f32(vec![0], &[]))

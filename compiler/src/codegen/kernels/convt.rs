@@ -91,7 +91,7 @@ impl ConvTDesc {
                 let row0 = b.ins().imul_imm_u(t, r as i64);
                 self.tile(b, ext, [xg, ag, yg, s], row0, r);
             });
-            if rows % r != 0 {
+            if !rows.is_multiple_of(r) {
                 let row0 = b.ins().iconst(I64, ((rows / r) * r) as i64);
                 self.tile(b, ext, [xg, ag, yg, s], row0, rows % r);
             }
