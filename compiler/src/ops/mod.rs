@@ -381,9 +381,11 @@ impl Op {
     ///   (`a_scratch_floats(M/group, C/group * prod(kernel)) * elem`), as used by
     ///   `crate::gemm::conv::arenac_conv2d`. A whole-image im2col would make scratch the peak
     ///   of most CNNs (115 MB for VGG-19's first layers);
-    /// - ConvTranspose: the col panel that col2im scatters from, for one image and one group,
-    ///   `(M/group * prod(kernel)) * min(prod(in spatial), IM2COL_TILE) * elem` (M output
-    ///   channels), with the same 1x1 exception;
+    /// - ConvTranspose: for one image, one group and one tile of T input pixels (whole rows of
+    ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
+    ///   packed tile (`packed_b_len(C/group, T) * elem`), the col panel that col2im scatters
+    ///   from (`M/group * prod(kernel) * T * elem`), each rounded up to 64 bytes, then the GEMM
+    ///   core's A scratch (`a_scratch_floats(M/group * prod(kernel), C/group) * elem`);
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
     ///   plus a runtime transposed A's copy and the GEMM core's A scratch
@@ -400,11 +402,6 @@ impl Op {
     ) -> usize {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
-        }
-        fn trivial(kernel: &[usize], strides: &[usize], pads: &[usize]) -> bool {
-            kernel.iter().all(|&k| k == 1)
-                && strides.iter().all(|&s| s == 1)
-                && pads.iter().all(|&p| p == 0)
         }
         let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
             return 0;
@@ -423,12 +420,22 @@ impl Op {
                 panel.saturating_add(crate::gemm::a_scratch_floats(mg, k).saturating_mul(elem))
             }
             Op::ConvTranspose(a) => {
-                if trivial(&a.kernel, &a.strides, &a.pads) {
-                    return 0;
-                }
-                let m = y.shape.get(1).copied().unwrap_or(0) / a.group.max(1);
-                let in_spatial = prod(x.shape.get(2..).unwrap_or_default());
-                prod(&[m, prod(&a.kernel), in_spatial.min(IM2COL_TILE), elem])
+                // Tiles of whole input rows (last spatial dim), at least one row.
+                let g = a.group.max(1);
+                let cg = x.shape.get(1).copied().unwrap_or(0) / g;
+                let mk = prod(&[y.shape.get(1).copied().unwrap_or(0) / g, prod(&a.kernel)]);
+                let sp = x.shape.get(2..).unwrap_or_default();
+                let (row, rows) = match sp.split_last() {
+                    Some((&w, rest)) => (w, prod(rest)),
+                    None => (1, 1),
+                };
+                let tile = (IM2COL_TILE / row.max(1))
+                    .clamp(1, rows.max(1))
+                    .saturating_mul(row);
+                let up = |b: usize| b.saturating_add(63) & !63;
+                up(crate::gemm::packed_b_len(cg, tile).saturating_mul(elem))
+                    .saturating_add(up(prod(&[mk, tile, elem])))
+                    .saturating_add(crate::gemm::a_scratch_floats(mk, cg).saturating_mul(elem))
             }
             Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant).1,
             _ => 0,

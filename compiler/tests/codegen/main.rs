@@ -4,10 +4,12 @@
 //! One test binary, one module per op family.
 
 mod common;
+mod convt;
 mod dense;
 mod elementwise;
 mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod resize;
 mod typed;

@@ -142,3 +142,212 @@ fn gather_embeddings_and_axis() {
         .build();
     check(m, &[rng.tensor(&[3, 5, 4], -1.0, 1.0)], 0.0, 0.0);
 }
+
+/// A random tensor of `dtype` (floats in [-1, 1), integers in [-50, 50), bools, bytes).
+fn typed(rng: &mut Rng, dtype: DType, shape: &[usize]) -> Tensor {
+    if dtype == DType::F32 {
+        return rng.tensor(shape, -1.0, 1.0);
+    }
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n)
+        .map(|_| {
+            let r = (rng.next() % 100) as i64;
+            match dtype {
+                DType::Bool => r % 2,
+                DType::U8 => r + 100,
+                _ => r - 50,
+            }
+        })
+        .collect();
+    Tensor::from_i64(dtype, shape.to_vec(), &v)
+}
+
+const DTYPES: [DType; 5] = [DType::F32, DType::I64, DType::I32, DType::Bool, DType::U8];
+
+fn rand_shape(rng: &mut Rng, rank: usize, max: u64) -> Vec<usize> {
+    (0..rank).map(|_| 1 + (rng.next() % max) as usize).collect()
+}
+
+#[test]
+fn transpose_slice_concat_split_any_dtype() {
+    let mut rng = Rng(77);
+    for (t, &dt) in DTYPES.iter().enumerate() {
+        let s = rand_shape(&mut rng, 3, 5);
+        let b = vec![s[0], 2, s[2]];
+        let m = ModelBuilder::new("mv", 13)
+            .input("x", dt, &dims(&s))
+            .input("b", dt, &dims(&b))
+            .initializer("starts", &Tensor::i64(vec![1], &[(t % 2) as i64]))
+            .initializer("ends", &Tensor::i64(vec![1], &[i64::MAX]))
+            .initializer("axes", &Tensor::i64(vec![1], &[2]))
+            .initializer("split", &Tensor::i64(vec![2], &[1, s[1] as i64 + 1]))
+            .initializer("shape", &Tensor::i64(vec![1], &[-1]))
+            .output("p", dt, &dims(&[1]))
+            .output("q", dt, &dims(&[1]))
+            .output("tr", dt, &dims(&[1]))
+            .output("fl", dt, &dims(&[1]))
+            .node(
+                "cat",
+                "Concat",
+                &["x", "b"],
+                &["c"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .node(
+                "sl",
+                "Slice",
+                &["c", "starts", "ends", "axes"],
+                &["sc"],
+                vec![],
+            )
+            .node(
+                "sp",
+                "Split",
+                &["sc", "split"],
+                &["p", "q"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .node(
+                "t",
+                "Transpose",
+                &["q"],
+                &["tr"],
+                vec![("perm", Attr::Ints(vec![2, 0, 1]))],
+            )
+            .node("r", "Reshape", &["tr", "shape"], &["fl"], vec![])
+            .build();
+        let ins = [typed(&mut rng, dt, &s), typed(&mut rng, dt, &b)];
+        check(m, &ins, 0.0, 0.0);
+    }
+}
+
+#[test]
+fn gather_any_dtype() {
+    let mut rng = Rng(78);
+    for &dt in &DTYPES {
+        let s = rand_shape(&mut rng, 3, 5);
+        let idx: Vec<i64> = (0..4)
+            .map(|_| (rng.next() % s[1] as u64) as i64 - 1)
+            .collect();
+        let m = ModelBuilder::new("g", 13)
+            .input("x", dt, &dims(&s))
+            .initializer("i", &Tensor::i64(vec![2, 2], &idx))
+            .output("y", dt, &dims(&[1]))
+            .node(
+                "g",
+                "Gather",
+                &["x", "i"],
+                &["y"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .build();
+        check(m, &[typed(&mut rng, dt, &s)], 0.0, 0.0);
+    }
+}
+
+#[test]
+fn pad_every_mode_random() {
+    let mut rng = Rng(4242);
+    let modes = ["constant", "reflect", "edge", "wrap"];
+    for case in 0..48 {
+        let dt = DTYPES[case % DTYPES.len()];
+        let mode = modes[(case / DTYPES.len()) % modes.len()];
+        let rank = 1 + (rng.next() % 4) as usize;
+        let s = rand_shape(&mut rng, rank, 5);
+        let mut pads = vec![0i64; 2 * rank];
+        for d in 0..rank {
+            for side in [d, d + rank] {
+                pads[side] = (rng.next() % 5) as i64 - 1;
+            }
+            // Keep at least one element where reading modes pad.
+            while (s[d] as i64) + pads[d].min(0) + pads[d + rank].min(0) < 1 {
+                let side = if pads[d] < 0 { d } else { d + rank };
+                pads[side] += 1;
+            }
+        }
+        let value = typed(&mut rng, dt, &[]);
+        let m = ModelBuilder::new("pad", 19)
+            .input("x", dt, &dims(&s))
+            .initializer("pads", &Tensor::i64(vec![2 * rank], &pads))
+            .initializer("v", &value)
+            .output("y", dt, &dims(&[1]))
+            .node(
+                "p",
+                "Pad",
+                &["x", "pads", "v"],
+                &["y"],
+                vec![("mode", Attr::Str(mode.to_string()))],
+            )
+            .build();
+        check(m, &[typed(&mut rng, dt, &s)], 0.0, 0.0);
+    }
+    // Opset 2 (attribute pads, float value), with axes at opset 18.
+    let m = ModelBuilder::new("pad2", 7)
+        .input("x", DType::F32, &dims(&[2, 3]))
+        .output("y", DType::F32, &dims(&[1]))
+        .node(
+            "p",
+            "Pad",
+            &["x"],
+            &["y"],
+            vec![
+                ("pads", Attr::Ints(vec![1, 0, 0, 2])),
+                ("value", Attr::Float(2.5)),
+            ],
+        )
+        .build();
+    check(m, &[rng.tensor(&[2, 3], -1.0, 1.0)], 0.0, 0.0);
+    let m = ModelBuilder::new("pad18", 18)
+        .input("x", DType::I64, &dims(&[2, 3, 4]))
+        .initializer("pads", &Tensor::i64(vec![2], &[2, -1]))
+        .initializer("axes", &Tensor::i64(vec![1], &[-1]))
+        .output("y", DType::I64, &dims(&[1]))
+        .node(
+            "p",
+            "Pad",
+            &["x", "pads", "", "axes"],
+            &["y"],
+            vec![("mode", Attr::Str("reflect".into()))],
+        )
+        .build();
+    check(m, &[typed(&mut rng, DType::I64, &[2, 3, 4])], 0.0, 0.0);
+}
+
+#[test]
+fn expand_and_tile_random() {
+    let mut rng = Rng(99);
+    for case in 0..30 {
+        let dt = DTYPES[case % DTYPES.len()];
+        let rank = 1 + (rng.next() % 4) as usize;
+        let s: Vec<usize> = (0..rank)
+            .map(|_| {
+                if rng.next().is_multiple_of(2) {
+                    1
+                } else {
+                    1 + (rng.next() % 4) as usize
+                }
+            })
+            .collect();
+        // Expand to a shape with maybe one more leading dim; size-1 dims grow.
+        let extra = (rng.next() % 2) as usize;
+        let mut target: Vec<i64> = (0..extra).map(|_| 2).collect();
+        for &d in &s {
+            target.push(if d == 1 {
+                1 + (rng.next() % 3) as i64
+            } else {
+                d as i64
+            });
+        }
+        let reps: Vec<i64> = (0..rank).map(|_| 1 + (rng.next() % 3) as i64).collect();
+        let m = ModelBuilder::new("et", 13)
+            .input("x", dt, &dims(&s))
+            .initializer("shape", &Tensor::i64(vec![target.len()], &target))
+            .initializer("reps", &Tensor::i64(vec![rank], &reps))
+            .output("e", dt, &dims(&[1]))
+            .output("t", dt, &dims(&[1]))
+            .node("e", "Expand", &["x", "shape"], &["e"], vec![])
+            .node("t", "Tile", &["x", "reps"], &["t"], vec![])
+            .build();
+        check(m, &[typed(&mut rng, dt, &s)], 0.0, 0.0);
+    }
+}

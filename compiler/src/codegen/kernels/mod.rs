@@ -3,12 +3,14 @@
 
 pub(crate) mod cast;
 pub mod conv;
+pub mod convt;
 pub mod elementwise;
 pub mod lrn;
 pub(crate) mod math;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
+pub mod resize;
 pub mod softmax;
 pub mod typed;
 pub(crate) mod typed_vec;

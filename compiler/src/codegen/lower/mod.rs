@@ -1,6 +1,7 @@
 //! What each node becomes: kernel calls (from the cache or freshly compiled) with the
 //! addresses of its operands.
 
+mod convt;
 mod dense;
 mod elementwise;
 mod movement;
@@ -20,8 +21,9 @@ use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
+use convt::conv_transpose;
 use dense::{conv, fused_into_conv, gemm, matmul, pool_call, window};
-use movement::{copy_call, movement};
+use movement::{copy_call, movement, resize};
 
 struct Ctx<'a> {
     g: &'a Graph,
@@ -316,9 +318,15 @@ pub(super) fn node(
             };
             pool_call(&cx, prog, desc, cx.arena(x)?, cx.arena(y)?)
         }
-        Op::Transpose { .. } | Op::Slice { .. } | Op::Concat { .. } | Op::Split { .. } => {
-            movement(&cx, prog, w)
-        }
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. } => movement(&cx, prog, w),
+        Op::Resize(a) => resize(&cx, a, prog, w),
+        Op::ConvTranspose(a) => conv_transpose(&cx, a, prog, w),
         Op::Reduce(a) => {
             cx.all_f32()?;
             let x = cx.input(0)?;

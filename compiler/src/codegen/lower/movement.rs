@@ -1,11 +1,17 @@
-//! Lowering of the data-movement ops: copies, slices, concat/split, gather.
+//! Lowering of the data-movement ops: copies, slices, concat/split, gather; Pad, Expand, Tile
+//! and Resize as index-table gathers (tables computed here, at compile time). Every kernel moves bytes, so
+//! any dtype of element size 1, 2, 4 or 8 runs (linear Resize: f32).
 
 use super::Ctx;
-use crate::codegen::kernels::movement::CopyDesc;
+use crate::codegen::kernels::movement::{CopyDesc, FillDesc, IndexGatherDesc};
+use crate::codegen::kernels::resize::{LinearDesc, Tap};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
-use crate::ops::Op;
+use crate::ir::tensor::{Scalar, Tensor};
+use crate::ops::ResizeAttrs;
+use crate::ops::resize::ResizeMode;
+use crate::ops::{Op, PadMode};
 
 pub(super) fn contiguous(shape: &[usize]) -> Vec<i64> {
     let mut st = vec![1i64; shape.len()];
@@ -110,6 +116,291 @@ pub(super) fn movement(
             }
             Ok(())
         }
+        Op::Expand { .. } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            // Input dims right-aligned under the output's, missing ones size 1.
+            let lead = ys.len().saturating_sub(xt.shape.len());
+            let mut in_shape = vec![1; lead];
+            in_shape.extend_from_slice(&xt.shape);
+            let maps: Vec<Vec<usize>> = ys
+                .iter()
+                .zip(&in_shape)
+                .map(|(&o, &i)| (0..o).map(|j| if i == 1 { 0 } else { j }).collect())
+                .collect();
+            let (src, dst) = (cx.operand(x, w)?, cx.arena(y)?);
+            gather_call(cx, prog, w, elem, &in_shape, &maps, src, dst)
+        }
+        Op::Tile { .. } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            let maps: Vec<Vec<usize>> = ys
+                .iter()
+                .zip(&xt.shape)
+                .map(|(&o, &i)| (0..o).map(|j| j % i.max(1)).collect())
+                .collect();
+            let (src, dst) = (cx.operand(x, w)?, cx.arena(y)?);
+            gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
+        }
+        Op::Pad { mode, pads, value } => pad(cx, prog, w, *mode, pads, *value),
         _ => Err(cx.err(format!("no kernel for {} yet", n.op.name()))),
+    }
+}
+
+/// Emits a separable gather of `src` (shape `in_shape`) into `dst` through `maps`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gather_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+    elem: usize,
+    in_shape: &[usize],
+    maps: &[Vec<usize>],
+    src: Operand,
+    dst: Operand,
+) -> Result<(), Error> {
+    if maps.iter().any(Vec::is_empty) {
+        return Ok(());
+    }
+    if maps.len() != in_shape.len()
+        || maps
+            .iter()
+            .zip(in_shape)
+            .any(|(m, &d)| m.iter().any(|&j| j >= d))
+    {
+        return Err(cx.err("index map out of the input's range"));
+    }
+    let (desc, tables) = IndexGatherDesc::new(elem, in_shape, maps);
+    let t = if tables.is_empty() {
+        Operand::Null
+    } else {
+        Operand::Weights(w.add(&tables))
+    };
+    let (node, op) = cx.label();
+    let f = prog.kernel(
+        format!("gather-map {desc:?}"),
+        3,
+        (&node, &op),
+        |b, p, _| desc.emit(b, p[0], p[1], p[2]),
+    )?;
+    prog.call(f, vec![src, t, dst]);
+    Ok(())
+}
+
+/// Pad: constant mode fills the output and copies the (cropped) input into its interior;
+/// the other modes are gathers whose per-dim maps fold the mode's index rule.
+fn pad(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+    mode: PadMode,
+    pads: &[i64],
+    value: f64,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let (xt, ys) = (cx.ty(x).clone(), cx.ty(y).shape.clone());
+    let elem = xt.dtype.size();
+    let r = xt.shape.len();
+    if pads.len() != 2 * r || ys.len() != r {
+        return Err(cx.err("pads need 2 entries per dim"));
+    }
+    // Per dim: (crop_begin, pad_begin, kept).
+    let mut dims = Vec::with_capacity(r);
+    for d in 0..r {
+        let (b, e) = (pads[d], pads[d + r]);
+        let cb = usize::try_from((-b).max(0)).map_err(|_| cx.err("pads out of range"))?;
+        let ce = usize::try_from((-e).max(0)).map_err(|_| cx.err("pads out of range"))?;
+        let pb = usize::try_from(b.max(0)).map_err(|_| cx.err("pads out of range"))?;
+        let kept = xt.shape[d]
+            .checked_sub(cb)
+            .and_then(|k| k.checked_sub(ce))
+            .ok_or_else(|| cx.err("pads crop more than the dim holds"))?;
+        dims.push((cb, pb, kept));
+    }
+    let (src, dst) = (cx.operand(x, w)?, cx.arena(y)?);
+    if ys.contains(&0) {
+        return Ok(());
+    }
+    if mode == PadMode::Constant {
+        let fill_value = if xt.dtype.is_float() {
+            Scalar::Float(value)
+        } else {
+            Scalar::Int(value as i64)
+        };
+        let fill = Tensor::filled(xt.dtype, vec![], fill_value);
+        let mut le = [0u8; 8];
+        for (o, &v) in le.iter_mut().zip(fill.bytes().iter()) {
+            *o = v;
+        }
+        let fd = FillDesc {
+            elem,
+            count: ys.iter().product(),
+            bits: u64::from_le_bytes(le),
+        };
+        let (node, op) = cx.label();
+        let f = prog.kernel(format!("fill {fd:?}"), 1, (&node, &op), |b, p, _| {
+            fd.emit(b, p[0])
+        })?;
+        prog.call(f, vec![dst]);
+        let kept: Vec<usize> = dims.iter().map(|d| d.2).collect();
+        if kept.contains(&0) {
+            return Ok(());
+        }
+        let in_st = contiguous(&xt.shape);
+        let out_st = contiguous(&ys);
+        let from: i64 = dims.iter().zip(&in_st).map(|(d, s)| d.0 as i64 * s).sum();
+        let to: i64 = dims.iter().zip(&out_st).map(|(d, s)| d.1 as i64 * s).sum();
+        let desc = CopyDesc::new(elem, &kept, &in_st, &out_st);
+        let e = elem as i64;
+        return copy_call(
+            cx,
+            prog,
+            desc,
+            shifted(cx, src, from * e)?,
+            shifted(cx, dst, to * e)?,
+        );
+    }
+    let mut maps = Vec::with_capacity(r);
+    for (d, &(cb, pb, kept)) in dims.iter().enumerate() {
+        let k = kept as i64;
+        if k == 0 {
+            return Err(cx.err(format!("padding empty dim {d} by reading it")));
+        }
+        let map: Vec<usize> = (0..ys[d])
+            .map(|o| {
+                let i = o as i64 - pb as i64;
+                let j = if (0..k).contains(&i) {
+                    i
+                } else {
+                    match mode {
+                        PadMode::Reflect if k == 1 => 0,
+                        PadMode::Reflect => {
+                            let m = i.rem_euclid(2 * (k - 1));
+                            if m < k { m } else { 2 * (k - 1) - m }
+                        }
+                        PadMode::Wrap => i.rem_euclid(k),
+                        _ => i.clamp(0, k - 1),
+                    }
+                };
+                j as usize + cb
+            })
+            .collect();
+        maps.push(map);
+    }
+    gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
+}
+
+/// Source coordinate of output index `x` (the reference's `source_coord`).
+fn source_coord(coord: &str, x: usize, scale: f32, len_in: usize, len_out: usize) -> f64 {
+    let (x, s) = (x as f64, f64::from(scale));
+    let (li, lo) = (len_in as f64, len_out as f64);
+    match coord {
+        "half_pixel_symmetric" => {
+            let adjustment = lo / (s * li);
+            let offset = li / 2.0 * (1.0 - adjustment);
+            offset + (x + 0.5) / s - 0.5
+        }
+        "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / s - 0.5,
+        "pytorch_half_pixel" => 0.0,
+        "align_corners" if len_out > 1 => x * (li - 1.0) / (lo - 1.0),
+        "align_corners" => 0.0,
+        "asymmetric" => x / s,
+        "tf_half_pixel_for_nearest" => (x + 0.5) / s,
+        _ => (x + 0.5) / s - 0.5,
+    }
+}
+
+/// Nearest rounding (the reference's `round_nearest`; "simple" is Resize-10/Upsample's).
+fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
+    let half = x - x.floor() == 0.5;
+    match mode {
+        "round_prefer_ceil" if half => x.ceil(),
+        "round_prefer_floor" if half => x.floor(),
+        "round_prefer_ceil" | "round_prefer_floor" => x.round(),
+        "floor" => x.floor(),
+        "ceil" => x.ceil(),
+        _ if scale < 1.0 => x.ceil(),
+        _ => x.floor(),
+    }
+}
+
+fn clamp_index(i: f64, len: usize) -> usize {
+    i.max(0.0).min(len.saturating_sub(1) as f64) as usize
+}
+
+/// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps; linear
+/// (f32) reads per-dim `(i0, i1, w0, w1)` tables.
+pub(super) fn resize(
+    cx: &Ctx<'_>,
+    a: &ResizeAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let (xt, ys) = (cx.ty(x).clone(), cx.ty(y).shape.clone());
+    let r = xt.shape.len();
+    if ys.len() != r || a.scales.len() != r {
+        return Err(cx.err("Resize scales and output shape must have the input's rank"));
+    }
+    if ys.contains(&0) {
+        return Ok(());
+    }
+    if xt.shape.contains(&0) {
+        return Err(cx.err("cannot resize an empty dim"));
+    }
+    let coord = a.coordinate_transformation.as_str();
+    let src = cx.operand(x, w)?;
+    let dst = cx.arena(y)?;
+    match a.mode {
+        ResizeMode::Nearest => {
+            let elem = xt.dtype.size();
+            if ![1, 2, 4, 8].contains(&elem) {
+                return Err(cx.err(format!("no kernel for Resize on {}", xt.dtype.name())));
+            }
+            let maps: Vec<Vec<usize>> = (0..r)
+                .map(|d| {
+                    (0..ys[d])
+                        .map(|o| {
+                            let c = source_coord(coord, o, a.scales[d], xt.shape[d], ys[d]);
+                            let q = round_nearest(&a.nearest_mode, c, a.scales[d]);
+                            clamp_index(q, xt.shape[d])
+                        })
+                        .collect()
+                })
+                .collect();
+            gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
+        }
+        ResizeMode::Linear => {
+            cx.all_f32()?;
+            let taps: Vec<Vec<Tap>> = (0..r)
+                .map(|d| {
+                    (0..ys[d])
+                        .map(|o| {
+                            let c = source_coord(coord, o, a.scales[d], xt.shape[d], ys[d]);
+                            let f = c.floor();
+                            let t = c - f;
+                            let i0 = clamp_index(f, xt.shape[d]);
+                            let i1 = clamp_index(f + 1.0, xt.shape[d]);
+                            (i0, i1, (1.0 - t) as f32, t as f32)
+                        })
+                        .collect()
+                })
+                .collect();
+            let (desc, tables) = LinearDesc::new(&xt.shape, &taps);
+            let t = if tables.is_empty() {
+                Operand::Null
+            } else {
+                Operand::Weights(w.add(&tables))
+            };
+            let (node, op) = cx.label();
+            let f = prog.kernel(
+                format!("resize-linear {desc:?}"),
+                3,
+                (&node, &op),
+                |b, p, _| desc.emit(b, p[0], p[1], p[2]),
+            )?;
+            prog.call(f, vec![src, t, dst]);
+            Ok(())
+        }
     }
 }

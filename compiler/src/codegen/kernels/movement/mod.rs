@@ -1,6 +1,12 @@
 //! Data movement: a strided copy (Transpose, Slice, Concat, Split) over collapsed dims with
 //! signed element strides on both sides; the innermost dim runs over f32x4 when both sides are
-//! contiguous 4-byte elements.
+//! contiguous 4-byte elements. Every kernel here moves bytes, so it serves any dtype of element
+//! size 1, 2, 4 or 8. `gather.rs` holds the index-table gathers (Pad, Expand, Tile, nearest
+//! Resize) and the fill.
+
+mod gather;
+
+pub use gather::{DimMap, FillDesc, IndexGatherDesc};
 
 use cranelift_codegen::ir::types::{F32X4, I8, I16, I32, I64};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};

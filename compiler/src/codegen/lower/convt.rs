@@ -1,0 +1,117 @@
+//! Lowering of ConvTranspose: weights rearranged per group into the GEMM's A at compile time,
+//! the bias as an f32 operand, the tile and scratch layout of [`ConvTDesc`].
+
+use super::Ctx;
+use crate::codegen::kernels::convt::ConvTDesc;
+use crate::codegen::program::{Operand, Program};
+use crate::codegen::weights::WeightsBuilder;
+use crate::error::Error;
+use crate::gemm::{a_scratch_floats, packed_b_len};
+use crate::ir::types::TensorType;
+use crate::ops::{ConvTransposeAttrs, IM2COL_TILE};
+
+fn up64(x: usize) -> usize {
+    x.next_multiple_of(64)
+}
+
+pub(super) fn conv_transpose(
+    cx: &Ctx<'_>,
+    a: &ConvTransposeAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let n = cx.g.node(cx.id);
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    let d = a.kernel.len();
+    if !(1..=3).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
+        return Err(cx.err(format!("no kernel for {d}-d ConvTranspose")));
+    }
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("no kernel for ConvTranspose with runtime weights yet"))?;
+    let groups = a.group.max(1);
+    let (c, m) = (xs[1], ys[1]);
+    let (cg, mg) = (c / groups, m / groups);
+    let taps: usize = a.kernel.iter().product();
+    let wv32 = wt.to_f32_vec();
+    if wv32.len() != c * mg * taps {
+        return Err(cx.err("ConvTranspose weights do not match the input channels"));
+    }
+    // A_g[(m, tap), c] = W[g*cg + c, m, tap].
+    let mk = mg * taps;
+    let mut arranged = vec![0.0f32; groups * mk * cg];
+    for g in 0..groups {
+        for ci in 0..cg {
+            for r in 0..mk {
+                arranged[(g * mk + r) * cg + ci] = wv32[(g * cg + ci) * mk + r];
+            }
+        }
+    }
+    let bias = match n.inputs.get(2) {
+        Some(&bv) => Some(
+            cx.constant(bv)
+                .ok_or_else(|| cx.err("no kernel for ConvTranspose with a runtime bias yet"))?
+                .to_f32_vec(),
+        ),
+        None => None,
+    };
+    let pad3 = |v: &[usize], fill: usize| -> [usize; 3] {
+        let mut out = [fill; 3];
+        for (k, &x) in v.iter().rev().take(3).enumerate() {
+            out[2 - k] = x;
+        }
+        out
+    };
+    let in_sp = pad3(&xs[2..], 1);
+    let rows = in_sp[0] * in_sp[1];
+    let tile_rows = (IM2COL_TILE / in_sp[2].max(1)).clamp(1, rows.max(1));
+    let tn = tile_rows * in_sp[2];
+    let scratch = [
+        0,
+        up64(packed_b_len(cg, tn) * 4),
+        up64(packed_b_len(cg, tn) * 4) + up64(mk * tn * 4),
+    ];
+    let need = scratch[2] + a_scratch_floats(mk, cg) * 4;
+    let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
+    let planned = n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts);
+    if planned < need {
+        return Err(cx.err(format!(
+            "ConvTranspose needs {need} bytes of scratch, {planned} planned"
+        )));
+    }
+    let desc = ConvTDesc {
+        n: xs[0],
+        groups,
+        cg,
+        mg,
+        in_sp,
+        out_sp: pad3(&ys[2..], 1),
+        kernel: pad3(&a.kernel, 1),
+        strides: pad3(&a.strides, 1),
+        dilations: pad3(&a.dilations, 1),
+        pads: pad3(a.pads.get(..d).unwrap_or_default(), 0),
+        tile_rows,
+        has_bias: bias.is_some(),
+        scratch,
+    };
+    let bias_op = match &bias {
+        Some(b) => Operand::Weights(w.f32s(b)),
+        None => Operand::Null,
+    };
+    let args = vec![
+        cx.arena(xv)?,
+        Operand::Weights(w.f32s(&arranged)),
+        bias_op,
+        cx.arena(y)?,
+        cx.scratch(),
+    ];
+    let (node, op) = cx.label();
+    let f = prog.kernel(format!("convt {desc:?}"), 5, (&node, &op), |b, p, ext| {
+        desc.emit(b, p, ext)
+    })?;
+    prog.call(f, args);
+    Ok(())
+}
