@@ -1,31 +1,45 @@
 //! `arenac_sgemm` and `arenac_pack_b` never allocate: a counting global allocator (only possible
-//! in a test binary of its own) sees no allocation across calls.
+//! in a test binary of its own) sees no allocation across calls. The count is per thread, so
+//! the tests of this binary, which the harness runs in parallel, don't see each other's
+//! allocations.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use arenac_compiler::gemm::{A_SCRATCH_FLOATS, arenac_pack_b, arenac_sgemm, packed_b_len};
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Allocations made by this thread (const-initialized: reading it never allocates).
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: during thread teardown the slot may be gone; those allocations don't matter.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 // SAFETY: forwards every call to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        count();
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        count();
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        count();
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -68,7 +82,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
             )
         };
     }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = allocations();
     for accumulate in [0, 1] {
         // SAFETY: `b` holds k x n floats at (rs, cs) = (n, 1); `packed` holds packed_b_len.
         unsafe { arenac_pack_b(k, n, b.as_ptr(), n, 1, packed.as_mut_ptr()) };
@@ -88,7 +102,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
             )
         };
     }
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = allocations();
     assert_eq!(
         after - before,
         0,
@@ -162,7 +176,7 @@ fn conv2d_paths_do_not_allocate() {
         .iter()
         .map(|p| vec![0.0f32; conv2d_scratch_bytes(p).div_ceil(4)])
         .collect();
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = allocations();
     for ((p, w), s) in cases.iter().zip(&prepared).zip(&mut scratch) {
         // SAFETY: x, w (prepared for p), bias, y and the scratch are sized for p and disjoint.
         unsafe {
@@ -176,7 +190,7 @@ fn conv2d_paths_do_not_allocate() {
             )
         };
     }
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = allocations();
     assert_eq!(after - before, 0, "allocations inside arenac_conv2d");
     // The depthwise case ran last: an interior pixel is 9 taps of 0.5 plus the bias, clipped.
     assert_eq!(y[12 + 1], 4.75);
