@@ -66,6 +66,25 @@ fn run_once(session: &mut Session, data: &[Vec<f32>]) -> f32 {
     out.get(0).and_then(|t| t.get_f32(0)).unwrap_or(0.0)
 }
 
+/// `y = Neg(Cast<f64>(Relu(x)))`: the Relu kernel compiles, the f64 Neg has none.
+fn failing_model() -> (arenac_compiler::ir::graph::Graph, arenac::ArenaPlan) {
+    use arenac_compiler::arena::{PlanOptions, plan_arena};
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use arenac_compiler::import::{ImportOptions, import_model};
+    let m = ModelBuilder::new("fail", 13)
+        .input("x", arenac::DType::F32, &[Dim::N(64), Dim::N(64)])
+        .node("r", "Relu", &["x"], &["a"], vec![])
+        .node("c", "Cast", &["a"], &["b"], vec![("to", Attr::Int(11))])
+        .node("n", "Neg", &["b"], &["y"], vec![])
+        .output("y", arenac::DType::F64, &[])
+        .build();
+    let g = import_model(&m, None, &ImportOptions::default())
+        .expect("imports")
+        .graph;
+    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+    (g, plan)
+}
+
 struct Phase {
     start: usize,
     warm: usize,
@@ -159,8 +178,34 @@ fn main() {
         ),
         t.elapsed().as_secs_f64(),
     );
+
+    // Phase 3: compilations that fail in code generation after a kernel was compiled (the
+    // half-built JIT module must be freed too).
+    let failing = failing_model();
+    let start = rss_kib();
+    let fail_once = || {
+        let err = arenac_compiler::codegen::compile(&failing.0, &failing.1);
+        assert!(err.is_err(), "the f64 Neg has no kernel");
+    };
+    for _ in 0..warm_cycles {
+        fail_once();
+    }
+    let warm = rss_kib();
+    let t = Instant::now();
+    for _ in warm_cycles..cycles {
+        fail_once();
+    }
+    let failed_phase = Phase {
+        start,
+        warm,
+        end: rss_kib(),
+    };
+    let ok_failed = failed_phase.report(
+        &format!("{cycles} failed compilations (Relu f32, then Neg f64 without a kernel)"),
+        t.elapsed().as_secs_f64(),
+    );
     println!("(checksum {acc})");
-    if !(ok_runs && ok_cycles) {
+    if !(ok_runs && ok_cycles && ok_failed) {
         eprintln!("error: resident memory grew by more than 1 MiB after warm-up");
         std::process::exit(1);
     }
