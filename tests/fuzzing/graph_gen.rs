@@ -179,7 +179,7 @@ impl Gen<'_, '_> {
             return false;
         }
         let c = sa[1];
-        let divisors: Vec<usize> = (1..=c).filter(|g| c % g == 0).collect();
+        let divisors: Vec<usize> = (1..=c).filter(|&g| c.is_multiple_of(g)).collect();
         let group = *self.src.pick(&divisors);
         let m = group * self.src.range(1, 3);
         let (mut ks, mut pads_b, mut pads_e, mut strides, mut dils, mut out) =
@@ -391,7 +391,7 @@ impl Gen<'_, '_> {
             _ => {
                 let i = self.src.below(sa.len().max(1));
                 let d = sa.get(i).copied().unwrap_or(1);
-                let f = (2..d).find(|f| d % f == 0);
+                let f = (2..d).find(|&f| d.is_multiple_of(f));
                 match f {
                     Some(f) if sa.len() < MAX_RANK => {
                         t.splice(i..i + 1, [f, d / f]);

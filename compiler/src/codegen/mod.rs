@@ -127,7 +127,7 @@ pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
     let started = std::time::Instant::now();
     // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
     // tensors: a plan made without either cannot be compiled (found by the `jit_diff` fuzzer).
-    if !plan.options.liveness.scratch || plan.options.align % ARENA_ALIGN != 0 {
+    if !plan.options.liveness.scratch || !plan.options.align.is_multiple_of(ARENA_ALIGN) {
         return Err(Error::PlanInternal(format!(
             "code generation needs a plan with kernel scratch and {ARENA_ALIGN}-byte alignment \
              (given scratch={}, align={})",
