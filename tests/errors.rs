@@ -478,3 +478,119 @@ fn constants_too_large_to_fold_are_errors() {
         .build();
     assert!(import(&m).is_err());
 }
+
+/// A one-node model `y = op(x)` over `x: f32[1, 1, 4, 4]` (plus `w: f32[1, 1, 1, 1]` for Conv).
+fn window_model(op: &str, attrs: Vec<(&str, Attr)>) -> ModelProto {
+    let mut b = ModelBuilder::new("g", 13).input(
+        "x",
+        DType::F32,
+        &[Dim::N(1), Dim::N(1), Dim::N(4), Dim::N(4)],
+    );
+    let inputs: &[&str] = if op == "Conv" {
+        b = b.initializer("w", &Tensor::f32(vec![1, 1, 1, 1], &[1.0]));
+        &["x", "w"]
+    } else {
+        &["x"]
+    };
+    b.node("p", op, inputs, &["y"], attrs)
+        .output("y", DType::F32, &[])
+        .build()
+}
+
+#[test]
+fn absurd_window_attributes_are_node_errors() {
+    let huge = 1i64 << 31;
+    let cases: Vec<(&str, Vec<(&str, Attr)>)> = vec![
+        // Negative and zero dilations.
+        ("Conv", vec![("dilations", Attr::Ints(vec![-1, -1]))]),
+        ("Conv", vec![("dilations", Attr::Ints(vec![0, 1]))]),
+        // Kernel size 2^31 and zero strides in pooling.
+        (
+            "AveragePool",
+            vec![("kernel_shape", Attr::Ints(vec![huge, huge]))],
+        ),
+        (
+            "MaxPool",
+            vec![
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("strides", Attr::Ints(vec![0, 0])),
+            ],
+        ),
+        // Pads larger than the input and than the window: windows entirely in padding.
+        (
+            "MaxPool",
+            vec![
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("pads", Attr::Ints(vec![100, 100, 100, 100])),
+            ],
+        ),
+        (
+            "AveragePool",
+            vec![
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("pads", Attr::Ints(vec![huge, 0, huge, 0])),
+            ],
+        ),
+        // Attribute lists of the wrong length.
+        ("Conv", vec![("strides", Attr::Ints(vec![1, 1, 1]))]),
+    ];
+    for (op, attrs) in cases {
+        let e = import(&window_model(op, attrs.clone())).unwrap_err();
+        assert!(
+            matches!(&e, Error::Node { node, .. } if node == "p"),
+            "{op} {attrs:?}: {e:?}"
+        );
+    }
+}
+
+#[test]
+fn opsets_out_of_range_are_errors() {
+    for opset in [i64::MIN, -1, 0, 6, 24, i64::MAX] {
+        let e = import(&relu_model_at(opset)).unwrap_err();
+        assert!(
+            matches!(e, Error::UnsupportedOpset { version, .. } if version == opset),
+            "{opset}: {e:?}"
+        );
+        assert!(e.to_string().contains(&opset.to_string()), "{e}");
+    }
+}
+
+fn relu_model_at(opset: i64) -> ModelProto {
+    ModelBuilder::new("g", opset)
+        .input("x", DType::F32, &[Dim::N(2), Dim::N(3)])
+        .node("r", "Relu", &["x"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build()
+}
+
+#[test]
+fn code_generation_refuses_plans_it_cannot_run() {
+    // Found by the `jit_diff` fuzzer: a plan without kernel scratch gave the GEMM a null
+    // workspace. Such plans (and under-aligned ones) are now a typed error.
+    use arenac_compiler::analysis::liveness::LivenessOptions;
+    use arenac_compiler::arena::{PlanOptions, plan_arena};
+    use arenac_compiler::codegen::compile;
+    let m = ModelBuilder::new("g", 13)
+        .input("a", DType::F32, &[Dim::N(5), Dim::N(2), Dim::N(5)])
+        .initializer("b", &Tensor::f32(vec![5, 1], &[0.5; 5]))
+        .node("mm", "MatMul", &["a", "b"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let g = import(&m).unwrap().graph;
+    for opts in [
+        PlanOptions {
+            liveness: LivenessOptions::layer_wise(),
+            ..PlanOptions::default()
+        },
+        PlanOptions {
+            align: 16,
+            ..PlanOptions::default()
+        },
+    ] {
+        let plan = plan_arena(&g, &opts).unwrap();
+        let e = compile(&g, &plan).unwrap_err();
+        assert!(matches!(e, Error::PlanInternal(_)), "{e:?}");
+        assert!(e.to_string().contains("scratch"), "{e}");
+    }
+    assert!(compile(&g, &plan_arena(&g, &PlanOptions::default()).unwrap()).is_ok());
+}

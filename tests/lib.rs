@@ -9,6 +9,8 @@
 
 #![deny(missing_docs)]
 
+pub mod fuzzing;
+
 use std::path::{Path, PathBuf};
 
 use arenac_compiler::import::inputs::parse_shape_spec;

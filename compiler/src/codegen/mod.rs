@@ -126,6 +126,15 @@ impl Executable {
 /// [`Error::Node`] naming the node and op.
 pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
     let started = std::time::Instant::now();
+    // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
+    // tensors: a plan made without either cannot be compiled (found by the `jit_diff` fuzzer).
+    if !plan.options.liveness.scratch || !plan.options.align.is_multiple_of(ARENA_ALIGN) {
+        return Err(Error::PlanInternal(format!(
+            "code generation needs a plan with kernel scratch and {ARENA_ALIGN}-byte alignment \
+             (given scratch={}, align={})",
+            plan.options.liveness.scratch, plan.options.align
+        )));
+    }
     let slot = |v: ValueId| -> Result<IoSlot, Error> {
         let val = g.value(v);
         let b = plan

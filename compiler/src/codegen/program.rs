@@ -4,6 +4,8 @@
 //! addresses `base + constant offset`.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 
 use cranelift_codegen::ir::types::{F32, I32, I64};
 use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Signature, UserFuncName, Value};
@@ -18,6 +20,41 @@ use crate::error::{Error, OpError};
 /// `ln(x)` for the generated code (one call per Softmax line, never per element).
 pub extern "C" fn arenac_logf(x: f32) -> f32 {
     x.ln()
+}
+
+/// A JIT module whose code memory is released when it is dropped — cranelift-jit's own drop
+/// leaks it — unless [`OwnedModule::into_inner`] hands the module over (to an `Executable`,
+/// whose drop frees it). A compilation that fails half way therefore leaks nothing.
+struct OwnedModule(ManuallyDrop<JITModule>);
+
+impl OwnedModule {
+    fn into_inner(self) -> JITModule {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the module is moved out of it exactly once.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl Drop for OwnedModule {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once, so the module is taken once. No address of its code has
+        // left the `Program` (only `finish` returns one, after `into_inner`), so nothing can
+        // call into the memory freed here.
+        unsafe { ManuallyDrop::take(&mut self.0).free_memory() };
+    }
+}
+
+impl Deref for OwnedModule {
+    type Target = JITModule;
+    fn deref(&self) -> &JITModule {
+        &self.0
+    }
+}
+
+impl DerefMut for OwnedModule {
+    fn deref_mut(&mut self) -> &mut JITModule {
+        &mut self.0
+    }
 }
 
 /// An address the entry function passes to a kernel.
@@ -86,7 +123,7 @@ fn extern_defs() -> [ExternDef; 4] {
 
 /// Builds the kernels and the entry function.
 pub struct Program {
-    module: JITModule,
+    module: OwnedModule,
     ctx: Context,
     fctx: FunctionBuilderContext,
     cache: HashMap<String, FuncId>,
@@ -131,7 +168,7 @@ impl Program {
         }
         Ok(Program {
             ctx: module.make_context(),
-            module,
+            module: OwnedModule(ManuallyDrop::new(module)),
             fctx: FunctionBuilderContext::new(),
             cache: HashMap::new(),
             externs,
@@ -268,6 +305,6 @@ impl Program {
         }
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
-        Ok((self.module, entry))
+        Ok((self.module.into_inner(), entry))
     }
 }

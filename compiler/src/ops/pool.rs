@@ -215,6 +215,17 @@ fn infer_pool(
             &[&x.shape],
         ));
     }
+    // A pad as wide as the window makes windows that read only padding (ONNX Runtime
+    // refuses it too: "Pad should be smaller than kernel").
+    for i in 0..n {
+        let eff = effective(a.kernel[i], a.dilations[i])?;
+        if a.pads[i] >= eff || a.pads[n + i] >= eff {
+            return Err(OpError::attr(
+                "pads",
+                format!("pads of axis {i} must be smaller than the {eff}-wide window"),
+            ));
+        }
+    }
     let mut out = vec![x.shape[0], x.shape[1]];
     for i in 0..n {
         out.push(pool_out_dim(a, i, x.shape[2 + i], &x.shape)?);
