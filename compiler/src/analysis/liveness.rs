@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::ops::Op;
-use crate::plan::Interval;
+use crate::plan::{ALIGN, Interval, lower_bound};
 
 mod concat;
 #[cfg(test)]
@@ -184,7 +184,40 @@ struct Open {
 }
 
 /// Computes buffers for `g` run in `order` (a topological order of all its nodes).
+///
+/// With [`LivenessOptions::concat_in_place`], the Concats done in place are chosen
+/// (`concat.rs`), and the buffers without any in-place Concat are kept instead when their
+/// peak of aligned live bytes is lower.
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
+    let none = concat::ConcatSlots::default();
+    let base = build(g, order, opts, &none);
+    if !opts.concat_in_place {
+        return base;
+    }
+    let all = concat::ConcatSlots::find(g, order, opts.views);
+    if all.is_empty() {
+        return base;
+    }
+    let chosen = all.choose(g, &base);
+    if chosen.is_empty() {
+        return base;
+    }
+    let with = build(g, order, opts, &chosen);
+    let peak = |l: &Liveness| lower_bound(&l.intervals(), ALIGN).0;
+    if peak(&with) <= peak(&base) {
+        with
+    } else {
+        base
+    }
+}
+
+/// [`liveness`] with the in-place Concat slots given.
+fn build(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    slots: &concat::ConcatSlots,
+) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
     let mut last_read: Vec<Option<usize>> = vec![None; nv];
@@ -213,11 +246,6 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
         ..Liveness::default()
     };
     let mut open: Vec<Open> = Vec::new();
-    let slots = if opts.concat_in_place {
-        concat::ConcatSlots::find(g, order, opts.views)
-    } else {
-        concat::ConcatSlots::default()
-    };
     let new_buffer = |live: &mut Liveness, open: &mut Vec<Open>, v: ValueId, start, kind| {
         let val = g.value(v);
         live.value_buffer.insert(v, live.buffers.len());
