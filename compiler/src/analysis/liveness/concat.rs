@@ -70,7 +70,8 @@ impl ConcatSlots {
                     ValueKind::Computed(p) => g.node(p),
                     _ => continue,
                 };
-                let eligible = !(views && producer.op.is_view())
+                let view = views && producer.op.is_view();
+                let eligible = !view
                     && node.inputs.iter().filter(|&&w| w == v).count() == 1
                     && !g.outputs.contains(&v)
                     && !slot.contains_key(&v)
