@@ -226,7 +226,12 @@ pub(super) fn matmul(
         scratch: layout(cx),
     };
     let a_op = cx.operand(av, w)?;
-    mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()?])
+    mm_call(
+        cx,
+        prog,
+        desc,
+        vec![a_op, b_op, cx.arena(y)?, cx.scratch()?],
+    )
 }
 
 /// The 2-d geometry of a 1-d or 2-d window op on NC* input `xs` with output `ys`.
