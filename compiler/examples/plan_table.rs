@@ -1,6 +1,8 @@
 //! The packing table of docs/PLANNING.md: for each model, the naive sum, the layer-wise bound,
 //! plain greedy-by-size on the layer-wise buffers, arenac's own bound (views, in-place,
-//! scratch) in file order and in its memory-aware order, and arenac's arena.
+//! scratch, in-place Concat) in file order and in its memory-aware order, arenac's arena,
+//! and arenac's arena without in-place Concat (what writing Concat inputs into their slices
+//! gains).
 //!
 //! `cargo run --release -p arenac-compiler --example plan_table -- MODEL.onnx|DIR ...`
 //! (symbolic dims default to 1). Prints a Markdown table with geometric means.
@@ -11,6 +13,7 @@ use std::time::Instant;
 use arenac_compiler::analysis::liveness::{LivenessOptions, liveness};
 use arenac_compiler::arena::{PlanOptions, plan_arena};
 use arenac_compiler::import::{ImportOptions, import_file};
+use arenac_compiler::ops::Op;
 use arenac_compiler::plan::offsets::place_greedy_by_size;
 use arenac_compiler::plan::verify::verify_placement;
 use arenac_compiler::plan::{ALIGN, lower_bound};
@@ -43,11 +46,13 @@ fn mib(b: usize) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     println!(
-        "| model | nodes | naive MiB | layer-wise bound | greedy-by-size | arenac bound, file order | arenac bound | arenac arena | arena / own bound | arena / layer-wise | order gain | plan ms |"
+        "| model | nodes | naive MiB | layer-wise bound | greedy-by-size | arenac bound, file order | arenac bound | arenac arena | arena / own bound | arena / layer-wise | order gain | arena w/o concat in place | concat gain | concats in place | peak at | plan ms |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (mut n, mut g_eff, mut g_layer, mut g_order, mut worst) =
-        (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    );
+    let (mut n, mut g_eff, mut g_layer, mut g_order, mut g_concat, mut worst) =
+        (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for path in models(&args) {
         let name = path
             .file_stem()
@@ -78,9 +83,19 @@ fn main() {
         let start = Instant::now();
         let ours = plan_arena(&g, &PlanOptions::default());
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        let (file, ours) = match (file, ours) {
-            (Ok(f), Ok(o)) => (f, o),
-            (Err(e), _) | (_, Err(e)) => {
+        let plain = plan_arena(
+            &g,
+            &PlanOptions {
+                liveness: LivenessOptions {
+                    concat_in_place: false,
+                    ..LivenessOptions::full()
+                },
+                ..PlanOptions::default()
+            },
+        );
+        let (file, ours, plain) = match (file, ours, plain) {
+            (Ok(f), Ok(o), Ok(p)) => (f, o, p),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 println!("| {name} | plan error: {e} |");
                 continue;
             }
@@ -88,8 +103,28 @@ fn main() {
         let eff = ours.arena_bytes as f64 / ours.lower_bound_bytes.max(1) as f64;
         let vs_layer = ours.arena_bytes as f64 / layer_bound.max(1) as f64;
         let order_gain = file.lower_bound_bytes as f64 / ours.lower_bound_bytes.max(1) as f64;
+        let concat_gain = plain.arena_bytes as f64 / ours.arena_bytes.max(1) as f64;
+        // Concats with at least one input computed in place, of all Concats.
+        let concats: Vec<_> = g
+            .nodes()
+            .filter(|(_, n)| matches!(n.op, Op::Concat { .. }))
+            .collect();
+        let in_place = concats
+            .iter()
+            .filter(|(_, n)| {
+                n.inputs.iter().any(|v| {
+                    n.outputs
+                        .first()
+                        .is_some_and(|y| ours.liveness.alias_of.get(v) == Some(y))
+                })
+            })
+            .count();
+        let peak = ours
+            .peak_node()
+            .map(|id| g.node(id).op.name().to_string())
+            .unwrap_or_default();
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {eff:.3} | {vs_layer:.3} | {order_gain:.3} | {ms:.1} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {eff:.3} | {vs_layer:.3} | {order_gain:.3} | {} | {concat_gain:.3} | {in_place} / {} | {peak} | {ms:.1} |",
             g.node_count(),
             mib(ours.naive_bytes),
             mib(layer_bound),
@@ -97,20 +132,24 @@ fn main() {
             mib(file.lower_bound_bytes),
             mib(ours.lower_bound_bytes),
             mib(ours.arena_bytes),
+            mib(plain.arena_bytes),
+            concats.len(),
         );
         n += 1;
         g_eff += eff.ln();
         g_layer += vs_layer.ln();
         g_order += order_gain.ln();
+        g_concat += concat_gain.ln();
         worst = worst.max(eff);
     }
     if n > 0 {
         let k = n as f64;
         println!(
-            "| **geometric mean** ({n} models) | | | | | | | | {:.3} (worst {worst:.3}) | {:.3} | {:.3} | |",
+            "| **geometric mean** ({n} models) | | | | | | | | {:.3} (worst {worst:.3}) | {:.3} | {:.3} | | {:.3} | | | |",
             (g_eff / k).exp(),
             (g_layer / k).exp(),
-            (g_order / k).exp()
+            (g_order / k).exp(),
+            (g_concat / k).exp()
         );
     }
 }

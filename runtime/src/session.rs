@@ -373,9 +373,13 @@ impl Session {
     /// Creates a session over an executable (shared, e.g. by several sessions).
     pub fn from_executable(exe: Rc<Executable>) -> Result<Session, RunError> {
         let arena_bytes = exe.arena_bytes();
-        for slot in exe.inputs().iter().chain(exe.outputs()) {
+        let (inputs, outputs) = (exe.inputs().iter(), exe.outputs().iter());
+        let aligned = inputs.map(|s| (s, ARENA_ALIGN));
+        // An output may sit inside a Concat's buffer: aligned to its element size only.
+        let elem = outputs.map(|s| (s, s.ty.dtype.size().max(1)));
+        for (slot, align) in aligned.chain(elem) {
             let end = slot.ty.bytes().and_then(|b| b.checked_add(slot.offset));
-            if end.is_none_or(|e| e > arena_bytes) || !slot.offset.is_multiple_of(ARENA_ALIGN) {
+            if end.is_none_or(|e| e > arena_bytes) || !slot.offset.is_multiple_of(align) {
                 return Err(RunError::SlotOutOfBounds {
                     name: slot.name.clone(),
                     arena_bytes,

@@ -7,7 +7,8 @@
 //! - weights and other constants are not in the arena (a separate read-only region);
 //! - a computed value that nothing reads and that is not an output lives `[i, i + 1)`.
 //!
-//! A buffer may hold several values ([`Buffer::values`]): its interval runs from its first
+//! A buffer may hold several values ([`Buffer::values`]), each at a byte offset
+//! ([`Liveness::value_offset`], 0 unless it is a Concat slice): its interval runs from its first
 //! value's start to the last read of any value stored in it (to `n` when one of them is a graph
 //! output: the buffer is then of kind [`BufferKind::Output`], unless it is an input's).
 //! - **Views** ([`LivenessOptions::views`]; ops with [`crate::ops::Op::is_view`]): the output
@@ -22,6 +23,15 @@
 //!   input of the node lives in that buffer (the same value read twice is fine). The first such
 //!   input in input order is chosen. A residual `Add` writing into its dead operand is the
 //!   main case.
+//! - **In-place Concat** ([`LivenessOptions::concat_in_place`]): the producer of a Concat
+//!   input writes straight into the input's slice of the Concat's output, and the Concat
+//!   copies nothing for it (rules in `concat.rs`: the slice must be contiguous, the input
+//!   computed by a non-view node, read once by that Concat, not a graph output). The input is
+//!   stored in the output's buffer at its slice's byte offset ([`Liveness::value_offset`]),
+//!   `alias_of` the Concat's output, and the buffer lives from the first slice's producer.
+//!   Nested Concats compose (an inner Concat's output is itself a slice of the outer one).
+//!   A slice's producer never also writes in place; views and in-place writes of a value
+//!   stored at an offset keep that offset.
 //! - **Scratch** ([`LivenessOptions::scratch`]): a node whose op needs a workspace
 //!   ([`crate::ops::Op::scratch_bytes`]) gets a buffer `<node name>:scratch` of kind
 //!   [`BufferKind::Scratch`] living `[step, step + 1)`.
@@ -36,8 +46,9 @@ use std::collections::HashMap;
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::ops::Op;
-use crate::plan::Interval;
+use crate::plan::{ALIGN, Interval, lower_bound};
 
+mod concat;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +61,8 @@ pub struct LivenessOptions {
     pub in_place: bool,
     /// Nodes' kernel scratch is planned as buffers living for one step.
     pub scratch: bool,
+    /// Concat inputs are computed straight into their slice of the Concat's output.
+    pub concat_in_place: bool,
 }
 
 impl LivenessOptions {
@@ -59,6 +72,7 @@ impl LivenessOptions {
             views: false,
             in_place: false,
             scratch: false,
+            concat_in_place: false,
         }
     }
 
@@ -68,6 +82,7 @@ impl LivenessOptions {
             views: true,
             in_place: true,
             scratch: true,
+            concat_in_place: true,
         }
     }
 }
@@ -94,7 +109,8 @@ pub struct Buffer {
     pub kind: BufferKind,
     /// Live steps and bytes.
     pub interval: Interval,
-    /// Values stored in it: the root first, then views and in-place successors in order.
+    /// Values stored in it: the root first (for a Concat's buffer, the outermost Concat's
+    /// output, written last), then slices, views and in-place successors in order.
     pub values: Vec<ValueId>,
     /// For scratch, the node that uses it.
     pub node: Option<NodeId>,
@@ -109,11 +125,20 @@ pub struct Liveness {
     pub buffers: Vec<Buffer>,
     /// The buffer holding each non-constant value.
     pub value_buffer: HashMap<ValueId, usize>,
-    /// For a value stored in another value's buffer (view or in-place), that value.
+    /// For a value stored in another value's buffer (view or in-place), that value; for a
+    /// Concat slice, the Concat's output.
     pub alias_of: HashMap<ValueId, ValueId>,
+    /// Byte offset of a value within its buffer; absent means 0 (only Concat slices and what
+    /// aliases them sit at a non-zero offset).
+    pub value_offset: HashMap<ValueId, usize>,
 }
 
 impl Liveness {
+    /// Byte offset of `v` within its buffer (0 by default).
+    pub fn offset_of(&self, v: ValueId) -> usize {
+        self.value_offset.get(&v).copied().unwrap_or(0)
+    }
+
     /// The buffers' intervals, in buffer order (the planner's input).
     pub fn intervals(&self) -> Vec<Interval> {
         self.buffers.iter().map(|b| b.interval).collect()
@@ -159,7 +184,40 @@ struct Open {
 }
 
 /// Computes buffers for `g` run in `order` (a topological order of all its nodes).
+///
+/// With [`LivenessOptions::concat_in_place`], the Concats done in place are chosen
+/// (`concat.rs`), and the buffers without any in-place Concat are kept instead when their
+/// peak of aligned live bytes is lower.
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
+    let none = concat::ConcatSlots::default();
+    let base = build(g, order, opts, &none);
+    if !opts.concat_in_place {
+        return base;
+    }
+    let all = concat::ConcatSlots::find(g, order, opts.views);
+    if all.is_empty() {
+        return base;
+    }
+    let chosen = all.choose(g, &base);
+    if chosen.is_empty() {
+        return base;
+    }
+    let with = build(g, order, opts, &chosen);
+    let peak = |l: &Liveness| lower_bound(&l.intervals(), ALIGN).0;
+    if peak(&with) <= peak(&base) {
+        with
+    } else {
+        base
+    }
+}
+
+/// [`liveness`] with the in-place Concat slots given.
+fn build(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    slots: &concat::ConcatSlots,
+) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
     let mut last_read: Vec<Option<usize>> = vec![None; nv];
@@ -212,6 +270,29 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
     for (step, &id) in order.iter().enumerate() {
         let node = g.node(id);
         for (k, &out) in node.outputs.iter().enumerate() {
+            if live.value_buffer.contains_key(&out) {
+                // The outermost Concat output of a buffer its slices opened: already placed.
+                continue;
+            }
+            if let Some((root, offset)) = slots.resolve(out) {
+                let b = match live.value_buffer.get(&root) {
+                    Some(&b) => b,
+                    None => {
+                        new_buffer(&mut live, &mut open, root, step, BufferKind::Intermediate);
+                        live.buffers.len() - 1
+                    }
+                };
+                if let Some((of, _)) = slots.get(out) {
+                    live.alias_of.insert(out, of);
+                }
+                live.value_offset.insert(out, offset);
+                live.value_buffer.insert(out, b);
+                if let (Some(buf), Some(o)) = (live.buffers.get_mut(b), open.get_mut(b)) {
+                    buf.values.push(out);
+                    o.end = o.end.max(value_end(out, step));
+                }
+                continue;
+            }
             let target = if k > 0 {
                 None
             } else if opts.views && node.op.is_view() {
@@ -228,10 +309,14 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
                 Some((src, b)) => {
                     live.alias_of.insert(out, src);
                     live.value_buffer.insert(out, b);
+                    let offset = live.offset_of(src);
+                    if offset > 0 {
+                        live.value_offset.insert(out, offset);
+                    }
                     if let (Some(buf), Some(o)) = (live.buffers.get_mut(b), open.get_mut(b)) {
                         buf.values.push(out);
                         let size = g.value(out).ty.bytes().unwrap_or(0);
-                        buf.interval.size = buf.interval.size.max(size);
+                        buf.interval.size = buf.interval.size.max(size.saturating_add(offset));
                         o.end = o.end.max(value_end(out, step));
                         o.pinned |= out_of(out);
                     }

@@ -10,7 +10,7 @@ pub mod budget;
 pub mod report;
 pub mod svg;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
@@ -18,7 +18,7 @@ use crate::analysis::schedule::{ScheduleOptions, schedule};
 use crate::error::Error;
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::plan::offsets::place;
-use crate::plan::verify::verify_placement;
+use crate::plan::verify::{ValueSlot, verify_placement, verify_values};
 use crate::plan::{ALIGN, Placement, align_up, lower_bound};
 
 /// Options for [`plan_arena`].
@@ -114,6 +114,16 @@ impl ArenaPlan {
         }
     }
 
+    /// Arena byte offset of value `v` (its buffer's offset plus its offset within the
+    /// buffer); `None` for a value without an arena buffer (a constant).
+    pub fn value_offset(&self, v: ValueId) -> Option<usize> {
+        let b = *self.liveness.value_buffer.get(&v)?;
+        self.placement
+            .offsets
+            .get(b)?
+            .checked_add(self.liveness.offset_of(v))
+    }
+
     /// The node running at the peak step, if the graph has any node.
     pub fn peak_node(&self) -> Option<NodeId> {
         self.schedule.get(self.peak_step).copied()
@@ -163,6 +173,8 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
     let placement = place(&intervals, opts.align);
     verify_placement(&intervals, &placement, opts.align)
         .map_err(|e| Error::PlanInternal(e.to_string()))?;
+    verify_values(&intervals, &value_slots(g, &live))
+        .map_err(|e| Error::PlanInternal(e.to_string()))?;
     if !placement.arena_bytes.is_multiple_of(opts.align) {
         return Err(Error::PlanInternal(format!(
             "arena of {} bytes is not a multiple of the {}-byte alignment",
@@ -195,6 +207,46 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         weights: weight_stats(g),
         planning_time,
     })
+}
+
+/// The values of `live`'s buffers for [`verify_values`], each with its own life recomputed
+/// from the graph and the schedule (producer's step, or 0 for an input, to one past its last
+/// read, or to the end for a graph output).
+fn value_slots(g: &Graph, live: &Liveness) -> Vec<ValueSlot> {
+    let n = live.order.len();
+    let mut start: HashMap<ValueId, usize> = HashMap::new();
+    let mut end: HashMap<ValueId, usize> = HashMap::new();
+    for (step, &id) in live.order.iter().enumerate() {
+        let node = g.node(id);
+        for &v in &node.outputs {
+            start.insert(v, step);
+        }
+        for &v in &node.inputs {
+            end.insert(v, step + 1);
+        }
+    }
+    let ids: Vec<ValueId> = g
+        .value_ids()
+        .filter(|v| live.value_buffer.contains_key(v))
+        .collect();
+    let index: HashMap<ValueId, usize> = ids.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    ids.iter()
+        .map(|&v| {
+            let s = start.get(&v).copied().unwrap_or(0);
+            let mut e = end.get(&v).copied().unwrap_or(0).max(s + 1);
+            if g.outputs.contains(&v) {
+                e = e.max(n);
+            }
+            ValueSlot {
+                buffer: live.value_buffer.get(&v).copied().unwrap_or(usize::MAX),
+                offset: live.offset_of(v),
+                size: g.value(v).ty.bytes().unwrap_or(0),
+                start: s,
+                end: e,
+                alias_of: live.alias_of.get(&v).and_then(|a| index.get(a)).copied(),
+            }
+        })
+        .collect()
 }
 
 /// `12.3 MiB` (binary units; bytes below 1 KiB as `N B`).

@@ -64,8 +64,11 @@ pub struct BufferEntry {
     pub name: String,
     /// Bytes: for a buffer's root value the buffer's size, for an alias its own size.
     pub bytes: usize,
-    /// Offset in the arena (an alias has its root's offset).
+    /// Offset in the arena of its buffer (an alias has its root's offset).
     pub offset: usize,
+    /// Offset of the value within its buffer: 0, except for an in-place Concat slice (and
+    /// what aliases it), whose bytes start at `offset + offset_in_buffer`.
+    pub offset_in_buffer: usize,
     /// First step at which it is live.
     pub first_step: usize,
     /// Last step at which it is live (inclusive).
@@ -75,7 +78,8 @@ pub struct BufferEntry {
     pub kind: String,
     /// Index of its arena buffer.
     pub buffer: usize,
-    /// `null`, or the value whose buffer it reuses (a view or an in-place result).
+    /// `null`, or the value whose buffer it reuses (a view's input, an in-place result's dead
+    /// operand, or for an in-place Concat input the Concat's output).
     pub alias_of: Option<String>,
 }
 
@@ -138,6 +142,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
             last_step: iv.end.saturating_sub(1).max(iv.start),
             kind: kind_name(b.kind).to_string(),
             buffer: bi,
+            offset_in_buffer: 0,
             alias_of: None,
         };
         let Some((&first, rest)) = b.values.split_first() else {
@@ -157,6 +162,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
                 last_step,
                 kind: value_kind(v).to_string(),
                 buffer: bi,
+                offset_in_buffer: live.offset_of(v),
                 alias_of: Some(g.value(of).name.clone()),
             });
         }
@@ -271,6 +277,11 @@ impl PlanReport {
             "value", "bytes", "offset", "first", "last", "kind"
         );
         for b in &self.buffers {
+            let alias = match (&b.alias_of, b.offset_in_buffer) {
+                (None, _) => "-".to_string(),
+                (Some(a), 0) => a.clone(),
+                (Some(a), at) => format!("{a} at +{}", grouped(at)),
+            };
             let _ = writeln!(
                 out,
                 "{:<width$}  {:>14}  {:>14}  {:>6}  {:>6}  {:<12}  {}",
@@ -280,7 +291,7 @@ impl PlanReport {
                 b.first_step,
                 b.last_step,
                 b.kind,
-                b.alias_of.as_deref().unwrap_or("-")
+                alias
             );
         }
         out

@@ -169,7 +169,15 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
         let iv = b.interval;
         let (x0, x1) = (x(iv.start as f64), x(iv.end as f64));
         let (y0, y1) = (y((off + iv.size) as f64), y(off as f64));
-        let names: Vec<String> = b.values.iter().map(|&v| g.value(v).name.clone()).collect();
+        // A value inside the buffer at an offset (an in-place Concat slice) says where.
+        let names: Vec<String> = b
+            .values
+            .iter()
+            .map(|&v| match plan.liveness.offset_of(v) {
+                0 => g.value(v).name.clone(),
+                at => format!("{} (+{})", g.value(v).name, grouped(at)),
+            })
+            .collect();
         let also = if names.len() > 1 {
             format!("\nalso holds: {}", names[1..].join(", "))
         } else {

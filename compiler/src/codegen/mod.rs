@@ -34,7 +34,9 @@ pub struct IoSlot {
     pub name: String,
     /// Dtype and static shape.
     pub ty: TensorType,
-    /// Byte offset in the arena (a multiple of [`ARENA_ALIGN`]).
+    /// Byte offset in the arena: a multiple of [`ARENA_ALIGN`] for an input; for an output
+    /// a multiple of its element size (an output stored in a Concat's buffer, e.g. a view of
+    /// an in-place Concat input, sits at that input's offset in the buffer).
     pub offset: usize,
 }
 
@@ -137,22 +139,17 @@ pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
     }
     let slot = |v: ValueId| -> Result<IoSlot, Error> {
         let val = g.value(v);
-        let b = plan
-            .liveness
-            .value_buffer
-            .get(&v)
-            .copied()
-            .ok_or_else(|| Error::Node {
-                node: val.name.clone(),
-                op: "output".into(),
-                source: OpError::Unsupported(
-                    "a graph output that is a constant has no arena slot yet".into(),
-                ),
-            })?;
+        let offset = plan.value_offset(v).ok_or_else(|| Error::Node {
+            node: val.name.clone(),
+            op: "output".into(),
+            source: OpError::Unsupported(
+                "a graph output that is a constant has no arena slot yet".into(),
+            ),
+        })?;
         Ok(IoSlot {
             name: val.name.clone(),
             ty: val.ty.clone(),
-            offset: plan.placement.offsets[b],
+            offset,
         })
     };
     let inputs = g

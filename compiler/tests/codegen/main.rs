@@ -4,6 +4,7 @@
 //! One test binary, one module per op family.
 
 mod common;
+mod concat;
 mod convt;
 mod dense;
 mod elementwise;

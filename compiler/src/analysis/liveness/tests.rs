@@ -280,3 +280,97 @@ bn (float[1, 2, 4, 4] X, float[2, 2, 1, 1] W) => (float[1, 2, 4, 4] Y)
     assert!(same_buffer(&l, &g, "Y", "C"));
     assert_eq!(buf(&l, &g, "Y").kind, BufferKind::Output);
 }
+
+const CONCATS: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+cat (float[1, 2, 4] X) => (float[1, 10, 4] Z)
+{
+    A = Relu(X)
+    B = Sigmoid(X)
+    Y = Concat <axis = 1> (A, B)
+    C = Tanh(X)
+    D = Neg(X)
+    Y2 = Concat <axis = 1> (Y, C, D)
+    Z = Concat <axis = 1> (Y2, X)
+}
+"#;
+
+#[test]
+fn concat_inputs_are_slices_of_its_output() {
+    let g = graph(CONCATS);
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    // Nested: A, B are slices of Y; Y, C, D of Y2; Y2 of Z. One buffer holds all of them.
+    for (v, of, offset) in [
+        ("A", "Y", 0),
+        ("B", "Y", 32),
+        ("Y", "Y2", 0),
+        ("C", "Y2", 64),
+        ("D", "Y2", 96),
+        ("Y2", "Z", 0),
+    ] {
+        assert_eq!(l.alias_of[&id(&g, v)], id(&g, of), "{v}");
+        assert!(same_buffer(&l, &g, v, "Z"), "{v}");
+        assert_eq!(l.offset_of(id(&g, v)), offset, "{v}");
+    }
+    // X is a graph input: copied into Z at [128, 160), not stored there.
+    assert!(!same_buffer(&l, &g, "X", "Z"));
+    let b = buf(&l, &g, "Z");
+    assert_eq!(b.values[0], id(&g, "Z"));
+    assert_eq!(b.interval, Interval::new(0, g.node_count(), 10 * 4 * 4));
+    assert_eq!(b.kind, BufferKind::Output);
+    assert_eq!(l.buffers.len(), 2);
+    // The layer-wise baseline and the option off: every value in its own buffer.
+    for opts in [
+        LivenessOptions::layer_wise(),
+        LivenessOptions {
+            concat_in_place: false,
+            ..LivenessOptions::full()
+        },
+    ] {
+        let l = liveness(&g, g.order(), opts);
+        assert!(l.value_offset.is_empty());
+        assert!(!same_buffer(&l, &g, "A", "Y"));
+    }
+}
+
+#[test]
+fn concat_in_place_exclusions_fall_back() {
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+ex (float[1, 2, 4] X, float[2, 2, 4] W) => (float[1, 10, 4] Y, float[1, 2, 4] O, float[2, 4, 4] Q, float[1, 4, 4] P)
+<int64[3] s = {1, 2, 4}, float[1, 2, 4] K = {1, 2, 3, 4, 5, 6, 7, 8}>
+{
+    A = Relu(X)
+    R = Reshape(A, s)
+    D = Sigmoid(X)
+    O = Tanh(X)
+    E = Neg(X)
+    Y = Concat <axis = 1> (R, D, D, O, K)
+    F = Relu(W)
+    Q = Concat <axis = 1> (F, W)
+    P = Concat <axis = 1> (E, E2)
+    E2 = Abs(E)
+    P2 = Concat <axis = 1> (E2, E)
+    G = Add(P2, P2)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    // A view (R), a value read twice by the Concat (D), a graph output (O), a constant (K), a
+    // slice that is not contiguous (F: outer dim 2), and a graph input (W) keep their own
+    // buffers; E and E2 are slices of the first Concat that reads them (P) only.
+    for v in ["D", "O", "F", "W"] {
+        assert!(!l.alias_of.contains_key(&id(&g, v)), "{v}");
+        assert!(!l.value_offset.contains_key(&id(&g, v)), "{v}");
+    }
+    assert_eq!(l.alias_of[&id(&g, "R")], id(&g, "A"));
+    for v in ["R", "D", "O"] {
+        assert!(!same_buffer(&l, &g, v, "Y"), "{v}");
+    }
+    assert!(!same_buffer(&l, &g, "F", "Q"));
+    assert_eq!(l.alias_of[&id(&g, "E")], id(&g, "P"));
+    assert_eq!(l.alias_of[&id(&g, "E2")], id(&g, "P"));
+    assert_eq!(l.offset_of(id(&g, "E2")), 32);
+    assert!(!same_buffer(&l, &g, "P2", "P"));
+}

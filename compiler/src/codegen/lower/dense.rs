@@ -124,7 +124,7 @@ pub(super) fn gemm(
         accumulate,
         scratch: layout(cx),
     };
-    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()])
+    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()?])
 }
 
 /// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
@@ -226,7 +226,12 @@ pub(super) fn matmul(
         scratch: layout(cx),
     };
     let a_op = cx.operand(av, w)?;
-    mm_call(cx, prog, desc, vec![a_op, b_op, cx.arena(y)?, cx.scratch()])
+    mm_call(
+        cx,
+        prog,
+        desc,
+        vec![a_op, b_op, cx.arena(y)?, cx.scratch()?],
+    )
 }
 
 /// The 2-d geometry of a 1-d or 2-d window op on NC* input `xs` with output `ys`.
@@ -399,7 +404,7 @@ pub(super) fn conv(
         Operand::Weights(w.f32s(&weights)),
         bias_op,
         cx.arena(y)?,
-        cx.scratch(),
+        cx.scratch()?,
     ];
     let (node, op) = cx.label();
     let f = prog.kernel("conv2d".to_string(), 6, (&node, &op), |b, p, ext| {

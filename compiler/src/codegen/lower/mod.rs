@@ -61,20 +61,32 @@ impl Ctx<'_> {
         }
     }
 
+    /// The arena address of `v`: its buffer's offset plus its offset within the buffer
+    /// (a Concat slice), checked to lie inside the arena with all of `v`'s bytes.
     fn arena(&self, v: ValueId) -> Result<Operand, Error> {
-        let b = self
+        let name = &self.g.value(v).name;
+        let offset = self
             .plan
-            .liveness
-            .value_buffer
-            .get(&v)
-            .copied()
-            .ok_or_else(|| {
-                self.err(format!(
-                    "value '{}' has no arena buffer",
-                    self.g.value(v).name
-                ))
-            })?;
-        Ok(Operand::Arena(self.plan.placement.offsets[b]))
+            .value_offset(v)
+            .ok_or_else(|| self.err(format!("value '{name}' has no arena buffer")))?;
+        let bytes = self.ty(v).bytes();
+        self.inside(offset, bytes, name)?;
+        Ok(Operand::Arena(offset))
+    }
+
+    /// Checks that `[offset, offset + bytes)` lies inside the arena.
+    fn inside(&self, offset: usize, bytes: Option<usize>, what: &str) -> Result<(), Error> {
+        let arena = self.plan.arena_bytes;
+        if bytes
+            .and_then(|b| b.checked_add(offset))
+            .is_none_or(|end| end > arena)
+        {
+            return Err(self.err(format!(
+                "'{what}' at arena offset {offset} ({bytes:?} bytes) does not fit in the \
+                 {arena}-byte arena (a planner bug)"
+            )));
+        }
+        Ok(())
     }
 
     fn operand(&self, v: ValueId, w: &mut WeightsBuilder) -> Result<Operand, Error> {
@@ -93,15 +105,27 @@ impl Ctx<'_> {
             .ok_or_else(|| self.err("no output"))
     }
 
-    fn scratch(&self) -> Operand {
-        self.plan
+    /// The node's scratch buffer (`Null` when it has none), checked to lie inside the arena.
+    fn scratch(&self) -> Result<Operand, Error> {
+        let Some((i, b)) = self
+            .plan
             .liveness
             .buffers
             .iter()
-            .position(|b| b.kind == BufferKind::Scratch && b.node == Some(self.id))
-            .map_or(Operand::Null, |i| {
-                Operand::Arena(self.plan.placement.offsets[i])
-            })
+            .enumerate()
+            .find(|(_, b)| b.kind == BufferKind::Scratch && b.node == Some(self.id))
+        else {
+            return Ok(Operand::Null);
+        };
+        let offset = self
+            .plan
+            .placement
+            .offsets
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.err(format!("scratch '{}' has no offset", b.name)))?;
+        self.inside(offset, Some(b.interval.size), &b.name)?;
+        Ok(Operand::Arena(offset))
     }
 
     fn label(&self) -> (String, String) {

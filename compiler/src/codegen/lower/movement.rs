@@ -98,8 +98,13 @@ pub(super) fn movement(
                 }
                 let desc = CopyDesc::new(elem, &s, &contiguous(&s), &out_st);
                 let to = shifted(cx, cx.arena(y)?, at * out_st[*axis] * elem as i64)?;
-                copy_call(cx, prog, desc, cx.operand(v, w)?, to)?;
                 at += s[*axis] as i64;
+                let from = cx.operand(v, w)?;
+                // Computed in place into its slice (liveness' in-place Concat): nothing to copy.
+                if from == to {
+                    continue;
+                }
+                copy_call(cx, prog, desc, from, to)?;
             }
             Ok(())
         }
