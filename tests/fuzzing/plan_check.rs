@@ -19,8 +19,8 @@ use arenac_compiler::plan::{Interval, lower_bound, place_sequential};
 use super::graph_gen::random_model;
 use super::source::Source;
 
-/// Plan options from one byte: file order or schedule, each liveness option, an alignment
-/// among 1, 16, 64 and 256.
+/// Plan options from one byte: file order or schedule, each liveness option (views, in-place,
+/// scratch, in-place Concat), an alignment among 1, 16, 64 and 256.
 pub fn plan_options(byte: u8) -> PlanOptions {
     PlanOptions {
         keep_file_order: byte & 1 != 0,
@@ -28,6 +28,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             views: byte & 2 != 0,
             in_place: byte & 4 != 0,
             scratch: byte & 8 != 0,
+            concat_in_place: byte & 64 != 0,
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
     }

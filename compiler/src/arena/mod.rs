@@ -216,10 +216,18 @@ fn value_slots(g: &Graph, live: &Liveness) -> Vec<ValueSlot> {
     let n = live.order.len();
     let mut start: HashMap<ValueId, usize> = HashMap::new();
     let mut end: HashMap<ValueId, usize> = HashMap::new();
+    let mut is_view: HashMap<ValueId, bool> = HashMap::new();
     for (step, &id) in live.order.iter().enumerate() {
         let node = g.node(id);
         for &v in &node.outputs {
             start.insert(v, step);
+            // A view stores its first input's bytes under another shape; the same op's output
+            // may instead be written into a Concat slice (when views are off): not a view then.
+            let of = live.alias_of.get(&v);
+            is_view.insert(
+                v,
+                node.op.is_view() && of.is_some() && of == node.inputs.first(),
+            );
         }
         for &v in &node.inputs {
             end.insert(v, step + 1);
@@ -244,6 +252,7 @@ fn value_slots(g: &Graph, live: &Liveness) -> Vec<ValueSlot> {
                 start: s,
                 end: e,
                 alias_of: live.alias_of.get(&v).and_then(|a| index.get(a)).copied(),
+                view: is_view.get(&v).copied().unwrap_or(false),
             }
         })
         .collect()

@@ -11,8 +11,10 @@
 //! 5. each value's bytes `[offset, offset + size)` lie inside its buffer, and its own life
 //!    inside the buffer's interval;
 //! 6. two values of one buffer live at a common step do not overlap in bytes unless one
-//!    aliases the other (directly or through a chain of aliases), or both hold exactly the
-//!    same bytes (equal offset and size) and alias a common value (two views of one tensor).
+//!    aliases the other (directly or through a chain of aliases) once each view is replaced
+//!    by the value it views (a view writes nothing: it reads its source's bytes). So two
+//!    views of one tensor, or a view of a Concat output and one of that Concat's slices, may
+//!    share bytes; two slices, or a write over bytes a live value still needs, may not.
 
 use super::{Interval, Placement};
 
@@ -177,6 +179,10 @@ pub struct ValueSlot {
     /// The value (an index into the same slice) whose bytes this one reuses: a view's input,
     /// an in-place write's dead operand, a Concat slice's output.
     pub alias_of: Option<usize>,
+    /// Whether this value is a view of `alias_of`: it writes no bytes, it reads `alias_of`'s
+    /// under another shape (false for in-place writes and Concat slices, whose producers
+    /// write their bytes).
+    pub view: bool,
 }
 
 /// Checks rules 5 and 6 of the module docs for `values` stored in `intervals`' buffers.
@@ -216,12 +222,16 @@ pub fn verify_values(intervals: &[Interval], values: &[ValueSlot]) -> Result<(),
         }
         false
     };
-    // The value at the top of `a`'s alias chain.
-    let top = |mut a: usize| {
+    // The value `a` views, through any chain of views (`a` itself when it is not a view).
+    let viewed = |mut a: usize| {
         for _ in 0..values.len() {
-            match values.get(a).and_then(|v| v.alias_of) {
-                Some(up) => a = up,
-                None => break,
+            match values.get(a) {
+                Some(ValueSlot {
+                    view: true,
+                    alias_of: Some(up),
+                    ..
+                }) => a = *up,
+                _ => break,
             }
         }
         a
@@ -235,8 +245,13 @@ pub fn verify_values(intervals: &[Interval], values: &[ValueSlot]) -> Result<(),
             for &a in &active {
                 let va = &values[a];
                 let bytes = vb.offset < va.offset + va.size && va.offset < vb.offset + vb.size;
-                let same = va.offset == vb.offset && va.size == vb.size && top(a) == top(b);
-                if bytes && !same && !reaches(a, b) && !reaches(b, a) {
+                let (ra, rb) = (viewed(a), viewed(b));
+                let related = reaches(a, b)
+                    || reaches(b, a)
+                    || ra == rb
+                    || reaches(ra, rb)
+                    || reaches(rb, ra);
+                if bytes && !related {
                     return Err(PlanViolation::ValueOverlap {
                         a: a.min(b),
                         b: a.max(b),
@@ -299,6 +314,7 @@ mod tests {
             start: life.0,
             end: life.1,
             alias_of: None,
+            view: false,
         }
     }
 
@@ -350,17 +366,40 @@ mod tests {
             Err(PlanViolation::ValueOutsideBuffer { index: 1, .. })
         ));
         // A view of a slice overlaps the slice (its alias), not the other slice.
+        let view_of = |offset, life, of| ValueSlot {
+            view: true,
+            ..slice(offset, life, of)
+        };
         let mut view = good.to_vec();
-        view.push(slice(0, (1, 3), 1));
+        view.push(view_of(0, (1, 3), 1));
         assert_eq!(verify_values(&iv, &view), Ok(()));
         // Two views of the same slice hold the same bytes.
-        view.push(slice(0, (2, 3), 1));
+        view.push(view_of(0, (2, 3), 1));
         assert_eq!(verify_values(&iv, &view), Ok(()));
         view[3].offset = 32;
         assert_eq!(
             verify_values(&iv, &view),
             Err(PlanViolation::ValueOverlap {
                 a: 2,
+                b: 3,
+                buffer: 0
+            })
+        );
+        // A view of the Concat output, live while a slice still is (the slice is read after
+        // the Concat): the view reads the slice's bytes as they are.
+        let mut whole = good.to_vec();
+        whole[2].end = 4;
+        whole.push(ValueSlot {
+            size: 128,
+            ..view_of(0, (2, 4), 0)
+        });
+        assert_eq!(verify_values(&iv, &whole), Ok(()));
+        // The same value written in place (not a view) would overwrite the live slice.
+        whole[3].view = false;
+        assert_eq!(
+            verify_values(&iv, &whole),
+            Err(PlanViolation::ValueOverlap {
+                a: 1,
                 b: 3,
                 buffer: 0
             })

@@ -106,7 +106,7 @@ pub(super) fn conv_transpose(
         Operand::Weights(w.f32s(&arranged)),
         bias_op,
         cx.arena(y)?,
-        cx.scratch(),
+        cx.scratch()?,
     ];
     let (node, op) = cx.label();
     let f = prog.kernel(format!("convt {desc:?}"), 5, (&node, &op), |b, p, ext| {
