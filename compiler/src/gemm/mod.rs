@@ -40,6 +40,7 @@
 pub mod conv;
 mod depthwise;
 mod kernels;
+pub mod pool;
 
 use kernels::KernelFn;
 use std::sync::OnceLock;

@@ -272,8 +272,8 @@ pub(super) fn pool_call(
     y: Operand,
 ) -> Result<(), Error> {
     let (node, op) = cx.label();
-    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, _| {
-        desc.emit(b, p[0], p[1])
+    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, ext| {
+        desc.emit(b, p[0], p[1], ext)
     })?;
     prog.call(f, vec![x, y]);
     Ok(())
