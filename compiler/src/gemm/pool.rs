@@ -177,10 +177,11 @@ fn counted(
     }
 }
 
-/// The vector-friendly max (`maxps` operand order); NaN-free inputs only.
+/// The max of NaN-free inputs. `f32::max`, not a select: LLVM turns `d = if v > d { v } else
+/// { d }` over a slice into a conditional (masked) store, several times slower.
 #[inline(always)]
 fn vmax(a: f32, v: f32) -> f32 {
-    if v > a { v } else { a }
+    a.max(v)
 }
 
 /// Whether `x` holds a NaN (vectorized: no early exit inside a chunk).
