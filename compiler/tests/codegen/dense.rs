@@ -567,3 +567,48 @@ fn pooling_random_attributes() {
         done += 1;
     }
 }
+
+#[test]
+fn conv_scratch_is_exact_for_the_path() {
+    // Constant weights: the 3x3 conv's are packed at compile time, so its scratch is the
+    // im2col panel alone; the depthwise conv needs none; the 1x1 conv over 36 pixels copies one
+    // partial 16-column panel (8 input channels x 16 floats). Results still match.
+    use arenac_compiler::analysis::liveness::BufferKind;
+    let mut rng = Rng(77);
+    let model = ModelBuilder::new("convs", 13)
+        .input("x", DType::F32, &dims(&[1, 4, 6, 6]))
+        .initializer("w3", &rng.tensor(&[8, 4, 3, 3], -1.0, 1.0))
+        .initializer("wd", &rng.tensor(&[8, 1, 3, 3], -1.0, 1.0))
+        .initializer("w1", &rng.tensor(&[5, 8, 1, 1], -1.0, 1.0))
+        .output("y", DType::F32, &dims(&[1, 5, 6, 6]))
+        .node(
+            "c3",
+            "Conv",
+            &["x", "w3"],
+            &["a"],
+            vec![("pads", Attr::Ints(vec![1; 4]))],
+        )
+        .node(
+            "dw",
+            "Conv",
+            &["a", "wd"],
+            &["b"],
+            vec![("pads", Attr::Ints(vec![1; 4])), ("group", Attr::Int(8))],
+        )
+        .node("c1", "Conv", &["b", "w1"], &["y"], vec![])
+        .build();
+    let g = import(&model);
+    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+    let scratch = |name: &str| {
+        plan.liveness
+            .buffers
+            .iter()
+            .find(|b| b.kind == BufferKind::Scratch && b.name == format!("{name}:scratch"))
+            .map(|b| b.interval.size)
+    };
+    let panel = arenac_compiler::gemm::packed_b_len(4 * 9, 36) * 4;
+    assert_eq!(scratch("c3"), Some(panel.next_multiple_of(64)));
+    assert_eq!(scratch("dw"), None);
+    assert_eq!(scratch("c1"), Some(8 * 16 * 4));
+    check_graph(&g, &[rng.tensor(&[1, 4, 6, 6], -1.0, 1.0)], RTOL, ATOL);
+}

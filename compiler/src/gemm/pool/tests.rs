@@ -101,7 +101,7 @@ fn planes_match_a_plain_loop() {
         let (dh, dw) = (r.pick(1, 2), r.pick(1, 3));
         let [pt, pl, pb, pr] = [r.pick(0, 3), r.pick(0, 3), r.pick(0, 3), r.pick(0, 3)];
         let (h, w) = (r.pick(1, 12), r.pick(1, 80));
-        let ceil = r.next() % 2 == 0;
+        let ceil = r.next().is_multiple_of(2);
         let (Some(oh), Some(ow)) = (
             out_dim(h, kh, sh, dh, pt, pb, ceil),
             out_dim(w, kw, sw, dw, pl, pr, ceil),
