@@ -195,3 +195,56 @@ fn conv2d_paths_do_not_allocate() {
     // The depthwise case ran last: an interior pixel is 9 taps of 0.5 plus the bias, clipped.
     assert_eq!(y[12 + 1], 4.75);
 }
+
+#[test]
+fn pool2d_does_not_allocate() {
+    use arenac_compiler::gemm::pool::{
+        POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX, PoolParams, arenac_pool2d,
+    };
+    // Max (finite and NaN planes: the exact path), both averages, strides 1 and 2, padding.
+    let base = PoolParams {
+        planes: 3,
+        h: 21,
+        w: 37,
+        oh: 11,
+        ow: 19,
+        kh: 3,
+        kw: 3,
+        sh: 2,
+        sw: 2,
+        pt: 1,
+        pl: 1,
+        dh: 1,
+        dw: 1,
+        pb: 1,
+        pr: 1,
+        kind: POOL_MAX,
+    };
+    let cases = [
+        base,
+        PoolParams {
+            sw: 1,
+            ow: 37,
+            kind: POOL_AVG,
+            ..base
+        },
+        PoolParams {
+            kind: POOL_AVG_INCLUDE_PAD,
+            ..base
+        },
+    ];
+    let mut x = vec![1.0f32; 3 * 21 * 37];
+    x[5] = f32::NAN;
+    let mut y = vec![0.0f32; 3 * 21 * 37];
+    let before = allocations();
+    for p in &cases {
+        // SAFETY: x holds planes*h*w floats, y at least planes*oh*ow; disjoint.
+        unsafe { arenac_pool2d(p, x.as_ptr(), y.as_mut_ptr()) };
+    }
+    let after = allocations();
+    assert_eq!(after - before, 0, "allocations inside arenac_pool2d");
+    // The include-pad average ran last: the top-left window holds 4 input taps of its 9, the
+    // third one (columns 3..=5 of row 0) the NaN.
+    assert!((y[0] - 4.0 / 9.0).abs() < 1e-6, "{}", y[0]);
+    assert!(y[2].is_nan() && !y[1].is_nan());
+}

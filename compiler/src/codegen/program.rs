@@ -78,6 +78,8 @@ pub struct Externs {
     pub logf: FuncRef,
     /// `arenac_conv2d`.
     pub conv2d: FuncRef,
+    /// `arenac_pool2d`.
+    pub pool2d: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -97,7 +99,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 4] {
+fn extern_defs() -> [ExternDef; 5] {
     [
         (
             "arenac_sgemm",
@@ -116,6 +118,12 @@ fn extern_defs() -> [ExternDef; 4] {
             "arenac_conv2d",
             crate::gemm::conv::arenac_conv2d as *const u8,
             &[I64, I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_pool2d",
+            crate::gemm::pool::arenac_pool2d as *const u8,
+            &[I64, I64, I64],
             None,
         ),
     ]
@@ -219,17 +227,19 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
             self.extern_id("arenac_conv2d")?,
+            self.extern_id("arenac_pool2d")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
             pack_b: self.module.declare_func_in_func(pack_b, &mut self.ctx.func),
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
+            pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);

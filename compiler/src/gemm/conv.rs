@@ -172,6 +172,54 @@ impl ConvParams {
         packed_b_len(self.k(), tile).next_multiple_of(16)
     }
 
+    /// The geometry of a 1-d (as height 1) or 2-d convolution from its `[N, C, spatial..]`
+    /// input and output shapes and attributes (`pads` as ONNX orders them, begins first); the
+    /// activation, bias and `packed_a` fields are left 0. None for other ranks.
+    pub fn from_shapes(
+        x: &[usize],
+        y: &[usize],
+        kernel: &[usize],
+        strides: &[usize],
+        dilations: &[usize],
+        pads: &[usize],
+        group: usize,
+    ) -> Option<ConvParams> {
+        let d = kernel.len();
+        if !(1..=2).contains(&d) || x.len() != d + 2 || y.len() != d + 2 {
+            return None;
+        }
+        // Dim i of the 2-d geometry (1-d: height 1 with a 1-tap window).
+        let two = |v: &[usize], fill: usize, i: usize| -> u64 {
+            let j = if d == 1 { i.checked_sub(1) } else { Some(i) };
+            j.and_then(|j| v.get(j).copied()).unwrap_or(fill) as u64
+        };
+        Some(ConvParams {
+            n: x[0] as u64,
+            c: x[1] as u64,
+            h: two(&x[2..], 1, 0),
+            w: two(&x[2..], 1, 1),
+            m: y[1] as u64,
+            group: group.max(1) as u64,
+            kh: two(kernel, 1, 0),
+            kw: two(kernel, 1, 1),
+            stride_h: two(strides, 1, 0),
+            stride_w: two(strides, 1, 1),
+            pad_t: two(pads, 0, 0),
+            pad_l: two(pads, 0, 1),
+            dil_h: two(dilations, 1, 0),
+            dil_w: two(dilations, 1, 1),
+            oh: two(&y[2..], 1, 0),
+            ow: two(&y[2..], 1, 1),
+            ..ConvParams::default()
+        })
+    }
+
+    /// Whether [`prepare_weights`] packs the weights for the GEMM core (every path but
+    /// depthwise, which reads them as they are).
+    pub fn packs_a(&self) -> bool {
+        !self.is_depthwise()
+    }
+
     /// Whether the depthwise path runs: one input channel per group, several groups.
     pub fn is_depthwise(&self) -> bool {
         self.group > 1 && self.c == self.group
@@ -195,7 +243,7 @@ impl ConvParams {
 /// once per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
 /// are for the depthwise path. The code generator calls this at compile time.
 pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
-    if p.is_depthwise() {
+    if !p.packs_a() {
         p.packed_a = 0;
         return w.to_vec();
     }
@@ -211,11 +259,38 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
     out
 }
 
-/// Scratch bytes [`arenac_conv2d`] needs: the packed panel of one tile (rounded up to 64
-/// bytes) and the GEMM core's A scratch for `M/group x K`.
+/// The two parts of [`arenac_conv2d`]'s scratch, in floats: the panel (an im2col tile, or the
+/// pointwise path's copy of a last partial 16-column panel; rounded up to 64 bytes) and, after
+/// it, the GEMM core's A scratch (none when the weights come packed). Depthwise needs none.
+fn scratch_parts(p: &ConvParams) -> (usize, usize) {
+    if p.is_depthwise() {
+        return (0, 0);
+    }
+    let k = p.k();
+    let panel = if p.is_pointwise() {
+        // Tiles are multiples of NR (IM2COL_TILE is) except a last one of pixels % NR.
+        if ((p.oh * p.ow) as usize).is_multiple_of(NR) {
+            0
+        } else {
+            k.saturating_mul(NR).next_multiple_of(16)
+        }
+    } else {
+        p.panel_floats()
+    };
+    let a = if p.packed_a != 0 {
+        0
+    } else {
+        super::a_scratch_floats((p.m / p.group.max(1)) as usize, k)
+    };
+    (panel, a)
+}
+
+/// Scratch bytes [`arenac_conv2d`] needs for `p` (with `packed_a` as [`prepare_weights`] will
+/// set it: see [`ConvParams::packs_a`]). The planner ([`crate::ops::Op::scratch_bytes`]) and
+/// the code generator both size the scratch by this function.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
-    let mg = (p.m / p.group.max(1)) as usize;
-    (p.panel_floats() + super::a_scratch_floats(mg, p.k())) * 4
+    let (panel, a) = scratch_parts(p);
+    panel.saturating_add(a).saturating_mul(4)
 }
 
 /// Adds `bias` to every element of `row` and applies `act`.
@@ -263,9 +338,9 @@ pub unsafe extern "C" fn arenac_conv2d(
     let k = p.k();
     let pixels = oh * ow;
     let pointwise = p.is_pointwise();
-    let panel_floats = p.panel_floats();
-    // SAFETY: the A scratch follows the panel inside the scratch block.
-    let a_scratch = unsafe { scratch.add(panel_floats) };
+    // The A scratch follows the panel inside the scratch block (unused, and possibly past
+    // its end, when the weights come packed).
+    let a_scratch = scratch.wrapping_add(scratch_parts(&p).0);
     for img in 0..u(p.n) {
         for gi in 0..g {
             // SAFETY: image img, channels gi*cg.. of the input (within n*c*h*w floats).
@@ -285,9 +360,10 @@ pub unsafe extern "C" fn arenac_conv2d(
                 let tile = IM2COL_TILE.min(pixels - t0);
                 if pointwise {
                     // SAFETY: B is the cg (= k) input planes of `pixels` floats from xg, of
-                    // which columns t0..t0+tile are used (row stride `pixels`); its last
-                    // partial panel is copied into the panel scratch (k * NR floats <=
-                    // panel_floats, since tile >= 1); C as below.
+                    // which columns t0..t0+tile are used (row stride `pixels`); a last partial
+                    // panel (only when pixels % NR != 0, tiles being multiples of NR
+                    // otherwise) is copied into the panel scratch, which then holds k * NR
+                    // floats (scratch_parts); C and the A scratch as below.
                     unsafe {
                         super::sgemm_rowmajor_b(
                             kernel,
@@ -304,13 +380,15 @@ pub unsafe extern "C" fn arenac_conv2d(
                         )
                     };
                 } else {
-                    // SAFETY: packed_b_len(k, tile) <= panel_floats, writable by the contract
+                    // SAFETY: packed_b_len(k, tile) <= panel_floats (the panel part of
+                    // scratch_parts), writable by the contract
                     // and disjoint from x; the input planes of this group lie at xg.
                     unsafe { im2col_panel(&p, xg, t0, tile, scratch) };
                     // SAFETY: W of group gi is mg x k (row-major or packed for this kernel);
                     // the panel holds packed_b_len(k, tile) floats; C is mg rows of tile floats
                     // at stride pixels inside y; the A scratch has a_scratch_floats(mg, k)
-                    // floats after the panel; y overlaps neither weights nor scratch.
+                    // floats after the panel unless A is packed (then it is not read); y
+                    // overlaps neither weights nor scratch.
                     unsafe {
                         super::sgemm_packed_b(
                             kernel,

@@ -31,7 +31,8 @@
 //! - inside the crate, B may also be row-major and unpacked (`sgemm_rowmajor_b`, for the 1x1
 //!   convolution): full panels are read in place at the matrix's row stride, only the last
 //!   partial one is copied;
-//! - depthwise convolution has its own direct kernels (`depthwise.rs`), chosen the same way;
+//! - depthwise convolution has its own direct kernels (`depthwise.rs`), chosen the same way, and
+//!   so do MaxPool/AveragePool (`pool.rs`, [`pool::arenac_pool2d`]);
 //! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
 //!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
 //!   ~115-124, portable ~25-32.
@@ -40,6 +41,7 @@
 pub mod conv;
 mod depthwise;
 mod kernels;
+pub mod pool;
 
 use kernels::KernelFn;
 use std::sync::OnceLock;

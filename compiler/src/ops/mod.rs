@@ -374,13 +374,17 @@ impl Op {
     /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
     /// the node's data input and output types; `constant[i]` tells whether input `i` is a
     /// compile-time constant (a weight; missing entries count as not constant). Choices:
-    /// - Conv: an im2col panel for one image, one group and one tile of at most
-    ///   [`IM2COL_TILE`] output pixels, packed for the GEMM core
-    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE)) * elem`,
-    ///   rounded up to 64 bytes; always, even for 1x1 kernels), then the GEMM core's A scratch
-    ///   (`a_scratch_floats(M/group, C/group * prod(kernel)) * elem`), as used by
-    ///   `crate::gemm::conv::arenac_conv2d`. A whole-image im2col would make scratch the peak
-    ///   of most CNNs (115 MB for VGG-19's first layers);
+    /// - Conv (f32, 1-d or 2-d): exactly what `crate::gemm::conv::arenac_conv2d` uses on the
+    ///   path it will take, by the same function the code generator uses
+    ///   (`crate::gemm::conv::conv2d_scratch_bytes`): none for depthwise; for a pointwise
+    ///   `1 x 1` kernel, one copied partial 16-column panel (`C/group * 16` floats) when the
+    ///   pixel count is not a multiple of 16; otherwise an im2col panel for one image, one
+    ///   group and one tile of at most [`IM2COL_TILE`] output pixels, packed for the GEMM core
+    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
+    ///   rounded up to 64 bytes); plus the GEMM core's A scratch
+    ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
+    ///   are not constant (constant ones are packed at compile time). A whole-image im2col
+    ///   would make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
     /// - ConvTranspose: for one image, one group and one tile of T input pixels (whole rows of
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
     ///   packed tile (`packed_b_len(C/group, T) * elem`), the col panel that col2im scatters
@@ -409,15 +413,20 @@ impl Op {
         let elem = y.dtype.size();
         match self {
             Op::Conv(a) => {
-                let g = a.group.max(1);
-                let k = prod(&[x.shape.get(1).copied().unwrap_or(0) / g, prod(&a.kernel)]);
-                let mg = y.shape.get(1).copied().unwrap_or(0) / g;
-                let out_spatial = prod(y.shape.get(2..).unwrap_or_default());
-                let panel = crate::gemm::packed_b_len(k, out_spatial.min(IM2COL_TILE))
-                    .saturating_mul(elem)
-                    .saturating_add(63)
-                    & !63;
-                panel.saturating_add(crate::gemm::a_scratch_floats(mg, k).saturating_mul(elem))
+                let Some(mut p) = crate::gemm::conv::ConvParams::from_shapes(
+                    &x.shape,
+                    &y.shape,
+                    &a.kernel,
+                    &a.strides,
+                    &a.dilations,
+                    &a.pads,
+                    a.group,
+                ) else {
+                    return 0;
+                };
+                // Constant weights are packed at compile time where the kernel reads them so.
+                p.packed_a = u64::from(constant.get(1).copied().unwrap_or(false) && p.packs_a());
+                crate::gemm::conv::conv2d_scratch_bytes(&p)
             }
             Op::ConvTranspose(a) => {
                 // Tiles of whole input rows (last spatial dim), at least one row.

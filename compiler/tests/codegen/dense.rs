@@ -475,3 +475,140 @@ fn conv_fused_activations() {
         );
     }
 }
+
+/// ONNX's pooled size of one dim (`ceil_mode` drops a window starting in the end padding);
+/// None when the window does not fit.
+fn pooled(n: usize, k: usize, s: usize, d: usize, pads: [usize; 2], ceil: bool) -> Option<usize> {
+    let span = (n + pads[0] + pads[1]).checked_sub((k - 1) * d + 1)?;
+    if !ceil {
+        return Some(span / s + 1);
+    }
+    let out = span.div_ceil(s) + 1;
+    Some(if (out - 1) * s >= n + pads[0] {
+        out - 1
+    } else {
+        out
+    })
+}
+
+#[test]
+fn pooling_random_attributes() {
+    // MaxPool and AveragePool over random geometry and attributes, 1-d and 2-d, inputs with
+    // NaN and -inf in some cases; compared with the reference (NaN matches NaN, -inf -inf).
+    let mut rng = Rng(0x5eed_f00d);
+    let mut done = 0;
+    while done < 120 {
+        let mut pick = |lo: usize, hi: usize| lo + (rng.next() % (hi - lo + 1) as u64) as usize;
+        let d = pick(1, 2);
+        let (n, c) = (pick(1, 2), pick(1, 5));
+        let sp: Vec<usize> = (0..d)
+            .map(|i| if i + 1 == d { pick(1, 40) } else { pick(1, 12) })
+            .collect();
+        let k: Vec<usize> = (0..d).map(|_| pick(1, 4)).collect();
+        let s: Vec<usize> = (0..d).map(|_| pick(1, 3)).collect();
+        let dil: Vec<usize> = (0..d).map(|_| pick(1, 2)).collect();
+        let pads: Vec<usize> = (0..2 * d).map(|i| pick(0, k[i % d] - 1)).collect();
+        let (ceil, max, include) = (pick(0, 1), pick(0, 1) == 1, pick(0, 1));
+        let special = pick(0, 2);
+        let Some(out_sp) = (0..d)
+            .map(|i| pooled(sp[i], k[i], s[i], dil[i], [pads[i], pads[d + i]], ceil == 1))
+            .collect::<Option<Vec<usize>>>()
+        else {
+            continue;
+        };
+        let x: Vec<usize> = [n, c].iter().chain(&sp).copied().collect();
+        let y: Vec<usize> = [n, c].iter().chain(&out_sp).copied().collect();
+        let i64s = |v: &[usize]| Attr::Ints(v.iter().map(|&u| u as i64).collect());
+        let mut attrs = vec![
+            ("kernel_shape", i64s(&k)),
+            ("strides", i64s(&s)),
+            ("pads", i64s(&pads)),
+            ("dilations", i64s(&dil)),
+            ("ceil_mode", Attr::Int(ceil as i64)),
+        ];
+        let op = if max {
+            "MaxPool"
+        } else {
+            attrs.push(("count_include_pad", Attr::Int(include as i64)));
+            "AveragePool"
+        };
+        let model = ModelBuilder::new("pool", 19)
+            .input("x", DType::F32, &dims(&x))
+            .output("y", DType::F32, &dims(&y))
+            .node("p", op, &["x"], &["y"], attrs)
+            .build();
+        let mut v = rng.tensor(&x, -5.0, 5.0).to_f32_vec();
+        for e in v.iter_mut() {
+            match (special, rng.next() % 13) {
+                (1, 0) => *e = f32::NAN,
+                (1 | 2, 1) => *e = f32::NEG_INFINITY,
+                _ => {}
+            }
+        }
+        let input = Tensor::f32(x.clone(), &v);
+        let g = import(&model);
+        let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+        let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+        let got = run(&exe, std::slice::from_ref(&input))
+            .remove(0)
+            .to_f32_vec();
+        let want = eval_graph(&g, &[input])
+            .expect("reference")
+            .remove(0)
+            .to_f32_vec();
+        assert_eq!(got.len(), want.len());
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            let ok = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= ATOL + RTOL * b.abs();
+            assert!(
+                ok,
+                "case {done} {op} x {x:?} k {k:?} s {s:?} d {dil:?} pads {pads:?} ceil {ceil} include {include}: element {i} got {a}, want {b}"
+            );
+        }
+        done += 1;
+    }
+}
+
+#[test]
+fn conv_scratch_is_exact_for_the_path() {
+    // Constant weights: the 3x3 conv's are packed at compile time, so its scratch is the
+    // im2col panel alone; the depthwise conv needs none; the 1x1 conv over 36 pixels copies one
+    // partial 16-column panel (8 input channels x 16 floats). Results still match.
+    use arenac_compiler::analysis::liveness::BufferKind;
+    let mut rng = Rng(77);
+    let model = ModelBuilder::new("convs", 13)
+        .input("x", DType::F32, &dims(&[1, 4, 6, 6]))
+        .initializer("w3", &rng.tensor(&[8, 4, 3, 3], -1.0, 1.0))
+        .initializer("wd", &rng.tensor(&[8, 1, 3, 3], -1.0, 1.0))
+        .initializer("w1", &rng.tensor(&[5, 8, 1, 1], -1.0, 1.0))
+        .output("y", DType::F32, &dims(&[1, 5, 6, 6]))
+        .node(
+            "c3",
+            "Conv",
+            &["x", "w3"],
+            &["a"],
+            vec![("pads", Attr::Ints(vec![1; 4]))],
+        )
+        .node(
+            "dw",
+            "Conv",
+            &["a", "wd"],
+            &["b"],
+            vec![("pads", Attr::Ints(vec![1; 4])), ("group", Attr::Int(8))],
+        )
+        .node("c1", "Conv", &["b", "w1"], &["y"], vec![])
+        .build();
+    let g = import(&model);
+    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+    let scratch = |name: &str| {
+        plan.liveness
+            .buffers
+            .iter()
+            .find(|b| b.kind == BufferKind::Scratch && b.name == format!("{name}:scratch"))
+            .map(|b| b.interval.size)
+    };
+    let panel = arenac_compiler::gemm::packed_b_len(4 * 9, 36) * 4;
+    assert_eq!(scratch("c3"), Some(panel.next_multiple_of(64)));
+    assert_eq!(scratch("dw"), None);
+    assert_eq!(scratch("c1"), Some(8 * 16 * 4));
+    check_graph(&g, &[rng.tensor(&[1, 4, 6, 6], -1.0, 1.0)], RTOL, ATOL);
+}

@@ -1,13 +1,15 @@
 //! Window geometry (shared with Conv, which is precompiled: `crate::gemm::conv`) and pooling.
 //!
-//! Padding is branch-free: an out-of-image tap reads element 0 and is masked.
+//! MaxPool and AveragePool call the precompiled `crate::gemm::pool::arenac_pool2d` with their
+//! parameters in a stack slot; GlobalAveragePool is generated here.
 
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{InstBuilder, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::{Math, for_range, mem, offset};
+use crate::codegen::program::Externs;
+use crate::gemm::pool::{POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX, PoolParams};
 
 /// Spatial geometry of a 2-d window op.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,59 +26,6 @@ pub struct Window {
     pub dilations: [usize; 2],
     /// Leading pads (top, left).
     pub pads: [usize; 2],
-}
-
-impl Window {
-    /// For output pixel `(oh, ow)` and tap `(kh, kw)`: the element offset of the input
-    /// pixel (0 when outside) and whether it is inside (an `i8` 0/1).
-    fn tap(
-        &self,
-        b: &mut FunctionBuilder<'_>,
-        oh: Value,
-        ow: Value,
-        kh: Value,
-        kw: Value,
-    ) -> (Value, Value) {
-        let coord = |b: &mut FunctionBuilder<'_>, o: Value, k: Value, d: usize| {
-            let s = b.ins().imul_imm_u(o, self.strides[d] as i64);
-            let kd = b.ins().imul_imm_u(k, self.dilations[d] as i64);
-            let c = b.ins().iadd(s, kd);
-            // Wraps below zero: the unsigned compare below rejects it.
-            b.ins().iadd_imm_s(c, -(self.pads[d] as i64))
-        };
-        let ih = coord(b, oh, kh, 0);
-        let iw = coord(b, ow, kw, 1);
-        let vh = b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThan, ih, self.in_hw[0] as i64);
-        let vw = b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThan, iw, self.in_hw[1] as i64);
-        let valid = b.ins().band(vh, vw);
-        let row = b.ins().imul_imm_u(ih, self.in_hw[1] as i64);
-        let off = b.ins().iadd(row, iw);
-        let zero = b.ins().iconst(I64, 0);
-        let off = b.ins().select(valid, off, zero);
-        (off, valid)
-    }
-}
-
-impl Window {
-    /// Whether tap `(kh, kw)` of output pixel `(oh, ow)` lies inside the input plus its
-    /// declared pads (`pad_end` the trailing ones): an `i8` 0/1.
-    fn in_padded(&self, b: &mut FunctionBuilder<'_>, at: [Value; 4], pad_end: [usize; 2]) -> Value {
-        let [oh, ow, kh, kw] = at;
-        let raw = |b: &mut FunctionBuilder<'_>, o: Value, k: Value, d: usize| {
-            let s = b.ins().imul_imm_u(o, self.strides[d] as i64);
-            let kd = b.ins().imul_imm_u(k, self.dilations[d] as i64);
-            let c = b.ins().iadd(s, kd);
-            let bound = self.in_hw[d] + self.pads[d] + pad_end[d];
-            b.ins().icmp_imm_u(IntCC::UnsignedLessThan, c, bound as i64)
-        };
-        let h = raw(b, oh, kh, 0);
-        let w = raw(b, ow, kw, 1);
-        b.ins().band(h, w)
-    }
 }
 
 /// Max pooling (2-d) or global average pooling.
@@ -110,90 +59,70 @@ pub enum PoolDesc {
 }
 
 impl PoolDesc {
-    /// Emits the body for `(x, y)`.
-    pub fn emit(&self, b: &mut FunctionBuilder<'_>, x: Value, y: Value) {
-        let sm = Math { ty: F32 };
-        match self {
-            PoolDesc::Max { planes, win } => {
-                let [ih, iw] = win.in_hw;
-                let [oh, ow] = win.out_hw;
-                for_range(b, *planes, &mut |b, pl| {
-                    let xp = offset(b, x, pl, ih * iw * 4);
-                    let yp = offset(b, y, pl, oh * ow * 4);
-                    for_range(b, oh, &mut |b, r| {
-                        for_range(b, ow, &mut |b, s| {
-                            let acc = b.declare_var(F32);
-                            let ninf = sm.c(b, f32::NEG_INFINITY);
-                            b.def_var(acc, ninf);
-                            for_range(b, win.kernel[0], &mut |b, u| {
-                                for_range(b, win.kernel[1], &mut |b, v| {
-                                    let (off, valid) = win.tap(b, r, s, u, v);
-                                    let p = offset(b, xp, off, 4);
-                                    let xv = b.ins().load(F32, mem(), p, 0);
-                                    let ninf = sm.c(b, f32::NEG_INFINITY);
-                                    let xv = b.ins().select(valid, xv, ninf);
-                                    let a = b.use_var(acc);
-                                    let a = sm.max(b, a, xv);
-                                    b.def_var(acc, a);
-                                });
-                            });
-                            let a = b.use_var(acc);
-                            let pix = b.ins().imul_imm_u(r, ow as i64);
-                            let pix = b.ins().iadd(pix, s);
-                            let q = offset(b, yp, pix, 4);
-                            b.ins().store(mem(), a, q, 0);
-                        });
-                    });
-                });
-            }
+    /// The parameters of [`crate::gemm::pool::arenac_pool2d`] for a windowed pool (None for
+    /// [`PoolDesc::GlobalAverage`]).
+    pub fn params(&self) -> Option<PoolParams> {
+        let (planes, win, pad_end, kind) = match self {
+            PoolDesc::Max { planes, win } => (planes, win, [0, 0], POOL_MAX),
             PoolDesc::Average {
                 planes,
                 win,
                 pad_end,
                 include_pad,
-            } => {
-                let [ih, iw] = win.in_hw;
-                let [oh, ow] = win.out_hw;
-                for_range(b, *planes, &mut |b, pl| {
-                    let xp = offset(b, x, pl, ih * iw * 4);
-                    let yp = offset(b, y, pl, oh * ow * 4);
-                    for_range(b, oh, &mut |b, r| {
-                        for_range(b, ow, &mut |b, s| {
-                            let (sum, count) = (b.declare_var(F32), b.declare_var(F32));
-                            let z = sm.c(b, 0.0);
-                            b.def_var(sum, z);
-                            b.def_var(count, z);
-                            for_range(b, win.kernel[0], &mut |b, u| {
-                                for_range(b, win.kernel[1], &mut |b, v| {
-                                    let (off, valid) = win.tap(b, r, s, u, v);
-                                    let p = offset(b, xp, off, 4);
-                                    let xv = b.ins().load(F32, mem(), p, 0);
-                                    let (one, zero) = (sm.c(b, 1.0), sm.c(b, 0.0));
-                                    let xv = b.ins().select(valid, xv, zero);
-                                    let counted = if *include_pad {
-                                        win.in_padded(b, [r, s, u, v], *pad_end)
-                                    } else {
-                                        valid
-                                    };
-                                    let inc = b.ins().select(counted, one, zero);
-                                    let a = b.use_var(sum);
-                                    let a = b.ins().fadd(a, xv);
-                                    b.def_var(sum, a);
-                                    let c = b.use_var(count);
-                                    let c = b.ins().fadd(c, inc);
-                                    b.def_var(count, c);
-                                });
-                            });
-                            let (a, c) = (b.use_var(sum), b.use_var(count));
-                            // 0 / 0 = NaN for an empty window, like the reference.
-                            let mean = b.ins().fdiv(a, c);
-                            let pix = b.ins().imul_imm_u(r, ow as i64);
-                            let pix = b.ins().iadd(pix, s);
-                            let q = offset(b, yp, pix, 4);
-                            b.ins().store(mem(), mean, q, 0);
-                        });
-                    });
-                });
+            } => (
+                planes,
+                win,
+                *pad_end,
+                if *include_pad {
+                    POOL_AVG_INCLUDE_PAD
+                } else {
+                    POOL_AVG
+                },
+            ),
+            PoolDesc::GlobalAverage { .. } => return None,
+        };
+        let u = |v: usize| v as u64;
+        Some(PoolParams {
+            planes: u(*planes),
+            h: u(win.in_hw[0]),
+            w: u(win.in_hw[1]),
+            oh: u(win.out_hw[0]),
+            ow: u(win.out_hw[1]),
+            kh: u(win.kernel[0]),
+            kw: u(win.kernel[1]),
+            sh: u(win.strides[0]),
+            sw: u(win.strides[1]),
+            pt: u(win.pads[0]),
+            pl: u(win.pads[1]),
+            dh: u(win.dilations[0]),
+            dw: u(win.dilations[1]),
+            pb: u(pad_end[0]),
+            pr: u(pad_end[1]),
+            kind,
+        })
+    }
+
+    /// Emits the body for `(x, y)`: windowed pools call the precompiled
+    /// [`crate::gemm::pool::arenac_pool2d`], global average pooling is generated here.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, x: Value, y: Value, ext: &Externs) {
+        let sm = Math { ty: F32 };
+        match self {
+            PoolDesc::Max { .. } | PoolDesc::Average { .. } => {
+                if let Some(p) = self.params() {
+                    // The parameters live in a stack slot of this kernel for the call.
+                    let fields = p.fields();
+                    let slot = b.create_sized_stack_slot(StackSlotData::new(
+                        StackSlotKind::ExplicitSlot,
+                        (fields.len() * 8) as u32,
+                        3,
+                    ));
+                    for (i, f) in fields.iter().enumerate() {
+                        let v = b.ins().iconst(I64, *f as i64);
+                        b.ins().stack_store(I64, v, slot, (i * 8) as i32);
+                    }
+                    let pp = b.ins().stack_addr(I64, slot, 0);
+                    b.ins().call(ext.pool2d, &[pp, x, y]);
+                }
             }
             PoolDesc::GlobalAverage { planes, len } => {
                 let len = *len;

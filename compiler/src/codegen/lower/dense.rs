@@ -277,8 +277,8 @@ pub(super) fn pool_call(
     y: Operand,
 ) -> Result<(), Error> {
     let (node, op) = cx.label();
-    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, _| {
-        desc.emit(b, p[0], p[1])
+    let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, ext| {
+        desc.emit(b, p[0], p[1], ext)
     })?;
     prog.call(f, vec![x, y]);
     Ok(())
@@ -343,6 +343,16 @@ pub(super) fn fused_into_conv(g: &Graph, plan: &ArenaPlan, id: NodeId) -> bool {
     }
 }
 
+/// Bytes of the scratch buffer planned for node `cx.id` (0 when none).
+fn planned_scratch(cx: &Ctx<'_>) -> usize {
+    cx.plan
+        .liveness
+        .buffers
+        .iter()
+        .find(|b| b.kind == crate::analysis::liveness::BufferKind::Scratch && b.node == Some(cx.id))
+        .map_or(0, |b| b.interval.size)
+}
+
 /// Conv (1-d as 2-d with height 1, 2-d) as one call of [`crate::gemm::conv::arenac_conv2d`],
 /// with a fused activation when [`fused_activation`] finds one.
 pub(super) fn conv(
@@ -365,35 +375,30 @@ pub(super) fn conv(
         ),
         None => None,
     };
-    let win = window(cx, &xs, &ys, &a.kernel, &a.strides, &a.dilations, &a.pads)?;
     let groups = a.group.max(1);
     let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
     let [act_kind, act_a, act_b] = act.encode();
-    let u = |v: usize| v as u64;
-    let mut params = ConvParams {
-        n: u(xs[0]),
-        c: u(xs[1]),
-        h: u(win.in_hw[0]),
-        w: u(win.in_hw[1]),
-        m: u(ys[1]),
-        group: u(groups),
-        kh: u(win.kernel[0]),
-        kw: u(win.kernel[1]),
-        stride_h: u(win.strides[0]),
-        stride_w: u(win.strides[1]),
-        pad_t: u(win.pads[0]),
-        pad_l: u(win.pads[1]),
-        dil_h: u(win.dilations[0]),
-        dil_w: u(win.dilations[1]),
-        oh: u(win.out_hw[0]),
-        ow: u(win.out_hw[1]),
-        has_bias: u64::from(bias.is_some()),
-        act: act_kind,
-        act_a,
-        act_b,
-        packed_a: 0,
-    };
+    let mut params = ConvParams::from_shapes(
+        &xs,
+        &ys,
+        &a.kernel,
+        &a.strides,
+        &a.dilations,
+        &a.pads,
+        groups,
+    )
+    .ok_or_else(|| cx.err("no kernel for Conv of this rank yet"))?;
+    params.has_bias = u64::from(bias.is_some());
+    (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
     let weights = crate::gemm::conv::prepare_weights(&mut params, &wt.to_f32_vec());
+    // The planner sized the scratch by the same function; a mismatch is a bug, not a crash.
+    let need = crate::gemm::conv::conv2d_scratch_bytes(&params);
+    if need > planned_scratch(cx) {
+        return Err(cx.err(format!(
+            "internal: Conv needs {need} bytes of scratch, {} planned",
+            planned_scratch(cx)
+        )));
+    }
     let bias_op = match &bias {
         Some(b) => Operand::Weights(w.f32s(b)),
         None => Operand::Null,
