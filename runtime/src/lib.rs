@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub mod io;
 pub mod session;
@@ -162,7 +162,7 @@ impl CompileOptions {
 pub struct Model {
     graph: Graph,
     plan: ArenaPlan,
-    executable: Option<Rc<Executable>>,
+    executable: Option<Arc<Executable>>,
     warnings: Vec<String>,
     frozen: Vec<(String, TensorType)>,
 }
@@ -211,7 +211,7 @@ impl Model {
 
     /// The generated program, shared by the sessions created from this model (`None` when
     /// compiled with [`CompileOptions::codegen`] off).
-    pub fn executable(&self) -> Option<&Rc<Executable>> {
+    pub fn executable(&self) -> Option<&Arc<Executable>> {
         self.executable.as_ref()
     }
 
@@ -301,7 +301,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )?;
     }
     let executable = if opts.codegen {
-        Some(Rc::new(arenac_compiler::codegen::compile(
+        Some(Arc::new(arenac_compiler::codegen::compile(
             &imported.graph,
             &plan,
         )?))

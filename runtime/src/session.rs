@@ -4,7 +4,7 @@
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
@@ -345,12 +345,20 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
 
 /// A model ready to run: its compiled program and one arena, allocated once.
 ///
+/// `Send`: a session may move to another thread. For parallel runs, create one session per
+/// thread from the same [`Model`] (the compiled code is shared, each session owns its arena).
+///
 /// See the crate documentation for an example.
 pub struct Session {
-    exe: Rc<Executable>,
+    exe: Arc<Executable>,
     arena: NonNull<u8>,
     layout: Layout,
 }
+
+// SAFETY: a `Session` owns its arena block alone (allocated in `from_executable`, freed in
+// `drop`) and shares only the `Executable`, which is `Send + Sync`; running needs `&mut self`.
+// Moving a session to another thread moves that ownership.
+unsafe impl Send for Session {}
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -371,7 +379,7 @@ impl Session {
     }
 
     /// Creates a session over an executable (shared, e.g. by several sessions).
-    pub fn from_executable(exe: Rc<Executable>) -> Result<Session, RunError> {
+    pub fn from_executable(exe: Arc<Executable>) -> Result<Session, RunError> {
         let arena_bytes = exe.arena_bytes();
         let (inputs, outputs) = (exe.inputs().iter(), exe.outputs().iter());
         let aligned = inputs.map(|s| (s, ARENA_ALIGN));

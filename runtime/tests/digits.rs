@@ -118,3 +118,43 @@ fn cli_run_reports_accuracy_and_writes_outputs() {
     };
     assert_eq!(run_random(), run_random());
 }
+
+/// One compiled model shared by threads, one session each: every thread gets the same rows
+/// as onnxruntime's stored probabilities (`Model: Sync`, `Session: Send`).
+#[test]
+fn one_model_runs_on_several_threads() {
+    fn send<T: Send>() {}
+    fn sync<T: Send + Sync>() {}
+    send::<arenac::Session>();
+    sync::<arenac::Model>();
+
+    let model = common::digits(1);
+    let samples = read_npy(&common::repo("models/digits/samples.npy"))
+        .unwrap()
+        .view()
+        .to_f32_vec();
+    let expected = read_npy(&common::repo("models/digits/expected_probs.npy"))
+        .unwrap()
+        .view()
+        .to_f32_vec();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (model, samples, expected) = (&model, &samples, &expected);
+            s.spawn(move || {
+                let mut session = model.session().unwrap();
+                for r in (t..100).step_by(4) {
+                    let x = TensorRef::from_slice(&[1, 64], &samples[r * 64..r * 64 + 64]).unwrap();
+                    let row = session
+                        .run(&[("pixels", x)])
+                        .unwrap()
+                        .get(0)
+                        .unwrap()
+                        .to_f32_vec();
+                    for (a, b) in row.iter().zip(&expected[r * 10..r * 10 + 10]) {
+                        assert!((a - b).abs() <= 1e-5, "thread {t}, row {r}: {a} vs {b}");
+                    }
+                }
+            });
+        }
+    });
+}

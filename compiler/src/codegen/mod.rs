@@ -41,7 +41,8 @@ pub struct IoSlot {
 }
 
 /// A compiled model: JIT code plus its read-only weights region. Owns its JIT module; code
-/// memory is released when it is dropped.
+/// memory is released when it is dropped. `Send + Sync`: share it between threads (e.g. in
+/// an `Arc`) and give each thread its own arena.
 pub struct Executable {
     arena_bytes: usize,
     inputs: Vec<IoSlot>,
@@ -56,6 +57,17 @@ pub struct Executable {
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
 }
+
+// SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
+// only to free its code memory in `drop` (which has exclusive access), the entry pointer is
+// immutable finalized code, and the weights region is read-only. The generated code keeps no
+// state between calls: it reads the weights and reads/writes only the arena passed to `run`
+// (the gemm core's kernel choice is a `OnceLock`). So an `Executable` may move to another
+// thread, and several threads may call `run` at once, each with its own arena.
+unsafe impl Send for Executable {}
+// SAFETY: see `Send` above: `&Executable` only allows `run` (stateless code over the
+// caller's arena) and reads of immutable fields.
+unsafe impl Sync for Executable {}
 
 impl Drop for Executable {
     fn drop(&mut self) {

@@ -54,6 +54,12 @@ pub struct AlignedBytes {
     len: usize,
 }
 
+// SAFETY: an `AlignedBytes` owns its heap block alone (like a `Box<[u8]>`): moving it to
+// another thread moves that ownership.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: `&AlignedBytes` only gives reads (`as_ptr`, `as_slice`); writes need `&mut`.
+unsafe impl Sync for AlignedBytes {}
+
 impl AlignedBytes {
     /// Zeroed block of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBytes {
