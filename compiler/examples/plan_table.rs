@@ -2,16 +2,18 @@
 //! plain greedy-by-size on the layer-wise buffers, arenac's own bound (views, in-place,
 //! scratch, in-place Concat) in file order and in its memory-aware order, arenac's arena,
 //! and arenac's arena without in-place Concat (what writing Concat inputs into their slices
-//! gains).
+//! gains), and the element-wise nodes fused (groups).
 //!
-//! `cargo run --release -p arenac-compiler --example plan_table -- MODEL.onnx|DIR ...`
-//! (symbolic dims default to 1). Prints a Markdown table with geometric means.
+//! `cargo run --release -p arenac-compiler --example plan_table -- [--no-fuse] MODEL.onnx|DIR ...`
+//! (symbolic dims default to 1). Prints a Markdown table with geometric means. arenac's
+//! columns come from the planning pipeline (`plan_graph`: element-wise fusion, then planning;
+//! `--no-fuse` skips fusion); the naive and layer-wise columns are of the graph as imported.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use arenac_compiler::analysis::liveness::{LivenessOptions, liveness};
-use arenac_compiler::arena::{PlanOptions, plan_arena};
+use arenac_compiler::arena::{PlanOptions, plan_graph};
 use arenac_compiler::import::{ImportOptions, import_file};
 use arenac_compiler::ops::Op;
 use arenac_compiler::plan::offsets::place_greedy_by_size;
@@ -44,12 +46,14 @@ fn mib(b: usize) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let fuse = !args.iter().any(|a| a == "--no-fuse");
+    args.retain(|a| a != "--no-fuse");
     println!(
-        "| model | nodes | naive MiB | layer-wise bound | greedy-by-size | arenac bound, file order | arenac bound | arenac arena | arena / own bound | arena / layer-wise | order gain | arena w/o concat in place | concat gain | concats in place | peak at | plan ms |"
+        "| model | nodes | naive MiB | layer-wise bound | greedy-by-size | arenac bound, file order | arenac bound | arenac arena | arena / own bound | arena / layer-wise | order gain | arena w/o concat in place | concat gain | concats in place | peak at | plan ms | fused nodes (groups) |"
     );
     println!(
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
     );
     let (mut n, mut g_eff, mut g_layer, mut g_order, mut g_concat, mut worst) =
         (0usize, 0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
@@ -73,23 +77,33 @@ fn main() {
             println!("| {name} | greedy plan invalid: {e} |");
             continue;
         }
-        let file = plan_arena(
-            &g,
+        let file = plan_graph(
+            &mut g.clone(),
             &PlanOptions {
                 keep_file_order: true,
+                fuse_elementwise: fuse,
                 ..PlanOptions::default()
             },
         );
+        // `fg`: the graph as planned (fused), for the node lookups below.
+        let mut fg = g.clone();
         let start = Instant::now();
-        let ours = plan_arena(&g, &PlanOptions::default());
+        let ours = plan_graph(
+            &mut fg,
+            &PlanOptions {
+                fuse_elementwise: fuse,
+                ..PlanOptions::default()
+            },
+        );
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        let plain = plan_arena(
-            &g,
+        let plain = plan_graph(
+            &mut g.clone(),
             &PlanOptions {
                 liveness: LivenessOptions {
                     concat_in_place: false,
                     ..LivenessOptions::full()
                 },
+                fuse_elementwise: fuse,
                 ..PlanOptions::default()
             },
         );
@@ -105,7 +119,7 @@ fn main() {
         let order_gain = file.lower_bound_bytes as f64 / ours.lower_bound_bytes.max(1) as f64;
         let concat_gain = plain.arena_bytes as f64 / ours.arena_bytes.max(1) as f64;
         // Concats with at least one input computed in place, of all Concats.
-        let concats: Vec<_> = g
+        let concats: Vec<_> = fg
             .nodes()
             .filter(|(_, n)| matches!(n.op, Op::Concat { .. }))
             .collect();
@@ -121,10 +135,10 @@ fn main() {
             .count();
         let peak = ours
             .peak_node()
-            .map(|id| g.node(id).op.name().to_string())
+            .map(|id| fg.node(id).op.name().to_string())
             .unwrap_or_default();
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {eff:.3} | {vs_layer:.3} | {order_gain:.3} | {} | {concat_gain:.3} | {in_place} / {} | {peak} | {ms:.1} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {eff:.3} | {vs_layer:.3} | {order_gain:.3} | {} | {concat_gain:.3} | {in_place} / {} | {peak} | {ms:.1} | {} ({}) |",
             g.node_count(),
             mib(ours.naive_bytes),
             mib(layer_bound),
@@ -134,6 +148,8 @@ fn main() {
             mib(ours.arena_bytes),
             mib(plain.arena_bytes),
             concats.len(),
+            ours.fusion.nodes_fused,
+            ours.fusion.groups,
         );
         n += 1;
         g_eff += eff.ln();
@@ -145,7 +161,7 @@ fn main() {
     if n > 0 {
         let k = n as f64;
         println!(
-            "| **geometric mean** ({n} models) | | | | | | | | {:.3} (worst {worst:.3}) | {:.3} | {:.3} | | {:.3} | | | |",
+            "| **geometric mean** ({n} models) | | | | | | | | {:.3} (worst {worst:.3}) | {:.3} | {:.3} | | {:.3} | | | | |",
             (g_eff / k).exp(),
             (g_layer / k).exp(),
             (g_order / k).exp(),

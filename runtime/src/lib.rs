@@ -41,7 +41,7 @@ pub use session::{Element, Outputs, RunError, Session, TensorRef};
 use arenac_compiler::arena::budget::{default_budget, enforce};
 use arenac_compiler::arena::report::build_report;
 use arenac_compiler::arena::svg::render_svg;
-use arenac_compiler::arena::{PlanOptions, plan_arena, weight_stats};
+use arenac_compiler::arena::{PlanOptions, plan_graph, weight_stats};
 use arenac_compiler::import::{ImportOptions, import_model, load_model_file};
 use arenac_compiler::ir::graph::{Graph, ValueKind};
 
@@ -65,6 +65,10 @@ pub struct CompileOptions {
     pub memory_limit: Option<MemoryLimitSpec>,
     /// Run nodes in the file's order instead of the memory-aware schedule.
     pub keep_file_order: bool,
+    /// Fuse chains of element-wise nodes into one kernel each (default `true`): fewer
+    /// intermediates in the arena and fewer passes over memory. Off, every node keeps its own
+    /// kernel and output buffer (the unfused figures).
+    pub fuse: bool,
     /// Generate code (default `true`): needed for a [`Session`]. Off, compiling stops after
     /// planning, so models whose ops have no kernel yet can still be inspected and planned
     /// (`arenac compile` and `arenac plan` turn it off).
@@ -86,6 +90,7 @@ impl Default for CompileOptions {
             shapes: Vec::new(),
             memory_limit: None,
             keep_file_order: false,
+            fuse: true,
             codegen: true,
             values: HashMap::new(),
         }
@@ -151,6 +156,7 @@ impl CompileOptions {
     pub fn plan_options(&self) -> PlanOptions {
         PlanOptions {
             keep_file_order: self.keep_file_order,
+            fuse_elementwise: self.fuse,
             ..PlanOptions::default()
         }
     }
@@ -170,7 +176,7 @@ pub struct Model {
 /// Sizes of a compiled model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
-    /// Nodes left after folding.
+    /// Nodes left after folding and element-wise fusion.
     pub nodes: usize,
     /// Values in the graph (inputs, constants, computed).
     pub values: usize,
@@ -178,8 +184,8 @@ pub struct Summary {
     pub weight_tensors: usize,
     /// Their total bytes, each distinct buffer counted once (folded views share bytes).
     pub weights_bytes: usize,
-    /// Sum of the bytes of every computed value: the memory a runtime that never frees or
-    /// reuses would need (the "naive" figure planning is measured against).
+    /// Sum of the bytes of every computed value of the compiled (fused) graph: the memory a
+    /// runtime that never frees or reuses would need for it.
     pub naive_intermediate_bytes: usize,
     /// Bytes of the planned arena (inputs, outputs, intermediates and scratch).
     pub arena_bytes: usize,
@@ -258,7 +264,8 @@ impl Model {
 }
 
 /// Loads an `.onnx` file (external data relative to its folder), binds shapes, infers every
-/// value's type, folds constants and plans the arena. Fails with [`Error::MemoryBudget`] when
+/// value's type, folds constants, fuses element-wise chains (unless [`CompileOptions::fuse`]
+/// is off) and plans the arena. Fails with [`Error::MemoryBudget`] when
 /// arena + weights exceed the memory limit (by default the machine's physical RAM). Then,
 /// unless [`CompileOptions::codegen`] is off, generates the program; an op without a kernel
 /// fails with [`Error::Node`] naming the node and op.
@@ -279,7 +286,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         values: opts.values.clone(),
         ..Default::default()
     };
-    let imported = import_model(&proto, Some(dir), &import_opts)?;
+    let mut imported = import_model(&proto, Some(dir), &import_opts)?;
     if cfg!(debug_assertions)
         && let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph)
     {
@@ -288,7 +295,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )));
     }
     let plan_opts = opts.plan_options();
-    let plan = plan_arena(&imported.graph, &plan_opts)?;
+    let plan = plan_graph(&mut imported.graph, &plan_opts)?;
     if let Some(budget) = &budget {
         enforce(
             &proto,

@@ -20,7 +20,12 @@ fn shared_weights_count_once_and_intermediates_sum() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.onnx");
     std::fs::write(&path, m.encode_to_vec()).unwrap();
-    let s = compile_file(&path, &CompileOptions::default().without_codegen())
+    // Unfused: the Add and the Mul would otherwise become one node with no intermediate.
+    let opts = CompileOptions {
+        fuse: false,
+        ..CompileOptions::default()
+    };
+    let s = compile_file(&path, &opts.without_codegen())
         .unwrap()
         .summary();
     assert_eq!(s.nodes, 2);

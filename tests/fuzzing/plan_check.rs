@@ -31,6 +31,8 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             concat_in_place: byte & 64 != 0,
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
+        // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.
+        fuse_elementwise: false,
     }
 }
 

@@ -16,8 +16,9 @@
 //!   copies). A view of a graph input extends the input's buffer. A view of a constant gets a
 //!   buffer of its own (a copy out of the read-only region).
 //! - **In-place** ([`LivenessOptions::in_place`]): an elementwise node (Unary, Binary,
-//!   Variadic, Where, and inference BatchNormalization — a per-channel affine map, element `i`
-//!   of the output depends only on element `i` of X and on constants) writes its output into the buffer of a data input when the output has
+//!   Variadic, Where, FusedElementwise, and inference BatchNormalization — a per-channel
+//!   affine map, element `i` of the output depends only on element `i` of X and on
+//!   constants) writes its output into the buffer of a data input when the output has
 //!   that input's shape and element size, the node is the last reader of every value stored in
 //!   that buffer, the buffer is not a graph input's and holds no graph output, and no other
 //!   input of the node lives in that buffer (the same value read twice is fine). The first such
@@ -150,7 +151,12 @@ impl Liveness {
 pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorType) -> bool {
     matches!(
         op,
-        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::BatchNormalization { .. }
+        Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Variadic(_)
+            | Op::Where
+            | Op::BatchNormalization { .. }
+            | Op::FusedElementwise(_)
     ) && input.dtype.size() == output.dtype.size()
         && input.shape == output.shape
         && input.bytes().is_some()

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use arenac_proto::ModelProto;
 
-use super::{ArenaPlan, PlanOptions, grouped, human_bytes, plan_arena};
+use super::{ArenaPlan, PlanOptions, grouped, human_bytes, plan_graph};
 use crate::error::Error;
 use crate::import::inputs::declared_inputs;
 use crate::import::{ImportOptions, import_model};
@@ -334,7 +334,7 @@ fn what_fits(
             shapes.push((name.clone(), dims));
         }
         shapes.push((symbol.clone(), vec![k]));
-        let imported = import_model(
+        let mut imported = import_model(
             model,
             dir,
             &ImportOptions {
@@ -343,7 +343,7 @@ fn what_fits(
             },
         )
         .ok()?;
-        plan_arena(&imported.graph, plan_opts)
+        plan_graph(&mut imported.graph, plan_opts)
             .ok()
             .map(|p| p.total_bytes())
     };

@@ -3,7 +3,7 @@
 //! budget ([`budget`]), the text/JSON report ([`report`]) and the picture ([`svg`]).
 //!
 //! ```text
-//! Graph ──schedule──▶ order ──liveness──▶ buffers (intervals) ──place──▶ offsets ──verify──▶ ArenaPlan
+//! Graph ──fuse_elementwise (plan_graph only)──▶ Graph ──schedule──▶ order ──liveness──▶ buffers (intervals) ──place──▶ offsets ──verify──▶ ArenaPlan
 //! ```
 
 pub mod budget;
@@ -13,6 +13,7 @@ pub mod svg;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::analysis::fuse::{FuseStats, fuse_elementwise};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
 use crate::analysis::schedule::{ScheduleOptions, schedule};
 use crate::error::Error;
@@ -30,6 +31,10 @@ pub struct PlanOptions {
     pub liveness: LivenessOptions,
     /// Alignment of every buffer (a power of two).
     pub align: usize,
+    /// Fuse chains of element-wise nodes into one node before planning
+    /// ([`crate::analysis::fuse::fuse_elementwise`]). Only [`plan_graph`], which may rewrite
+    /// the graph, reads it; [`plan_arena`] plans the graph it is given.
+    pub fuse_elementwise: bool,
 }
 
 impl Default for PlanOptions {
@@ -38,6 +43,7 @@ impl Default for PlanOptions {
             keep_file_order: false,
             liveness: LivenessOptions::full(),
             align: ALIGN,
+            fuse_elementwise: true,
         }
     }
 }
@@ -97,6 +103,9 @@ pub struct ArenaPlan {
     pub weights: WeightStats,
     /// Wall-clock time of schedule + liveness + placement + verification.
     pub planning_time: Duration,
+    /// What element-wise fusion did before planning (zero unless planned by [`plan_graph`]
+    /// with [`PlanOptions::fuse_elementwise`]).
+    pub fusion: FuseStats,
 }
 
 impl ArenaPlan {
@@ -189,11 +198,7 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
             placement.arena_bytes
         )));
     }
-    let base = liveness(g, g.order(), LivenessOptions::layer_wise()).intervals();
-    let naive_bytes = base.iter().fold(0usize, |acc, i| {
-        acc.saturating_add(align_up(i.size, opts.align).unwrap_or(usize::MAX))
-    });
-    let (layer_wise_bound_bytes, _) = lower_bound(&base, opts.align);
+    let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
     Ok(ArenaPlan {
         options: *opts,
         schedule: order,
@@ -206,6 +211,7 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         layer_wise_bound_bytes,
         weights: weight_stats(g),
         planning_time,
+        fusion: FuseStats::default(),
     })
 }
 
@@ -256,6 +262,44 @@ fn value_slots(g: &Graph, live: &Liveness) -> Vec<ValueSlot> {
             }
         })
         .collect()
+}
+
+/// The naive sum and the layer-wise bound of `g` (layer-wise liveness in file order).
+fn layer_wise(g: &Graph, align: usize) -> (usize, usize) {
+    let base = liveness(g, g.order(), LivenessOptions::layer_wise()).intervals();
+    let naive = base.iter().fold(0usize, |acc, i| {
+        acc.saturating_add(align_up(i.size, align).unwrap_or(usize::MAX))
+    });
+    (naive, lower_bound(&base, align).0)
+}
+
+/// The planning pipeline: the graph passes that precede planning, in order, then
+/// [`plan_arena`]. The passes rewrite `g` in place (code generation must then use this `g`):
+/// 1. [`fuse_elementwise`], when [`PlanOptions::fuse_elementwise`].
+///
+/// The naive sum and the layer-wise bound stay those of the graph as given (before the
+/// passes): they measure a runtime without arenac's rewrites. In debug builds the rewritten
+/// graph is verified; a failure is [`Error::PlanInternal`] naming the pass.
+pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
+    let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
+    let fusion = if opts.fuse_elementwise {
+        let stats = fuse_elementwise(g);
+        if cfg!(debug_assertions)
+            && let Err(e) = crate::ir::verify::verify(g)
+        {
+            return Err(Error::PlanInternal(format!(
+                "graph invalid after fuse_elementwise: {e}"
+            )));
+        }
+        stats
+    } else {
+        FuseStats::default()
+    };
+    let mut plan = plan_arena(g, opts)?;
+    plan.naive_bytes = naive_bytes;
+    plan.layer_wise_bound_bytes = layer_wise_bound_bytes;
+    plan.fusion = fusion;
+    Ok(plan)
 }
 
 /// `12.3 MiB` (binary units; bytes below 1 KiB as `N B`).

@@ -13,6 +13,7 @@ pub mod constant;
 pub mod conv;
 pub mod ctx;
 pub mod elementwise;
+pub mod fused;
 pub mod matmul;
 pub mod movement;
 pub mod norm;
@@ -31,6 +32,7 @@ use ctx::NodeCtx;
 
 pub use conv::{ConvAttrs, ConvTransposeAttrs};
 pub use elementwise::{BinaryOp, UnaryOp, VariadicOp};
+pub use fused::{FusedArg, FusedAttrs, FusedStep};
 pub use matmul::GemmAttrs;
 pub use movement::{PadMode, SliceAxis};
 pub use norm::LrnAttrs;
@@ -204,6 +206,9 @@ pub enum Op {
     // --- resize.rs
     /// Resize (nearest, linear) to a static output shape.
     Resize(ResizeAttrs),
+    // --- fused.rs: made by `analysis::fuse`, never read from a file
+    /// Element-wise ops computed in one pass (a straight-line program over the inputs).
+    FusedElementwise(FusedAttrs),
 }
 
 /// How one ONNX op type converts into an [`Op`].
@@ -264,6 +269,7 @@ enum Family {
     Movement,
     Constant,
     Resize,
+    Fused,
 }
 
 impl Op {
@@ -297,6 +303,7 @@ impl Op {
             | Op::Pad { .. } => Family::Movement,
             Op::Shape { .. } | Op::ConstantOfShape { .. } | Op::Range { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
+            Op::FusedElementwise(_) => Family::Fused,
         }
     }
 
@@ -313,6 +320,7 @@ impl Op {
             Family::Movement => movement::name(self),
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
+            Family::Fused => fused::name(self),
         }
     }
 
@@ -329,6 +337,7 @@ impl Op {
             Family::Movement => movement::infer(self, inputs),
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
+            Family::Fused => fused::infer(self, inputs),
         }
     }
 
@@ -346,6 +355,7 @@ impl Op {
             Family::Movement => movement::eval(self, inputs),
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
+            Family::Fused => fused::eval(self, inputs),
         }
     }
 
@@ -362,6 +372,7 @@ impl Op {
             Family::Movement => movement::attrs(self),
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
+            Family::Fused => fused::attrs(self),
         }
     }
 

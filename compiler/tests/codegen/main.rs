@@ -8,6 +8,7 @@ mod concat;
 mod convt;
 mod dense;
 mod elementwise;
+mod fused;
 mod lrn;
 mod models;
 mod movement;

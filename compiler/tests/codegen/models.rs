@@ -1,5 +1,7 @@
 //! Whole models: the demo model against onnxruntime, and any models in $ARENAC_CODEGEN_MODELS.
 
+use arenac_compiler::arena::plan_graph;
+
 use crate::common::*;
 
 #[test]
@@ -52,10 +54,12 @@ fn models_from_env_dir() {
         .collect();
     paths.sort();
     for path in paths {
-        let g = import_file(&path, &ImportOptions::default())
+        // The reference runs on the graph as imported, the program on the fused graph.
+        let unfused = import_file(&path, &ImportOptions::default())
             .expect("imports")
             .graph;
-        let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+        let mut g = unfused.clone();
+        let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
         let exe = match compile(&g, &plan) {
             Ok(e) => e,
             Err(e) => {
@@ -83,7 +87,7 @@ fn models_from_env_dir() {
         let started = std::time::Instant::now();
         let got = run(&exe, &inputs);
         let run_time = started.elapsed();
-        let want = eval_graph(&g, &inputs).expect("reference");
+        let want = eval_graph(&unfused, &inputs).expect("reference");
         for (a, b) in got.iter().zip(&want) {
             let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
             let scale = b.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
@@ -92,10 +96,12 @@ fn models_from_env_dir() {
                 .zip(&b)
                 .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
             println!(
-                "{}: compile {:?} ({} kernels), run {run_time:?}, max diff {diff:.2e} (max |ref| {scale:.3})",
+                "{}: compile {:?} ({} kernels, {} nodes fused into {}), run {run_time:?}, max diff {diff:.2e} (max |ref| {scale:.3})",
                 path.display(),
                 exe.compile_time(),
-                exe.kernel_count()
+                exe.kernel_count(),
+                plan.fusion.nodes_fused,
+                plan.fusion.groups
             );
             assert!(diff <= 1e-4 * scale, "{}: max diff {diff}", path.display());
         }

@@ -58,6 +58,9 @@ enum Command {
         /// Run nodes in the file's order instead of the memory-aware schedule.
         #[arg(long)]
         keep_order: bool,
+        /// Keep element-wise nodes unfused (one kernel and one buffer per node).
+        #[arg(long)]
+        no_fuse: bool,
         /// Print the report as JSON (schema: docs/PLAN-REPORT.md) instead of text.
         #[arg(long)]
         json: bool,
@@ -92,6 +95,9 @@ enum Command {
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
         #[arg(long, value_name = "X")]
         memory_limit: Option<String>,
+        /// Keep element-wise nodes unfused (one kernel and one buffer per node).
+        #[arg(long)]
+        no_fuse: bool,
     },
     /// List the supported ops with their opset ranges.
     Ops,
@@ -173,10 +179,12 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             shapes,
             memory_limit,
             keep_order,
+            no_fuse,
             json,
             svg,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), keep_order)?.without_codegen();
+            let mut opts = options(&shapes, memory_limit.as_deref(), keep_order)?.without_codegen();
+            opts.fuse = !no_fuse;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -202,8 +210,10 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             repeat,
             labels,
             memory_limit,
+            no_fuse,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), false)?;
+            let mut opts = options(&shapes, memory_limit.as_deref(), false)?;
+            opts.fuse = !no_fuse;
             run_model(
                 &model,
                 opts,

@@ -90,7 +90,8 @@ impl Ew {
         }
     }
 
-    fn apply(self, m: Math, b: &mut FunctionBuilder<'_>, x: &[Value]) -> Value {
+    /// The math on values of `m`'s width; `x` holds [`Ew::arity`] operands.
+    pub(crate) fn apply(self, m: Math, b: &mut FunctionBuilder<'_>, x: &[Value]) -> Value {
         let a = x[0];
         match self {
             Ew::Copy => a,
@@ -190,6 +191,9 @@ fn hard_sigmoid(m: Math, b: &mut FunctionBuilder<'_>, a: Value, alpha: f32, beta
     m.min(b, t, one)
 }
 
+/// The math of a loop body: inputs' values of the [`Math`] width in, the output's out.
+pub(crate) type Body<'a> = dyn Fn(Math, &mut FunctionBuilder<'_>, &[Value]) -> Value + 'a;
+
 /// One elementwise kernel: output dims (collapsed) and each input's element strides over them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EwDesc {
@@ -255,13 +259,20 @@ impl EwDesc {
 
     /// Emits the body: `ptrs` are the inputs then the output.
     pub fn emit(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
-        self.level(b, 0, ptrs);
+        self.emit_with(b, ptrs, &|m, b, x| self.op.apply(m, b, x));
     }
 
-    fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, ptrs: &[Value]) {
+    /// Emits the loop nest over `dims` with `body` as the math instead of `op`: `body` gets
+    /// one value per input (a vector, or a splatted scalar for a broadcast input) and returns
+    /// the output's. `ptrs` are the inputs then the output.
+    pub(crate) fn emit_with(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], body: &Body<'_>) {
+        self.level(b, 0, ptrs, body);
+    }
+
+    fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, ptrs: &[Value], body: &Body<'_>) {
         let d = self.dims.len();
         if k + 1 == d {
-            self.inner(b, ptrs);
+            self.inner(b, ptrs, body);
             return;
         }
         // Output is contiguous: its stride at dim k is the product of the dims after it.
@@ -273,11 +284,11 @@ impl EwDesc {
             }
             let o = ptrs[self.strides.len()];
             next.push(offset(b, o, i, out_stride * 4));
-            self.level(b, k + 1, &next);
+            self.level(b, k + 1, &next, body);
         });
     }
 
-    fn inner(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
+    fn inner(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], body: &Body<'_>) {
         let len = *self.dims.last().unwrap_or(&1);
         let last: Vec<usize> = self
             .strides
@@ -296,7 +307,7 @@ impl EwDesc {
                     vm.load(b, p, 0)
                 });
             }
-            let y = self.op.apply(vm, b, &vals);
+            let y = body(vm, b, &vals);
             let p = offset(b, ptrs[n_in], i, 16);
             vm.store(b, y, p, 0);
         });
@@ -307,7 +318,7 @@ impl EwDesc {
                 let off = if last[j] == 0 { 0 } else { (t * 4) as i32 };
                 vals.push(sm.load(b, ptrs[j], off));
             }
-            let y = self.op.apply(sm, b, &vals);
+            let y = body(sm, b, &vals);
             sm.store(b, y, ptrs[n_in], (t * 4) as i32);
         }
     }

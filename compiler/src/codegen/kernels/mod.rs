@@ -5,6 +5,7 @@ pub(crate) mod cast;
 pub mod conv;
 pub mod convt;
 pub mod elementwise;
+pub mod fused;
 pub mod lrn;
 pub(crate) mod math;
 pub mod matmul;

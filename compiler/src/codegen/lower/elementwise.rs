@@ -1,16 +1,17 @@
 //! Element-wise nodes (Unary, Binary, Variadic, Where, Cast): f32 math goes to the f32x4
 //! kernels of [`Ew`]; every other dtype, comparisons, Mod, Where and Cast go to the typed
-//! scalar kernels of [`TypedDesc`].
+//! scalar kernels of [`TypedDesc`]. A fused node becomes one [`FusedDesc`] kernel.
 
 use super::{Ctx, ew_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
+use crate::codegen::kernels::fused::{FArg, FusedDesc};
 use crate::codegen::kernels::typed::{TOp, TypedDesc};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::graph::ValueId;
 use crate::ir::types::DType;
-use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+use crate::ops::{BinaryOp, FusedArg, FusedAttrs, Op, UnaryOp, VariadicOp};
 
 fn unary(u: &UnaryOp) -> Ew {
     match *u {
@@ -272,4 +273,112 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);
     ew_call(cx, prog, desc, vec![xo, eo], out)
+}
+
+/// The [`Ew`] steps of one fused step `op` over `args` (already mapped to kernel operands),
+/// appended to `out`; `None`: no f32 kernel for it. Pow by a constant and Variadic follow
+/// the unfused lowering (Pow's special exponents; N inputs as a chain of two-input steps,
+/// Mean scaled by 1/N at the end).
+fn fused_step(op: &Op, args: &[FArg], out: &mut Vec<(Ew, Vec<FArg>)>) -> Option<()> {
+    let bin = |e: Ew| (e, args.to_vec());
+    match op {
+        Op::Unary(u) => out.push((unary(u), args.to_vec())),
+        Op::Binary(BinaryOp::Add) => out.push(bin(Ew::Add)),
+        Op::Binary(BinaryOp::Sub) => out.push(bin(Ew::Sub)),
+        Op::Binary(BinaryOp::Mul) => out.push(bin(Ew::Mul)),
+        Op::Binary(BinaryOp::Div) => out.push(bin(Ew::Div)),
+        Op::Binary(BinaryOp::PRelu) => out.push(bin(Ew::PRelu)),
+        Op::Binary(BinaryOp::Pow) => {
+            let x = vec![*args.first()?];
+            out.push(match args.get(1)? {
+                FArg::K(1.0) => (Ew::Copy, x),
+                FArg::K(0.5) => (Ew::Sqrt, x),
+                FArg::K(-1.0) => (Ew::Reciprocal, x),
+                FArg::K(k) if k.fract() == 0.0 && k.abs() <= 64.0 => (Ew::Powi(*k as i32), x),
+                _ => bin(Ew::Pow),
+            });
+        }
+        Op::Variadic(v) => {
+            let (&first, rest) = args.split_first()?;
+            if rest.is_empty() {
+                out.push((Ew::Copy, vec![first]));
+                return Some(());
+            }
+            if let (VariadicOp::Mean, [b]) = (v, rest) {
+                out.push((Ew::Mean2, vec![first, *b]));
+                return Some(());
+            }
+            let e = match v {
+                VariadicOp::Sum | VariadicOp::Mean => Ew::Add,
+                VariadicOp::Max => Ew::Max,
+                VariadicOp::Min => Ew::Min,
+            };
+            let mut acc = first;
+            for &b in rest {
+                out.push((e, vec![acc, b]));
+                acc = FArg::Step(out.len() - 1);
+            }
+            if *v == VariadicOp::Mean {
+                out.push((Ew::Scale(1.0 / args.len() as f32), vec![acc]));
+            }
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// Emits the one kernel call of a fused element-wise node (f32 only).
+pub(super) fn fused(
+    cx: &Ctx<'_>,
+    attrs: &FusedAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    cx.all_f32()?;
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let mut steps: Vec<(Ew, Vec<FArg>)> = Vec::new();
+    // Where each fused step's result is among the kernel steps.
+    let mut result: Vec<usize> = Vec::with_capacity(attrs.steps.len());
+    for (k, s) in attrs.steps.iter().enumerate() {
+        let args = s
+            .args
+            .iter()
+            .map(|a| match a {
+                FusedArg::Input(i) => Ok(FArg::In(*i)),
+                FusedArg::Step(j) => result
+                    .get(*j)
+                    .map(|&r| FArg::Step(r))
+                    .ok_or_else(|| cx.err(format!("fused step {k} reads step {j}"))),
+                FusedArg::Const(t) => match (t.dtype(), t.to_f32_vec().as_slice()) {
+                    (DType::F32, [v]) => Ok(FArg::K(*v)),
+                    _ => Err(cx.err(format!(
+                        "no kernel for a fused {} constant of shape {:?} yet (f32 scalars only)",
+                        t.dtype().name(),
+                        t.shape()
+                    ))),
+                },
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        fused_step(&s.op, &args, &mut steps)
+            .ok_or_else(|| cx.err(format!("no kernel for fused step {k} ({})", s.op.name())))?;
+        result.push(steps.len().saturating_sub(1));
+    }
+    let shapes: Vec<&[usize]> = n.inputs.iter().map(|&v| &cx.ty(v).shape[..]).collect();
+    let desc = FusedDesc::new(steps, &shapes, &cx.ty(y).shape).map_err(|e| cx.err(e))?;
+    let mut args = n
+        .inputs
+        .iter()
+        .map(|&v| cx.operand(v, w))
+        .collect::<Result<Vec<_>, _>>()?;
+    args.push(cx.arena(y)?);
+    let (node, op) = cx.label();
+    let f = prog.kernel(
+        format!("fused {desc:?}"),
+        n.inputs.len() + 1,
+        (&node, &op),
+        |b, p, _| desc.emit(b, p),
+    )?;
+    prog.call(f, args);
+    Ok(())
 }

@@ -206,6 +206,7 @@ pub(super) fn node(
         Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
             elementwise::lower(&cx, prog, w)
         }
+        Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
         Op::BatchNormalization { epsilon } => {
             cx.all_f32()?;
             let x = cx.input(0)?;

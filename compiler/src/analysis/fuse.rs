@@ -1,0 +1,232 @@
+//! `fuse_elementwise`: groups of connected f32 element-wise nodes become one
+//! [`Op::FusedElementwise`] node, computed in one loop with the intermediates in registers.
+//!
+//! A group has one output node (its *root*) and grows backwards from it: a node producing a
+//! value that a member reads joins when
+//! - it is fusible: [`Op::Unary`], [`Op::Binary`] (Add, Sub, Mul, Div, Pow, PRelu) or
+//!   [`Op::Variadic`], one output, every input and output f32;
+//! - every reader of that value is already a member (so the value is needed nowhere else and
+//!   never has to exist in memory) and the value is not a graph output;
+//! - that value has the root's output shape (inputs from outside the group may broadcast, but
+//!   nothing inside the group changes the shape).
+//!
+//! Only the root's value leaves the group, so the group is convex: the fused node can take
+//! the root's place in the order. A group of one node is left alone. Scalar constants read by
+//! members are folded into the program; other constants and non-members' values become the
+//! fused node's inputs. Nothing else in the graph changes (names, order of the other nodes).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::DType;
+use crate::ops::{BinaryOp, FusedArg, FusedAttrs, FusedStep, Op};
+
+/// Most nodes in one group (bounds the size of a kernel).
+pub const MAX_GROUP_NODES: usize = 48;
+
+/// What [`fuse_elementwise`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuseStats {
+    /// Fused nodes created.
+    pub groups: usize,
+    /// Nodes they replaced.
+    pub nodes_fused: usize,
+}
+
+/// Whether node `n` may be a member of a fused group.
+fn fusible(g: &Graph, id: NodeId) -> bool {
+    let n = g.node(id);
+    let op_ok = match &n.op {
+        Op::Unary(_) | Op::Variadic(_) => true,
+        Op::Binary(b) => matches!(
+            b,
+            BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Pow
+                | BinaryOp::PRelu
+        ),
+        _ => false,
+    };
+    op_ok
+        && n.outputs.len() == 1
+        && n.inputs
+            .iter()
+            .chain(&n.outputs)
+            .all(|&v| g.value(v).ty.dtype == DType::F32)
+}
+
+/// Fuses every group of two or more element-wise nodes (see the module doc) in `g`.
+pub fn fuse_elementwise(g: &mut Graph) -> FuseStats {
+    let groups = find_groups(g);
+    if groups.is_empty() {
+        return FuseStats::default();
+    }
+    let stats = FuseStats {
+        groups: groups.len(),
+        nodes_fused: groups.iter().map(|m| m.len()).sum(),
+    };
+    *g = rebuild(g, &groups);
+    stats
+}
+
+/// The groups, each as its members in execution order (the root last).
+fn find_groups(g: &Graph) -> Vec<Vec<NodeId>> {
+    let mut readers: HashMap<ValueId, BTreeSet<NodeId>> = HashMap::new();
+    for (id, n) in g.nodes() {
+        for &v in &n.inputs {
+            readers.entry(v).or_default().insert(id);
+        }
+    }
+    let pos: HashMap<NodeId, usize> = g.order().iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let outputs: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
+    let mut taken: BTreeSet<NodeId> = BTreeSet::new();
+    let mut groups = Vec::new();
+    for &root in g.order().iter().rev() {
+        if taken.contains(&root) || !fusible(g, root) {
+            continue;
+        }
+        let Some(&out) = g.node(root).outputs.first() else {
+            continue;
+        };
+        let shape = &g.value(out).ty.shape;
+        let mut members: BTreeSet<NodeId> = BTreeSet::from([root]);
+        loop {
+            let mut grew = false;
+            let candidates: Vec<ValueId> = members
+                .iter()
+                .flat_map(|&m| g.node(m).inputs.iter().copied())
+                .collect();
+            for v in candidates {
+                if members.len() >= MAX_GROUP_NODES {
+                    break;
+                }
+                let ValueKind::Computed(p) = g.value(v).kind else {
+                    continue;
+                };
+                let joins = !members.contains(&p)
+                    && !taken.contains(&p)
+                    && fusible(g, p)
+                    && !outputs.contains(&v)
+                    && g.value(v).ty.shape == *shape
+                    && readers
+                        .get(&v)
+                        .is_some_and(|r| r.iter().all(|c| members.contains(c)));
+                if joins {
+                    members.insert(p);
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        if members.len() < 2 {
+            continue;
+        }
+        taken.extend(members.iter().copied());
+        let mut ordered: Vec<NodeId> = members.into_iter().collect();
+        ordered.sort_by_key(|n| pos.get(n).copied().unwrap_or(usize::MAX));
+        groups.push(ordered);
+    }
+    groups
+}
+
+/// The fused op of one group and its external inputs.
+fn program(g: &Graph, members: &[NodeId]) -> (Op, Vec<ValueId>) {
+    let step_of: BTreeMap<ValueId, usize> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &m)| g.node(m).outputs.first().map(|&v| (v, k)))
+        .collect();
+    let mut inputs: Vec<ValueId> = Vec::new();
+    let mut steps = Vec::with_capacity(members.len());
+    for &m in members {
+        let n = g.node(m);
+        let args = n
+            .inputs
+            .iter()
+            .map(|&v| {
+                if let Some(&k) = step_of.get(&v) {
+                    return FusedArg::Step(k);
+                }
+                if let ValueKind::Constant(t) = &g.value(v).kind
+                    && t.numel() == 1
+                {
+                    return FusedArg::Const(t.clone());
+                }
+                let i = inputs.iter().position(|&x| x == v).unwrap_or_else(|| {
+                    inputs.push(v);
+                    inputs.len() - 1
+                });
+                FusedArg::Input(i)
+            })
+            .collect();
+        steps.push(FusedStep {
+            op: n.op.clone(),
+            args,
+        });
+    }
+    (Op::FusedElementwise(FusedAttrs { steps }), inputs)
+}
+
+/// A copy of `g` with each group replaced by one fused node at its root's place. Input and
+/// constant values keep their relative order, computed values theirs.
+fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
+    let mut group_of: HashMap<NodeId, usize> = HashMap::new();
+    for (i, m) in groups.iter().enumerate() {
+        for &n in m {
+            group_of.insert(n, i);
+        }
+    }
+    let mut ng = Graph::new(g.name.clone(), g.opset);
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    for v in g.value_ids() {
+        let val = g.value(v);
+        if !matches!(val.kind, ValueKind::Computed(_)) {
+            map.insert(
+                v,
+                ng.add_value(val.name.clone(), val.ty.clone(), val.kind.clone()),
+            );
+        }
+    }
+    for (id, n) in g.nodes() {
+        let (op, inputs, outputs) = match group_of.get(&id).and_then(|&i| groups.get(i)) {
+            Some(members) => {
+                if members.last() != Some(&id) {
+                    continue;
+                }
+                let (op, inputs) = program(g, members);
+                (op, inputs, n.outputs.to_vec())
+            }
+            None => (n.op.clone(), n.inputs.to_vec(), n.outputs.to_vec()),
+        };
+        let ins: Vec<ValueId> = inputs
+            .iter()
+            .map(|v| map.get(v).copied().unwrap_or(*v))
+            .collect();
+        let outs: Vec<(String, _)> = outputs
+            .iter()
+            .map(|&v| (g.value(v).name.clone(), g.value(v).ty.clone()))
+            .collect();
+        let nid = ng.add_node(n.name.clone(), op, &ins, &outs);
+        for (&old, &new) in outputs.iter().zip(ng.node(nid).outputs.iter()) {
+            map.insert(old, new);
+        }
+    }
+    ng.inputs = g
+        .inputs
+        .iter()
+        .map(|v| map.get(v).copied().unwrap_or(*v))
+        .collect();
+    ng.outputs = g
+        .outputs
+        .iter()
+        .map(|v| map.get(v).copied().unwrap_or(*v))
+        .collect();
+    ng
+}
+
+#[cfg(test)]
+mod tests;
