@@ -8,50 +8,113 @@ use std::collections::HashMap;
 use super::ARENA_ALIGN;
 use crate::ir::tensor::Tensor;
 
-/// Collects the weights region's bytes.
+/// One piece of the weights region, kept as it came until [`WeightsBuilder::finish`].
+enum Chunk {
+    /// A constant's bytes, shared with the graph (often a slice of the memory-mapped file).
+    Shared(bytes::Bytes),
+    /// Bytes built at compile time.
+    Bytes(Vec<u8>),
+    /// Floats built at compile time (packed GEMM B, conv weights...), stored little-endian.
+    F32(Vec<f32>),
+}
+
+impl Chunk {
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Shared(b) => b.len(),
+            Chunk::Bytes(v) => v.len(),
+            Chunk::F32(v) => v.len() * 4,
+        }
+    }
+}
+
+/// Collects the weights region's pieces. Memory: pieces are kept as they came (constants
+/// shared with the graph, compile-time forms moved in, never copied while collecting), and
+/// [`WeightsBuilder::finish`] copies them into one region, freeing each piece as it goes, so
+/// the region's pages and the pieces' are not both resident for long.
 #[derive(Default)]
 pub struct WeightsBuilder {
-    bytes: Vec<u8>,
+    chunks: Vec<(usize, Chunk)>,
+    len: usize,
     seen: HashMap<(usize, usize), usize>,
 }
 
 impl WeightsBuilder {
-    /// Appends `data` at the next aligned offset and returns that offset.
-    pub fn add(&mut self, data: &[u8]) -> usize {
-        let off = self.bytes.len().next_multiple_of(ARENA_ALIGN);
-        self.bytes.resize(off, 0);
-        self.bytes.extend_from_slice(data);
+    fn push(&mut self, chunk: Chunk) -> usize {
+        let off = self.len.next_multiple_of(ARENA_ALIGN);
+        self.len = off + chunk.len();
+        self.chunks.push((off, chunk));
         off
     }
 
-    /// A constant tensor's offset (stored once per distinct byte buffer).
+    /// Appends a copy of `data` at the next aligned offset and returns that offset.
+    pub fn add(&mut self, data: &[u8]) -> usize {
+        self.push(Chunk::Bytes(data.to_vec()))
+    }
+
+    /// A constant tensor's offset (stored once per distinct byte buffer, without a copy
+    /// until [`WeightsBuilder::finish`]).
     pub fn tensor(&mut self, t: &Tensor) -> usize {
         let key = (t.bytes().as_ptr() as usize, t.bytes().len());
         if let Some(&off) = self.seen.get(&key) {
             return off;
         }
-        let off = self.add(t.bytes());
+        let off = self.push(Chunk::Shared(t.bytes().clone()));
         self.seen.insert(key, off);
         off
     }
 
-    /// Appends floats.
+    /// Appends a copy of `v`.
     pub fn f32s(&mut self, v: &[f32]) -> usize {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        self.add(&bytes)
+        self.push(Chunk::F32(v.to_vec()))
     }
 
-    /// The finished, aligned region.
+    /// Appends `v`, moved in (no copy until [`WeightsBuilder::finish`]).
+    pub fn f32_vec(&mut self, v: Vec<f32>) -> usize {
+        self.push(Chunk::F32(v))
+    }
+
+    /// Bytes so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The finished, aligned region. Large regions come from the allocator as untouched
+    /// zero pages; each piece is copied in and dropped in turn.
     pub fn finish(self) -> AlignedBytes {
-        AlignedBytes::from_slice(&self.bytes)
+        let mut out = AlignedBytes::zeroed(self.len);
+        for (off, chunk) in self.chunks {
+            let dst = &mut out.as_mut_slice()[off..off + chunk.len()];
+            match &chunk {
+                Chunk::Shared(b) => dst.copy_from_slice(b),
+                Chunk::Bytes(v) => dst.copy_from_slice(v),
+                Chunk::F32(v) => {
+                    for (d, x) in dst.chunks_exact_mut(4).zip(v) {
+                        d.copy_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+            drop(chunk);
+        }
+        out
     }
 }
 
-/// A 64-byte-aligned heap block (never empty: at least one alignment unit).
+/// A 64-byte-aligned, zero-initialized block (never empty: at least one alignment unit).
+/// Blocks of [`AlignedBytes::MAP_MIN`] bytes or more are anonymous memory maps: their pages
+/// stay untouched (not resident) until written, unlike an aligned heap allocation, which the
+/// allocator zeroes eagerly.
 pub struct AlignedBytes {
     ptr: *mut u8,
     layout: Layout,
     len: usize,
+    /// The mapping owning the block when it is mapped (then `ptr` points into it).
+    map: Option<memmap2::MmapMut>,
 }
 
 // SAFETY: an `AlignedBytes` owns its heap block alone (like a `Box<[u8]>`): moving it to
@@ -61,6 +124,9 @@ unsafe impl Send for AlignedBytes {}
 unsafe impl Sync for AlignedBytes {}
 
 impl AlignedBytes {
+    /// Size from which a block is an anonymous memory map.
+    pub const MAP_MIN: usize = 1 << 20;
+
     /// Zeroed block of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBytes {
         let size = len.max(1).next_multiple_of(ARENA_ALIGN);
@@ -68,12 +134,29 @@ impl AlignedBytes {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
         };
+        if size >= Self::MAP_MIN
+            && let Ok(mut map) = memmap2::MmapMut::map_anon(size)
+        {
+            // Page-aligned (a multiple of 64), zero-filled on first touch.
+            let ptr = map.as_mut_ptr();
+            return AlignedBytes {
+                ptr,
+                layout,
+                len,
+                map: Some(map),
+            };
+        }
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        AlignedBytes { ptr, layout, len }
+        AlignedBytes {
+            ptr,
+            layout,
+            len,
+            map: None,
+        }
     }
 
     /// A copy of `data`.
@@ -102,6 +185,12 @@ impl AlignedBytes {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`; the exclusive borrow of `self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
     /// Bytes requested.
     pub fn len(&self) -> usize {
         self.len
@@ -115,7 +204,10 @@ impl AlignedBytes {
 
 impl Drop for AlignedBytes {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this layout, freed once.
+        if self.map.take().is_some() {
+            return; // the mapping is unmapped as it drops
+        }
+        // SAFETY: allocated in `zeroed` with this layout (not mapped), freed once.
         unsafe { dealloc(self.ptr, self.layout) };
     }
 }

@@ -77,13 +77,27 @@ pub fn packed_b_len(k: usize, n: usize) -> usize {
 /// If `b` is too short for the strides or `out` too short (caller bugs; the code generator
 /// sizes both from checked types).
 pub fn pack_b(k: usize, n: usize, b: &[f32], rs: usize, cs: usize, out: &mut [f32]) {
+    pack_b_from(k, n, |i| b[i], rs, cs, out);
+}
+
+/// [`pack_b`] over any source: `b(i)` is element `i` of B's storage (`i = row * rs + col * cs`).
+/// Compile-time packing reads a weight's little-endian bytes through this, without first
+/// converting the whole matrix to a `Vec<f32>`.
+pub fn pack_b_from(
+    k: usize,
+    n: usize,
+    b: impl Fn(usize) -> f32,
+    rs: usize,
+    cs: usize,
+    out: &mut [f32],
+) {
     let out = &mut out[..packed_b_len(k, n)];
     for (jp, panel) in out.chunks_exact_mut((k * NR).max(1)).enumerate() {
         let j0 = jp * NR;
         let w = NR.min(n - j0);
         for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
             for (jj, x) in row[..w].iter_mut().enumerate() {
-                *x = b[i * rs + (j0 + jj) * cs];
+                *x = b(i * rs + (j0 + jj) * cs);
             }
             row[w..].fill(0.0);
         }

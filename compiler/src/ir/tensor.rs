@@ -193,6 +193,19 @@ impl Tensor {
         }
     }
 
+    /// Element `i` of an `f32` tensor, read from its little-endian bytes (`None` for another
+    /// dtype or an index out of range). For compile-time packing of large weights without a
+    /// converted copy.
+    pub fn f32_at(&self, i: usize) -> Option<f32> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        let c = self
+            .data
+            .get(i.checked_mul(4)?..i.checked_mul(4)?.checked_add(4)?)?;
+        Some(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    }
+
     /// Element `i` as a scalar in the dtype's computation domain, `None` when out of range.
     pub fn scalar_at(&self, i: usize) -> Option<Scalar> {
         let sz = self.dtype.size();

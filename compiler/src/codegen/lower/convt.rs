@@ -103,7 +103,7 @@ pub(super) fn conv_transpose(
     };
     let args = vec![
         cx.arena(xv)?,
-        Operand::Weights(w.f32s(&arranged)),
+        Operand::Weights(w.f32_vec(arranged)),
         bias_op,
         cx.arena(y)?,
         cx.scratch()?,

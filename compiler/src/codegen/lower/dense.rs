@@ -10,7 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
-use crate::gemm::{pack_b, packed_b_len};
+use crate::gemm::{pack_b, pack_b_from, packed_b_len};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::{DType, TensorType};
 use crate::ops::{Op, UnaryOp};
@@ -64,19 +64,23 @@ pub(super) fn gemm(
                     tr[i * k + p] = v[p * m + i];
                 }
             }
-            (Operand::Weights(w.f32s(&tr)), false)
+            (Operand::Weights(w.f32_vec(tr)), false)
         }
         _ => (cx.operand(av, w)?, a.trans_a),
     };
     let (b_op, b_packed) = match cx.constant(bv) {
         Some(t) => {
-            let v = t.to_f32_vec();
             let mut packed = vec![0.0f32; packed_b_len(k, n)];
-            pack_b(k, n, &v, rs, cs, &mut packed);
+            if t.dtype() == DType::F32 {
+                // Straight from the weight's bytes (often the mapped file): no converted copy.
+                pack_b_from(k, n, |i| t.f32_at(i).unwrap_or(0.0), rs, cs, &mut packed);
+            } else {
+                pack_b(k, n, &t.to_f32_vec(), rs, cs, &mut packed);
+            }
             if a.alpha != 1.0 {
                 packed.iter_mut().for_each(|x| *x *= a.alpha);
             }
-            (Operand::Weights(w.f32s(&packed)), true)
+            (Operand::Weights(w.f32_vec(packed)), true)
         }
         None => {
             if a.alpha != 1.0 {
@@ -94,7 +98,7 @@ pub(super) fn gemm(
         let (e, c_op) = match cx.constant(cv) {
             Some(t) => {
                 let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
-                (Ew::Copy, Operand::Weights(w.f32s(&v)))
+                (Ew::Copy, Operand::Weights(w.f32_vec(v)))
             }
             None => (
                 if a.beta == 1.0 {
@@ -206,7 +210,7 @@ pub(super) fn matmul(
                     &mut packed[s * len..(s + 1) * len],
                 );
             }
-            (Operand::Weights(w.f32s(&packed)), true, len * 4)
+            (Operand::Weights(w.f32_vec(packed)), true, len * 4)
         }
         None => (cx.arena(bv)?, false, k * n * 4),
     };
@@ -406,7 +410,7 @@ pub(super) fn conv(
     let args = vec![
         Operand::Weights(w.add(&params.to_bytes())),
         cx.arena(xv)?,
-        Operand::Weights(w.f32s(&weights)),
+        Operand::Weights(w.f32_vec(weights)),
         bias_op,
         cx.arena(y)?,
         cx.scratch()?,

@@ -237,8 +237,8 @@ pub(super) fn node(
             let desc = EwDesc::new(Ew::MulAdd, &[xs, &cshape, &cshape], &out_shape);
             let args = vec![
                 cx.arena(x)?,
-                Operand::Weights(w.f32s(&s)),
-                Operand::Weights(w.f32s(&t)),
+                Operand::Weights(w.f32_vec(s)),
+                Operand::Weights(w.f32_vec(t)),
             ];
             ew_call(&cx, prog, desc, args, cx.arena(y)?)
         }
