@@ -6,6 +6,10 @@
 
 #![deny(missing_docs)]
 
+// Constants, the weights region and the generated code all read and write little-endian.
+#[cfg(not(target_endian = "little"))]
+compile_error!("arenac supports little-endian targets only");
+
 pub mod analysis;
 pub mod arena;
 pub mod codegen;

@@ -21,7 +21,7 @@ pub mod weights;
 
 use crate::arena::ArenaPlan;
 use crate::error::{Error, OpError};
-use crate::ir::graph::{Graph, ValueId};
+use crate::ir::graph::{Graph, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 
 /// Alignment of the arena base and of every tensor in the weights region.
@@ -175,7 +175,7 @@ pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
         .map(|&v| slot(v))
         .collect::<Result<_, _>>()?;
     let mut prog = program::Program::new()?;
-    let mut w = weights::WeightsBuilder::default();
+    let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     for &id in &plan.schedule {
         lower::node(g, plan, id, &mut prog, &mut w)?;
     }
@@ -194,4 +194,26 @@ pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
         kernels,
         compile_time: started.elapsed(),
     })
+}
+
+/// A guess at the weights region's size: the constants the scheduled nodes read (each
+/// distinct buffer once), plus room for packing's padding and small compile-time tables.
+/// Only a reservation: a short guess costs one copy when the region grows, a long one costs
+/// nothing resident (untouched pages of a mapped region).
+fn weights_estimate(g: &Graph, plan: &ArenaPlan) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = 0usize;
+    for &id in &plan.schedule {
+        for &v in &g.node(id).inputs {
+            if let ValueKind::Constant(t) = &g.value(v).kind
+                && seen.insert((t.bytes().as_ptr() as usize, t.bytes().len()))
+            {
+                bytes = bytes.saturating_add(t.bytes().len().next_multiple_of(ARENA_ALIGN));
+            }
+        }
+    }
+    bytes
+        .saturating_add(bytes / 8)
+        .saturating_add(plan.schedule.len().saturating_mul(4 * ARENA_ALIGN))
+        .saturating_add(1 << 20)
 }

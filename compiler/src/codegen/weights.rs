@@ -8,70 +8,88 @@ use std::collections::HashMap;
 use super::ARENA_ALIGN;
 use crate::ir::tensor::Tensor;
 
-/// One piece of the weights region, kept as it came until [`WeightsBuilder::finish`].
-enum Chunk {
-    /// A constant's bytes, shared with the graph (often a slice of the memory-mapped file).
-    Shared(bytes::Bytes),
-    /// Bytes built at compile time.
-    Bytes(Vec<u8>),
-    /// Floats built at compile time (packed GEMM B, conv weights...), stored little-endian.
-    F32(Vec<f32>),
-}
-
-impl Chunk {
-    fn len(&self) -> usize {
-        match self {
-            Chunk::Shared(b) => b.len(),
-            Chunk::Bytes(v) => v.len(),
-            Chunk::F32(v) => v.len() * 4,
-        }
-    }
-}
-
-/// Collects the weights region's pieces. Memory: pieces are kept as they came (constants
-/// shared with the graph, compile-time forms moved in, never copied while collecting), and
-/// [`WeightsBuilder::finish`] copies them into one region, freeing each piece as it goes, so
-/// the region's pages and the pieces' are not both resident for long.
-#[derive(Default)]
+/// Collects the weights region, writing each piece once, in place: the region is an
+/// [`AlignedBytes`] reserved up front (an anonymous map for large sizes, whose untouched pages
+/// are not resident) and doubled when a piece doesn't fit (a copy, only when the estimate
+/// given to [`WeightsBuilder::with_capacity`] was short). Compile-time forms can be built
+/// straight into it ([`WeightsBuilder::alloc_f32`]), so a large weight is never held twice
+/// besides its source.
 pub struct WeightsBuilder {
-    chunks: Vec<(usize, Chunk)>,
+    region: AlignedBytes,
     len: usize,
     seen: HashMap<(usize, usize), usize>,
 }
 
+impl Default for WeightsBuilder {
+    fn default() -> Self {
+        WeightsBuilder::with_capacity(0)
+    }
+}
+
 impl WeightsBuilder {
-    fn push(&mut self, chunk: Chunk) -> usize {
+    /// A builder whose region can take `bytes` before it has to grow.
+    pub fn with_capacity(bytes: usize) -> WeightsBuilder {
+        WeightsBuilder {
+            region: AlignedBytes::zeroed(bytes.max(ARENA_ALIGN)),
+            len: 0,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Reserves `n` bytes at the next aligned offset; returns the offset.
+    fn reserve(&mut self, n: usize) -> usize {
         let off = self.len.next_multiple_of(ARENA_ALIGN);
-        self.len = off + chunk.len();
-        self.chunks.push((off, chunk));
+        let end = off + n;
+        if end > self.region.len() {
+            let mut bigger = AlignedBytes::zeroed(end.max(self.region.len().saturating_mul(2)));
+            bigger.as_mut_slice()[..self.len].copy_from_slice(&self.region.as_slice()[..self.len]);
+            self.region = bigger;
+        }
+        self.len = end;
         off
     }
 
     /// Appends a copy of `data` at the next aligned offset and returns that offset.
     pub fn add(&mut self, data: &[u8]) -> usize {
-        self.push(Chunk::Bytes(data.to_vec()))
+        let off = self.reserve(data.len());
+        self.region.as_mut_slice()[off..off + data.len()].copy_from_slice(data);
+        off
     }
 
-    /// A constant tensor's offset (stored once per distinct byte buffer, without a copy
-    /// until [`WeightsBuilder::finish`]).
+    /// A constant tensor's offset (stored once per distinct byte buffer).
     pub fn tensor(&mut self, t: &Tensor) -> usize {
         let key = (t.bytes().as_ptr() as usize, t.bytes().len());
         if let Some(&off) = self.seen.get(&key) {
             return off;
         }
-        let off = self.push(Chunk::Shared(t.bytes().clone()));
+        let off = self.add(t.bytes());
         self.seen.insert(key, off);
         off
     }
 
-    /// Appends a copy of `v`.
+    /// Appends floats (little-endian).
     pub fn f32s(&mut self, v: &[f32]) -> usize {
-        self.push(Chunk::F32(v.to_vec()))
+        let (off, dst) = self.alloc_f32(v.len());
+        dst.copy_from_slice(v);
+        off
     }
 
-    /// Appends `v`, moved in (no copy until [`WeightsBuilder::finish`]).
+    /// Appends `v` (dropped once copied in).
     pub fn f32_vec(&mut self, v: Vec<f32>) -> usize {
-        self.push(Chunk::F32(v))
+        self.f32s(&v)
+    }
+
+    /// Reserves `n` zeroed floats at the next aligned offset, to be written in place (e.g. a
+    /// packed matrix); returns the offset and the floats.
+    pub fn alloc_f32(&mut self, n: usize) -> (usize, &mut [f32]) {
+        let off = self.reserve(n * 4);
+        let bytes = &mut self.region.as_mut_slice()[off..off + n * 4];
+        // SAFETY: `bytes` is 4-byte aligned (the region is 64-aligned and so is `off`), holds
+        // exactly `n * 4` initialized bytes, and any bit pattern is a valid f32; the result
+        // borrows `self` mutably, so nothing else reaches these bytes meanwhile. Floats are
+        // stored in the host's order, little-endian on every target arenac compiles for.
+        let floats = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<f32>(), n) };
+        (off, floats)
     }
 
     /// Bytes so far.
@@ -84,24 +102,11 @@ impl WeightsBuilder {
         self.len == 0
     }
 
-    /// The finished, aligned region. Large regions come from the allocator as untouched
-    /// zero pages; each piece is copied in and dropped in turn.
-    pub fn finish(self) -> AlignedBytes {
-        let mut out = AlignedBytes::zeroed(self.len);
-        for (off, chunk) in self.chunks {
-            let dst = &mut out.as_mut_slice()[off..off + chunk.len()];
-            match &chunk {
-                Chunk::Shared(b) => dst.copy_from_slice(b),
-                Chunk::Bytes(v) => dst.copy_from_slice(v),
-                Chunk::F32(v) => {
-                    for (d, x) in dst.chunks_exact_mut(4).zip(v) {
-                        d.copy_from_slice(&x.to_le_bytes());
-                    }
-                }
-            }
-            drop(chunk);
-        }
-        out
+    /// The finished, aligned region (the reserved block itself; its unused tail is never
+    /// touched, so for a mapped block it is never resident).
+    pub fn finish(mut self) -> AlignedBytes {
+        self.region.len = self.len;
+        self.region
     }
 }
 
@@ -209,5 +214,41 @@ impl Drop for AlignedBytes {
         }
         // SAFETY: allocated in `zeroed` with this layout (not mapped), freed once.
         unsafe { dealloc(self.ptr, self.layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_grows_and_keeps_every_piece_aligned_and_intact() {
+        // A short estimate: the region has to grow (copy) several times, once past the size
+        // at which blocks become anonymous maps.
+        let mut w = WeightsBuilder::with_capacity(100);
+        let mut pieces = Vec::new();
+        for i in 0..40usize {
+            let v: Vec<f32> = (0..i * 997).map(|j| (i * 31 + j) as f32).collect();
+            let off = if i % 2 == 0 {
+                w.f32s(&v)
+            } else {
+                let (off, dst) = w.alloc_f32(v.len());
+                dst.copy_from_slice(&v);
+                off
+            };
+            assert_eq!(off % ARENA_ALIGN, 0);
+            let b = [i as u8; 3];
+            pieces.push((off, v, w.add(&b), b));
+        }
+        assert!(w.len() > AlignedBytes::MAP_MIN);
+        let region = w.finish();
+        for (off, v, boff, b) in pieces {
+            let got: Vec<f32> = region.as_slice()[off..off + 4 * v.len()]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            assert_eq!(got, v);
+            assert_eq!(&region.as_slice()[boff..boff + 3], &b);
+        }
     }
 }

@@ -70,17 +70,18 @@ pub(super) fn gemm(
     };
     let (b_op, b_packed) = match cx.constant(bv) {
         Some(t) => {
-            let mut packed = vec![0.0f32; packed_b_len(k, n)];
+            // Packed straight into the weights region, from the weight's bytes when it is
+            // f32 (often the mapped file): no intermediate copy of a large matrix.
+            let (off, packed) = w.alloc_f32(packed_b_len(k, n));
             if t.dtype() == DType::F32 {
-                // Straight from the weight's bytes (often the mapped file): no converted copy.
-                pack_b_from(k, n, |i| t.f32_at(i).unwrap_or(0.0), rs, cs, &mut packed);
+                pack_b_from(k, n, |i| t.f32_at(i).unwrap_or(0.0), rs, cs, packed);
             } else {
-                pack_b(k, n, &t.to_f32_vec(), rs, cs, &mut packed);
+                pack_b(k, n, &t.to_f32_vec(), rs, cs, packed);
             }
             if a.alpha != 1.0 {
                 packed.iter_mut().for_each(|x| *x *= a.alpha);
             }
-            (Operand::Weights(w.f32_vec(packed)), true)
+            (Operand::Weights(off), true)
         }
         None => {
             if a.alpha != 1.0 {
