@@ -42,7 +42,8 @@ use arenac_compiler::arena::budget::{default_budget, enforce};
 use arenac_compiler::arena::report::build_report;
 use arenac_compiler::arena::svg::render_svg;
 use arenac_compiler::arena::{PlanOptions, plan_graph, weight_stats};
-use arenac_compiler::import::{ImportOptions, import_model, load_model_file};
+use arenac_compiler::import::tensor_proto::map_file_shared;
+use arenac_compiler::import::{ImportOptions, decode_model, import_model};
 use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
@@ -274,7 +275,8 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         Some(spec) => Some(spec.limit.resolve(&spec.text)?),
         None => default_budget(),
     };
-    let proto = load_model_file(path)?;
+    let (bytes, source) = map_file_shared(path)?;
+    let proto = decode_model(bytes)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -308,9 +310,17 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )?;
     }
     let executable = if opts.codegen {
-        Some(Arc::new(arenac_compiler::codegen::compile(
+        // The weights end up in the executable's own region: the mapped file's pages can go
+        // as soon as they have been copied (they are read again from the file if needed).
+        let mut release = || {
+            if let Some(s) = &source {
+                s.release();
+            }
+        };
+        Some(Arc::new(arenac_compiler::codegen::compile_releasing(
             &imported.graph,
             &plan,
+            &mut release,
         )?))
     } else {
         None

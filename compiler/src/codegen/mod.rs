@@ -139,6 +139,33 @@ impl Executable {
 /// Compiles `g` with its arena plan into an [`Executable`]. An op without a kernel is an
 /// [`Error::Node`] naming the node and op.
 pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
+    compile_releasing(g, plan, &mut || {})
+}
+
+/// Constants read between two calls of the `release` hook of [`compile_releasing`].
+const RELEASE_EVERY: usize = 4 << 20;
+
+/// Constant bytes node `id` reads.
+fn constant_bytes(g: &Graph, id: crate::ir::graph::NodeId) -> usize {
+    g.node(id)
+        .inputs
+        .iter()
+        .filter_map(|&v| match &g.value(v).kind {
+            ValueKind::Constant(t) => Some(t.bytes().len()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// [`compile`], calling `release` each time a few MiB of constants have been copied or packed
+/// into the weights region, and at the end: the caller can then drop the source pages (e.g.
+/// [`crate::import::tensor_proto::SourceMap::release`] on the mapped model file), so the
+/// file's pages and the weights region are not both resident at the peak.
+pub fn compile_releasing(
+    g: &Graph,
+    plan: &ArenaPlan,
+    release: &mut dyn FnMut(),
+) -> Result<Executable, Error> {
     let started = std::time::Instant::now();
     // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
     // tensors: a plan made without either cannot be compiled (found by the `jit_diff` fuzzer).
@@ -176,9 +203,18 @@ pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
         .collect::<Result<_, _>>()?;
     let mut prog = program::Program::new()?;
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
+    let mut consumed = 0usize;
     for &id in &plan.schedule {
         lower::node(g, plan, id, &mut prog, &mut w)?;
+        // Once a few MiB of constants have been copied or packed into the weights region,
+        // their source pages (often the mapped model file) may go.
+        consumed += constant_bytes(g, id);
+        if consumed >= RELEASE_EVERY {
+            consumed = 0;
+            release();
+        }
     }
+    release();
     let kernels = prog.kernels_compiled;
     let (module, entry) = prog.finish()?;
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`

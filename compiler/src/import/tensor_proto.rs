@@ -72,6 +72,52 @@ impl ExternalData {
     }
 }
 
+/// A read-only file mapping whose resident pages can be dropped on demand (see
+/// [`SourceMap::release`]), e.g. once compile-time packing has copied the weights out of it.
+#[derive(Clone, Debug)]
+pub struct SourceMap(std::sync::Arc<memmap2::Mmap>);
+
+/// Owner of a mapping's bytes inside a [`Bytes`].
+struct SharedMap(std::sync::Arc<memmap2::Mmap>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl SourceMap {
+    /// Asks the kernel to drop the mapping's resident pages (`MADV_DONTNEED`). Its bytes stay
+    /// readable and unchanged: the mapping is private, read-only and never written, so its
+    /// pages are clean copies of the file, read again from it on the next access.
+    pub fn release(&self) {
+        #[cfg(unix)]
+        // SAFETY: DONTNEED on a private, read-only, never-written file mapping only discards
+        // clean pages; the next read faults the same bytes back in from the file (the same
+        // contract as mapping the file at all: nobody truncates or rewrites it meanwhile). No
+        // reference into the mapping can observe a change.
+        let _ = unsafe { self.0.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    }
+}
+
+/// Maps a whole file read-only into a [`Bytes`], with a handle to release its resident pages
+/// later (empty files give empty bytes and no handle).
+pub fn map_file_shared(path: &Path) -> Result<(Bytes, Option<SourceMap>), Error> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len == 0 {
+        return Ok((Bytes::new(), None));
+    }
+    // SAFETY: as in `map_file`.
+    let map = std::sync::Arc::new(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?);
+    let bytes = Bytes::from_owner(SharedMap(map.clone()));
+    Ok((bytes, Some(SourceMap(map))))
+}
+
 /// Maps a whole file read-only into a [`Bytes`] (empty files give empty bytes).
 pub fn map_file(path: &Path) -> Result<Bytes, Error> {
     let io = |source| Error::Io {
