@@ -106,6 +106,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The operating system refused memory arenac asked for (e.g. sealing the weights region
+    /// read-only): not a model problem.
+    #[error("the system refused {what}: {source}")]
+    System {
+        /// What was asked.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The bytes are not a valid ONNX protobuf (random, truncated or corrupted file).
     #[error("not a valid ONNX model ({reason}); is the file complete and really a .onnx model?")]
     Decode {

@@ -51,7 +51,7 @@ pub struct Executable {
     module: Option<cranelift_jit::JITModule>,
     /// `extern "C" fn(arena, weights)`.
     entry: unsafe extern "C" fn(*mut u8, *const u8),
-    weights: weights::AlignedBytes,
+    weights: weights::WeightsRegion,
     /// Distinct kernels compiled.
     kernels: usize,
     /// Wall-clock time of `compile`.
@@ -216,6 +216,11 @@ pub fn compile_releasing(
     }
     release();
     let kernels = prog.kernels_compiled;
+    // Sealed before the program is finalized, so a failure here leaves no module to free.
+    let weights = w.finish().map_err(|source| Error::System {
+        what: "to make the weights region read-only".into(),
+        source,
+    })?;
     let (module, entry) = prog.finish()?;
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
     // with exactly this signature (two pointer parameters, no result, the host's C ABI).
@@ -226,7 +231,7 @@ pub fn compile_releasing(
         outputs,
         module: Some(module),
         entry,
-        weights: w.finish(),
+        weights,
         kernels,
         compile_time: started.elapsed(),
     })

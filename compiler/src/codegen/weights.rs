@@ -102,11 +102,69 @@ impl WeightsBuilder {
         self.len == 0
     }
 
-    /// The finished, aligned region (the reserved block itself; its unused tail is never
-    /// touched, so for a mapped block it is never resident).
-    pub fn finish(mut self) -> AlignedBytes {
+    /// The finished, aligned region, sealed read-only (the reserved block itself; its unused
+    /// tail is never touched, so for a mapped block it is never resident).
+    pub fn finish(mut self) -> std::io::Result<WeightsRegion> {
         self.region.len = self.len;
-        self.region
+        WeightsRegion::seal(self.region)
+    }
+}
+
+/// The finished weights region, read-only: a mapped region is sealed with `PROT_READ`
+/// (a stray write through it faults instead of corrupting a weight); a small one stays a heap
+/// block that nothing writes.
+pub struct WeightsRegion {
+    /// The bytes (the mapping inside is writable only until sealed below).
+    bytes: AlignedBytes,
+    /// The sealed mapping, when the region was mapped.
+    sealed: Option<memmap2::Mmap>,
+}
+
+impl WeightsRegion {
+    fn seal(mut bytes: AlignedBytes) -> std::io::Result<WeightsRegion> {
+        let sealed = match bytes.map.take() {
+            // On failure the mapping is gone with the error: `bytes` (its pointer dangling) is
+            // marked borrowed so it never frees it, and is dropped right here.
+            Some(map) => match map.make_read_only() {
+                Ok(ro) => Some(ro),
+                Err(e) => {
+                    bytes.borrowed = true;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        if let Some(ro) = &sealed {
+            // The mapping moved into `sealed`; `bytes` must not free it again.
+            bytes.ptr = ro.as_ptr().cast_mut();
+            bytes.borrowed = true;
+        }
+        Ok(WeightsRegion { bytes, sealed })
+    }
+
+    /// Base address (64-aligned).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.bytes.as_ptr()
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.bytes.as_slice()
+    }
+
+    /// Bytes in the region.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Whether the region is sealed read-only by the kernel.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.is_some()
     }
 }
 
@@ -120,6 +178,8 @@ pub struct AlignedBytes {
     len: usize,
     /// The mapping owning the block when it is mapped (then `ptr` points into it).
     map: Option<memmap2::MmapMut>,
+    /// The block is owned elsewhere (a sealed [`WeightsRegion`]'s mapping): nothing to free.
+    borrowed: bool,
 }
 
 // SAFETY: an `AlignedBytes` owns its heap block alone (like a `Box<[u8]>`): moving it to
@@ -149,6 +209,7 @@ impl AlignedBytes {
                 layout,
                 len,
                 map: Some(map),
+                borrowed: false,
             };
         }
         // SAFETY: the layout has a non-zero size.
@@ -161,6 +222,7 @@ impl AlignedBytes {
             layout,
             len,
             map: None,
+            borrowed: false,
         }
     }
 
@@ -209,8 +271,8 @@ impl AlignedBytes {
 
 impl Drop for AlignedBytes {
     fn drop(&mut self) {
-        if self.map.take().is_some() {
-            return; // the mapping is unmapped as it drops
+        if self.map.take().is_some() || self.borrowed {
+            return; // the mapping is unmapped as it drops (or by its owner)
         }
         // SAFETY: allocated in `zeroed` with this layout (not mapped), freed once.
         unsafe { dealloc(self.ptr, self.layout) };
@@ -241,7 +303,8 @@ mod tests {
             pieces.push((off, v, w.add(&b), b));
         }
         assert!(w.len() > AlignedBytes::MAP_MIN);
-        let region = w.finish();
+        let region = w.finish().expect("seals");
+        assert!(region.is_sealed());
         for (off, v, boff, b) in pieces {
             let got: Vec<f32> = region.as_slice()[off..off + 4 * v.len()]
                 .chunks_exact(4)
