@@ -23,7 +23,10 @@
 //!   that buffer, the buffer is not a graph input's and holds no graph output, and no other
 //!   input of the node lives in that buffer (the same value read twice is fine). The first such
 //!   input in input order is chosen. A residual `Add` writing into its dead operand is the
-//!   main case.
+//!   main case. The same holds for ops whose kernel declares it may write over its input
+//!   ([`crate::ops::Op::may_write_over_input`]: LRN, and MaxPool/AveragePool whose geometry
+//!   lets each output row overwrite only input rows no later row reads); their output may be
+//!   smaller than the input and then takes the first bytes of its buffer.
 //! - **In-place Concat** ([`LivenessOptions::concat_in_place`]): the producer of a Concat
 //!   input writes straight into the input's slice of the Concat's output, and the Concat
 //!   copies nothing for it (rules in `concat.rs`: the slice must be contiguous, the input
@@ -161,6 +164,11 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
         && input.shape == output.shape
         && input.bytes().is_some()
         && input.bytes() == output.bytes()
+        || op.may_write_over_input(input, output)
+            && input
+                .bytes()
+                .zip(output.bytes())
+                .is_some_and(|(i, o)| o <= i)
 }
 
 /// Whether a value is a compile-time constant (not in the arena).
