@@ -376,3 +376,60 @@ ex (float[1, 2, 4] X, float[2, 2, 4] W) => (float[1, 10, 4] Y, float[1, 2, 4] O,
     assert_eq!(l.offset_of(id(&g, "E2")), 32);
     assert!(!same_buffer(&l, &g, "P2", "P"));
 }
+
+#[test]
+fn lrn_and_max_pool_write_over_their_dead_input() {
+    // E = Expand of a narrow input; the LRN writes over E (same size, always a gain), the
+    // MaxPool over L (smaller output, kept because it lowers the peak: L + P at that step).
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+pools (float[1, 8, 16, 1] X) => (float[1, 8, 8, 8] Y)
+<int64[4] s = {1, 8, 16, 16}>
+{
+    E = Expand(X, s)
+    L = LRN<size = 1>(E)
+    P = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(L)
+    Y = Relu(P)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert_eq!(l.alias_of[&id(&g, "L")], id(&g, "E"));
+    assert_eq!(l.alias_of[&id(&g, "P")], id(&g, "L"));
+    assert!(same_buffer(&l, &g, "P", "E"));
+    assert_eq!(buf(&l, &g, "E").interval.size, 8 * 16 * 16 * 4);
+    // The LRN's ring: floor((size - 1) / 2) + 1 = 1 plane of 16x16 floats.
+    let ring = l.buffers.iter().find(|b| b.kind == BufferKind::Scratch);
+    assert_eq!(ring.map(|b| b.interval.size), Some(16 * 16 * 4));
+    // Layer-wise: nothing shared.
+    let base = liveness(&g, g.order(), LivenessOptions::layer_wise());
+    assert!(!same_buffer(&base, &g, "L", "E") && !same_buffer(&base, &g, "P", "L"));
+}
+
+#[test]
+fn pooling_rows_that_overwrite_needed_input_stay_apart() {
+    // Stride 1 with a top pad: output row 0 would cover input row 0, which row 1 reads.
+    // Without the pad each output row ends before the rows later windows read.
+    let src = |pads: &str, out: usize| {
+        format!(
+            r#"
+<ir_version: 8, opset_import: ["" : 13]>
+pools (float[1, 8, 16, 1] X) => (float[1, 8, {h}, {h}] Z)
+<int64[4] s = {{1, 8, 16, 16}}>
+{{
+    Q = Expand(X, s)
+    P = MaxPool<kernel_shape = [3, 3], strides = [1, 1], pads = [{pads}]>(Q)
+    Z = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(P)
+}}
+"#,
+            h = out / 2
+        )
+    };
+    let g = graph(&src("1, 1, 1, 1", 16));
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert!(!same_buffer(&l, &g, "P", "Q"));
+    let g = graph(&src("0, 0, 0, 0", 14));
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert!(same_buffer(&l, &g, "P", "Q"));
+}
