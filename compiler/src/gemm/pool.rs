@@ -553,7 +553,8 @@ pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *
     let (xplane, yplane) = (g.h * g.w, g.oh * g.ow);
     let mut t = [0.0f32; CAP];
     let in_place = std::ptr::eq(x, y.cast_const());
-    let mut r = in_place.then(|| [0.0f32; CAP]);
+    // The row buffer only when in place (not zeroed otherwise).
+    let mut r = if in_place { Some([0.0f32; CAP]) } else { None };
     for i in 0..p.planes as usize {
         // SAFETY: plane i of the input and of the output, inside the sizes of the contract;
         // they do not overlap, or (in place) the output plane starts at or before the input
