@@ -109,6 +109,8 @@ struct Geom {
     pr: usize,
     max: bool,
     include_pad: bool,
+    /// In place: the row lag of [`in_place_lag`] (0 otherwise).
+    lag: usize,
 }
 
 impl Geom {
@@ -131,6 +133,7 @@ impl Geom {
             pr: u(p.pr),
             max: p.kind == POOL_MAX,
             include_pad: p.kind == POOL_AVG_INCLUDE_PAD,
+            lag: 0,
         }
     }
 }
@@ -338,52 +341,85 @@ fn plane(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
     }
 }
 
-/// One plane in place: output row `oy` is computed into `r` from the input plane at `x`,
-/// then copied to row `oy` of the output plane at `y`.
+/// One plane in place, with a lag of `lag` rows: output row `oy` is computed into slot
+/// `oy % (lag + 1)` of `r` from the input plane at `x`, and written to row `oy` of the output
+/// plane at `y` once row `oy + lag` is computed (the last rows after the loop).
 ///
 /// # Safety
 /// `x` is valid for `h*w` floats, `y` for `oh*ow`, nothing else refers to them during the
-/// call, `ow <= CAP`, and writing output row `oy` covers no input float that a later row
-/// reads ([`in_place_ok`]; `y` may overlap `x`).
+/// call, `(lag + 1) * ow <= CAP`, and writing output row `oy` then covers no input float that
+/// a row computed later reads ([`in_place_lag`]; `y` may overlap `x`).
 #[inline(always)]
 unsafe fn plane_in_place(
     g: &Geom,
+    lag: usize,
     x: *const f32,
     y: *mut f32,
     t: &mut [f32; CAP],
     r: &mut [f32; CAP],
 ) {
     let n = g.h * g.w;
-    let ow = g.ow.min(CAP);
+    let ow = g.ow;
+    let slots = lag + 1;
+    if slots.saturating_mul(ow) > CAP {
+        return;
+    }
+    let write = |r: &[f32; CAP], oy: usize| {
+        let from = &r[(oy % slots) * ow..(oy % slots + 1) * ow];
+        // SAFETY: row `oy` of the output plane is in bounds; `r` is a stack buffer, disjoint
+        // from the arena.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), y.add(oy * ow), ow) };
+    };
     // SAFETY: `x` is valid for `n` floats; the slice ends before any write.
     let exact = exact_path(g, unsafe { std::slice::from_raw_parts(x, n) });
     for oy in 0..g.oh {
         {
-            // SAFETY: as above; this shared slice is dropped before the row is written.
+            // SAFETY: as above; this shared slice is dropped before any row is written.
             let xs = unsafe { std::slice::from_raw_parts(x, n) };
-            row(g, exact, xs, oy, &mut r[..ow], t);
+            let slot = oy % slots;
+            row(g, exact, xs, oy, &mut r[slot * ow..(slot + 1) * ow], t);
         }
-        // SAFETY: row `oy` of the output plane is in bounds; `r` is a stack buffer, disjoint
-        // from the arena.
-        unsafe { std::ptr::copy_nonoverlapping(r.as_ptr(), y.add(oy * ow), ow) };
+        if oy >= lag {
+            write(r, oy - lag);
+        }
+    }
+    for oy in g.oh.saturating_sub(lag)..g.oh {
+        write(r, oy);
     }
 }
 
-/// Whether [`arenac_pool2d`] may write its output over its input (`y == x`): the output is
-/// no larger than the input, an output row fits the row buffer, and for every plane `c` and
-/// output row `i`, the output written up to the end of row `i`
-/// (`c*oh*ow + (i+1)*ow` floats) stays below the first input float a later row or plane
-/// reads (`c*h*w + min(max(0, (i+1)*sh - pt), h)*w`). Since `oh*ow <= h*w`, plane 0 is the
-/// tightest; each output row is written only after it is fully computed.
-pub fn in_place_ok(p: &PoolParams) -> bool {
+/// The smallest row lag (0, 1 or 2) with which [`arenac_pool2d`] may write its output over
+/// its input (`y == x`), or None: the output is no larger than the input, `lag + 1` output
+/// rows fit the row buffer, and for every plane `c` and output row `i`, the output written up
+/// to the end of row `i` (`c*oh*ow + (i+1)*ow` floats, written once row `i + lag` is
+/// computed) stays below the first input float a row computed later or a later plane reads
+/// (`c*h*w + min(max(0, (i+lag+1)*sh - pt), h)*w`, or `(c+1)*h*w` for rows written after the
+/// last row is computed). Since `oh*ow <= h*w`, plane 0 is the tightest. A stride-1 pooling
+/// with one row of top padding needs a lag of one row.
+pub fn in_place_lag(p: &PoolParams) -> Option<usize> {
     let g = Geom::new(p);
-    if g.ow > CAP || g.oh.saturating_mul(g.ow) > g.h.saturating_mul(g.w) {
-        return false;
+    if g.oh.saturating_mul(g.ow) > g.h.saturating_mul(g.w) {
+        return None;
     }
-    (0..g.oh).all(|i| {
-        let next = (i + 1).saturating_mul(g.sh).saturating_sub(g.pt).min(g.h);
-        (i + 1).saturating_mul(g.ow) <= next.saturating_mul(g.w)
+    (0..=2usize).find(|&lag| {
+        (lag + 1).saturating_mul(g.ow) <= CAP
+            && (0..g.oh).all(|i| {
+                let next = if i + lag + 1 >= g.oh {
+                    g.h
+                } else {
+                    (i + lag + 1)
+                        .saturating_mul(g.sh)
+                        .saturating_sub(g.pt)
+                        .min(g.h)
+                };
+                (i + 1).saturating_mul(g.ow) <= next.saturating_mul(g.w)
+            })
     })
+}
+
+/// Whether [`arenac_pool2d`] may write its output over its input ([`in_place_lag`]).
+pub fn in_place_ok(p: &PoolParams) -> bool {
+    in_place_lag(p).is_some()
 }
 
 /// The geometry of a 1-d or 2-d pooling on an `N x C x ...` input of shape `xs` with output
@@ -444,7 +480,7 @@ type PlaneFn = unsafe fn(&Geom, *const f32, *mut f32, &mut [f32; CAP], Option<&m
 ///
 /// # Safety
 /// Out of place (`r` is `None`): `x` is valid for `h*w` floats, `y` for `oh*ow`, and they are
-/// disjoint. In place: [`plane_in_place`]'s contract holds.
+/// disjoint. In place: [`plane_in_place`]'s contract holds with `g.lag`.
 #[inline(always)]
 unsafe fn plane_any(
     g: &Geom,
@@ -455,7 +491,7 @@ unsafe fn plane_any(
 ) {
     match r {
         // SAFETY: by this function's contract.
-        Some(r) => unsafe { plane_in_place(g, x, y, t, r) },
+        Some(r) => unsafe { plane_in_place(g, g.lag, x, y, t, r) },
         None => {
             // SAFETY: by this function's contract (disjoint, in bounds).
             let (xs, ys) = unsafe {
@@ -548,11 +584,14 @@ fn selected() -> PlaneFn {
 pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *mut f32) {
     // SAFETY: valid by the contract.
     let p = unsafe { *p };
-    let g = Geom::new(&p);
+    let mut g = Geom::new(&p);
     let f = selected();
     let (xplane, yplane) = (g.h * g.w, g.oh * g.ow);
     let mut t = [0.0f32; CAP];
     let in_place = std::ptr::eq(x, y.cast_const());
+    if in_place {
+        g.lag = in_place_lag(&p).unwrap_or(0);
+    }
     // The row buffer only when in place (not zeroed otherwise).
     let mut r = if in_place { Some([0.0f32; CAP]) } else { None };
     for i in 0..p.planes as usize {

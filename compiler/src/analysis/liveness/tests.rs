@@ -409,9 +409,11 @@ pools (float[1, 8, 16, 1] X) => (float[1, 8, 8, 8] Y)
 
 #[test]
 fn pooling_rows_that_overwrite_needed_input_stay_apart() {
-    // Stride 1 with a top pad: output row 0 would cover input row 0, which row 1 reads.
-    // Without the pad each output row ends before the rows later windows read.
-    let src = |pads: &str, out: usize| {
+    // Stride 1, same size: with three rows of top pad (7x7), output row 0 covers input row 0,
+    // which output row 3 still reads (more than the kernel's lag of two rows); with one row
+    // (3x3) a lag of one row suffices; without pads each row ends before later windows.
+    let src = |k: usize, pad: usize| {
+        let out = 16 + 2 * pad - (k - 1);
         format!(
             r#"
 <ir_version: 8, opset_import: ["" : 13]>
@@ -419,17 +421,20 @@ pools (float[1, 8, 16, 1] X) => (float[1, 8, {h}, {h}] Z)
 <int64[4] s = {{1, 8, 16, 16}}>
 {{
     Q = Expand(X, s)
-    P = MaxPool<kernel_shape = [3, 3], strides = [1, 1], pads = [{pads}]>(Q)
+    P = MaxPool<kernel_shape = [{k}, {k}], strides = [1, 1], pads = [{pad}, {pad}, {pad}, {pad}]>(Q)
     Z = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(P)
 }}
 "#,
             h = out / 2
         )
     };
-    let g = graph(&src("1, 1, 1, 1", 16));
-    let l = liveness(&g, g.order(), LivenessOptions::full());
-    assert!(!same_buffer(&l, &g, "P", "Q"));
-    let g = graph(&src("0, 0, 0, 0", 14));
-    let l = liveness(&g, g.order(), LivenessOptions::full());
-    assert!(same_buffer(&l, &g, "P", "Q"));
+    for (k, pad, in_place) in [(7, 3, false), (3, 1, true), (3, 0, true)] {
+        let g = graph(&src(k, pad));
+        let l = liveness(&g, g.order(), LivenessOptions::full());
+        assert_eq!(
+            same_buffer(&l, &g, "P", "Q"),
+            in_place,
+            "{k}x{k} pads {pad}"
+        );
+    }
 }

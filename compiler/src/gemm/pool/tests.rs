@@ -149,6 +149,10 @@ fn planes_match_a_plain_loop() {
                 // The same plane written over its input (the in-place condition holds).
                 let mut buf = x.clone();
                 let mut row = [0.0f32; CAP];
+                let g = Geom {
+                    lag: in_place_lag(&p).unwrap_or(0),
+                    ..g
+                };
                 let b = buf.as_mut_ptr();
                 // SAFETY: buf holds h*w >= oh*ow floats; `in_place_ok` holds.
                 unsafe { f(&g, b.cast_const(), b, &mut t, Some(&mut row)) };
@@ -287,29 +291,33 @@ fn in_place_matches_a_plain_loop_over_several_planes() {
 
 #[test]
 fn in_place_condition_refuses_overlapping_rows() {
-    // Stride 1 with a top pad: output row 0 would overwrite input row 0, which row 1 reads.
+    // Stride 1 with three rows of top pad (7x7, same size): output row 0 covers input row 0,
+    // which output row 3 still reads; a lag of at most two rows is not enough.
     let mut p = PoolParams {
         planes: 1,
         h: 5,
         w: 5,
         oh: 5,
         ow: 5,
-        kh: 3,
-        kw: 3,
+        kh: 7,
+        kw: 7,
         sh: 1,
         sw: 1,
-        pt: 1,
-        pl: 1,
+        pt: 3,
+        pl: 3,
         dh: 1,
         dw: 1,
-        pb: 1,
-        pr: 1,
+        pb: 3,
+        pr: 3,
         kind: POOL_MAX,
     };
     assert!(!in_place_ok(&p));
+    // One row of top pad at stride 1 (3x3, same size): a lag of one row.
+    (p.kh, p.kw, p.pt, p.pl, p.pb, p.pr) = (3, 3, 1, 1, 1, 1);
+    assert_eq!(in_place_lag(&p), Some(1));
     // Without padding (3x3 output) each output row ends before the next window's first row.
     (p.oh, p.ow, p.pt, p.pl, p.pb, p.pr) = (3, 3, 0, 0, 0, 0);
-    assert!(in_place_ok(&p));
+    assert_eq!(in_place_lag(&p), Some(0));
     // A row wider than the row buffer is never in place.
     (p.w, p.ow, p.kw) = (CAP as u64 + 10, CAP as u64 + 8, 3);
     assert!(!in_place_ok(&p));
