@@ -23,7 +23,12 @@
 //!   that buffer, the buffer is not a graph input's and holds no graph output, and no other
 //!   input of the node lives in that buffer (the same value read twice is fine). The first such
 //!   input in input order is chosen. A residual `Add` writing into its dead operand is the
-//!   main case.
+//!   main case. The same holds for ops whose kernel declares it may write over its input
+//!   ([`crate::ops::Op::may_write_over_input`]: LRN, and MaxPool/AveragePool whose geometry
+//!   lets each output row overwrite only input rows no later row reads). A pooling output
+//!   smaller than its input takes the first bytes of the input's buffer, which then keeps its
+//!   size until the output's last read: such writes are tried one at a time in schedule
+//!   order and kept only when they lower the peak of aligned live bytes.
 //! - **In-place Concat** ([`LivenessOptions::concat_in_place`]): the producer of a Concat
 //!   input writes straight into the input's slice of the Concat's output, and the Concat
 //!   copies nothing for it (rules in `concat.rs`: the slice must be contiguous, the input
@@ -42,7 +47,7 @@
 //! Buffers are listed inputs first (value table order), then in schedule order (a node's
 //! outputs' new buffers, then its scratch).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
@@ -161,6 +166,21 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
         && input.shape == output.shape
         && input.bytes().is_some()
         && input.bytes() == output.bytes()
+        || (op.may_write_over_input(input, output)
+            && input.bytes().is_some()
+            && input.bytes() == output.bytes())
+}
+
+/// Whether `op` may write a *smaller* output of type `output` over an input of type `input`
+/// (a pooling that shrinks its input). Such a write is not always a gain: the output keeps
+/// the input's whole buffer until its own last read, so [`liveness`] keeps only those that
+/// lower the peak.
+fn shrinking_in_place(op: &Op, input: &TensorType, output: &TensorType) -> bool {
+    op.may_write_over_input(input, output)
+        && input
+            .bytes()
+            .zip(output.bytes())
+            .is_some_and(|(i, o)| o < i)
 }
 
 /// Whether a value is a compile-time constant (not in the arena).
@@ -196,7 +216,29 @@ struct Open {
 /// peak of aligned live bytes is lower.
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
     let none = concat::ConcatSlots::default();
-    let base = build(g, order, opts, &none);
+    let peak = |l: &Liveness| lower_bound(&l.intervals(), ALIGN).0;
+    let mut shrink = HashSet::new();
+    let mut base = build(g, order, opts, &none, &shrink);
+    if opts.in_place {
+        // Shrinking in-place writes, one at a time in schedule order, each kept only when it
+        // lowers the peak.
+        for &id in order {
+            let node = g.node(id);
+            let (Some(&x), Some(&y)) = (node.inputs.first(), node.outputs.first()) else {
+                continue;
+            };
+            if !shrinking_in_place(&node.op, &g.value(x).ty, &g.value(y).ty) {
+                continue;
+            }
+            shrink.insert(id);
+            let trial = build(g, order, opts, &none, &shrink);
+            if trial.alias_of.contains_key(&y) && peak(&trial) < peak(&base) {
+                base = trial;
+            } else {
+                shrink.remove(&id);
+            }
+        }
+    }
     if !opts.concat_in_place {
         return base;
     }
@@ -208,8 +250,7 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
     if chosen.is_empty() {
         return base;
     }
-    let with = build(g, order, opts, &chosen);
-    let peak = |l: &Liveness| lower_bound(&l.intervals(), ALIGN).0;
+    let with = build(g, order, opts, &chosen, &shrink);
     if peak(&with) <= peak(&base) {
         with
     } else {
@@ -223,6 +264,7 @@ fn build(
     order: &[NodeId],
     opts: LivenessOptions,
     slots: &concat::ConcatSlots,
+    shrink: &HashSet<NodeId>,
 ) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
@@ -307,7 +349,7 @@ fn build(
                     .filter(|&&v| !is_constant(g, v))
                     .and_then(|&v| Some((v, *live.value_buffer.get(&v)?)))
             } else if opts.in_place {
-                in_place_target(g, &live, &open, id, step)
+                in_place_target(g, &live, &open, id, step, shrink)
             } else {
                 None
             };
@@ -368,11 +410,15 @@ fn in_place_target(
     open: &[Open],
     id: NodeId,
     step: usize,
+    shrink: &HashSet<NodeId>,
 ) -> Option<(ValueId, usize)> {
     let node = g.node(id);
     let out = g.value(*node.outputs.first()?);
     node.inputs.iter().find_map(|&v| {
-        if is_constant(g, v) || !in_place_compatible(&node.op, &g.value(v).ty, &out.ty) {
+        let ty = &g.value(v).ty;
+        let ok = in_place_compatible(&node.op, ty, &out.ty)
+            || (shrink.contains(&id) && shrinking_in_place(&node.op, ty, &out.ty));
+        if is_constant(g, v) || !ok {
             return None;
         }
         let b = *live.value_buffer.get(&v)?;

@@ -109,6 +109,8 @@ struct Geom {
     pr: usize,
     max: bool,
     include_pad: bool,
+    /// In place: the row lag of [`in_place_lag`] (0 otherwise).
+    lag: usize,
 }
 
 impl Geom {
@@ -131,6 +133,7 @@ impl Geom {
             pr: u(p.pr),
             max: p.kind == POOL_MAX,
             include_pad: p.kind == POOL_AVG_INCLUDE_PAD,
+            lag: 0,
         }
     }
 }
@@ -191,45 +194,44 @@ fn has_nan(x: &[f32]) -> bool {
         .any(|c| c.iter().fold(false, |a, &v| a | v.is_nan()))
 }
 
-/// One output plane, exactly as the reference computes it (NaN propagates), one window at a
-/// time.
-fn plane_exact(g: &Geom, x: &[f32], y: &mut [f32]) {
-    for oy in 0..g.oh {
-        let (ky0, ky1) = valid_taps(oy, g.sh, g.kh, g.dh, g.pt, g.h);
-        let ch = counted(oy, g.sh, g.kh, g.dh, g.pt, g.pb, g.h, g.include_pad);
-        for ox in 0..g.ow {
-            let (kx0, kx1) = valid_taps(ox, g.sw, g.kw, g.dw, g.pl, g.w);
-            let (mut m, mut sum, mut any) = (f32::MIN, 0.0f32, false);
-            for ky in ky0..ky1 {
-                let iy = oy * g.sh + ky * g.dh - g.pt;
-                for kx in kx0..kx1 {
-                    let v = x[iy * g.w + ox * g.sw + kx * g.dw - g.pl];
-                    m = if !any || v > m || v.is_nan() { v } else { m };
-                    any = true;
-                    sum += v;
-                }
+/// One output row `oy` (`y`: `ow` floats), exactly as the reference computes it (NaN
+/// propagates), one window at a time.
+fn row_exact(g: &Geom, x: &[f32], oy: usize, y: &mut [f32]) {
+    let (ky0, ky1) = valid_taps(oy, g.sh, g.kh, g.dh, g.pt, g.h);
+    let ch = counted(oy, g.sh, g.kh, g.dh, g.pt, g.pb, g.h, g.include_pad);
+    for (ox, out) in y.iter_mut().enumerate().take(g.ow) {
+        let (kx0, kx1) = valid_taps(ox, g.sw, g.kw, g.dw, g.pl, g.w);
+        let (mut m, mut sum, mut any) = (f32::MIN, 0.0f32, false);
+        for ky in ky0..ky1 {
+            let iy = oy * g.sh + ky * g.dh - g.pt;
+            for kx in kx0..kx1 {
+                let v = x[iy * g.w + ox * g.sw + kx * g.dw - g.pl];
+                m = if !any || v > m || v.is_nan() { v } else { m };
+                any = true;
+                sum += v;
             }
-            y[oy * g.ow + ox] = if g.max {
-                m
-            } else {
-                let cw = counted(ox, g.sw, g.kw, g.dw, g.pl, g.pr, g.w, g.include_pad);
-                sum / (ch * cw) as f32
-            };
-            // A window of padding only keeps `f32::MIN` (the max) or gives 0 / 0 = NaN.
         }
+        *out = if g.max {
+            m
+        } else {
+            let cw = counted(ox, g.sw, g.kw, g.dw, g.pl, g.pr, g.w, g.include_pad);
+            sum / (ch * cw) as f32
+        };
+        // A window of padding only keeps `f32::MIN` (the max) or gives 0 / 0 = NaN.
     }
 }
 
-/// One output plane by the separable passes; `S` is the horizontal stride (0: any).
+/// One output row `oy` (`yrow`: `ow` floats) by the separable passes; `S` is the horizontal
+/// stride (0: any). Reads `x` only, writes `yrow` only at the end of each column block.
 #[inline(always)]
-fn plane_fast<const S: usize>(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
+fn row_fast<const S: usize>(g: &Geom, x: &[f32], oy: usize, yrow: &mut [f32], t: &mut [f32; CAP]) {
     let sw = if S == 0 { g.sw } else { S };
     let ident = if g.max { f32::NEG_INFINITY } else { 0.0 };
     let span = (g.kw - 1) * g.dw + 1;
     // Block of nb outputs reads (nb - 1) * sw + span columns, plus sw of identity past them
     // so the horizontal pass can take whole chunks of sw.
     let nb_max = (CAP - span - sw) / sw + 1;
-    for (oy, yrow) in y.chunks_exact_mut(g.ow).take(g.oh).enumerate() {
+    {
         let (ky0, ky1) = valid_taps(oy, g.sh, g.kh, g.dh, g.pt, g.h);
         let mut ox0 = 0;
         while ox0 < g.ow {
@@ -305,52 +307,253 @@ fn plane_fast<const S: usize>(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; 
     }
 }
 
-/// One plane (`x`: `h*w` floats, `y`: `oh*ow`), by the fastest exact path.
+/// Whether a plane `x` takes the exact per-window path (degenerate windows, a window too
+/// wide for the stack buffer, or a NaN under MaxPool).
 #[inline(always)]
-fn plane(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
+fn exact_path(g: &Geom, x: &[f32]) -> bool {
     let span = (g.kw.max(1) - 1).saturating_mul(g.dw).saturating_add(1);
-    if g.kh == 0
+    g.kh == 0
         || g.kw == 0
         || g.ow == 0
         || span.saturating_add(2 * g.sw) > CAP
         || (g.max && has_nan(x))
-    {
-        plane_exact(g, x, y);
-        return;
+}
+
+/// Output row `oy` of plane `x` into `yrow` by the path `exact` chose.
+#[inline(always)]
+fn row(g: &Geom, exact: bool, x: &[f32], oy: usize, yrow: &mut [f32], t: &mut [f32; CAP]) {
+    if exact {
+        return row_exact(g, x, oy, yrow);
     }
     match g.sw {
-        1 => plane_fast::<1>(g, x, y, t),
-        2 => plane_fast::<2>(g, x, y, t),
-        _ => plane_fast::<0>(g, x, y, t),
+        1 => row_fast::<1>(g, x, oy, yrow, t),
+        2 => row_fast::<2>(g, x, oy, yrow, t),
+        _ => row_fast::<0>(g, x, oy, yrow, t),
     }
 }
 
-type PlaneFn = fn(&Geom, &[f32], &mut [f32], &mut [f32; CAP]);
+/// One plane (`x`: `h*w` floats, `y`: `oh*ow`, disjoint), by the fastest exact path.
+#[inline(always)]
+fn plane(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
+    let exact = exact_path(g, x);
+    for (oy, yrow) in y.chunks_exact_mut(g.ow.max(1)).take(g.oh).enumerate() {
+        row(g, exact, x, oy, yrow, t);
+    }
+}
 
-fn plane_portable(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
-    plane(g, x, y, t);
+/// One plane in place, with a lag of `lag` rows: output row `oy` is computed into slot
+/// `oy % (lag + 1)` of `r` from the input plane at `x`, and written to row `oy` of the output
+/// plane at `y` once row `oy + lag` is computed (the last rows after the loop).
+///
+/// # Safety
+/// `x` is valid for `h*w` floats, `y` for `oh*ow`, nothing else refers to them during the
+/// call, `(lag + 1) * ow <= CAP`, and writing output row `oy` then covers no input float that
+/// a row computed later reads ([`in_place_lag`]; `y` may overlap `x`).
+#[inline(always)]
+unsafe fn plane_in_place(
+    g: &Geom,
+    lag: usize,
+    x: *const f32,
+    y: *mut f32,
+    t: &mut [f32; CAP],
+    r: &mut [f32; CAP],
+) {
+    let n = g.h * g.w;
+    let ow = g.ow;
+    let slots = lag + 1;
+    if slots.saturating_mul(ow) > CAP {
+        return;
+    }
+    let write = |r: &[f32; CAP], oy: usize| {
+        let from = &r[(oy % slots) * ow..(oy % slots + 1) * ow];
+        // SAFETY: row `oy` of the output plane is in bounds; `r` is a stack buffer, disjoint
+        // from the arena.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), y.add(oy * ow), ow) };
+    };
+    // SAFETY: `x` is valid for `n` floats; the slice ends before any write.
+    let exact = exact_path(g, unsafe { std::slice::from_raw_parts(x, n) });
+    for oy in 0..g.oh {
+        {
+            // SAFETY: as above; this shared slice is dropped before any row is written.
+            let xs = unsafe { std::slice::from_raw_parts(x, n) };
+            let slot = oy % slots;
+            row(g, exact, xs, oy, &mut r[slot * ow..(slot + 1) * ow], t);
+        }
+        if oy >= lag {
+            write(r, oy - lag);
+        }
+    }
+    for oy in g.oh.saturating_sub(lag)..g.oh {
+        write(r, oy);
+    }
+}
+
+/// The smallest row lag (0, 1 or 2) with which [`arenac_pool2d`] may write its output over
+/// its input (`y == x`), or None: the output is no larger than the input, `lag + 1` output
+/// rows fit the row buffer, and for every plane `c` and output row `i`, the output written up
+/// to the end of row `i` (`c*oh*ow + (i+1)*ow` floats, written once row `i + lag` is
+/// computed) stays below the first input float a row computed later or a later plane reads
+/// (`c*h*w + min(max(0, (i+lag+1)*sh - pt), h)*w`, or `(c+1)*h*w` for rows written after the
+/// last row is computed). Since `oh*ow <= h*w`, plane 0 is the tightest. A stride-1 pooling
+/// with one row of top padding needs a lag of one row.
+pub fn in_place_lag(p: &PoolParams) -> Option<usize> {
+    let g = Geom::new(p);
+    if g.oh.saturating_mul(g.ow) > g.h.saturating_mul(g.w) {
+        return None;
+    }
+    (0..=2usize).find(|&lag| {
+        (lag + 1).saturating_mul(g.ow) <= CAP
+            && (0..g.oh).all(|i| {
+                let next = if i + lag + 1 >= g.oh {
+                    g.h
+                } else {
+                    (i + lag + 1)
+                        .saturating_mul(g.sh)
+                        .saturating_sub(g.pt)
+                        .min(g.h)
+                };
+                (i + 1).saturating_mul(g.ow) <= next.saturating_mul(g.w)
+            })
+    })
+}
+
+/// Whether [`arenac_pool2d`] may write its output over its input ([`in_place_lag`]).
+pub fn in_place_ok(p: &PoolParams) -> bool {
+    in_place_lag(p).is_some()
+}
+
+/// The geometry of a 1-d or 2-d pooling on an `N x C x ...` input of shape `xs` with output
+/// shape `ys` (1-d as 2-d of height 1; `pads` as ONNX: begins then ends), MaxPool kind; None
+/// for another rank. The same mapping as the lowering's.
+pub fn pool_params(
+    xs: &[usize],
+    ys: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Option<PoolParams> {
+    let d = kernel.len();
+    if !(1..=2).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
+        return None;
+    }
+    let two = |v: &[usize], at: usize, fill: usize| -> [u64; 2] {
+        let g = |i: usize| v.get(at + i).copied().unwrap_or(fill) as u64;
+        if d == 1 {
+            [fill as u64, g(0)]
+        } else {
+            [g(0), g(1)]
+        }
+    };
+    let [h, w] = two(xs, 2, 1);
+    let [oh, ow] = two(ys, 2, 1);
+    let [kh, kw] = two(kernel, 0, 1);
+    let [sh, sw] = two(strides, 0, 1);
+    let [dh, dw] = two(dilations, 0, 1);
+    let [pt, pl] = two(pads, 0, 0);
+    let [pb, pr] = two(pads, d, 0);
+    let planes = xs.first()?.checked_mul(*xs.get(1)?)? as u64;
+    Some(PoolParams {
+        planes,
+        h,
+        w,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        pt,
+        pl,
+        dh,
+        dw,
+        pb,
+        pr,
+        kind: POOL_MAX,
+    })
+}
+
+/// A plane pass: `(geometry, x, y, stack buffer, row buffer when in place)`.
+type PlaneFn = unsafe fn(&Geom, *const f32, *mut f32, &mut [f32; CAP], Option<&mut [f32; CAP]>);
+
+/// One plane, in place when `r` is given.
+///
+/// # Safety
+/// Out of place (`r` is `None`): `x` is valid for `h*w` floats, `y` for `oh*ow`, and they are
+/// disjoint. In place: [`plane_in_place`]'s contract holds with `g.lag`.
+#[inline(always)]
+unsafe fn plane_any(
+    g: &Geom,
+    x: *const f32,
+    y: *mut f32,
+    t: &mut [f32; CAP],
+    r: Option<&mut [f32; CAP]>,
+) {
+    match r {
+        // SAFETY: by this function's contract.
+        Some(r) => unsafe { plane_in_place(g, g.lag, x, y, t, r) },
+        None => {
+            // SAFETY: by this function's contract (disjoint, in bounds).
+            let (xs, ys) = unsafe {
+                (
+                    std::slice::from_raw_parts(x, g.h * g.w),
+                    std::slice::from_raw_parts_mut(y, g.oh * g.ow),
+                )
+            };
+            plane(g, xs, ys, t);
+        }
+    }
+}
+
+/// The portable variant.
+///
+/// # Safety
+/// As [`plane_any`].
+unsafe fn plane_portable(
+    g: &Geom,
+    x: *const f32,
+    y: *mut f32,
+    t: &mut [f32; CAP],
+    r: Option<&mut [f32; CAP]>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { plane_any(g, x, y, t, r) }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{CAP, Geom, plane};
+    use super::{CAP, Geom, plane_any};
 
     /// The AVX2 variant.
     ///
     /// # Safety
-    /// The CPU supports AVX2.
+    /// The CPU supports AVX2; [`plane_any`]'s contract holds.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn plane_avx2(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
-        plane(g, x, y, t);
+    pub(super) unsafe fn plane_avx2(
+        g: &Geom,
+        x: *const f32,
+        y: *mut f32,
+        t: &mut [f32; CAP],
+        r: Option<&mut [f32; CAP]>,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { plane_any(g, x, y, t, r) }
     }
 
     /// The AVX-512F variant.
     ///
     /// # Safety
-    /// The CPU supports AVX-512F and AVX2.
+    /// The CPU supports AVX-512F and AVX2; [`plane_any`]'s contract holds.
     #[target_feature(enable = "avx512f,avx2")]
-    pub(super) unsafe fn plane_avx512(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
-        plane(g, x, y, t);
+    pub(super) unsafe fn plane_avx512(
+        g: &Geom,
+        x: *const f32,
+        y: *mut f32,
+        t: &mut [f32; CAP],
+        r: Option<&mut [f32; CAP]>,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { plane_any(g, x, y, t, r) }
     }
 }
 
@@ -360,44 +563,43 @@ fn selected() -> PlaneFn {
     {
         let name = super::selected_kernel().name;
         if name.starts_with("avx512") && is_x86_feature_detected!("avx512f") {
-            // SAFETY: AVX-512F was detected just above; the AVX-512 GEMM kernel is only
-            // selected where AVX2 is available too.
-            return |g, x, y, t| unsafe { x86::plane_avx512(g, x, y, t) };
+            return x86::plane_avx512;
         }
         if name.starts_with("avx") && is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected just above.
-            return |g, x, y, t| unsafe { x86::plane_avx2(g, x, y, t) };
+            return x86::plane_avx2;
         }
     }
     plane_portable
 }
 
-/// `y = pool(x)` over `planes` planes.
+/// `y = pool(x)` over `planes` planes; in place when `y == x`.
 ///
 /// # Safety
 /// `p` points to a valid [`PoolParams`] whose output size is what the window gives for its
 /// input (every output row and column has its first tap below `h + pt`, `w + pl`, and
 /// `(o - 1) * s + (k - 1) * d < in + pad + pad_end` as ONNX's shape rule ensures); `x` is
-/// readable for `planes*h*w` floats, `y` writable for `planes*oh*ow` floats and overlaps `x`
-/// nowhere.
+/// readable for `planes*h*w` floats, `y` writable for `planes*oh*ow` floats; either they
+/// overlap nowhere, or `y == x` and [`in_place_ok`] holds for `p`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *mut f32) {
     // SAFETY: valid by the contract.
     let p = unsafe { *p };
-    let g = Geom::new(&p);
+    let mut g = Geom::new(&p);
     let f = selected();
     let (xplane, yplane) = (g.h * g.w, g.oh * g.ow);
     let mut t = [0.0f32; CAP];
+    let in_place = std::ptr::eq(x, y.cast_const());
+    if in_place {
+        g.lag = in_place_lag(&p).unwrap_or(0);
+    }
+    // The row buffer only when in place (not zeroed otherwise).
+    let mut r = if in_place { Some([0.0f32; CAP]) } else { None };
     for i in 0..p.planes as usize {
         // SAFETY: plane i of the input and of the output, inside the sizes of the contract;
-        // they do not overlap.
-        let (xs, ys) = unsafe {
-            (
-                std::slice::from_raw_parts(x.add(i * xplane), xplane),
-                std::slice::from_raw_parts_mut(y.add(i * yplane), yplane),
-            )
-        };
-        f(&g, xs, ys, &mut t);
+        // they do not overlap, or (in place) the output plane starts at or before the input
+        // plane and `in_place_ok` holds (earlier planes' outputs end before this input
+        // plane); the selected variant's CPU features were detected in `selected`.
+        unsafe { f(&g, x.add(i * xplane), y.add(i * yplane), &mut t, r.as_mut()) };
     }
 }
 

@@ -406,6 +406,9 @@ impl Op {
     ///   plus a runtime transposed A's copy and the GEMM core's A scratch
     ///   ([`Op::matmul_scratch_layout`]);
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
+    /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
+    ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
+    ///   output is planned over the input;
     /// - everything else: 0.
     ///
     /// Saturates instead of overflowing; types `infer` rejected give 0.
@@ -458,7 +461,40 @@ impl Op {
                     .saturating_add(crate::gemm::a_scratch_floats(mk, cg).saturating_mul(elem))
             }
             Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant).1,
+            // The ring of the in-place kernel, always planned (whether or not the liveness
+            // puts the output over the input): one rule for the planner and the lowering.
+            Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {
+                crate::codegen::kernels::lrn::lrn_scratch_bytes(&x.shape, a.size)
+            }
             _ => 0,
+        }
+    }
+
+    /// Whether this op's kernel may write its output (type `output`) over its data input (type
+    /// `input`) when that input dies at this step, the output taking the first bytes of the
+    /// input's buffer (the static half of the in-place rule beyond elementwise ops; liveness
+    /// decides whether the input is dead):
+    /// - LRN (f32, rank >= 3, same type): the kernel keeps a ring of the input planes later
+    ///   channels still read in its scratch;
+    /// - MaxPool, AveragePool (f32, 1-d or 2-d): when [`crate::gemm::pool::in_place_ok`] holds
+    ///   for the geometry (each output row is written after it is computed, over input rows
+    ///   no later row reads).
+    pub fn may_write_over_input(&self, input: &TensorType, output: &TensorType) -> bool {
+        let f32s = input.dtype == DType::F32 && output.dtype == DType::F32;
+        match self {
+            Op::Lrn(_) => f32s && input == output && input.shape.len() >= 3,
+            Op::MaxPool(a) | Op::AveragePool(a) => {
+                f32s && crate::gemm::pool::pool_params(
+                    &input.shape,
+                    &output.shape,
+                    &a.kernel,
+                    &a.strides,
+                    &a.dilations,
+                    &a.pads,
+                )
+                .is_some_and(|p| crate::gemm::pool::in_place_ok(&p))
+            }
+            _ => false,
         }
     }
 

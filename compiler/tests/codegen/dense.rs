@@ -478,7 +478,14 @@ fn conv_fused_activations() {
 
 /// ONNX's pooled size of one dim (`ceil_mode` drops a window starting in the end padding);
 /// None when the window does not fit.
-fn pooled(n: usize, k: usize, s: usize, d: usize, pads: [usize; 2], ceil: bool) -> Option<usize> {
+pub(crate) fn pooled(
+    n: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    pads: [usize; 2],
+    ceil: bool,
+) -> Option<usize> {
     let span = (n + pads[0] + pads[1]).checked_sub((k - 1) * d + 1)?;
     if !ceil {
         return Some(span / s + 1);

@@ -178,3 +178,125 @@ fn log_matches_reference_on_random_shapes() {
         );
     }
 }
+
+/// Whether values `a` and `b` of `g` share an arena buffer in its default plan.
+fn shares(g: &Graph, a: &str, b: &str) -> bool {
+    let plan = plan_arena(g, &PlanOptions::default()).expect("plans");
+    let id = |n: &str| g.find_value(n).expect("value");
+    plan.liveness.value_buffer.get(&id(a)) == plan.liveness.value_buffer.get(&id(b))
+}
+
+#[test]
+fn lrn_in_place_when_its_input_dies() {
+    // `a` dies at the LRN (in place, the ring in scratch) or is read again (separate buffers).
+    let mut rng = Rng(0x11_2e);
+    for case in 0..24 {
+        let mut pick = |lo: usize, hi: usize| lo + (rng.next() % (hi - lo + 1) as u64) as usize;
+        let rank = pick(3, 4);
+        let s: Vec<usize> = [pick(1, 2), pick(1, 9)]
+            .into_iter()
+            .chain((2..rank).map(|_| pick(1, 7)))
+            .collect();
+        let size = pick(1, 7) as i64;
+        let reread = case % 3 == 2;
+        let attrs = vec![
+            ("size", Attr::Int(size)),
+            ("alpha", Attr::Float(rng.f32(1e-4, 2.0))),
+            ("beta", Attr::Float(rng.f32(0.0, 2.0))),
+            ("bias", Attr::Float(rng.f32(0.5, 3.0))),
+        ];
+        let mut m = ModelBuilder::new("lrn", 13)
+            .input("x", DType::F32, &dims(&s))
+            .output("y", DType::F32, &dims(&s))
+            .node("r", "Relu", &["x"], &["a"], vec![]);
+        m = if reread {
+            m.node("l", "LRN", &["a"], &["b"], attrs).node(
+                "add",
+                "Add",
+                &["b", "a"],
+                &["y"],
+                vec![],
+            )
+        } else {
+            m.node("l", "LRN", &["a"], &["y"], attrs)
+        };
+        let g = import(&m.build());
+        let out = if reread { "b" } else { "y" };
+        assert_eq!(
+            shares(&g, "a", out),
+            !reread,
+            "case {case} {s:?} size {size}"
+        );
+        check_graph(&g, &[rng.tensor(&s, -4.0, 4.0)], 2e-5, 1e-6);
+    }
+}
+
+#[test]
+fn pooling_in_place_when_the_geometry_allows() {
+    // `a` = Expand of a narrow input, so writing the pooled output over `a` lowers the peak;
+    // the plan does so exactly when the kernel's row condition holds (random geometry,
+    // stride 1, pads, ceil_mode, dilations), and the results match the reference.
+    use arenac_compiler::gemm::pool::{in_place_ok, pool_params};
+    let mut rng = Rng(0x900d_1dea);
+    let (mut done, mut in_place, mut stride1) = (0, 0, 0);
+    while done < 120 {
+        let mut pick = |lo: usize, hi: usize| lo + (rng.next() % (hi - lo + 1) as u64) as usize;
+        let d = pick(1, 2);
+        let (n, c) = (pick(1, 2), pick(1, 4));
+        let sp: Vec<usize> = (0..d).map(|_| pick(2, 14)).collect();
+        let k: Vec<usize> = (0..d).map(|_| pick(1, 3)).collect();
+        let s: Vec<usize> = (0..d).map(|_| pick(1, 3)).collect();
+        let dil: Vec<usize> = (0..d).map(|_| pick(1, 2)).collect();
+        let pads: Vec<usize> = (0..2 * d).map(|i| pick(0, k[i % d] - 1)).collect();
+        let (ceil, max, include) = (pick(0, 1), pick(0, 1) == 1, pick(0, 1));
+        let Some(out_sp) = (0..d)
+            .map(|i| {
+                crate::dense::pooled(sp[i], k[i], s[i], dil[i], [pads[i], pads[d + i]], ceil == 1)
+            })
+            .collect::<Option<Vec<usize>>>()
+        else {
+            continue;
+        };
+        let x: Vec<usize> = [n, c].iter().chain(&sp).copied().collect();
+        let mut x0 = x.clone();
+        *x0.last_mut().expect("rank") = 1;
+        let y: Vec<usize> = [n, c].iter().chain(&out_sp).copied().collect();
+        let i64s = |v: &[usize]| Attr::Ints(v.iter().map(|&u| u as i64).collect());
+        let mut attrs = vec![
+            ("kernel_shape", i64s(&k)),
+            ("strides", i64s(&s)),
+            ("pads", i64s(&pads)),
+            ("dilations", i64s(&dil)),
+            ("ceil_mode", Attr::Int(ceil as i64)),
+        ];
+        let op = if max {
+            "MaxPool"
+        } else {
+            attrs.push(("count_include_pad", Attr::Int(include as i64)));
+            "AveragePool"
+        };
+        let shape: Vec<i64> = x.iter().map(|&u| u as i64).collect();
+        let model = ModelBuilder::new("pool", 19)
+            .input("x0", DType::F32, &dims(&x0))
+            .initializer("shape", &Tensor::i64(vec![shape.len()], &shape))
+            .output("y", DType::F32, &dims(&y))
+            .node("e", "Expand", &["x0", "shape"], &["a"], vec![])
+            .node("p", op, &["a"], &["y"], attrs)
+            .build();
+        let g = import(&model);
+        let ok = pool_params(&x, &y, &k, &s, &dil, &pads).is_some_and(|p| in_place_ok(&p));
+        let shared = shares(&g, "a", "y");
+        assert!(
+            !shared || ok,
+            "case {done} {op} x {x:?} k {k:?} s {s:?} pads {pads:?}"
+        );
+        in_place += usize::from(shared);
+        stride1 += usize::from(shared && s[0] == 1);
+        check_graph(&g, &[rng.tensor(&x0, -5.0, 5.0)], RTOL, ATOL);
+        done += 1;
+    }
+    assert!(
+        in_place > 10 && in_place < 110 && stride1 > 0,
+        "{in_place} in place, {stride1} stride 1"
+    );
+}

@@ -376,3 +376,65 @@ ex (float[1, 2, 4] X, float[2, 2, 4] W) => (float[1, 10, 4] Y, float[1, 2, 4] O,
     assert_eq!(l.offset_of(id(&g, "E2")), 32);
     assert!(!same_buffer(&l, &g, "P2", "P"));
 }
+
+#[test]
+fn lrn_and_max_pool_write_over_their_dead_input() {
+    // E = Expand of a narrow input; the LRN writes over E (same size, always a gain), the
+    // MaxPool over L (smaller output, kept because it lowers the peak: L + P at that step).
+    let g = graph(
+        r#"
+<ir_version: 8, opset_import: ["" : 13]>
+pools (float[1, 8, 16, 1] X) => (float[1, 8, 8, 8] Y)
+<int64[4] s = {1, 8, 16, 16}>
+{
+    E = Expand(X, s)
+    L = LRN<size = 1>(E)
+    P = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(L)
+    Y = Relu(P)
+}
+"#,
+    );
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    assert_eq!(l.alias_of[&id(&g, "L")], id(&g, "E"));
+    assert_eq!(l.alias_of[&id(&g, "P")], id(&g, "L"));
+    assert!(same_buffer(&l, &g, "P", "E"));
+    assert_eq!(buf(&l, &g, "E").interval.size, 8 * 16 * 16 * 4);
+    // The LRN's ring: floor((size - 1) / 2) + 1 = 1 plane of 16x16 floats.
+    let ring = l.buffers.iter().find(|b| b.kind == BufferKind::Scratch);
+    assert_eq!(ring.map(|b| b.interval.size), Some(16 * 16 * 4));
+    // Layer-wise: nothing shared.
+    let base = liveness(&g, g.order(), LivenessOptions::layer_wise());
+    assert!(!same_buffer(&base, &g, "L", "E") && !same_buffer(&base, &g, "P", "L"));
+}
+
+#[test]
+fn pooling_rows_that_overwrite_needed_input_stay_apart() {
+    // Stride 1, same size: with three rows of top pad (7x7), output row 0 covers input row 0,
+    // which output row 3 still reads (more than the kernel's lag of two rows); with one row
+    // (3x3) a lag of one row suffices; without pads each row ends before later windows.
+    let src = |k: usize, pad: usize| {
+        let out = 16 + 2 * pad - (k - 1);
+        format!(
+            r#"
+<ir_version: 8, opset_import: ["" : 13]>
+pools (float[1, 8, 16, 1] X) => (float[1, 8, {h}, {h}] Z)
+<int64[4] s = {{1, 8, 16, 16}}>
+{{
+    Q = Expand(X, s)
+    P = MaxPool<kernel_shape = [{k}, {k}], strides = [1, 1], pads = [{pad}, {pad}, {pad}, {pad}]>(Q)
+    Z = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(P)
+}}
+"#,
+            h = out / 2
+        )
+    };
+    for (k, pad, in_place) in [(7, 3, false), (3, 1, true), (3, 0, true)] {
+        let g = graph(&src(k, pad));
+        let l = liveness(&g, g.order(), LivenessOptions::full());
+        assert_eq!(
+            same_buffer(&l, &g, "P", "Q"),
+            in_place,
+            "{k}x{k} pads {pad}"
+        );
+    }
+}

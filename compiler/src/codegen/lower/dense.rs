@@ -281,6 +281,17 @@ pub(super) fn pool_call(
     x: Operand,
     y: Operand,
 ) -> Result<(), Error> {
+    // Planned in place (same address): only where the kernel may write over its input.
+    if x == y
+        && !desc
+            .params()
+            .is_some_and(|p| crate::gemm::pool::in_place_ok(&p))
+    {
+        return Err(cx.err(
+            "pooling planned in place where its kernel cannot write over its input \
+             (a planner bug)",
+        ));
+    }
     let (node, op) = cx.label();
     let f = prog.kernel(format!("pool {desc:?}"), 2, (&node, &op), |b, p, ext| {
         desc.emit(b, p[0], p[1], ext)
@@ -349,7 +360,7 @@ pub(super) fn fused_into_conv(g: &Graph, plan: &ArenaPlan, id: NodeId) -> bool {
 }
 
 /// Bytes of the scratch buffer planned for node `cx.id` (0 when none).
-fn planned_scratch(cx: &Ctx<'_>) -> usize {
+pub(super) fn planned_scratch(cx: &Ctx<'_>) -> usize {
     cx.plan
         .liveness
         .buffers

@@ -505,10 +505,30 @@ fn lrn(cx: &Ctx<'_>, a: &LrnAttrs, prog: &mut Program) -> Result<(), Error> {
         bias: a.bias,
     };
     let (node, opn) = cx.label();
-    let f = prog.kernel(format!("lrn {desc:?}"), 2, (&node, &opn), |b, p, _| {
-        desc.emit(b, p[0], p[1])
-    })?;
-    prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
+    let (xa, ya) = (cx.arena(x)?, cx.arena(y)?);
+    if xa != ya {
+        let f = prog.kernel(format!("lrn {desc:?}"), 2, (&node, &opn), |b, p, _| {
+            desc.emit(b, p[0], p[1])
+        })?;
+        prog.call(f, vec![xa, ya]);
+        return Ok(());
+    }
+    // Planned in place: the ring of input planes lives in the node's scratch, sized by the
+    // same function the planner used (`Op::scratch_bytes`).
+    let need = crate::codegen::kernels::lrn::lrn_scratch_bytes(xs, a.size);
+    let ring = cx.scratch()?;
+    if ring == Operand::Null || dense::planned_scratch(cx) < need {
+        return Err(cx.err(format!(
+            "LRN planned in place without its {need}-byte scratch ring (a planner bug)"
+        )));
+    }
+    let f = prog.kernel(
+        format!("lrn in place {desc:?}"),
+        3,
+        (&node, &opn),
+        |b, p, _| desc.emit_in_place(b, p[0], p[1], p[2]),
+    )?;
+    prog.call(f, vec![xa, ya, ring]);
     Ok(())
 }
 

@@ -8,14 +8,11 @@ fn variants() -> Vec<(&'static str, PlaneFn)> {
     let mut v: Vec<(&'static str, PlaneFn)> = vec![("portable", plane_portable)];
     #[cfg(target_arch = "x86_64")]
     {
+        // Calling these is sound only with the features detected here.
         if is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 detected.
-            v.push(("avx2", |g, x, y, t| unsafe { x86::plane_avx2(g, x, y, t) }));
+            v.push(("avx2", x86::plane_avx2));
             if is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F and AVX2 detected.
-                v.push(("avx512", |g, x, y, t| unsafe {
-                    x86::plane_avx512(g, x, y, t)
-                }));
+                v.push(("avx512", x86::plane_avx512));
             }
         }
     }
@@ -142,9 +139,32 @@ fn planes_match_a_plain_loop() {
         let want = plain(&p, &x);
         let g = Geom::new(&p);
         let mut t = [0.0f32; CAP];
+        let in_place = in_place_ok(&p);
         for (name, f) in variants() {
             let mut got = vec![1.5f32; (oh * ow) as usize];
-            f(&g, &x, &mut got, &mut t);
+            // SAFETY: x holds h*w floats, got oh*ow, disjoint; the variant's CPU features
+            // were detected in `variants`.
+            unsafe { f(&g, x.as_ptr(), got.as_mut_ptr(), &mut t, None) };
+            if in_place {
+                // The same plane written over its input (the in-place condition holds).
+                let mut buf = x.clone();
+                let mut row = [0.0f32; CAP];
+                let g = Geom {
+                    lag: in_place_lag(&p).unwrap_or(0),
+                    ..g
+                };
+                let b = buf.as_mut_ptr();
+                // SAFETY: buf holds h*w >= oh*ow floats; `in_place_ok` holds.
+                unsafe { f(&g, b.cast_const(), b, &mut t, Some(&mut row)) };
+                let n = got.len();
+                assert!(
+                    buf[..n]
+                        .iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{name} case {done} {p:?}: in place differs from out of place"
+                );
+            }
             for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                 let same =
                     (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-5 + 1e-5 * b.abs();
@@ -199,4 +219,106 @@ fn wide_rows_span_several_blocks() {
             }
         }
     }
+}
+
+#[test]
+fn in_place_matches_a_plain_loop_over_several_planes() {
+    // Through the entry point with y == x, for random geometry where `in_place_ok` holds
+    // (stride 1 without top padding among them), and never a case where it fails.
+    let mut r = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut done, mut stride1, mut refused) = (0, 0, 0);
+    while done < 300 {
+        let (kh, kw) = (r.pick(1, 4), r.pick(1, 4));
+        let (sh, sw) = (r.pick(1, 3), r.pick(1, 3));
+        let (dh, dw) = (r.pick(1, 2), r.pick(1, 2));
+        let [pt, pl, pb, pr] = [r.pick(0, 2), r.pick(0, 2), r.pick(0, 2), r.pick(0, 2)];
+        let (h, w) = (r.pick(1, 10), r.pick(1, 40));
+        let ceil = r.next().is_multiple_of(2);
+        let (Some(oh), Some(ow)) = (
+            out_dim(h, kh, sh, dh, pt, pb, ceil),
+            out_dim(w, kw, sw, dw, pl, pr, ceil),
+        ) else {
+            continue;
+        };
+        let planes = r.pick(1, 4);
+        let kind = [POOL_MAX, POOL_AVG, POOL_AVG_INCLUDE_PAD][done % 3];
+        let p = PoolParams {
+            planes,
+            h,
+            w,
+            oh,
+            ow,
+            kh,
+            kw,
+            sh,
+            sw,
+            pt,
+            pl,
+            dh,
+            dw,
+            pb,
+            pr,
+            kind,
+        };
+        if !in_place_ok(&p) {
+            refused += 1;
+            continue;
+        }
+        stride1 += usize::from(sh == 1);
+        let plane = (h * w) as usize;
+        let x: Vec<f32> = (0..planes as usize * plane)
+            .map(|_| (r.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+            .collect();
+        let mut buf = x.clone();
+        let b = buf.as_mut_ptr();
+        // SAFETY: buf holds planes*h*w floats (>= planes*oh*ow); `in_place_ok` holds.
+        unsafe { arenac_pool2d(&p, b.cast_const(), b) };
+        for i in 0..planes as usize {
+            let want = plain(&p, &x[i * plane..(i + 1) * plane]);
+            let got = &buf[i * want.len()..(i + 1) * want.len()];
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                let same = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 + 1e-5 * b.abs();
+                assert!(same, "case {done} {p:?} plane {i} element {j}: {a} vs {b}");
+            }
+        }
+        done += 1;
+    }
+    assert!(
+        stride1 > 0 && refused > 0,
+        "{stride1} stride-1 cases, {refused} refused"
+    );
+}
+
+#[test]
+fn in_place_condition_refuses_overlapping_rows() {
+    // Stride 1 with three rows of top pad (7x7, same size): output row 0 covers input row 0,
+    // which output row 3 still reads; a lag of at most two rows is not enough.
+    let mut p = PoolParams {
+        planes: 1,
+        h: 5,
+        w: 5,
+        oh: 5,
+        ow: 5,
+        kh: 7,
+        kw: 7,
+        sh: 1,
+        sw: 1,
+        pt: 3,
+        pl: 3,
+        dh: 1,
+        dw: 1,
+        pb: 3,
+        pr: 3,
+        kind: POOL_MAX,
+    };
+    assert!(!in_place_ok(&p));
+    // One row of top pad at stride 1 (3x3, same size): a lag of one row.
+    (p.kh, p.kw, p.pt, p.pl, p.pb, p.pr) = (3, 3, 1, 1, 1, 1);
+    assert_eq!(in_place_lag(&p), Some(1));
+    // Without padding (3x3 output) each output row ends before the next window's first row.
+    (p.oh, p.ow, p.pt, p.pl, p.pb, p.pr) = (3, 3, 0, 0, 0, 0);
+    assert_eq!(in_place_lag(&p), Some(0));
+    // A row wider than the row buffer is never in place.
+    (p.w, p.ow, p.kw) = (CAP as u64 + 10, CAP as u64 + 8, 3);
+    assert!(!in_place_ok(&p));
 }
