@@ -66,7 +66,7 @@ fn run_once(session: &mut Session, data: &[Vec<f32>]) -> f32 {
     out.get(0).and_then(|t| t.get_f32(0)).unwrap_or(0.0)
 }
 
-/// `y = Neg(Cast<f64>(Relu(x)))`: the Relu kernel compiles, the f64 Neg has none.
+/// `y = Neg(Cast<f16>(Relu(x)))`: the Relu kernel compiles, the f16 Neg has none (no f16 arithmetic).
 fn failing_model() -> (arenac_compiler::ir::graph::Graph, arenac::ArenaPlan) {
     use arenac_compiler::arena::{PlanOptions, plan_arena};
     use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
@@ -74,9 +74,9 @@ fn failing_model() -> (arenac_compiler::ir::graph::Graph, arenac::ArenaPlan) {
     let m = ModelBuilder::new("fail", 13)
         .input("x", arenac::DType::F32, &[Dim::N(64), Dim::N(64)])
         .node("r", "Relu", &["x"], &["a"], vec![])
-        .node("c", "Cast", &["a"], &["b"], vec![("to", Attr::Int(11))])
+        .node("c", "Cast", &["a"], &["b"], vec![("to", Attr::Int(10))])
         .node("n", "Neg", &["b"], &["y"], vec![])
-        .output("y", arenac::DType::F64, &[])
+        .output("y", arenac::DType::F16, &[])
         .build();
     let g = import_model(&m, None, &ImportOptions::default())
         .expect("imports")
@@ -185,7 +185,7 @@ fn main() {
     let start = rss_kib();
     let fail_once = || {
         let err = arenac_compiler::codegen::compile(&failing.0, &failing.1);
-        assert!(err.is_err(), "the f64 Neg has no kernel");
+        assert!(err.is_err(), "f16 arithmetic (Neg) has no kernel");
     };
     for _ in 0..warm_cycles {
         fail_once();
@@ -201,7 +201,7 @@ fn main() {
         end: rss_kib(),
     };
     let ok_failed = failed_phase.report(
-        &format!("{cycles} failed compilations (Relu f32, then Neg f64 without a kernel)"),
+        &format!("{cycles} failed compilations (Relu f32, then Neg f16 without a kernel)"),
         t.elapsed().as_secs_f64(),
     );
     println!("(checksum {acc})");
