@@ -10,7 +10,7 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ops::ResizeAttrs;
-use crate::ops::resize::ResizeMode;
+use crate::ops::resize::{ResizeMode, clamp_index, round_nearest, source_coord};
 use crate::ops::{Op, PadMode};
 
 pub(super) fn contiguous(shape: &[usize]) -> Vec<i64> {
@@ -293,44 +293,6 @@ fn pad(
         maps.push(map);
     }
     gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
-}
-
-/// Source coordinate of output index `x` (the reference's `source_coord`).
-fn source_coord(coord: &str, x: usize, scale: f32, len_in: usize, len_out: usize) -> f64 {
-    let (x, s) = (x as f64, f64::from(scale));
-    let (li, lo) = (len_in as f64, len_out as f64);
-    match coord {
-        "half_pixel_symmetric" => {
-            let adjustment = lo / (s * li);
-            let offset = li / 2.0 * (1.0 - adjustment);
-            offset + (x + 0.5) / s - 0.5
-        }
-        "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / s - 0.5,
-        "pytorch_half_pixel" => 0.0,
-        "align_corners" if len_out > 1 => x * (li - 1.0) / (lo - 1.0),
-        "align_corners" => 0.0,
-        "asymmetric" => x / s,
-        "tf_half_pixel_for_nearest" => (x + 0.5) / s,
-        _ => (x + 0.5) / s - 0.5,
-    }
-}
-
-/// Nearest rounding (the reference's `round_nearest`; "simple" is Resize-10/Upsample's).
-fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
-    let half = x - x.floor() == 0.5;
-    match mode {
-        "round_prefer_ceil" if half => x.ceil(),
-        "round_prefer_floor" if half => x.floor(),
-        "round_prefer_ceil" | "round_prefer_floor" => x.round(),
-        "floor" => x.floor(),
-        "ceil" => x.ceil(),
-        _ if scale < 1.0 => x.ceil(),
-        _ => x.floor(),
-    }
-}
-
-fn clamp_index(i: f64, len: usize) -> usize {
-    i.max(0.0).min(len.saturating_sub(1) as f64) as usize
 }
 
 /// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps; linear

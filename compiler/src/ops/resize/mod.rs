@@ -357,8 +357,15 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
     Ok(vec![TensorType::new(x.dtype, a.output_shape.clone())])
 }
 
-/// The source coordinate of output index `x` along one axis.
-fn source_coord(coord: &str, x: usize, scale: f32, len_in: usize, len_out: usize) -> f64 {
+/// The source coordinate of output index `x` along one axis (shared with the code generator's
+/// compile-time index tables, so kernels and reference agree by construction).
+pub(crate) fn source_coord(
+    coord: &str,
+    x: usize,
+    scale: f32,
+    len_in: usize,
+    len_out: usize,
+) -> f64 {
     let (x, s) = (x as f64, f64::from(scale));
     let (li, lo) = (len_in as f64, len_out as f64);
     match coord {
@@ -379,7 +386,7 @@ fn source_coord(coord: &str, x: usize, scale: f32, len_in: usize, len_out: usize
 }
 
 /// Rounds a source coordinate to an index per `nearest_mode`.
-fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
+pub(crate) fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
     let half = x - x.floor() == 0.5;
     match mode {
         "round_prefer_ceil" if half => x.ceil(),
@@ -394,7 +401,7 @@ fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
 }
 
 /// Clamps an index (possibly out of range or negative) into `0..len` (`len > 0`).
-fn clamp_index(i: f64, len: usize) -> usize {
+pub(crate) fn clamp_index(i: f64, len: usize) -> usize {
     i.max(0.0).min(len.saturating_sub(1) as f64) as usize
 }
 
