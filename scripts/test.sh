@@ -30,5 +30,9 @@ fi
 "$py" scripts/randomize_light.py "$ARENAC_ONNX_LIGHT_DIR" .cache/light-random
 export ARENAC_LIGHT_RANDOM_DIR="$root/.cache/light-random"
 
+# ONNX's backend node test cases (about 55 MB, a few seconds the first time).
+"$py" scripts/gen_conformance.py .cache/onnx-node
+export ARENAC_ONNX_NODE_DIR="$root/.cache/onnx-node"
+
 export INSTA_UPDATE=no
 cargo test --workspace "$@"

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+pub mod conformance;
 pub mod io;
 pub mod session;
 

@@ -229,7 +229,7 @@ pub struct OpDef {
 pub const IM2COL_TILE: usize = 256;
 
 /// Highest default-domain opset arenac reads.
-pub const MAX_OPSET: i64 = 23;
+pub const MAX_OPSET: i64 = 28;
 /// Lowest default-domain opset arenac reads.
 pub const MIN_OPSET: i64 = 7;
 

@@ -11,7 +11,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, Shape, TensorType, checked_numel, strides};
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::{expect_arity, fmt_list, fmt_shape, unravel, wrong_family};
-use crate::ops::{Op, OpDef};
+use crate::ops::{MAX_OPSET, Op, OpDef};
 
 /// Which reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,25 +44,25 @@ pub const DEFS: &[OpDef] = &[
     OpDef {
         op_type: "ReduceMean",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_mean,
     },
     OpDef {
         op_type: "ReduceSum",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_sum,
     },
     OpDef {
         op_type: "ReduceMax",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_max,
     },
     OpDef {
         op_type: "ReduceMin",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_min,
     },
 ];

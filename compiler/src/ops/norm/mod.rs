@@ -10,7 +10,7 @@ use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::{
     broadcast_index_map, broadcast_shapes, expect_arity, fmt_f32, fmt_shape, wrong_family,
 };
-use crate::ops::{Op, OpDef};
+use crate::ops::{MAX_OPSET, Op, OpDef};
 
 /// LRN attributes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,31 +30,31 @@ pub const DEFS: &[OpDef] = &[
     OpDef {
         op_type: "BatchNormalization",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_batchnorm,
     },
     OpDef {
         op_type: "LayerNormalization",
         since: 17,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_layernorm,
     },
     OpDef {
         op_type: "LRN",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_lrn,
     },
     OpDef {
         op_type: "Softmax",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_softmax,
     },
     OpDef {
         op_type: "LogSoftmax",
         since: 7,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_log_softmax,
     },
 ];

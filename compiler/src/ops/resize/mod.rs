@@ -15,7 +15,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{TensorType, checked_numel, strides};
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::{expect_arity, fmt_f32, fmt_list, fmt_shape, unravel, wrong_family};
-use crate::ops::{Op, OpDef};
+use crate::ops::{MAX_OPSET, Op, OpDef};
 
 /// Resize interpolation mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef {
         op_type: "Resize",
         since: 10,
-        until: 23,
+        until: MAX_OPSET,
         convert: convert_resize,
     },
     OpDef {
