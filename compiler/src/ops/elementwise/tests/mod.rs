@@ -5,10 +5,10 @@ use crate::ir::tensor::Tensor;
 
 mod eval;
 use crate::ops::ctx::CtxInput;
-use crate::ops::lookup;
 use crate::ops::test_util::{
     absent, attr_f, attr_i, attr_s, cnst_named as cnst, convert_inputs, data_named as data,
 };
+use crate::ops::{MAX_OPSET, lookup};
 
 // ---------- helpers
 
@@ -82,8 +82,8 @@ fn x_f32() -> CtxInput {
 fn opset_ranges() {
     for d in DEFS {
         assert!(lookup(d.op_type, d.since).is_some(), "{}", d.op_type);
-        assert!(lookup(d.op_type, 23).is_some(), "{}", d.op_type);
-        assert!(d.since >= 7 && d.until == 23);
+        assert!(lookup(d.op_type, MAX_OPSET).is_some(), "{}", d.op_type);
+        assert!(d.since >= 7 && d.until == MAX_OPSET);
     }
     assert!(lookup("Gelu", 19).is_none());
     assert!(lookup("HardSwish", 13).is_none());
