@@ -221,3 +221,45 @@ fn cli_without_values_suggests_input() {
         assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }
 }
+
+/// A Reshape target computed from a graph input (`Add(dims, [0, 0])` here, as exported
+/// functions compute sizes) freezes that input when its value is given; the data input `x`,
+/// which only flows into the Reshape's data operand, stays a run-time input.
+#[test]
+fn inputs_upstream_of_a_shape_operand_are_frozen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("computed_shape.onnx");
+    let m = ModelBuilder::new("computed", 17)
+        .input("x", DType::F32, &[Dim::N(2), Dim::N(6)])
+        .input("dims", DType::I64, &[Dim::N(2)])
+        .initializer("zero", &Tensor::i64(vec![2], &[0, 0]))
+        .node("add", "Add", &["dims", "zero"], &["target"], vec![])
+        .node("reshape", "Reshape", &["x", "target"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
+    for dims in [[3i64, 4], [4, 3], [12, 1], [1, 12]] {
+        let opts = CompileOptions::default()
+            .with_value("x", TensorRef::from_slice(&[2, 6], &x).unwrap())
+            .with_value("dims", TensorRef::from_slice(&[2], &dims).unwrap());
+        let model = compile_file(&path, &opts).expect("compiles with dims frozen");
+        let frozen: Vec<&str> = model.frozen().iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(frozen, ["dims"]);
+        let mut session = model.session().unwrap();
+        let out = session
+            .run(&[("x", TensorRef::from_slice(&[2, 6], &x).unwrap())])
+            .unwrap();
+        let y = out.get(0).unwrap();
+        let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        assert_eq!(y.shape(), want.as_slice());
+        assert_eq!(y.to_f32_vec(), x);
+    }
+    // Without the value the error still names the Reshape and its computed operand.
+    let opts =
+        CompileOptions::default().with_value("x", TensorRef::from_slice(&[2, 6], &x).unwrap());
+    let err = compile_file(&path, &opts)
+        .expect_err("dims missing")
+        .to_string();
+    assert!(err.contains("reshape") && err.contains("'target'"), "{err}");
+}

@@ -159,19 +159,60 @@ pub fn import_model(
             .map(|o| (o.domain().to_string(), o.version()))
             .collect();
         match importer.run(gp, external.as_mut(), &declared, &shapes, &frozen) {
-            Err(Error::Node {
-                source: OpError::NotConstant { name, .. },
-                ..
-            }) if declared.iter().any(|d| d.name == name)
-                && !frozen.iter().any(|(n, _)| *n == name)
-                && opts.values.contains_key(&name) =>
-            {
-                let value = opts.values[&name].clone();
-                frozen.push((name, value));
+            Err(
+                e @ Error::Node {
+                    source: OpError::NotConstant { .. },
+                    ..
+                },
+            ) => {
+                let Error::Node {
+                    source: OpError::NotConstant { name, .. },
+                    ..
+                } = &e
+                else {
+                    return Err(e);
+                };
+                // Freeze the given graph inputs the value is computed from (itself, when it
+                // is one); without any new one to freeze, the error stands.
+                let mut fresh: Vec<String> = upstream_inputs(gp, name)
+                    .into_iter()
+                    .filter(|n| declared.iter().any(|d| d.name == *n))
+                    .filter(|n| !frozen.iter().any(|(f, _)| f == n))
+                    .filter(|n| opts.values.contains_key(n))
+                    .collect();
+                if fresh.is_empty() {
+                    return Err(e);
+                }
+                fresh.sort();
+                for name in fresh {
+                    let value = opts.values[&name].clone();
+                    frozen.push((name, value));
+                }
             }
             other => return other,
         }
     }
+}
+
+/// The names `name` is computed from in `gp`: itself and every value upstream of it through
+/// the nodes that produce them (graph inputs among them).
+fn upstream_inputs(gp: &GraphProto, name: &str) -> BTreeSet<String> {
+    let producer: HashMap<&str, &NodeProto> = gp
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![name.to_string()];
+    while let Some(v) = stack.pop() {
+        if v.is_empty() || !seen.insert(v.clone()) {
+            continue;
+        }
+        if let Some(node) = producer.get(v.as_str()) {
+            stack.extend(node.input.iter().cloned());
+        }
+    }
+    seen
 }
 
 /// Name of node `i` for messages: its name, or `#i` when it has none.
@@ -284,6 +325,7 @@ impl Importer {
                 .by_name
                 .get(out.name())
                 .ok_or_else(|| Error::MissingOutput(out.name().to_string()))?;
+            let id = self.materialize_constant_output(id);
             self.graph.outputs.push(id);
         }
         Ok(Imported {
@@ -291,6 +333,36 @@ impl Importer {
             warnings,
             frozen: frozen.iter().map(|(n, t)| (n.clone(), t.ty())).collect(),
         })
+    }
+
+    /// A graph output that folded to a constant (a Shape, a Constant, a ConstantOfShape...)
+    /// still needs bytes in the arena, where outputs are read: the constant is renamed and an
+    /// identity `Expand` node copies it from the weights into an arena value that takes the
+    /// output's name. Other values are returned unchanged.
+    fn materialize_constant_output(&mut self, id: ValueId) -> ValueId {
+        let val = self.graph.value(id);
+        if !matches!(val.kind, ValueKind::Constant(_)) {
+            return id;
+        }
+        let name = val.name.clone();
+        let ty = val.ty.clone();
+        let mut fresh = format!("{name}.constant");
+        while self.by_name.contains_key(&fresh) {
+            fresh.push('_');
+        }
+        self.graph.rename_value(id, fresh.clone());
+        self.by_name.insert(fresh, id);
+        let node = self.graph.add_node(
+            format!("{name}.copy"),
+            Op::Expand {
+                shape: ty.shape.clone(),
+            },
+            &[id],
+            &[(name.clone(), ty)],
+        );
+        let out = self.graph.node(node).outputs[0];
+        self.by_name.insert(name, out);
+        out
     }
 
     fn import_node(

@@ -112,6 +112,13 @@ impl Graph {
         id
     }
 
+    /// Renames value `v`; the caller keeps names unique.
+    pub fn rename_value(&mut self, v: ValueId, name: impl Into<String>) {
+        if let Some(val) = self.values.get_mut(v.index()) {
+            val.name = name.into();
+        }
+    }
+
     /// Appends a node whose inputs already exist; its outputs are created from `output_types`
     /// and named `output_names`. The node goes last in [`Graph::order`].
     pub fn add_node(

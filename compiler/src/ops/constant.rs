@@ -1,4 +1,4 @@
-//! Ops that fold at import: Shape, ConstantOfShape, Range (and Constant, which the importer
+//! Ops that fold at import: Shape, Size, ConstantOfShape, Range, the window functions (and Constant, which the importer
 //! turns straight into a constant value).
 //!
 //! Shape folds from its input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
@@ -20,10 +20,34 @@ pub const DEFS: &[OpDef] = &[
         convert: convert_shape,
     },
     OpDef {
+        op_type: "Size",
+        since: MIN_OPSET,
+        until: MAX_OPSET,
+        convert: convert_size,
+    },
+    OpDef {
         op_type: "ConstantOfShape",
         since: 9,
         until: MAX_OPSET,
         convert: convert_constant_of_shape,
+    },
+    OpDef {
+        op_type: "HannWindow",
+        since: 17,
+        until: MAX_OPSET,
+        convert: convert_window,
+    },
+    OpDef {
+        op_type: "HammingWindow",
+        since: 17,
+        until: MAX_OPSET,
+        convert: convert_window,
+    },
+    OpDef {
+        op_type: "BlackmanWindow",
+        since: 17,
+        until: MAX_OPSET,
+        convert: convert_window,
     },
     OpDef {
         op_type: "Range",
@@ -49,6 +73,88 @@ fn convert_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let start = clamp(start);
     let end = clamp(end).max(start);
     Ok(Op::Shape { start, end })
+}
+
+fn convert_size(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    Ok(Op::Size)
+}
+
+/// The three window functions of the signal ops (opset 17).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// `sin²(πn/N)`.
+    Hann,
+    /// `25/46 - 21/46·cos(2πn/N)`.
+    Hamming,
+    /// `0.42 - 0.5·cos(2πn/N) + 0.08·cos(4πn/N)`.
+    Blackman,
+}
+
+impl WindowKind {
+    fn name(self) -> &'static str {
+        match self {
+            WindowKind::Hann => "HannWindow",
+            WindowKind::Hamming => "HammingWindow",
+            WindowKind::Blackman => "BlackmanWindow",
+        }
+    }
+
+    /// Element `n` for the denominator `den` (`len` periodic, `len - 1` symmetric).
+    fn value(self, n: usize, den: f64) -> f64 {
+        use std::f64::consts::PI;
+        let x = n as f64 / den;
+        match self {
+            WindowKind::Hann => (PI * x).sin().powi(2),
+            WindowKind::Hamming => 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * (2.0 * PI * x).cos(),
+            WindowKind::Blackman => 0.42 - 0.5 * (2.0 * PI * x).cos() + 0.08 * (4.0 * PI * x).cos(),
+        }
+    }
+}
+
+fn convert_window(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let kind = match ctx.op_type() {
+        "HannWindow" => WindowKind::Hann,
+        "HammingWindow" => WindowKind::Hamming,
+        _ => WindowKind::Blackman,
+    };
+    let size_ty = ctx.input_type(0)?.clone();
+    if !matches!(size_ty.dtype, DType::I32 | DType::I64) || size_ty.numel() != Some(1) {
+        return Err(OpError::DType {
+            input: 0,
+            dtype: size_ty.dtype,
+            expected: "an i32 or i64 scalar window length".into(),
+        });
+    }
+    let size = ctx
+        .take_const_ints(0)?
+        .and_then(|v| v.first().copied())
+        .unwrap_or(0);
+    let len = usize::try_from(size)
+        .map_err(|_| OpError::attr("size", format!("negative window length {size}")))?;
+    let code = ctx.attr_int("output_datatype", 1)?;
+    let dtype = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
+        .filter(|d| *d != DType::Bool)
+        .ok_or_else(|| {
+            OpError::attr(
+                "output_datatype",
+                format!("element type {code} is not supported"),
+            )
+        })?;
+    TensorType::new(dtype, vec![len])
+        .bytes()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| OpError::Overflow(format!("{} of length {len}", kind.name())))?;
+    let periodic = ctx.attr_int("periodic", 1)? != 0;
+    Ok(Op::Window {
+        kind,
+        len,
+        periodic,
+        dtype,
+    })
 }
 
 fn convert_constant_of_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
@@ -163,6 +269,8 @@ fn convert_range(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 pub fn name(op: &Op) -> &'static str {
     match op {
         Op::Shape { .. } => "Shape",
+        Op::Size => "Size",
+        Op::Window { kind, .. } => kind.name(),
         Op::ConstantOfShape { .. } => "ConstantOfShape",
         Op::Range { .. } => "Range",
         _ => "?",
@@ -182,6 +290,14 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                 ));
             }
             Ok(vec![TensorType::new(DType::I64, vec![end - start])])
+        }
+        Op::Size => {
+            expect_arity(inputs, 1)?;
+            Ok(vec![TensorType::new(DType::I64, vec![])])
+        }
+        Op::Window { len, dtype, .. } => {
+            expect_arity(inputs, 0)?;
+            Ok(vec![TensorType::new(*dtype, vec![*len])])
         }
         Op::ConstantOfShape { shape, value } => {
             expect_arity(inputs, 0)?;
@@ -217,6 +333,25 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
                 .map(|&d| d as i64)
                 .collect();
             Ok(vec![Tensor::i64(vec![dims.len()], &dims)])
+        }
+        Op::Size => {
+            let n = i64::try_from(inputs[0].numel())
+                .map_err(|_| OpError::Overflow("Size of the input".into()))?;
+            Ok(vec![Tensor::i64(vec![], &[n])])
+        }
+        Op::Window {
+            kind,
+            len,
+            periodic,
+            dtype,
+        } => {
+            let den = if *periodic {
+                *len as f64
+            } else {
+                *len as f64 - 1.0
+            };
+            let v: Vec<f64> = (0..*len).map(|n| kind.value(n, den)).collect();
+            Ok(vec![Tensor::from_f64(*dtype, vec![*len], &v)])
         }
         Op::ConstantOfShape { shape, value } => {
             let v = value
@@ -260,6 +395,17 @@ fn fmt_scalar(s: Scalar) -> String {
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     match op {
         Op::Shape { start, end } => vec![("start", start.to_string()), ("end", end.to_string())],
+        Op::Size => vec![],
+        Op::Window {
+            len,
+            periodic,
+            dtype,
+            ..
+        } => vec![
+            ("len", len.to_string()),
+            ("periodic", periodic.to_string()),
+            ("dtype", dtype.name().to_string()),
+        ],
         Op::ConstantOfShape { shape, value } => {
             let v = value.scalar_at(0).map_or_else(|| "?".into(), fmt_scalar);
             vec![
@@ -307,6 +453,49 @@ mod tests {
         let y = eval(op, inputs).unwrap().remove(0);
         assert_eq!(y.ty(), ty);
         y
+    }
+
+    #[test]
+    fn windows_follow_their_formulas() {
+        let win = |op: &str, len: i64, periodic: i64| {
+            let size = Tensor::i64(vec![], &[len]);
+            let n = node(op, vec![int_attr("periodic", periodic)]);
+            let op = convert(&n, 17, vec![cnst(size)]).unwrap();
+            run(&op, &[]).to_f32_vec()
+        };
+        let close = |a: Vec<f32>, b: &[f32]| {
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-6, "{a:?} vs {b:?}");
+            }
+        };
+        // Periodic: denominator N; symmetric: N - 1 (sin², 25/46 - 21/46 cos, Blackman).
+        close(win("HannWindow", 4, 1), &[0.0, 0.5, 1.0, 0.5]);
+        close(win("HannWindow", 3, 0), &[0.0, 1.0, 0.0]);
+        close(win("HammingWindow", 3, 0), &[4.0 / 46.0, 1.0, 4.0 / 46.0]);
+        close(win("BlackmanWindow", 4, 1), &[0.0, 0.34, 1.0, 0.34]);
+        close(win("HannWindow", 0, 1), &[]);
+        let neg = Tensor::i64(vec![], &[-2]);
+        assert!(convert(&node("HannWindow", vec![]), 17, vec![cnst(neg)]).is_err());
+        let f = Tensor::f32(vec![], &[2.0]);
+        assert!(convert(&node("HannWindow", vec![]), 17, vec![cnst(f)]).is_err());
+    }
+
+    #[test]
+    fn size_counts_elements_and_folds_from_types() {
+        for shape in [vec![2, 3, 4], vec![], vec![5, 0]] {
+            let n: usize = shape.iter().product();
+            let x = Tensor::f32(shape.clone(), &vec![1.0; n]);
+            let op = convert(&node("Size", vec![]), 13, vec![cnst(x.clone())]).unwrap();
+            assert_eq!(op, Op::Size);
+            assert_eq!(run(&op, &[&x]).to_i64_vec(), vec![n as i64]);
+            let folded = op.fold_from_types(&[x.ty()]).unwrap().remove(0);
+            assert_eq!(
+                (folded.shape().to_vec(), folded.to_i64_vec()),
+                (vec![], vec![n as i64])
+            );
+        }
+        assert!(infer(&Op::Size, &[]).is_err());
     }
 
     #[test]

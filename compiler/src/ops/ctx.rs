@@ -45,6 +45,11 @@ impl<'a> NodeCtx<'a> {
         }
     }
 
+    /// The node's op type as written in the file.
+    pub fn op_type(&self) -> &str {
+        self.node.op_type()
+    }
+
     /// Number of input slots in the file, including omitted optional ones.
     pub fn input_count(&self) -> usize {
         self.inputs.len()

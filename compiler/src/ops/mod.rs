@@ -184,6 +184,8 @@ pub enum Op {
         /// One past the last dim (normalized, clamped).
         end: usize,
     },
+    /// The number of elements of the input (an i64 scalar; folds from the input's type).
+    Size,
     /// A tensor of the given shape filled with one value.
     ConstantOfShape {
         /// Output shape.
@@ -202,6 +204,17 @@ pub enum Op {
         delta: Scalar,
         /// Number of elements, `max(ceil((limit - start) / delta), 0)`.
         len: usize,
+    },
+    /// A window function (HannWindow, HammingWindow, BlackmanWindow) of a constant length.
+    Window {
+        /// Which window.
+        kind: constant::WindowKind,
+        /// Number of elements.
+        len: usize,
+        /// Periodic (denominator `len`) or symmetric (`len - 1`).
+        periodic: bool,
+        /// Output element type.
+        dtype: DType,
     },
     // --- resize.rs
     /// Resize (nearest, linear) to a static output shape.
@@ -301,7 +314,11 @@ impl Op {
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Pad { .. } => Family::Movement,
-            Op::Shape { .. } | Op::ConstantOfShape { .. } | Op::Range { .. } => Family::Constant,
+            Op::Shape { .. }
+            | Op::Size
+            | Op::ConstantOfShape { .. }
+            | Op::Range { .. }
+            | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
             Op::FusedElementwise(_) => Family::Fused,
         }
@@ -566,6 +583,10 @@ impl Op {
                 let shape = &inputs.first()?.shape;
                 let dims: Vec<i64> = shape.get(*start..*end)?.iter().map(|&d| d as i64).collect();
                 Some(vec![Tensor::i64(vec![dims.len()], &dims)])
+            }
+            Op::Size => {
+                let n = i64::try_from(inputs.first()?.numel()?).ok()?;
+                Some(vec![Tensor::i64(vec![], &[n])])
             }
             _ => None,
         }

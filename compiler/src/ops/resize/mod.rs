@@ -376,7 +376,9 @@ pub(crate) fn source_coord(
         }
         "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / s - 0.5,
         "pytorch_half_pixel" => 0.0,
-        "align_corners" if len_out > 1 => x * (li - 1.0) / (lo - 1.0),
+        // The resized length is `scale * len_in` before flooring (as ONNX's reference and
+        // node tests have it); with `sizes` the scale is `len_out / len_in`, so it is len_out.
+        "align_corners" if len_out > 1 && s * li != 1.0 => x * (li - 1.0) / (s * li - 1.0),
         "align_corners" => 0.0,
         "asymmetric" => x / s,
         "tf_half_pixel_for_nearest" => (x + 0.5) / s,
