@@ -308,7 +308,7 @@ impl Math {
     }
 
     /// `asinh(x)`: a polynomial below |x| = 0.5, `ln(|x| + sqrt(x^2 + 1))` up to 1500,
-    /// `ln|x| + ln 2` above; with the sign of x.
+    /// `ln(2 |x|)` above (where `x^2` could overflow); with the sign of x.
     pub(crate) fn asinh(self, b: &mut FunctionBuilder<'_>, x: Value) -> Value {
         let a = b.ins().fabs(x);
         let one = self.c(b, 1.0);
@@ -316,10 +316,11 @@ impl Math {
         let s = b.ins().fadd(a2, one);
         let s = b.ins().sqrt(s);
         let s = b.ins().fadd(a, s);
-        let mid = self.log(b, s);
-        let la = self.log(b, a);
-        let ln2 = self.c(b, std::f32::consts::LN_2);
-        let far = b.ins().fadd(la, ln2);
+        let lim = self.c(b, 1500.0);
+        let is_far = b.ins().fcmp(FloatCC::GreaterThan, a, lim);
+        let twice = b.ins().fadd(a, a);
+        let arg = self.select(b, is_far, twice, s);
+        let r = self.log(b, arg);
         let p = self.poly(
             b,
             a2,
@@ -327,9 +328,6 @@ impl Math {
         );
         let pz = b.ins().fmul(p, a2);
         let small = b.ins().fma(pz, a, a);
-        let lim = self.c(b, 1500.0);
-        let is_far = b.ins().fcmp(FloatCC::GreaterThan, a, lim);
-        let r = self.select(b, is_far, far, mid);
         let h = self.c(b, 0.5);
         let is_small = b.ins().fcmp(FloatCC::LessThan, a, h);
         let r = self.select(b, is_small, small, r);
@@ -338,7 +336,7 @@ impl Math {
     }
 
     /// `acosh(x)`: NaN below 1; `sqrt(z) P(z)` for `z = x - 1 < 0.5`, `ln(x + sqrt(z (x + 1)))`
-    /// up to 1500, `ln x + ln 2` above.
+    /// up to 1500, `ln(2x)` above.
     pub(crate) fn acosh(self, b: &mut FunctionBuilder<'_>, x: Value) -> Value {
         let one = self.c(b, 1.0);
         let z = b.ins().fsub(x, one);
@@ -346,10 +344,11 @@ impl Math {
         let s = b.ins().fmul(z, xp);
         let s = b.ins().sqrt(s);
         let s = b.ins().fadd(x, s);
-        let mid = self.log(b, s);
-        let lx = self.log(b, x);
-        let ln2 = self.c(b, std::f32::consts::LN_2);
-        let far = b.ins().fadd(lx, ln2);
+        let lim = self.c(b, 1500.0);
+        let is_far = b.ins().fcmp(FloatCC::GreaterThan, x, lim);
+        let twice = b.ins().fadd(x, x);
+        let arg = self.select(b, is_far, twice, s);
+        let r = self.log(b, arg);
         let p = self.poly(
             b,
             z,
@@ -363,9 +362,6 @@ impl Math {
         );
         let sz = b.ins().sqrt(z);
         let small = b.ins().fmul(p, sz);
-        let lim = self.c(b, 1500.0);
-        let is_far = b.ins().fcmp(FloatCC::GreaterThan, x, lim);
-        let r = self.select(b, is_far, far, mid);
         let h = self.c(b, 0.5);
         let is_small = b.ins().fcmp(FloatCC::LessThan, z, h);
         // z < 0 (x < 1) has sqrt(z) = NaN in the small branch.
@@ -527,9 +523,18 @@ impl Math {
                 self.select(b, below, lo, r)
             }
             MathOp::Mish => {
-                let s = self.softplus(b, x);
-                let t = self.tanh(b, s);
-                b.ins().fmul(x, t)
+                // tanh(ln(1 + e)) = n / (n + 2) with n = e (e + 2), e = exp(x): one exp, no
+                // cancellation; 1 in f32 above x = 20 (where n would overflow later).
+                let e = self.exp(b, x);
+                let two = self.c(b, 2.0);
+                let e2 = b.ins().fadd(e, two);
+                let n = b.ins().fmul(e, e2);
+                let d = b.ins().fadd(n, two);
+                let q = b.ins().fdiv(n, d);
+                let r = b.ins().fmul(x, q);
+                let lim = self.c(b, 20.0);
+                let big = b.ins().fcmp(FloatCC::GreaterThan, x, lim);
+                self.select(b, big, x, r)
             }
             MathOp::Swish { alpha } => {
                 let k = self.c(b, alpha);
