@@ -1,6 +1,8 @@
 //! Element-wise kernels on any dtype, one element at a time over the broadcast loop nest of
 //! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), Where on any element size,
-//! f64 arithmetic, float Mod, and Cast. The f32 math stays in [`super::elementwise`] (f32x4).
+//! f64, f16 and bf16 arithmetic, float Mod, IsNaN/IsInf, the float math ops on f16/bf16 (and
+//! the exact ones on f64, see `typed_math`), and Cast. The f32 math stays in
+//! [`super::elementwise`] (f32x4).
 //!
 //! Values are computed in a domain per dtype, like the reference evaluation: every integer
 //! and bool is widened to i64 (sign- or zero-extended) and narrowed on store, so wrapping
