@@ -9,6 +9,7 @@ mod erf;
 mod eval;
 #[cfg(test)]
 mod tests;
+mod unary_math;
 
 use crate::error::OpError;
 use crate::ir::types::{DType, Shape, TensorType, checked_numel};
@@ -18,6 +19,7 @@ use crate::ops::{MAX_OPSET, Op, OpDef};
 
 pub use erf::erf;
 pub use eval::eval;
+pub use unary_math::{DEFS as MATH_DEFS, MathOp, eval_f64 as math_f64, sign_i64};
 
 /// One-input elementwise ops.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,6 +70,8 @@ pub enum UnaryOp {
     Neg,
     /// |x|
     Abs,
+    /// Float math and activations (Floor, Sin, Elu, Softplus, IsNaN...).
+    Math(MathOp),
 }
 
 /// Two-input elementwise ops (numpy broadcasting; PRelu broadcasts its slope to X).
@@ -83,7 +87,8 @@ pub enum BinaryOp {
     Div,
     /// a ^ b
     Pow,
-    /// Remainder; `fmod` follows C fmod (sign of a), else the sign of b (Python).
+    /// Remainder; `fmod` follows C fmod (sign of a), else the sign of b (Python; on floats
+    /// from opset 28).
     Mod {
         /// ONNX `fmod` attribute.
         fmod: bool,
@@ -238,6 +243,14 @@ fn convert_mod(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         1 => true,
         v => return Err(OpError::attr("fmod", format!("{v} is neither 0 nor 1"))),
     };
+    // Mod-28 defined fmod=0 on floats (floored, sign of the divisor); before, it was an error.
+    let dtype = ctx.input_type(0)?.dtype;
+    if !fmod && dtype.is_float() && ctx.opset < 28 {
+        return Err(OpError::attr(
+            "fmod",
+            format!("must be 1 for float inputs ({dtype}) before opset 28"),
+        ));
+    }
     binary(ctx, BinaryOp::Mod { fmod })
 }
 
@@ -283,6 +296,7 @@ pub fn name(op: &Op) -> &'static str {
             UnaryOp::Log => "Log",
             UnaryOp::Neg => "Neg",
             UnaryOp::Abs => "Abs",
+            UnaryOp::Math(m) => m.name(),
         },
         Op::Binary(b) => match b {
             BinaryOp::Add => "Add",
@@ -372,6 +386,8 @@ fn unary_accept(u: UnaryOp) -> Accept {
     match u {
         UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. } => Accept::Numeric,
         UnaryOp::Neg => Accept::Signed,
+        UnaryOp::Math(m) if m.takes_integers() => Accept::Numeric,
+        UnaryOp::Math(_) => Accept::Float,
         UnaryOp::LeakyRelu { .. }
         | UnaryOp::Sigmoid
         | UnaryOp::Tanh
@@ -393,6 +409,9 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             expect_arity(inputs, 1)?;
             let x = &inputs[0];
             check_dtype(0, x.dtype, unary_accept(*u))?;
+            if matches!(u, UnaryOp::Math(m) if m.is_predicate()) {
+                return Ok(vec![TensorType::new(DType::Bool, x.shape.clone())]);
+            }
             Ok(vec![x.clone()])
         }
         Op::Binary(b) => {
@@ -410,12 +429,6 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                     check_dtype(0, a.dtype, Accept::Numeric)?;
                     same_dtype(inputs)?;
                 }
-            }
-            if *b == (BinaryOp::Mod { fmod: false }) && a.dtype.is_float() {
-                return Err(OpError::attr(
-                    "fmod",
-                    format!("must be 1 for float inputs ({})", a.dtype),
-                ));
             }
             let shape = broadcast(inputs)?;
             if *b == BinaryOp::PRelu && shape != a.shape {
@@ -496,6 +509,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             vec![("min", fmt_bound(*min)), ("max", fmt_bound(*max))]
         }
         Op::Binary(BinaryOp::Mod { fmod }) => vec![("fmod", u8::from(*fmod).to_string())],
+        Op::Unary(UnaryOp::Math(m)) => m.attrs(),
         Op::Cast { to } => vec![("to", to.to_string())],
         _ => Vec::new(),
     }

@@ -31,7 +31,7 @@ use crate::ir::types::{DType, TensorType};
 use ctx::NodeCtx;
 
 pub use conv::{ConvAttrs, ConvTransposeAttrs};
-pub use elementwise::{BinaryOp, UnaryOp, VariadicOp};
+pub use elementwise::{BinaryOp, MathOp, UnaryOp, VariadicOp};
 pub use fused::{FusedArg, FusedAttrs, FusedStep};
 pub use matmul::GemmAttrs;
 pub use movement::{PadMode, SliceAxis};
@@ -250,6 +250,7 @@ pub const MIN_OPSET: i64 = 7;
 pub fn registry() -> impl Iterator<Item = &'static OpDef> {
     [
         elementwise::DEFS,
+        elementwise::MATH_DEFS,
         conv::DEFS,
         pool::DEFS,
         matmul::DEFS,

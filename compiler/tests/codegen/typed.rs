@@ -429,7 +429,7 @@ fn where_on_every_element_size() {
 #[test]
 fn unsupported_dtypes_are_errors() {
     let cases = [
-        ("Add", DType::F16, DType::F16, "no kernel for Add on f16"),
+        ("Pow", DType::F16, DType::F16, "no kernel for Pow on f16"),
         (
             "Cast",
             DType::F32,

@@ -8,6 +8,7 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::{Math, for_range, offset};
+use crate::ops::MathOp;
 
 /// The math of one elementwise kernel.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,6 +49,8 @@ pub enum Ew {
     HardSigmoid(f32, f32),
     /// x HardSigmoid(x) with alpha 1/6, beta 1/2
     HardSwish,
+    /// Float math and activations of [`MathOp`] (not its predicates, which output bool).
+    Math(MathOp),
     /// a + b
     Add,
     /// a - b
@@ -153,6 +156,7 @@ impl Ew {
                 b.ins().fmul(ha, t1)
             }
             Ew::HardSigmoid(alpha, beta) => hard_sigmoid(m, b, a, alpha, beta),
+            Ew::Math(op) => m.math(b, op, a),
             Ew::HardSwish => {
                 let h = hard_sigmoid(m, b, a, 1.0 / 6.0, 0.5);
                 b.ins().fmul(a, h)

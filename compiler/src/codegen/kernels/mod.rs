@@ -5,6 +5,7 @@ pub(crate) mod cast;
 pub mod conv;
 pub mod convt;
 pub mod elementwise;
+pub(crate) mod ewmath;
 pub mod fused;
 pub mod lrn;
 pub(crate) mod math;
@@ -14,6 +15,7 @@ pub mod reduce;
 pub mod resize;
 pub mod softmax;
 pub mod typed;
+pub(crate) mod typed_math;
 pub(crate) mod typed_vec;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};

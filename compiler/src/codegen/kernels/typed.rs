@@ -1,10 +1,13 @@
 //! Element-wise kernels on any dtype, one element at a time over the broadcast loop nest of
 //! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), Where on any element size,
-//! f64 arithmetic, float Mod, and Cast. The f32 math stays in [`super::elementwise`] (f32x4).
+//! f64, f16 and bf16 arithmetic, float Mod, IsNaN/IsInf, the float math ops on f16/bf16 (and
+//! the exact ones on f64, see `typed_math`), and Cast. The f32 math stays in
+//! [`super::elementwise`] (f32x4).
 //!
 //! Values are computed in a domain per dtype, like the reference evaluation: every integer
 //! and bool is widened to i64 (sign- or zero-extended) and narrowed on store, so wrapping
-//! matches `as` casts; f32 and f64 stay native; f16 and bf16 widen exactly to f32.
+//! matches `as` casts; f32 and f64 stay native; f16 and bf16 widen exactly to f32 and their
+//! results round to nearest even on store.
 //!
 //! Defined results where the reference errors or hardware would trap: integer `Div` and
 //! `Mod` by zero give 0 (numpy's result), `i64::MIN / -1` wraps to `i64::MIN` and its
@@ -17,9 +20,11 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::cast::{convert, f16_bits_to_f32};
 use super::elementwise::{Ew, EwDesc};
+use super::typed_math;
 use super::typed_vec;
-use super::{for_range, mem, offset};
+use super::{Math, for_range, mem, offset};
 use crate::ir::types::DType;
+use crate::ops::MathOp;
 
 /// The operation of one typed element-wise kernel.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,6 +72,18 @@ pub enum TOp {
     Where,
     /// Conversion from the input's dtype to the output's.
     Cast,
+    /// Float math of the f32 kernels on f16/bf16 widened to f32; on f64 only the exact
+    /// [`MathOp`]s (Floor, Ceil, Round, Sign); on integers only Sign.
+    Math(MathOp),
+    /// x is NaN (bool out).
+    IsNaN,
+    /// x is +inf (`pos`) or -inf (`neg`) (bool out).
+    IsInf {
+        /// Detect +inf.
+        pos: bool,
+        /// Detect -inf.
+        neg: bool,
+    },
 }
 
 /// One typed element-wise kernel: operand dtypes, output dtype, and the collapsed broadcast
@@ -127,8 +144,16 @@ impl TypedDesc {
             TOp::Where | TOp::Copy => true,
             TOp::Cast => self.out != DType::BF16,
             TOp::Equal | TOp::Less | TOp::Greater => true,
-            TOp::Mod { .. } => x != DType::F16 && x != DType::BF16,
-            _ => x == DType::F64 || matches!(dom, Domain::Int { .. }),
+            TOp::Math(m) => match dom {
+                Domain::F32 => x != DType::F32 && !m.is_predicate(),
+                Domain::F64 => m.is_exact() && !m.is_predicate(),
+                Domain::Int { .. } => m.takes_integers(),
+            },
+            TOp::IsNaN | TOp::IsInf { .. } => x.is_float(),
+            TOp::Mod { .. } => true,
+            TOp::Relu | TOp::Clip { .. } => matches!(dom, Domain::Int { .. }),
+            // f16 and bf16 compute in f32 and narrow on store; f32 has the f32x4 kernels.
+            _ => x != DType::F32,
         };
         (!ok).then(|| match self.op {
             TOp::Cast => format!("Cast from {} to {}", x.name(), self.out.name()),
@@ -209,7 +234,8 @@ impl TypedDesc {
             op => {
                 let dt = self.ins[0];
                 let vals: Vec<Value> = (0..n_in).map(|j| load(b, dt, p[j])).collect();
-                apply(b, op, domain(dt), &vals)
+                let y = apply(b, op, domain(dt), &vals);
+                typed_math::narrow(b, self.out, y)
             }
         };
         store(b, self.out, y, p[n_in]);
@@ -324,6 +350,8 @@ fn int_op(b: &mut FunctionBuilder<'_>, op: TOp, unsigned: bool, x: &[Value]) -> 
         TOp::Equal => b.ins().icmp(IntCC::Equal, a, c),
         TOp::Less => b.ins().icmp(lt, a, c),
         TOp::Greater => b.ins().icmp(gt, a, c),
+        TOp::Math(_) => typed_math::sign_i64(b, a, unsigned),
+        TOp::IsNaN | TOp::IsInf { .. } => a,
     }
 }
 
@@ -383,7 +411,15 @@ fn float_op(b: &mut FunctionBuilder<'_>, op: TOp, x: &[Value]) -> Value {
         TOp::Equal => b.ins().fcmp(FloatCC::Equal, a, c),
         TOp::Less => b.ins().fcmp(FloatCC::LessThan, a, c),
         TOp::Greater => b.ins().fcmp(FloatCC::GreaterThan, a, c),
-        TOp::Mod { .. } => float_mod(b, a, c),
+        TOp::Mod { fmod: true } => float_mod(b, a, c),
+        TOp::Mod { fmod: false } => {
+            let r = float_mod(b, a, c);
+            typed_math::floored_mod(b, r, c)
+        }
+        TOp::Math(m) if b.func.dfg.value_type(a) == F32 => Math { ty: F32 }.math(b, m, a),
+        TOp::Math(m) => typed_math::exact_f64(b, m, a).unwrap_or(a),
+        TOp::IsNaN => typed_math::is_nan_inf(b, a, None),
+        TOp::IsInf { pos, neg } => typed_math::is_nan_inf(b, a, Some((pos, neg))),
         // Relu and Clip on floats take the f32x4 path; Copy/Where/Cast are handled above.
         _ => a,
     }

@@ -11,10 +11,12 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::graph::ValueId;
 use crate::ir::types::DType;
-use crate::ops::{BinaryOp, FusedArg, FusedAttrs, Op, UnaryOp, VariadicOp};
+use crate::ops::{BinaryOp, FusedArg, FusedAttrs, MathOp, Op, UnaryOp, VariadicOp};
 
-fn unary(u: &UnaryOp) -> Ew {
-    match *u {
+/// The f32x4 form of a unary op (`None`: the predicates IsNaN and IsInf, whose output is
+/// bool, have only typed kernels).
+fn unary(u: &UnaryOp) -> Option<Ew> {
+    Some(match *u {
         UnaryOp::Relu => Ew::Relu,
         UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
         UnaryOp::Clip { min, max } => Ew::Clip(
@@ -39,12 +41,17 @@ fn unary(u: &UnaryOp) -> Ew {
         }
         UnaryOp::HardSigmoid { alpha, beta } => Ew::HardSigmoid(alpha, beta),
         UnaryOp::HardSwish => Ew::HardSwish,
-    }
+        UnaryOp::Math(m) if m.is_predicate() => return None,
+        UnaryOp::Math(m) => Ew::Math(m),
+    })
 }
 
 /// The typed form of a unary op on a non-f32 dtype (`None`: no kernel).
 fn unary_typed(u: &UnaryOp, dt: DType) -> Option<TOp> {
     Some(match *u {
+        UnaryOp::Math(MathOp::IsNaN) => TOp::IsNaN,
+        UnaryOp::Math(MathOp::IsInf { pos, neg }) => TOp::IsInf { pos, neg },
+        UnaryOp::Math(m) => TOp::Math(m),
         UnaryOp::Neg => TOp::Neg,
         UnaryOp::Abs => TOp::Abs,
         UnaryOp::Relu if dt != DType::F64 => TOp::Relu,
@@ -123,7 +130,7 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
         typed_call(cx, prog, desc, args, cx.arena(y)?)
     };
     match &n.op {
-        Op::Unary(u) if f32_only => vector(unary(u), prog, w),
+        Op::Unary(u) if f32_only => vector(unary(u).ok_or_else(no_kernel)?, prog, w),
         Op::Unary(u) => typed(unary_typed(u, dt).ok_or_else(no_kernel)?, prog, w),
         Op::Binary(BinaryOp::Pow) => pow(cx, prog, w),
         Op::Binary(BinaryOp::PRelu) if f32_only => vector(Ew::PRelu, prog, w),
@@ -282,7 +289,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
 fn fused_step(op: &Op, args: &[FArg], out: &mut Vec<(Ew, Vec<FArg>)>) -> Option<()> {
     let bin = |e: Ew| (e, args.to_vec());
     match op {
-        Op::Unary(u) => out.push((unary(u), args.to_vec())),
+        Op::Unary(u) => out.push((unary(u)?, args.to_vec())),
         Op::Binary(BinaryOp::Add) => out.push(bin(Ew::Add)),
         Op::Binary(BinaryOp::Sub) => out.push(bin(Ew::Sub)),
         Op::Binary(BinaryOp::Mul) => out.push(bin(Ew::Mul)),

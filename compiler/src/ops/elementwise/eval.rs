@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::{BinaryOp, UnaryOp, VariadicOp, erf, infer, name};
+use super::{BinaryOp, UnaryOp, VariadicOp, erf, infer, math_f64, name, sign_i64};
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType, checked_numel};
@@ -86,6 +86,7 @@ fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
                 UnaryOp::Relu => v.max(0),
                 UnaryOp::Abs => v.wrapping_abs(),
                 UnaryOp::Neg => v.wrapping_neg(),
+                UnaryOp::Math(_) => sign_i64(v, dtype == DType::U64),
                 UnaryOp::Clip { min, max } => {
                     let mut r = v;
                     if let Some(lo) = min.map(bound)
@@ -111,6 +112,10 @@ fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
         .into_iter()
         .map(|v| unary_f64(u, v))
         .collect();
+    if matches!(u, UnaryOp::Math(m) if m.is_predicate()) {
+        let bits: Vec<i64> = vals.iter().map(|&v| i64::from(v != 0.0)).collect();
+        return Tensor::from_i64(DType::Bool, shape, &bits);
+    }
     Tensor::from_f64(dtype, shape, &vals)
 }
 
@@ -151,6 +156,20 @@ fn unary_f64(u: UnaryOp, x: f64) -> f64 {
         UnaryOp::Log => x.ln(),
         UnaryOp::Neg => -x,
         UnaryOp::Abs => x.abs(),
+        UnaryOp::Math(m) => math_f64(m, x),
+    }
+}
+
+/// numpy's `mod` on floats: C fmod moved to the sign of `q` (a zero takes `q`'s sign), so
+/// `mod(x, ±inf)` is `x` or `q`, and an infinite `p` or a zero `q` give NaN.
+fn floored_mod(p: f64, q: f64) -> f64 {
+    let r = p % q;
+    if r == 0.0 {
+        0.0f64.copysign(q)
+    } else if (r < 0.0) != (q < 0.0) {
+        r + q
+    } else {
+        r
     }
 }
 
@@ -182,8 +201,9 @@ fn eval_binary(b: BinaryOp, x: &Tensor, y: &Tensor, out: TensorType) -> Result<T
                 BinaryOp::Mul => p * q,
                 BinaryOp::Div => p / q,
                 BinaryOp::Pow => p.powf(q),
-                // Rust's `%` on floats is C's fmod; infer rejects fmod=0 for floats.
-                BinaryOp::Mod { .. } => p % q,
+                // Rust's `%` on floats is C's fmod.
+                BinaryOp::Mod { fmod: true } => p % q,
+                BinaryOp::Mod { fmod: false } => floored_mod(p, q),
                 BinaryOp::PRelu => {
                     if p < 0.0 {
                         q * p

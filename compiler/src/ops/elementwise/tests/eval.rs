@@ -235,7 +235,35 @@ fn eval_mod() {
         &[1.5, -1.5],
         0.0,
     );
-    assert!(eval(&bin(BinaryOp::Mod { fmod: false }), &[&fp, &fp]).is_err());
+    // fmod=0 on floats (Mod-28): numpy's mod, edge cases from the spec.
+    let p = ft(&[7], &[5.5, -5.5, 0.0, -3.0, 3.0, f64::INFINITY, 1.0]);
+    let q = ft(
+        &[7],
+        &[-2.0, 2.0, -2.0, f64::INFINITY, f64::NEG_INFINITY, 2.0, 0.0],
+    );
+    let r = run(bin(BinaryOp::Mod { fmod: false }), &[&p, &q]).to_f64_vec();
+    close_bits(
+        &r,
+        &[
+            -0.5,
+            0.5,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::NAN,
+        ],
+    );
+}
+
+/// Equal values with equal signs (zeros compared by sign too), NaN equal to NaN.
+fn close_bits(a: &[f64], b: &[f64]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        let ok =
+            (x.is_nan() && y.is_nan()) || (x == y && x.is_sign_negative() == y.is_sign_negative());
+        assert!(ok, "{a:?} vs {b:?}");
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@ use super::*;
 use crate::ir::tensor::Tensor;
 
 mod eval;
+mod math;
 use crate::ops::ctx::CtxInput;
 use crate::ops::test_util::{
     absent, attr_f, attr_i, attr_s, cnst_named as cnst, convert_inputs, data_named as data,
@@ -152,6 +153,14 @@ fn convert_attributes() {
         bin(BinaryOp::Mod { fmod: true })
     );
     assert!(convert("Mod", 13, vec![attr_i("fmod", 2)], two.clone()).is_err());
+    assert!(matches!(
+        convert("Mod", 27, vec![], two.clone()),
+        Err(OpError::InvalidAttribute { .. })
+    ));
+    assert_eq!(
+        convert("Mod", 28, vec![], two.clone()).unwrap().0,
+        bin(BinaryOp::Mod { fmod: false })
+    );
     assert!(matches!(
         convert("Add", 13, vec![], vec![x_f32()]),
         Err(OpError::Arity { .. })
@@ -326,13 +335,10 @@ fn infer_binary() {
         vec![tt(DType::Bool, &[2, 3])]
     );
     assert!(infer(&bin(BinaryOp::Less), &[b.clone(), b]).is_err());
-    // Mod with fmod=0 is integer-only.
+    // Mod with fmod=0 takes floats too (Mod-28; the converter rejects it before opset 28).
     let i = tt(DType::I32, &[2]);
     assert!(infer(&bin(BinaryOp::Mod { fmod: false }), &[i.clone(), i.clone()]).is_ok());
-    assert!(matches!(
-        infer(&bin(BinaryOp::Mod { fmod: false }), &[f(&[2]), f(&[2])]),
-        Err(OpError::InvalidAttribute { .. })
-    ));
+    assert!(infer(&bin(BinaryOp::Mod { fmod: false }), &[f(&[2]), f(&[2])]).is_ok());
     assert!(infer(&bin(BinaryOp::Mod { fmod: true }), &[f(&[2]), f(&[2])]).is_ok());
     // PRelu: the slope broadcasts to X, never the other way.
     let prelu = bin(BinaryOp::PRelu);
