@@ -63,6 +63,25 @@ pub enum TOp {
     Less,
     /// a > b (bool out)
     Greater,
+    /// a >= b (bool out)
+    GreaterEq,
+    /// a <= b (bool out)
+    LessEq,
+    /// a & b (integers; on bools the logical and)
+    And,
+    /// a | b
+    Or,
+    /// a ^ b
+    Xor,
+    /// !x on bools (x ^ 1)
+    Not,
+    /// !x on integers (every bit)
+    BitNot,
+    /// a << b; an amount outside `0..bits` gives 0.
+    Shl,
+    /// a >> b (arithmetic for signed dtypes); an amount outside `0..bits` gives 0, or -1
+    /// for a negative a.
+    Shr,
     /// cond ? x : y (cond a bool byte; x, y any dtype, copied bit for bit)
     Where,
     /// Conversion from the input's dtype to the output's.
@@ -125,8 +144,11 @@ impl TypedDesc {
         let dom = domain(x);
         let ok = match self.op {
             TOp::Where | TOp::Copy => true,
-            TOp::Cast => self.out != DType::BF16,
-            TOp::Equal | TOp::Less | TOp::Greater => true,
+            TOp::Cast => true,
+            TOp::Equal | TOp::Less | TOp::Greater | TOp::GreaterEq | TOp::LessEq => true,
+            TOp::And | TOp::Or | TOp::Xor | TOp::Not | TOp::BitNot | TOp::Shl | TOp::Shr => {
+                matches!(dom, Domain::Int { .. })
+            }
             TOp::Mod { .. } => x != DType::F16 && x != DType::BF16,
             _ => x == DType::F64 || matches!(dom, Domain::Int { .. }),
         };
@@ -205,6 +227,11 @@ impl TypedDesc {
             TOp::Cast => {
                 let v = load(b, self.ins[0], p[0]);
                 convert(b, v, self.ins[0], self.out)
+            }
+            TOp::Shl | TOp::Shr => {
+                let dt = self.ins[0];
+                let (a, q) = (load(b, dt, p[0]), load(b, dt, p[1]));
+                shift(b, self.op == TOp::Shl, dt, a, q)
             }
             op => {
                 let dt = self.ins[0];
@@ -324,7 +351,53 @@ fn int_op(b: &mut FunctionBuilder<'_>, op: TOp, unsigned: bool, x: &[Value]) -> 
         TOp::Equal => b.ins().icmp(IntCC::Equal, a, c),
         TOp::Less => b.ins().icmp(lt, a, c),
         TOp::Greater => b.ins().icmp(gt, a, c),
+        TOp::GreaterEq => {
+            let cc = if unsigned {
+                IntCC::UnsignedGreaterThanOrEqual
+            } else {
+                IntCC::SignedGreaterThanOrEqual
+            };
+            b.ins().icmp(cc, a, c)
+        }
+        TOp::LessEq => {
+            let cc = if unsigned {
+                IntCC::UnsignedLessThanOrEqual
+            } else {
+                IntCC::SignedLessThanOrEqual
+            };
+            b.ins().icmp(cc, a, c)
+        }
+        TOp::And => b.ins().band(a, c),
+        TOp::Or => b.ins().bor(a, c),
+        TOp::Xor => b.ins().bxor(a, c),
+        TOp::Not => b.ins().bxor_imm_u(a, 1),
+        TOp::BitNot => b.ins().bnot(a),
+        // Shifts need the dtype's width: `TypedDesc::element` emits them with `shift`.
+        TOp::Shl | TOp::Shr => a,
     }
+}
+
+/// `a << q` or `a >> q` on `dt` (both in the i64 domain, sign- or zero-extended; the store
+/// narrows): an amount outside `0..bits` (a negative one is huge as unsigned) gives 0, or
+/// the sign fill for a right shift (an arithmetic shift by 63 of the extended value).
+fn shift(b: &mut FunctionBuilder<'_>, left: bool, dt: DType, a: Value, q: Value) -> Value {
+    let bits = 8 * dt.size() as i64;
+    let out = b
+        .ins()
+        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, q, bits);
+    let zero = b.ins().iconst(I64, 0);
+    if left {
+        let r = b.ins().ishl(a, q);
+        return b.ins().select(out, zero, r);
+    }
+    if dt == DType::U64 {
+        let r = b.ins().ushr(a, q);
+        return b.ins().select(out, zero, r);
+    }
+    // Every other dtype is extended to i64, so an arithmetic shift is exact for both.
+    let k63 = b.ins().iconst(I64, 63);
+    let amount = b.ins().select(out, k63, q);
+    b.ins().sshr(a, amount)
 }
 
 /// Division and remainder that never trap: the divisor 0 and -1 are replaced by 1 for the
@@ -383,6 +456,8 @@ fn float_op(b: &mut FunctionBuilder<'_>, op: TOp, x: &[Value]) -> Value {
         TOp::Equal => b.ins().fcmp(FloatCC::Equal, a, c),
         TOp::Less => b.ins().fcmp(FloatCC::LessThan, a, c),
         TOp::Greater => b.ins().fcmp(FloatCC::GreaterThan, a, c),
+        TOp::GreaterEq => b.ins().fcmp(FloatCC::GreaterThanOrEqual, a, c),
+        TOp::LessEq => b.ins().fcmp(FloatCC::LessThanOrEqual, a, c),
         TOp::Mod { .. } => float_mod(b, a, c),
         // Relu and Clip on floats take the f32x4 path; Copy/Where/Cast are handled above.
         _ => a,

@@ -15,6 +15,8 @@ use crate::ops::{BinaryOp, FusedArg, FusedAttrs, Op, UnaryOp, VariadicOp};
 
 fn unary(u: &UnaryOp) -> Ew {
     match *u {
+        // Bool and integer ops: infer rejects f32, so they never take the f32x4 path.
+        UnaryOp::Not | UnaryOp::BitwiseNot => Ew::Copy,
         UnaryOp::Relu => Ew::Relu,
         UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
         UnaryOp::Clip { min, max } => Ew::Clip(
@@ -45,6 +47,8 @@ fn unary(u: &UnaryOp) -> Ew {
 /// The typed form of a unary op on a non-f32 dtype (`None`: no kernel).
 fn unary_typed(u: &UnaryOp, dt: DType) -> Option<TOp> {
     Some(match *u {
+        UnaryOp::Not => TOp::Not,
+        UnaryOp::BitwiseNot => TOp::BitNot,
         UnaryOp::Neg => TOp::Neg,
         UnaryOp::Abs => TOp::Abs,
         UnaryOp::Relu if dt != DType::F64 => TOp::Relu,
@@ -76,6 +80,14 @@ fn binary_typed(b: BinaryOp) -> Option<TOp> {
         BinaryOp::Equal => TOp::Equal,
         BinaryOp::Less => TOp::Less,
         BinaryOp::Greater => TOp::Greater,
+        BinaryOp::GreaterOrEqual => TOp::GreaterEq,
+        BinaryOp::LessOrEqual => TOp::LessEq,
+        // Bools are 0 or 1 in the i64 domain: the logical ops are the bitwise ones.
+        BinaryOp::And | BinaryOp::BitwiseAnd => TOp::And,
+        BinaryOp::Or | BinaryOp::BitwiseOr => TOp::Or,
+        BinaryOp::Xor | BinaryOp::BitwiseXor => TOp::Xor,
+        BinaryOp::BitShift { left: true } => TOp::Shl,
+        BinaryOp::BitShift { left: false } => TOp::Shr,
         BinaryOp::Pow | BinaryOp::PRelu => return None,
     })
 }
