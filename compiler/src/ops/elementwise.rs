@@ -1,5 +1,6 @@
 //! Elementwise ops: unary math, binary arithmetic and comparison with numpy broadcasting,
-//! variadic Sum/Mean/Max/Min, Where, Cast.
+//! logical (bool) and bitwise (integer) ops and BitShift, variadic Sum/Mean/Max/Min, Where,
+//! Cast and CastLike.
 //!
 //! Floats are evaluated in `f64` and rounded to the element type; integers and bools in `i64`
 //! (with `u64` compared and divided as unsigned). Integer arithmetic wraps like the element
@@ -7,6 +8,7 @@
 
 mod erf;
 mod eval;
+mod logical;
 #[cfg(test)]
 mod tests;
 
@@ -124,20 +126,6 @@ pub enum BinaryOp {
     },
 }
 
-impl BinaryOp {
-    /// Whether the op compares (bool output from any input dtype).
-    pub fn is_comparison(self) -> bool {
-        matches!(
-            self,
-            BinaryOp::Equal
-                | BinaryOp::Less
-                | BinaryOp::Greater
-                | BinaryOp::GreaterOrEqual
-                | BinaryOp::LessOrEqual
-        )
-    }
-}
-
 /// N-input elementwise reductions with broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VariadicOp {
@@ -201,8 +189,8 @@ pub const DEFS: &[OpDef] = &[
     def("BitwiseOr", 18, |c| binary(c, BinaryOp::BitwiseOr)),
     def("BitwiseXor", 18, |c| binary(c, BinaryOp::BitwiseXor)),
     def("BitwiseNot", 18, |c| unary(c, UnaryOp::BitwiseNot)),
-    def("BitShift", 11, convert_bit_shift),
-    def("CastLike", 15, convert_cast_like),
+    def("BitShift", 11, logical::convert_bit_shift),
+    def("CastLike", 15, logical::convert_cast_like),
     def("Sum", 7, |c| variadic(c, VariadicOp::Sum)),
     def("Mean", 7, |c| variadic(c, VariadicOp::Mean)),
     def("Max", 7, |c| variadic(c, VariadicOp::Max)),
@@ -293,28 +281,6 @@ fn convert_mod(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         v => return Err(OpError::attr("fmod", format!("{v} is neither 0 nor 1"))),
     };
     binary(ctx, BinaryOp::Mod { fmod })
-}
-
-fn convert_bit_shift(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
-    let left = match ctx.attr_string("direction", "")?.as_str() {
-        "LEFT" => true,
-        "RIGHT" => false,
-        other => {
-            return Err(OpError::attr(
-                "direction",
-                format!("'{other}' is neither \"LEFT\" nor \"RIGHT\""),
-            ));
-        }
-    };
-    binary(ctx, BinaryOp::BitShift { left })
-}
-
-/// CastLike is rewritten to a Cast to the dtype of input 1, whose values are not read.
-fn convert_cast_like(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
-    ctx.expect_inputs(2, 2)?;
-    let to = ctx.input_type(1)?.dtype;
-    ctx.ignore_input(1);
-    Ok(Op::Cast { to })
 }
 
 fn convert_where(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {

@@ -1,6 +1,7 @@
 //! Element-wise kernels on any dtype, one element at a time over the broadcast loop nest of
-//! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), Where on any element size,
-//! f64 arithmetic, float Mod, and Cast. The f32 math stays in [`super::elementwise`] (f32x4).
+//! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), logical and bitwise ops,
+//! shifts, Where on any element size, f64 arithmetic, float Mod, and Cast. The f32 math
+//! stays in [`super::elementwise`] (f32x4).
 //!
 //! Values are computed in a domain per dtype, like the reference evaluation: every integer
 //! and bool is widened to i64 (sign- or zero-extended) and narrowed on store, so wrapping

@@ -1,6 +1,7 @@
 //! Element-wise nodes (Unary, Binary, Variadic, Where, Cast): f32 math goes to the f32x4
-//! kernels of [`Ew`]; every other dtype, comparisons, Mod, Where and Cast go to the typed
-//! scalar kernels of [`TypedDesc`]. A fused node becomes one [`FusedDesc`] kernel.
+//! kernels of [`Ew`]; every other dtype, comparisons, logical/bitwise/shift ops, Mod, Where
+//! and Cast go to the typed scalar kernels of [`TypedDesc`]. A fused node becomes one
+//! [`FusedDesc`] kernel.
 
 use super::{Ctx, ew_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
