@@ -64,6 +64,24 @@ fn logical_ops_on_bools() {
 }
 
 #[test]
+fn bool_bytes_other_than_0_and_1_are_true() {
+    let bytes = |v: &[u8]| Tensor::from_bytes(DType::Bool, vec![v.len()], v.to_vec().into());
+    let a = bytes(&[0, 1, 2, 255, 0, 2, 64, 1, 128]).expect("bool bytes");
+    let b = bytes(&[2, 2, 1, 0, 0, 4, 64, 0, 1]).expect("bool bytes");
+    let s = [vec![9], vec![9], vec![9]];
+    for op in ["And", "Or", "Xor", "Equal"] {
+        let m = model(DType::Bool, DType::Bool, &s, 13)
+            .node("n", op, &["a", "b"], &["y"], vec![])
+            .build();
+        check_exact(m, &[a.clone(), b.clone()]);
+    }
+    check_exact(
+        unary("Not", DType::Bool, &[9], 13),
+        std::slice::from_ref(&a),
+    );
+}
+
+#[test]
 fn bitwise_every_int_dtype() {
     let mut rng = Rng(0xb17);
     for dt in INTS {

@@ -269,7 +269,13 @@ fn load(b: &mut FunctionBuilder<'_>, dt: DType, p: Value) -> Value {
             b.ins().bitcast(F32, MemFlagsData::new(), s)
         }
         DType::I8 => b.ins().sload8(I64, mem(), p, 0),
-        DType::U8 | DType::Bool => b.ins().uload8(I64, mem(), p, 0),
+        DType::U8 => b.ins().uload8(I64, mem(), p, 0),
+        // Any nonzero byte is true (the reference's reading): 0 or 1 from here on.
+        DType::Bool => {
+            let v = b.ins().uload8(I64, mem(), p, 0);
+            let t = b.ins().icmp_imm_u(IntCC::NotEqual, v, 0);
+            b.ins().uextend(I64, t)
+        }
         DType::I16 => b.ins().sload16(I64, mem(), p, 0),
         DType::U16 => b.ins().uload16(I64, mem(), p, 0),
         DType::I32 => b.ins().sload32(mem(), p, 0),
