@@ -105,7 +105,7 @@ fn deeply_nested_protobuf_is_a_decode_error() {
 fn missing_graph_and_opset() {
     let e = import(&ModelProto::default()).unwrap_err();
     assert!(matches!(e, Error::InvalidModel(_)), "{e:?}");
-    for opset in [3, 99] {
+    for opset in [0, 99] {
         let e = import(&ModelBuilder::new("g", opset).build()).unwrap_err();
         assert!(
             matches!(e, Error::UnsupportedOpset { version, .. } if version == opset),
@@ -549,6 +549,7 @@ fn absurd_window_attributes_are_node_errors() {
 
 #[test]
 fn opsets_out_of_range_are_errors() {
+    // 6: arenac implements Relu from opset 7 on.
     for opset in [i64::MIN, -1, 0, 6, 29, i64::MAX] {
         let e = import(&relu_model_at(opset)).unwrap_err();
         assert!(
@@ -557,6 +558,33 @@ fn opsets_out_of_range_are_errors() {
         );
         assert!(e.to_string().contains(&opset.to_string()), "{e}");
     }
+}
+
+#[test]
+fn opsets_below_7_only_for_ops_unchanged_since() {
+    // Not has one version (opset 1): a model importing opset 1 is fine.
+    let not = ModelBuilder::new("g", 1)
+        .input("x", DType::Bool, &[Dim::N(2)])
+        .node("n", "Not", &["x"], &["y"], vec![])
+        .output("y", DType::Bool, &[])
+        .build();
+    assert!(import(&not).is_ok());
+    // Add before opset 7 has `broadcast`/`axis` attributes: refused, naming op and node.
+    let add = ModelBuilder::new("g", 6)
+        .input("x", DType::F32, &[Dim::N(2)])
+        .node("plus", "Add", &["x", "x"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let e = import(&add).unwrap_err();
+    assert!(
+        matches!(e, Error::UnsupportedOpset { version: 6, .. }),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("opset 6") && text.contains("Add") && text.contains("'plus'"),
+        "{text}"
+    );
 }
 
 fn relu_model_at(opset: i64) -> ModelProto {

@@ -212,7 +212,7 @@ pub enum Error {
     },
     /// A tensor has an element type arenac does not handle.
     #[error(
-        "tensor '{name}': element type {code} is not supported (strings, complex and 8-bit floats are not)"
+        "tensor '{name}': element type {code} is not supported (strings, complex, 8- and 4-bit floats, 4- and 2-bit integers are not)"
     )]
     UnsupportedDType {
         /// Tensor or value name.

@@ -103,6 +103,11 @@ pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Imported> {
     import_model(&model, Some(dir), opts)
 }
 
+/// The lowest default-domain opset a model may import: each op's converter then decides
+/// ([`ops::OpDef::since`]); most start at [`MIN_OPSET`], whose earlier versions differ (e.g.
+/// Add's `broadcast` attribute before 7), a few (Not) are unchanged since opset 1.
+pub const LOWEST_MODEL_OPSET: i64 = 1;
+
 /// The model's default-domain opset, checked against the supported range.
 pub fn default_opset(model: &ModelProto) -> Result<i64> {
     let version = model
@@ -111,11 +116,13 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
         .find(|o| o.domain().is_empty() || o.domain() == "ai.onnx")
         .map(|o| o.version())
         .ok_or_else(|| Error::InvalidModel("no opset_import for the default ONNX domain".into()))?;
-    if !(MIN_OPSET..=MAX_OPSET).contains(&version) {
+    if !(LOWEST_MODEL_OPSET..=MAX_OPSET).contains(&version) {
         return Err(Error::UnsupportedOpset {
             domain: String::new(),
             version,
-            supported: format!("{MIN_OPSET} to {MAX_OPSET}"),
+            supported: format!(
+                "{LOWEST_MODEL_OPSET} to {MAX_OPSET}, per op; most ops from {MIN_OPSET}"
+            ),
         });
     }
     Ok(version)
@@ -398,11 +405,30 @@ impl Importer {
             )?;
             return Ok(());
         }
-        let def = ops::lookup(&op_type, self.graph.opset).ok_or_else(|| Error::UnsupportedOp {
-            op: op_type.clone(),
-            domain: domain.to_string(),
-            opset: self.graph.opset,
-            node: label.clone(),
+        let opset = self.graph.opset;
+        let def = ops::lookup(&op_type, opset).ok_or_else(|| {
+            // An op arenac knows at other opsets: the model's opset is what is unsupported.
+            let ranges: Vec<String> = ops::registry()
+                .filter(|d| d.op_type == op_type)
+                .map(|d| format!("{} to {}", d.since, d.until))
+                .collect();
+            if ranges.is_empty() {
+                Error::UnsupportedOp {
+                    op: op_type.clone(),
+                    domain: domain.to_string(),
+                    opset,
+                    node: label.clone(),
+                }
+            } else {
+                Error::UnsupportedOpset {
+                    domain: domain.to_string(),
+                    version: opset,
+                    supported: format!(
+                        "{} for {op_type}, needed by node '{label}'",
+                        ranges.join(", ")
+                    ),
+                }
+            }
         })?;
 
         let mut ctx_inputs = Vec::with_capacity(node.input.len());

@@ -1,5 +1,6 @@
 //! Elementwise ops: unary math, binary arithmetic and comparison with numpy broadcasting,
-//! variadic Sum/Mean/Max/Min, Where, Cast.
+//! logical (bool) and bitwise (integer) ops and BitShift, variadic Sum/Mean/Max/Min, Where,
+//! Cast and CastLike.
 //!
 //! Floats are evaluated in `f64` and rounded to the element type; integers and bools in `i64`
 //! (with `u64` compared and divided as unsigned). Integer arithmetic wraps like the element
@@ -7,6 +8,7 @@
 
 mod erf;
 mod eval;
+mod logical;
 #[cfg(test)]
 mod tests;
 mod unary_math;
@@ -24,6 +26,10 @@ pub use unary_math::{DEFS as MATH_DEFS, MathOp, eval_f64 as math_f64, sign_i64};
 /// One-input elementwise ops.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// Logical not (bool).
+    Not,
+    /// Bitwise not (integers).
+    BitwiseNot,
     /// max(x, 0)
     Relu,
     /// x < 0 ? alpha * x : x
@@ -101,6 +107,28 @@ pub enum BinaryOp {
     Less,
     /// a > b (bool output)
     Greater,
+    /// a >= b (bool output)
+    GreaterOrEqual,
+    /// a <= b (bool output)
+    LessOrEqual,
+    /// Logical and (bool)
+    And,
+    /// Logical or (bool)
+    Or,
+    /// Logical xor (bool)
+    Xor,
+    /// Bitwise and (integers)
+    BitwiseAnd,
+    /// Bitwise or (integers)
+    BitwiseOr,
+    /// Bitwise xor (integers)
+    BitwiseXor,
+    /// a << b or a >> b (integers; logical for unsigned, arithmetic for signed). A shift
+    /// outside `0..bits` gives 0 (a negative `a` shifted right: -1), like onnx's reference.
+    BitShift {
+        /// ONNX `direction="LEFT"`.
+        left: bool,
+    },
 }
 
 /// N-input elementwise reductions with broadcasting.
@@ -154,12 +182,26 @@ pub const DEFS: &[OpDef] = &[
     def("Equal", 7, |c| binary(c, BinaryOp::Equal)),
     def("Less", 7, |c| binary(c, BinaryOp::Less)),
     def("Greater", 7, |c| binary(c, BinaryOp::Greater)),
+    def("GreaterOrEqual", 12, |c| {
+        binary(c, BinaryOp::GreaterOrEqual)
+    }),
+    def("LessOrEqual", 12, |c| binary(c, BinaryOp::LessOrEqual)),
+    def("And", 7, |c| binary(c, BinaryOp::And)),
+    def("Or", 7, |c| binary(c, BinaryOp::Or)),
+    def("Xor", 7, |c| binary(c, BinaryOp::Xor)),
+    def("Not", 1, |c| unary(c, UnaryOp::Not)),
+    def("BitwiseAnd", 18, |c| binary(c, BinaryOp::BitwiseAnd)),
+    def("BitwiseOr", 18, |c| binary(c, BinaryOp::BitwiseOr)),
+    def("BitwiseXor", 18, |c| binary(c, BinaryOp::BitwiseXor)),
+    def("BitwiseNot", 18, |c| unary(c, UnaryOp::BitwiseNot)),
+    def("BitShift", 11, logical::convert_bit_shift),
+    def("CastLike", 15, logical::convert_cast_like),
     def("Sum", 7, |c| variadic(c, VariadicOp::Sum)),
     def("Mean", 7, |c| variadic(c, VariadicOp::Mean)),
     def("Max", 7, |c| variadic(c, VariadicOp::Max)),
     def("Min", 7, |c| variadic(c, VariadicOp::Min)),
     def("Where", 9, convert_where),
-    def("Cast", 7, convert_cast),
+    def("Cast", 6, convert_cast),
 ];
 
 fn unary(ctx: &mut NodeCtx<'_>, op: UnaryOp) -> Result<Op, OpError> {
@@ -281,6 +323,8 @@ fn convert_cast(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 pub fn name(op: &Op) -> &'static str {
     match op {
         Op::Unary(u) => match u {
+            UnaryOp::Not => "Not",
+            UnaryOp::BitwiseNot => "BitwiseNot",
             UnaryOp::Relu => "Relu",
             UnaryOp::LeakyRelu { .. } => "LeakyRelu",
             UnaryOp::Sigmoid => "Sigmoid",
@@ -309,6 +353,15 @@ pub fn name(op: &Op) -> &'static str {
             BinaryOp::Equal => "Equal",
             BinaryOp::Less => "Less",
             BinaryOp::Greater => "Greater",
+            BinaryOp::GreaterOrEqual => "GreaterOrEqual",
+            BinaryOp::LessOrEqual => "LessOrEqual",
+            BinaryOp::And => "And",
+            BinaryOp::Or => "Or",
+            BinaryOp::Xor => "Xor",
+            BinaryOp::BitwiseAnd => "BitwiseAnd",
+            BinaryOp::BitwiseOr => "BitwiseOr",
+            BinaryOp::BitwiseXor => "BitwiseXor",
+            BinaryOp::BitShift { .. } => "BitShift",
         },
         Op::Variadic(v) => match v {
             VariadicOp::Sum => "Sum",
@@ -331,6 +384,10 @@ enum Accept {
     Signed,
     /// Floats and integers.
     Numeric,
+    /// Bool only.
+    Bool,
+    /// Integers only.
+    Integer,
 }
 
 fn check_dtype(input: usize, dtype: DType, accept: Accept) -> Result<(), OpError> {
@@ -341,6 +398,8 @@ fn check_dtype(input: usize, dtype: DType, accept: Accept) -> Result<(), OpError
             "a float or signed integer type",
         ),
         Accept::Numeric => (dtype != DType::Bool, "a float or integer type"),
+        Accept::Bool => (dtype == DType::Bool, "bool"),
+        Accept::Integer => (!dtype.is_float() && dtype != DType::Bool, "an integer type"),
     };
     if ok {
         Ok(())
@@ -384,6 +443,8 @@ fn broadcast(inputs: &[TensorType]) -> Result<Shape, OpError> {
 
 fn unary_accept(u: UnaryOp) -> Accept {
     match u {
+        UnaryOp::Not => Accept::Bool,
+        UnaryOp::BitwiseNot => Accept::Integer,
         UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. } => Accept::Numeric,
         UnaryOp::Neg => Accept::Signed,
         UnaryOp::Math(m) if m.takes_integers() => Accept::Numeric,
@@ -425,6 +486,17 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                 BinaryOp::Equal => {
                     same_dtype(inputs)?;
                 }
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                    check_dtype(0, a.dtype, Accept::Bool)?;
+                    same_dtype(inputs)?;
+                }
+                BinaryOp::BitwiseAnd
+                | BinaryOp::BitwiseOr
+                | BinaryOp::BitwiseXor
+                | BinaryOp::BitShift { .. } => {
+                    check_dtype(0, a.dtype, Accept::Integer)?;
+                    same_dtype(inputs)?;
+                }
                 _ => {
                     check_dtype(0, a.dtype, Accept::Numeric)?;
                     same_dtype(inputs)?;
@@ -437,9 +509,10 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                     &[&a.shape, &c.shape],
                 ));
             }
-            let dtype = match b {
-                BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater => DType::Bool,
-                _ => a.dtype,
+            let dtype = if b.is_comparison() {
+                DType::Bool
+            } else {
+                a.dtype
             };
             Ok(vec![TensorType::new(dtype, shape)])
         }

@@ -243,7 +243,8 @@ pub const IM2COL_TILE: usize = 256;
 
 /// Highest default-domain opset arenac reads.
 pub const MAX_OPSET: i64 = 28;
-/// Lowest default-domain opset arenac reads.
+/// Lowest default-domain opset of most converters (a model may import a lower one: each
+/// op's [`OpDef::since`] decides, see `import::LOWEST_MODEL_OPSET`).
 pub const MIN_OPSET: i64 = 7;
 
 /// Every family's converters, in the order `arenac ops` lists them.

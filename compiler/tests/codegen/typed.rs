@@ -1,9 +1,10 @@
 //! Typed element-wise kernels: integer arithmetic, comparisons, Mod, Where on any dtype, f64
 //! arithmetic and Cast between every pair of dtypes, compared exactly with the reference.
+//! The logical, bitwise and shift ops are in [`crate::logical`].
 
 use crate::common::*;
 
-const INTS: [DType; 8] = [
+pub(crate) const INTS: [DType; 8] = [
     DType::I8,
     DType::I16,
     DType::I32,
@@ -15,7 +16,7 @@ const INTS: [DType; 8] = [
 ];
 
 /// Random integers of `dt` (wrapped into its range by `from_i64`), never 0 when `nonzero`.
-fn ints(rng: &mut Rng, dt: DType, shape: &[usize], nonzero: bool) -> Tensor {
+pub(crate) fn ints(rng: &mut Rng, dt: DType, shape: &[usize], nonzero: bool) -> Tensor {
     let n: usize = shape.iter().product();
     let v: Vec<i64> = (0..n)
         .map(|_| {
@@ -49,7 +50,7 @@ fn ints(rng: &mut Rng, dt: DType, shape: &[usize], nonzero: bool) -> Tensor {
 
 /// Compiles, runs and compares every output with the reference: integers and bools byte for
 /// byte, floats by value (NaN equals NaN; the sign of zero counts).
-fn check_exact(m: ModelProto, inputs: &[Tensor]) {
+pub(crate) fn check_exact(m: ModelProto, inputs: &[Tensor]) {
     let g = import(&m);
     let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
     let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
@@ -224,7 +225,7 @@ fn f64_arithmetic() {
 }
 
 /// Floats with ties, NaN, infinities, zeros of both signs, f16 subnormals and overflow.
-fn float_values(rng: &mut Rng, n: usize) -> Vec<f64> {
+pub(crate) fn float_values(rng: &mut Rng, n: usize) -> Vec<f64> {
     let edge = [
         f64::NAN,
         f64::INFINITY,
@@ -260,6 +261,10 @@ fn float_values(rng: &mut Rng, n: usize) -> Vec<f64> {
         3.0 * 2f64.powi(-25),
         // f64 → f16 rounds through f32: this tie-plus-a-bit lands on the even 1.0.
         1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+        // bf16 ties: to even (1 + 2^-8), and a tie plus the lowest f32 bit (up).
+        1.0 + 2f64.powi(-8),
+        1.0 + 2f64.powi(-8) + 2f64.powi(-23),
+        1.0 + 2f64.powi(-8) + 2f64.powi(-40),
     ];
     let mut v: Vec<f64> = edge.to_vec();
     while v.len() < n {
@@ -300,9 +305,6 @@ fn cast_every_dtype_pair() {
             ints(&mut rng, from, &[n], false)
         };
         for to in sources {
-            if to == DType::BF16 {
-                continue;
-            }
             let m = ModelBuilder::new("c", 13)
                 .input("x", from, &dims(&[n]))
                 .output("y", to, &dims(&[n]))
@@ -428,15 +430,7 @@ fn where_on_every_element_size() {
 
 #[test]
 fn unsupported_dtypes_are_errors() {
-    let cases = [
-        ("Pow", DType::F16, DType::F16, "no kernel for Pow on f16"),
-        (
-            "Cast",
-            DType::F32,
-            DType::BF16,
-            "no kernel for Cast from f32 to bf16",
-        ),
-    ];
+    let cases = [("Pow", DType::F16, DType::F16, "no kernel for Pow on f16")];
     for (op, dt, out, msg) in cases {
         let mut b = ModelBuilder::new("u", 13)
             .input("a", dt, &dims(&[3]))

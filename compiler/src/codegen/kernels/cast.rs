@@ -9,6 +9,8 @@
 //! - → f16 rounds to nearest even from f32 (f64 sources are first rounded to f32, which is
 //!   what the reference's `half` crate does with F16C and what Eigen does in onnxruntime);
 //!   NaN keeps its top mantissa bits and becomes quiet; overflow gives ±inf.
+//! - → bf16 rounds to nearest even from f32 (f64 and integer sources are first rounded to
+//!   f32, as ml_dtypes does for onnx's reference); NaN stays NaN, overflow gives ±inf.
 //! - f16 and bf16 sources widen exactly to f32 (denormals included).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -21,7 +23,7 @@ use crate::ir::types::DType;
 
 /// Converts `v` (in the computation domain of `from`: i64, f32 or f64) to the storage value
 /// of `to`: i64 for integers (narrowed by the store), an i8 0/1 for bool, f32/f64, or the
-/// f16 bits in an i32. bf16 targets are rejected before emission (see `TypedDesc`).
+/// f16 or bf16 bits in an i32.
 pub(crate) fn convert(b: &mut FunctionBuilder<'_>, v: Value, from: DType, to: DType) -> Value {
     let vt = b.func.dfg.value_type(v);
     let unsigned = from == DType::U64;
@@ -40,9 +42,13 @@ pub(crate) fn convert(b: &mut FunctionBuilder<'_>, v: Value, from: DType, to: DT
         }
         DType::F64 => to_f64(b, v, unsigned),
         DType::F32 => to_f32(b, v, unsigned),
-        DType::F16 | DType::BF16 => {
+        DType::F16 => {
             let f = to_f32(b, v, unsigned);
             f32_to_f16_bits(b, f)
+        }
+        DType::BF16 => {
+            let f = to_f32(b, v, unsigned);
+            f32_to_bf16_bits(b, f)
         }
         _ => {
             if vt == I64 {
@@ -215,6 +221,23 @@ impl Lanes {
         let sign16 = self.shr(b, sign, 16);
         b.ins().bor(r, sign16)
     }
+}
+
+/// f32 to bf16 bits in an i32, round to nearest even (the top half after adding
+/// `0x7fff + lsb`); NaN keeps its top mantissa bits and becomes quiet; overflow gives ±inf.
+pub(crate) fn f32_to_bf16_bits(b: &mut FunctionBuilder<'_>, f: Value) -> Value {
+    let x = b.ins().bitcast(I32, MemFlagsData::new(), f);
+    let a = b.ins().band_imm_u(x, 0x7fff_ffff);
+    let is_nan = b
+        .ins()
+        .icmp_imm_u(IntCC::UnsignedGreaterThan, a, 0x7f80_0000);
+    let hi = b.ins().ushr_imm_u(x, 16);
+    let nan = b.ins().bor_imm_u(hi, 0x40);
+    let lsb = b.ins().band_imm_u(hi, 1);
+    let r = b.ins().iadd_imm_s(x, 0x7fff);
+    let r = b.ins().iadd(r, lsb);
+    let r = b.ins().ushr_imm_u(r, 16);
+    b.ins().select(is_nan, nan, r)
 }
 
 /// f16 bits (zero-extended in an i32) to the exact f32.

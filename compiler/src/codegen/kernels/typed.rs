@@ -1,8 +1,8 @@
 //! Element-wise kernels on any dtype, one element at a time over the broadcast loop nest of
-//! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), Where on any element size,
-//! f64, f16 and bf16 arithmetic, float Mod, IsNaN/IsInf, the float math ops on f16/bf16 (and
-//! the exact ones on f64, see `typed_math`), and Cast. The f32 math stays in
-//! [`super::elementwise`] (f32x4).
+//! [`EwDesc`]: integer arithmetic, comparisons (bool bytes out), logical and bitwise ops,
+//! shifts, Where on any element size, f64, f16 and bf16 arithmetic, float Mod, IsNaN/IsInf,
+//! the float math ops on f16/bf16 (and the exact ones on f64, see `typed_math`), and Cast.
+//! The f32 math stays in [`super::elementwise`] (f32x4).
 //!
 //! Values are computed in a domain per dtype, like the reference evaluation: every integer
 //! and bool is widened to i64 (sign- or zero-extended) and narrowed on store, so wrapping
@@ -68,6 +68,25 @@ pub enum TOp {
     Less,
     /// a > b (bool out)
     Greater,
+    /// a >= b (bool out)
+    GreaterEq,
+    /// a <= b (bool out)
+    LessEq,
+    /// a & b (integers; on bools the logical and)
+    And,
+    /// a | b
+    Or,
+    /// a ^ b
+    Xor,
+    /// !x on bools (x ^ 1)
+    Not,
+    /// !x on integers (every bit)
+    BitNot,
+    /// a << b; an amount outside `0..bits` gives 0.
+    Shl,
+    /// a >> b (arithmetic for signed dtypes); an amount outside `0..bits` gives 0, or -1
+    /// for a negative a.
+    Shr,
     /// cond ? x : y (cond a bool byte; x, y any dtype, copied bit for bit)
     Where,
     /// Conversion from the input's dtype to the output's.
@@ -142,8 +161,11 @@ impl TypedDesc {
         let dom = domain(x);
         let ok = match self.op {
             TOp::Where | TOp::Copy => true,
-            TOp::Cast => self.out != DType::BF16,
-            TOp::Equal | TOp::Less | TOp::Greater => true,
+            TOp::Cast => true,
+            TOp::Equal | TOp::Less | TOp::Greater | TOp::GreaterEq | TOp::LessEq => true,
+            TOp::And | TOp::Or | TOp::Xor | TOp::Not | TOp::BitNot | TOp::Shl | TOp::Shr => {
+                matches!(dom, Domain::Int { .. })
+            }
             TOp::Math(m) => match dom {
                 Domain::F32 => x != DType::F32 && !m.is_predicate(),
                 Domain::F64 => m.is_exact() && !m.is_predicate(),
@@ -231,6 +253,11 @@ impl TypedDesc {
                 let v = load(b, self.ins[0], p[0]);
                 convert(b, v, self.ins[0], self.out)
             }
+            TOp::Shl | TOp::Shr => {
+                let dt = self.ins[0];
+                let (a, q) = (load(b, dt, p[0]), load(b, dt, p[1]));
+                shift(b, self.op == TOp::Shl, dt, a, q)
+            }
             op => {
                 let dt = self.ins[0];
                 let vals: Vec<Value> = (0..n_in).map(|j| load(b, dt, p[j])).collect();
@@ -267,7 +294,13 @@ fn load(b: &mut FunctionBuilder<'_>, dt: DType, p: Value) -> Value {
             b.ins().bitcast(F32, MemFlagsData::new(), s)
         }
         DType::I8 => b.ins().sload8(I64, mem(), p, 0),
-        DType::U8 | DType::Bool => b.ins().uload8(I64, mem(), p, 0),
+        DType::U8 => b.ins().uload8(I64, mem(), p, 0),
+        // Any nonzero byte is true (the reference's reading): 0 or 1 from here on.
+        DType::Bool => {
+            let v = b.ins().uload8(I64, mem(), p, 0);
+            let t = b.ins().icmp_imm_u(IntCC::NotEqual, v, 0);
+            b.ins().uextend(I64, t)
+        }
         DType::I16 => b.ins().sload16(I64, mem(), p, 0),
         DType::U16 => b.ins().uload16(I64, mem(), p, 0),
         DType::I32 => b.ins().sload32(mem(), p, 0),
@@ -352,7 +385,53 @@ fn int_op(b: &mut FunctionBuilder<'_>, op: TOp, unsigned: bool, x: &[Value]) -> 
         TOp::Greater => b.ins().icmp(gt, a, c),
         TOp::Math(_) => typed_math::sign_i64(b, a, unsigned),
         TOp::IsNaN | TOp::IsInf { .. } => a,
+        TOp::GreaterEq => {
+            let cc = if unsigned {
+                IntCC::UnsignedGreaterThanOrEqual
+            } else {
+                IntCC::SignedGreaterThanOrEqual
+            };
+            b.ins().icmp(cc, a, c)
+        }
+        TOp::LessEq => {
+            let cc = if unsigned {
+                IntCC::UnsignedLessThanOrEqual
+            } else {
+                IntCC::SignedLessThanOrEqual
+            };
+            b.ins().icmp(cc, a, c)
+        }
+        TOp::And => b.ins().band(a, c),
+        TOp::Or => b.ins().bor(a, c),
+        TOp::Xor => b.ins().bxor(a, c),
+        TOp::Not => b.ins().bxor_imm_u(a, 1),
+        TOp::BitNot => b.ins().bnot(a),
+        // Shifts need the dtype's width: `TypedDesc::element` emits them with `shift`.
+        TOp::Shl | TOp::Shr => a,
     }
+}
+
+/// `a << q` or `a >> q` on `dt` (both in the i64 domain, sign- or zero-extended; the store
+/// narrows): an amount outside `0..bits` (a negative one is huge as unsigned) gives 0, or
+/// the sign fill for a right shift (an arithmetic shift by 63 of the extended value).
+fn shift(b: &mut FunctionBuilder<'_>, left: bool, dt: DType, a: Value, q: Value) -> Value {
+    let bits = 8 * dt.size() as i64;
+    let out = b
+        .ins()
+        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, q, bits);
+    let zero = b.ins().iconst(I64, 0);
+    if left {
+        let r = b.ins().ishl(a, q);
+        return b.ins().select(out, zero, r);
+    }
+    if dt == DType::U64 {
+        let r = b.ins().ushr(a, q);
+        return b.ins().select(out, zero, r);
+    }
+    // Every other dtype is extended to i64, so an arithmetic shift is exact for both.
+    let k63 = b.ins().iconst(I64, 63);
+    let amount = b.ins().select(out, k63, q);
+    b.ins().sshr(a, amount)
 }
 
 /// Division and remainder that never trap: the divisor 0 and -1 are replaced by 1 for the
@@ -411,6 +490,8 @@ fn float_op(b: &mut FunctionBuilder<'_>, op: TOp, x: &[Value]) -> Value {
         TOp::Equal => b.ins().fcmp(FloatCC::Equal, a, c),
         TOp::Less => b.ins().fcmp(FloatCC::LessThan, a, c),
         TOp::Greater => b.ins().fcmp(FloatCC::GreaterThan, a, c),
+        TOp::GreaterEq => b.ins().fcmp(FloatCC::GreaterThanOrEqual, a, c),
+        TOp::LessEq => b.ins().fcmp(FloatCC::LessThanOrEqual, a, c),
         TOp::Mod { fmod: true } => float_mod(b, a, c),
         TOp::Mod { fmod: false } => {
             let r = float_mod(b, a, c);

@@ -30,7 +30,11 @@ pub(crate) fn step(op: TOp, ins: &[DType], out: DType, last: &[usize]) -> Option
             f16x4_to_f32(b, p[0], p[1]);
         }),
         (TOp::Where, _, o) if o.size() == 4 && simple => Some(where4),
-        (TOp::Equal | TOp::Less | TOp::Greater, Some(DType::F32), _) if simple => Some(compare_f32),
+        (
+            TOp::Equal | TOp::Less | TOp::Greater | TOp::GreaterEq | TOp::LessEq,
+            Some(DType::F32),
+            _,
+        ) if simple => Some(compare_f32),
         _ => None,
     }
 }
@@ -77,6 +81,8 @@ fn compare_f32(b: &mut FunctionBuilder<'_>, op: TOp, p: &[Value], st: &[usize]) 
     let cc = match op {
         TOp::Equal => FloatCC::Equal,
         TOp::Less => FloatCC::LessThan,
+        TOp::GreaterEq => FloatCC::GreaterThanOrEqual,
+        TOp::LessEq => FloatCC::LessThanOrEqual,
         _ => FloatCC::GreaterThan,
     };
     let m = b.ins().fcmp(cc, x, y);

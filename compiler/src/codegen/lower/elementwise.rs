@@ -1,6 +1,7 @@
 //! Element-wise nodes (Unary, Binary, Variadic, Where, Cast): f32 math goes to the f32x4
-//! kernels of [`Ew`]; every other dtype, comparisons, Mod, Where and Cast go to the typed
-//! scalar kernels of [`TypedDesc`]. A fused node becomes one [`FusedDesc`] kernel.
+//! kernels of [`Ew`]; every other dtype, comparisons, logical/bitwise/shift ops, Mod, Where
+//! and Cast go to the typed scalar kernels of [`TypedDesc`]. A fused node becomes one
+//! [`FusedDesc`] kernel.
 
 use super::{Ctx, ew_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
@@ -17,6 +18,8 @@ use crate::ops::{BinaryOp, FusedArg, FusedAttrs, MathOp, Op, UnaryOp, VariadicOp
 /// bool, have only typed kernels).
 fn unary(u: &UnaryOp) -> Option<Ew> {
     Some(match *u {
+        // Bool and integer ops: infer rejects f32, so they never take the f32x4 path.
+        UnaryOp::Not | UnaryOp::BitwiseNot => return None,
         UnaryOp::Relu => Ew::Relu,
         UnaryOp::LeakyRelu { alpha } => Ew::LeakyRelu(alpha),
         UnaryOp::Clip { min, max } => Ew::Clip(
@@ -52,6 +55,8 @@ fn unary_typed(u: &UnaryOp, dt: DType) -> Option<TOp> {
         UnaryOp::Math(MathOp::IsNaN) => TOp::IsNaN,
         UnaryOp::Math(MathOp::IsInf { pos, neg }) => TOp::IsInf { pos, neg },
         UnaryOp::Math(m) => TOp::Math(m),
+        UnaryOp::Not => TOp::Not,
+        UnaryOp::BitwiseNot => TOp::BitNot,
         UnaryOp::Neg => TOp::Neg,
         UnaryOp::Abs => TOp::Abs,
         UnaryOp::Relu if dt != DType::F64 => TOp::Relu,
@@ -83,6 +88,14 @@ fn binary_typed(b: BinaryOp) -> Option<TOp> {
         BinaryOp::Equal => TOp::Equal,
         BinaryOp::Less => TOp::Less,
         BinaryOp::Greater => TOp::Greater,
+        BinaryOp::GreaterOrEqual => TOp::GreaterEq,
+        BinaryOp::LessOrEqual => TOp::LessEq,
+        // Bools are 0 or 1 in the i64 domain: the logical ops are the bitwise ones.
+        BinaryOp::And | BinaryOp::BitwiseAnd => TOp::And,
+        BinaryOp::Or | BinaryOp::BitwiseOr => TOp::Or,
+        BinaryOp::Xor | BinaryOp::BitwiseXor => TOp::Xor,
+        BinaryOp::BitShift { left: true } => TOp::Shl,
+        BinaryOp::BitShift { left: false } => TOp::Shr,
         BinaryOp::Pow | BinaryOp::PRelu => return None,
     })
 }

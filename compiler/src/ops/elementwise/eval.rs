@@ -22,6 +22,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         Op::Binary(b) => eval_binary(*b, inputs[0], inputs[1], out)?,
         Op::Variadic(v) => eval_variadic(*v, inputs, out),
         Op::Where => eval_where(inputs, out),
+        Op::Cast { to: DType::BF16 } => cast_to_bf16(inputs[0], out),
         Op::Cast { to } => {
             let x = inputs[0];
             if x.dtype().is_float() {
@@ -37,6 +38,25 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         _ => return Err(wrong_family(op, "elementwise")),
     };
     Ok(vec![result])
+}
+
+/// Cast to bf16 like onnx's reference (ml_dtypes): the value is rounded to f32 first, then
+/// to bf16, each to nearest even. (`half`'s own `bf16::from_f64` truncates the low 32 bits of
+/// the f64 first, which can break a tie the wrong way.)
+fn cast_to_bf16(x: &Tensor, out: TensorType) -> Tensor {
+    let src: Vec<f64> = if x.dtype() == DType::U64 {
+        x.to_i64_vec().iter().map(|&v| v as u64 as f64).collect()
+    } else if x.dtype().is_float() {
+        x.to_f64_vec()
+    } else {
+        x.to_i64_vec().iter().map(|&v| v as f64).collect()
+    };
+    // Every bf16 value is exact in f64, so `from_f64` below stores it unchanged.
+    let vals: Vec<f64> = src
+        .iter()
+        .map(|&v| half::bf16::from_f32(v as f32).to_f64())
+        .collect();
+    Tensor::from_f64(DType::BF16, out.shape, &vals)
 }
 
 /// Orders two values of integer dtype `dtype` held in the `i64` domain (`u64` as unsigned).
@@ -82,6 +102,9 @@ fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
             .to_i64_vec()
             .into_iter()
             .map(|v| match u {
+                // Bool holds 0 or 1; the store narrows `!v` to the element's width.
+                UnaryOp::Not => v ^ 1,
+                UnaryOp::BitwiseNot => !v,
                 UnaryOp::Relu | UnaryOp::Abs if unsigned => v,
                 UnaryOp::Relu => v.max(0),
                 UnaryOp::Abs => v.wrapping_abs(),
@@ -122,6 +145,8 @@ fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
 fn unary_f64(u: UnaryOp, x: f64) -> f64 {
     let hard_sigmoid = |x: f64, alpha: f64, beta: f64| fmax(0.0, fmin(1.0, alpha * x + beta));
     match u {
+        // infer admits Not and BitwiseNot for bool and integers only.
+        UnaryOp::Not | UnaryOp::BitwiseNot => x,
         UnaryOp::Relu => fmax(x, 0.0),
         UnaryOp::LeakyRelu { alpha } => {
             if x < 0.0 {
@@ -184,11 +209,13 @@ fn eval_binary(b: BinaryOp, x: &Tensor, y: &Tensor, out: TensorType) -> Result<T
     if dtype.is_float() {
         let (xs, ys) = (x.to_f64_vec(), y.to_f64_vec());
         let pairs = mx.iter().zip(&my).map(|(&i, &j)| (xs[i], ys[j]));
-        if matches!(b, BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater) {
+        if b.is_comparison() {
             let vals: Vec<i64> = pairs
                 .map(|(p, q)| match b {
                     BinaryOp::Equal => bool_i64(p == q),
                     BinaryOp::Less => bool_i64(p < q),
+                    BinaryOp::GreaterOrEqual => bool_i64(p >= q),
+                    BinaryOp::LessOrEqual => bool_i64(p <= q),
                     _ => bool_i64(p > q),
                 })
                 .collect();
@@ -211,7 +238,9 @@ fn eval_binary(b: BinaryOp, x: &Tensor, y: &Tensor, out: TensorType) -> Result<T
                         p
                     }
                 }
-                BinaryOp::Equal | BinaryOp::Less | BinaryOp::Greater => 0.0,
+                // Comparisons are above; infer admits the logical and bitwise ops for bool
+                // and integers only.
+                _ => 0.0,
             })
             .collect();
         return Ok(Tensor::from_f64(out.dtype, out.shape, &vals));
@@ -282,7 +311,36 @@ fn binary_i64(b: BinaryOp, dtype: DType, p: i64, q: i64) -> Result<i64, OpError>
         BinaryOp::Equal => bool_i64(p == q),
         BinaryOp::Less => bool_i64(int_cmp(dtype, p, q) == Ordering::Less),
         BinaryOp::Greater => bool_i64(int_cmp(dtype, p, q) == Ordering::Greater),
+        BinaryOp::GreaterOrEqual => bool_i64(int_cmp(dtype, p, q) != Ordering::Less),
+        BinaryOp::LessOrEqual => bool_i64(int_cmp(dtype, p, q) != Ordering::Greater),
+        // Bools are 0 or 1: the bitwise forms are the logical ones.
+        BinaryOp::And | BinaryOp::BitwiseAnd => p & q,
+        BinaryOp::Or | BinaryOp::BitwiseOr => p | q,
+        BinaryOp::Xor | BinaryOp::BitwiseXor => p ^ q,
+        BinaryOp::BitShift { left } => bit_shift(dtype, left, p, q),
     })
+}
+
+/// `p << q` or `p >> q` on `dtype` (values in the i64 domain: sign- or zero-extended). A
+/// shift outside `0..bits` gives 0, or -1 for a negative `p` shifted right (onnx's
+/// reference); signed right shifts are arithmetic.
+fn bit_shift(dtype: DType, left: bool, p: i64, q: i64) -> i64 {
+    let bits = 8 * dtype.size() as u64;
+    // A negative amount of a signed dtype is huge as u64, like one >= bits.
+    let in_range = (q as u64) < bits;
+    match (left, in_range) {
+        (true, true) => p.wrapping_shl(q as u32),
+        (true, false) => 0,
+        (false, _) if dtype == DType::U64 => {
+            if in_range {
+                ((p as u64) >> q) as i64
+            } else {
+                0
+            }
+        }
+        // Sign- or zero-extended to i64: an arithmetic shift by up to 63 is exact.
+        (false, _) => p >> (if in_range { q } else { 63 }),
+    }
 }
 
 /// Integer power, wrapping; a negative exponent truncates `1 / base^-e` toward zero.
