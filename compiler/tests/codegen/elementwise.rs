@@ -381,6 +381,12 @@ fn math_special_values() {
     for op in ["Asin", "Acos", "Atanh", "Acosh"] {
         check_special(op, unary_model(op, &[9], vec![], 9), &d, 2e-6);
     }
+    // Exp (and Sigmoid, Softmax through it) up to the largest finite result: 88.3..88.72
+    // used to be clamped to exp(88.3).
+    let e = [
+        88.0, 88.3, 88.5, 88.7, 88.72, 88.722_83, 88.73, -87.3, -87.0,
+    ];
+    check_special("Exp", unary_model("Exp", &[9], vec![], 13), &e, 2e-6);
     // Overflow edges, huge and tiny arguments.
     let big = [88.0, 89.0, -89.2, 90.0, -100.0, 1e-3, -1e-6, 1e-20, 1e30];
     for op in [

@@ -155,7 +155,9 @@ impl Math {
     /// `ln(f32::MAX)` it is inf, below -87.34 (results under 2^-126) 0; NaN stays NaN.
     pub(crate) fn exp(self, b: &mut FunctionBuilder<'_>, x: Value) -> Value {
         let x0 = x;
-        let hi = self.c(b, 88.3);
+        // Up to the largest argument whose exp is finite: 2^n is applied in two halves below,
+        // so n = 128 (x just under 88.72) still scales exactly.
+        let hi = self.c(b, 88.722_84);
         let lo = self.c(b, -87.3);
         // Clamp so that a NaN passes through (`x > hi ? hi : x`).
         let above = b.ins().fcmp(FloatCC::GreaterThan, x, hi);
@@ -193,10 +195,17 @@ impl Math {
         } else {
             b.ins().iconst(I32, 127)
         };
-        let e = b.ins().iadd(ni, bias);
-        let e = b.ins().ishl_imm_u(e, 23);
-        let scale = self.bitcast(b, self.ty, e);
-        let r = b.ins().fmul(p, scale);
+        // 2^n = 2^(n >> 1) * 2^(n - (n >> 1)): each half is a normal float for n in
+        // [-126, 128], where a single 2^128 would not be.
+        let n1 = b.ins().sshr_imm(ni, 1);
+        let n2 = b.ins().isub(ni, n1);
+        let mut r = p;
+        for half in [n1, n2] {
+            let e = b.ins().iadd(half, bias);
+            let e = b.ins().ishl_imm_u(e, 23);
+            let scale = self.bitcast(b, self.ty, e);
+            r = b.ins().fmul(r, scale);
+        }
         let max_arg = self.c(b, 88.722_84);
         let over = b.ins().fcmp(FloatCC::GreaterThan, x0, max_arg);
         let inf = self.c(b, f32::INFINITY);
