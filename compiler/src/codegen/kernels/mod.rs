@@ -197,7 +197,7 @@ impl Math {
         };
         // 2^n = 2^(n >> 1) * 2^(n - (n >> 1)): each half is a normal float for n in
         // [-126, 128], where a single 2^128 would not be.
-        let n1 = b.ins().sshr_imm(ni, 1);
+        let n1 = b.ins().sshr_imm_u(ni, 1);
         let n2 = b.ins().isub(ni, n1);
         let mut r = p;
         for half in [n1, n2] {
