@@ -9,6 +9,7 @@
 
 pub mod builder;
 pub mod inputs;
+pub mod rnn;
 pub mod tensor_proto;
 pub mod text;
 
@@ -404,6 +405,9 @@ impl Importer {
                 ValueKind::Constant(tensor),
             )?;
             return Ok(());
+        }
+        if rnn::is_recurrent(&op_type) {
+            return rnn::expand(self, node, index, &label);
         }
         let opset = self.graph.opset;
         let def = ops::lookup(&op_type, opset).ok_or_else(|| {

@@ -15,4 +15,5 @@ mod models;
 mod movement;
 mod norm;
 mod resize;
+mod rnn;
 mod typed;

@@ -1,0 +1,236 @@
+//! Emitting the nodes of an unrolled recurrence through the importer's ordinary path: every
+//! node is a synthetic `NodeProto` handed to `Importer::import_node`, so conversion, shape
+//! inference and folding (weights that are initializers fold at import) apply as for any node
+//! of the file. Names derive from the recurrent node's label, so an error names it.
+
+use arenac_proto::attribute_proto::AttributeType;
+use arenac_proto::{AttributeProto, NodeProto};
+
+use crate::error::Result;
+use crate::ir::graph::ValueKind;
+use crate::ir::tensor::Tensor;
+use crate::ir::types::DType;
+
+use super::super::Importer;
+
+/// An attribute of an emitted node.
+pub(super) enum A {
+    /// INT.
+    Int(i64),
+    /// INTS.
+    Ints(Vec<i64>),
+    /// FLOAT.
+    Float(f32),
+}
+
+fn attribute(name: &str, value: A) -> AttributeProto {
+    let mut a = AttributeProto {
+        name: Some(name.to_string()),
+        ..AttributeProto::default()
+    };
+    let kind = match value {
+        A::Int(i) => {
+            a.i = Some(i);
+            AttributeType::Int
+        }
+        A::Ints(v) => {
+            a.ints = v;
+            AttributeType::Ints
+        }
+        A::Float(f) => {
+            a.f = Some(f);
+            AttributeType::Float
+        }
+    };
+    a.set_type(kind);
+    a
+}
+
+/// Adds nodes and constants on behalf of one recurrent node.
+pub(super) struct Emitter<'a> {
+    pub(super) imp: &'a mut Importer,
+    /// The recurrent node's label (its name, or `#index`).
+    label: String,
+    /// Its position in the file (for the importer's messages).
+    index: usize,
+    /// Prefix of the names made now (direction and step), e.g. `d0.t3`.
+    pub(super) scope: String,
+    /// The element type of X (constants are made in it).
+    pub(super) dtype: DType,
+}
+
+impl<'a> Emitter<'a> {
+    /// An emitter for node `label` (file position `index`) computing in `dtype`.
+    pub(super) fn new(imp: &'a mut Importer, label: &str, index: usize, dtype: DType) -> Self {
+        Emitter {
+            imp,
+            label: label.to_string(),
+            index,
+            scope: String::new(),
+            dtype,
+        }
+    }
+
+    /// A value name not defined yet and not read by any node of the file.
+    fn fresh(&self, what: &str) -> String {
+        let base = if self.scope.is_empty() {
+            format!("{}/{what}", self.label)
+        } else {
+            format!("{}/{}.{what}", self.label, self.scope)
+        };
+        let taken = |n: &str| self.imp.by_name.contains_key(n) || self.imp.read_names.contains(n);
+        if !taken(&base) {
+            return base;
+        }
+        (1usize..)
+            .map(|k| format!("{base}_{k}"))
+            .find(|n| !taken(n))
+            .unwrap_or(base)
+    }
+
+    /// Imports `out = op(inputs) {attrs}`; `out` is a fresh name derived from `what` unless
+    /// `name` gives it (a declared output of the recurrent node). Returns the output's name.
+    pub(super) fn node(
+        &mut self,
+        op: &str,
+        what: &str,
+        inputs: &[&str],
+        attrs: Vec<(&str, A)>,
+        name: Option<&str>,
+    ) -> Result<String> {
+        let out = match name {
+            Some(n) => n.to_string(),
+            None => self.fresh(what),
+        };
+        let proto = NodeProto {
+            name: Some(out.clone()),
+            op_type: Some(op.to_string()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.clone()],
+            attribute: attrs.into_iter().map(|(k, v)| attribute(k, v)).collect(),
+            ..NodeProto::default()
+        };
+        self.imp.import_node(&proto, self.index, None)?;
+        Ok(out)
+    }
+
+    /// Defines a constant value and returns its name.
+    pub(super) fn constant(&mut self, what: &str, t: Tensor) -> Result<String> {
+        let name = self.fresh(what);
+        let by = format!("the expansion of node '{}'", self.label);
+        self.imp.define(&name, by, t.ty(), ValueKind::Constant(t))?;
+        Ok(name)
+    }
+
+    /// A scalar constant of X's dtype.
+    pub(super) fn scalar(&mut self, what: &str, v: f64) -> Result<String> {
+        let t = Tensor::from_f64(self.dtype, vec![], &[v]);
+        self.constant(what, t)
+    }
+
+    /// `x[index]` along `axis` (the axis is removed).
+    pub(super) fn pick(
+        &mut self,
+        what: &str,
+        x: &str,
+        index: usize,
+        axis: usize,
+    ) -> Result<String> {
+        let idx = self.constant(&format!("{what}.idx"), Tensor::i64(vec![], &[index as i64]))?;
+        self.node(
+            "Gather",
+            what,
+            &[x, &idx],
+            vec![("axis", A::Int(axis as i64))],
+            None,
+        )
+    }
+
+    /// `x[start..start + len]` along `axis`.
+    pub(super) fn range(
+        &mut self,
+        what: &str,
+        x: &str,
+        start: usize,
+        len: usize,
+        axis: usize,
+    ) -> Result<String> {
+        let ids: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
+        let idx = self.constant(&format!("{what}.idx"), Tensor::i64(vec![len], &ids))?;
+        self.node(
+            "Gather",
+            what,
+            &[x, &idx],
+            vec![("axis", A::Int(axis as i64))],
+            None,
+        )
+    }
+
+    /// A two-input node.
+    pub(super) fn bin(&mut self, op: &str, what: &str, a: &str, b: &str) -> Result<String> {
+        self.node(op, what, &[a, b], vec![], None)
+    }
+
+    /// `a + b` where `b` may be absent (then `a`).
+    pub(super) fn add_opt(&mut self, what: &str, a: &str, b: Option<&str>) -> Result<String> {
+        match b {
+            Some(b) => self.bin("Add", what, a, b),
+            None => Ok(a.to_string()),
+        }
+    }
+
+    /// The transpose of a 2-d value.
+    pub(super) fn transpose(&mut self, what: &str, x: &str) -> Result<String> {
+        self.node(
+            "Transpose",
+            what,
+            &[x],
+            vec![("perm", A::Ints(vec![1, 0]))],
+            None,
+        )
+    }
+
+    /// `x` reshaped to `shape`.
+    pub(super) fn reshape(&mut self, what: &str, x: &str, shape: &[usize]) -> Result<String> {
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let s = self.constant(
+            &format!("{what}.shape"),
+            Tensor::i64(vec![dims.len()], &dims),
+        )?;
+        self.node("Reshape", what, &[x, &s], vec![], None)
+    }
+
+    /// Concatenation of `parts` along `axis`, named `name` when given (a single part is copied
+    /// by an Identity when it must take a name, else returned as is).
+    pub(super) fn concat(
+        &mut self,
+        what: &str,
+        parts: &[String],
+        axis: usize,
+        name: Option<&str>,
+    ) -> Result<String> {
+        let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+        match (refs.as_slice(), name) {
+            ([one], None) => Ok(one.to_string()),
+            ([one], Some(_)) => self.node("Identity", what, &[one], vec![], name),
+            _ => self.node(
+                "Concat",
+                what,
+                &refs,
+                vec![("axis", A::Int(axis as i64))],
+                name,
+            ),
+        }
+    }
+
+    /// `Clip(x, -threshold, threshold)` in the form the model's opset takes.
+    pub(super) fn clip(&mut self, what: &str, x: &str, threshold: f32) -> Result<String> {
+        if self.imp.graph.opset < 11 {
+            let attrs = vec![("min", A::Float(-threshold)), ("max", A::Float(threshold))];
+            return self.node("Clip", what, &[x], attrs, None);
+        }
+        let lo = self.scalar(&format!("{what}.min"), -f64::from(threshold))?;
+        let hi = self.scalar(&format!("{what}.max"), f64::from(threshold))?;
+        self.node("Clip", what, &[x, &lo, &hi], vec![], None)
+    }
+}
