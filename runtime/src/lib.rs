@@ -360,6 +360,16 @@ pub fn supported_ops() -> Vec<OpSupport> {
         since: arenac_compiler::ops::MIN_OPSET,
         until: arenac_compiler::ops::MAX_OPSET,
     });
+    // Recurrent ops are unrolled at import (compiler/src/import/rnn), not in the registry.
+    ops.extend(
+        arenac_compiler::import::rnn::OPS
+            .iter()
+            .map(|&op_type| OpSupport {
+                op_type,
+                since: arenac_compiler::ops::MIN_OPSET,
+                until: arenac_compiler::ops::MAX_OPSET,
+            }),
+    );
     ops.sort_by(|a, b| a.op_type.cmp(b.op_type).then(a.since.cmp(&b.since)));
     ops
 }

@@ -23,6 +23,7 @@ struct Case {
     peep: bool,
     /// W, R (and B, P) as initializers instead of run-time inputs.
     weights_const: bool,
+    opset: i64,
     extra: Vec<(&'static str, Attr)>,
     activations: Option<Vec<&'static str>>,
     /// Which outputs are declared (Y, Y_h, Y_c).
@@ -62,20 +63,26 @@ impl Case {
         }
         let activations = match (op, pick(rng, 4)) {
             ("RNN", 0) => Some(vec!["Relu"]),
-            ("RNN", 1) => Some(vec!["LeakyRelu"]),
+            ("RNN", 1) => {
+                extra.push(("activation_alpha", Attr::Floats(vec![0.3, 0.05])));
+                Some(vec!["LeakyRelu"])
+            }
             ("GRU", 0) => Some(vec!["HardSigmoid", "Affine"]),
             ("LSTM", 0) => Some(vec!["Sigmoid", "ScaledTanh", "Tanh"]),
             _ => None,
         };
+        // Clip takes attributes below opset 11; layout exists from 14.
+        let opset = [7, 10, 13, 22][pick(rng, 4)];
         Case {
             op,
+            opset,
             seq: 1 + pick(rng, 5),
             batch: 1 + pick(rng, 3),
             input: 1 + pick(rng, 5),
             hidden: 1 + pick(rng, 6),
             dirs: if direction == "bidirectional" { 2 } else { 1 },
             direction,
-            layout: pick(rng, 2) as i64,
+            layout: if opset >= 14 { pick(rng, 2) as i64 } else { 0 },
             bias: pick(rng, 2) == 0,
             h0: pick(rng, 2) == 0,
             c0: lstm && pick(rng, 2) == 0,
@@ -127,7 +134,7 @@ impl Case {
         while names.last() == Some(&"") {
             names.pop();
         }
-        let mut b = ModelBuilder::new("rnn", 22);
+        let mut b = ModelBuilder::new("rnn", self.opset);
         let mut values = Vec::new();
         for (name, shape, c) in &operands {
             let t = rng.tensor(shape, -0.8, 0.8);
@@ -162,8 +169,10 @@ impl Case {
         let mut attrs = vec![
             ("hidden_size", Attr::Int(h as i64)),
             ("direction", Attr::Str(self.direction.into())),
-            ("layout", Attr::Int(self.layout)),
         ];
+        if self.opset >= 14 {
+            attrs.push(("layout", Attr::Int(self.layout)));
+        }
         attrs.extend(self.extra.iter().cloned());
         let mut m = b.node("rec", self.op, &names, &outs, attrs).build();
         if let Some(acts) = &self.activations {

@@ -107,14 +107,14 @@ pub(super) fn apply(em: &mut Emitter<'_>, act: &Act, what: &str, x: &str) -> Res
             None,
         ),
         Act::Affine(a, b) => {
-            let ca = em.scalar(&format!("{what}.alpha"), f64::from(a))?;
-            let cb = em.scalar(&format!("{what}.beta"), f64::from(b))?;
+            let ca = em.scalar(f64::from(a))?;
+            let cb = em.scalar(f64::from(b))?;
             let ax = em.bin("Mul", &format!("{what}.ax"), x, &ca)?;
             em.bin("Add", what, &ax, &cb)
         }
         Act::ScaledTanh(a, b) => {
-            let ca = em.scalar(&format!("{what}.alpha"), f64::from(a))?;
-            let cb = em.scalar(&format!("{what}.beta"), f64::from(b))?;
+            let ca = em.scalar(f64::from(a))?;
+            let cb = em.scalar(f64::from(b))?;
             let bx = em.bin("Mul", &format!("{what}.bx"), x, &cb)?;
             let t = em.node("Tanh", &format!("{what}.tanh"), &[&bx], vec![], None)?;
             em.bin("Mul", what, &t, &ca)

@@ -148,7 +148,7 @@ fn lstm(em: &mut Emitter<'_>, s: &Spec, d: usize, dir: Dir) -> Result<DirOut> {
         None => None,
     };
     let one = if s.input_forget && (s.c0.is_some() || s.seq > 1) {
-        Some(em.scalar("one", 1.0)?)
+        Some(em.scalar(1.0)?)
     } else {
         None
     };

@@ -3,6 +3,8 @@
 //! inference and folding (weights that are initializers fold at import) apply as for any node
 //! of the file. Names derive from the recurrent node's label, so an error names it.
 
+use std::collections::HashMap;
+
 use arenac_proto::attribute_proto::AttributeType;
 use arenac_proto::{AttributeProto, NodeProto};
 
@@ -57,6 +59,18 @@ pub(super) struct Emitter<'a> {
     pub(super) scope: String,
     /// The element type of X (constants are made in it).
     pub(super) dtype: DType,
+    /// Index and scalar constants made so far, by value, shared by every step.
+    cache: HashMap<ConstKey, String>,
+}
+
+/// A constant that is made once and reused: i64 indices (scalar or 1-d), or a scalar of X's
+/// dtype (by its bits).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ConstKey {
+    Index(usize),
+    Range(usize, usize),
+    Scalar(u64),
+    Shape(Vec<usize>),
 }
 
 impl<'a> Emitter<'a> {
@@ -68,6 +82,7 @@ impl<'a> Emitter<'a> {
             index,
             scope: String::new(),
             dtype,
+            cache: HashMap::new(),
         }
     }
 
@@ -115,17 +130,37 @@ impl<'a> Emitter<'a> {
     }
 
     /// Defines a constant value and returns its name.
-    pub(super) fn constant(&mut self, what: &str, t: Tensor) -> Result<String> {
+    fn constant(&mut self, what: &str, t: Tensor) -> Result<String> {
         let name = self.fresh(what);
         let by = format!("the expansion of node '{}'", self.label);
         self.imp.define(&name, by, t.ty(), ValueKind::Constant(t))?;
         Ok(name)
     }
 
+    /// The constant `key`, made by `make` the first time (unscoped, shared by all steps).
+    fn cached(
+        &mut self,
+        key: ConstKey,
+        what: &str,
+        make: impl FnOnce() -> Tensor,
+    ) -> Result<String> {
+        if let Some(name) = self.cache.get(&key) {
+            return Ok(name.clone());
+        }
+        let scope = std::mem::take(&mut self.scope);
+        let name = self.constant(what, make());
+        self.scope = scope;
+        let name = name?;
+        self.cache.insert(key, name.clone());
+        Ok(name)
+    }
+
     /// A scalar constant of X's dtype.
-    pub(super) fn scalar(&mut self, what: &str, v: f64) -> Result<String> {
-        let t = Tensor::from_f64(self.dtype, vec![], &[v]);
-        self.constant(what, t)
+    pub(super) fn scalar(&mut self, v: f64) -> Result<String> {
+        let dtype = self.dtype;
+        self.cached(ConstKey::Scalar(v.to_bits()), &format!("const{v}"), || {
+            Tensor::from_f64(dtype, vec![], &[v])
+        })
     }
 
     /// `x[index]` along `axis` (the axis is removed).
@@ -136,7 +171,9 @@ impl<'a> Emitter<'a> {
         index: usize,
         axis: usize,
     ) -> Result<String> {
-        let idx = self.constant(&format!("{what}.idx"), Tensor::i64(vec![], &[index as i64]))?;
+        let idx = self.cached(ConstKey::Index(index), &format!("index{index}"), || {
+            Tensor::i64(vec![], &[index as i64])
+        })?;
         self.node(
             "Gather",
             what,
@@ -155,8 +192,14 @@ impl<'a> Emitter<'a> {
         len: usize,
         axis: usize,
     ) -> Result<String> {
-        let ids: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
-        let idx = self.constant(&format!("{what}.idx"), Tensor::i64(vec![len], &ids))?;
+        let idx = self.cached(
+            ConstKey::Range(start, len),
+            &format!("range{start}+{len}"),
+            || {
+                let ids: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
+                Tensor::i64(vec![len], &ids)
+            },
+        )?;
         self.node(
             "Gather",
             what,
@@ -193,10 +236,9 @@ impl<'a> Emitter<'a> {
     /// `x` reshaped to `shape`.
     pub(super) fn reshape(&mut self, what: &str, x: &str, shape: &[usize]) -> Result<String> {
         let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-        let s = self.constant(
-            &format!("{what}.shape"),
-            Tensor::i64(vec![dims.len()], &dims),
-        )?;
+        let s = self.cached(ConstKey::Shape(shape.to_vec()), "shape", || {
+            Tensor::i64(vec![dims.len()], &dims)
+        })?;
         self.node("Reshape", what, &[x, &s], vec![], None)
     }
 
@@ -229,8 +271,8 @@ impl<'a> Emitter<'a> {
             let attrs = vec![("min", A::Float(-threshold)), ("max", A::Float(threshold))];
             return self.node("Clip", what, &[x], attrs, None);
         }
-        let lo = self.scalar(&format!("{what}.min"), -f64::from(threshold))?;
-        let hi = self.scalar(&format!("{what}.max"), f64::from(threshold))?;
+        let lo = self.scalar(-f64::from(threshold))?;
+        let hi = self.scalar(f64::from(threshold))?;
         self.node("Clip", what, &[x, &lo, &hi], vec![], None)
     }
 }

@@ -31,9 +31,13 @@ use emit::Emitter;
 /// Most unrolled steps (sequence length × directions) one recurrent node may become.
 pub const MAX_STEPS: usize = 4096;
 
+/// The ops this module expands (from opset [`MIN_OPSET`] to [`MAX_OPSET`]); they are not in
+/// the op registry (`ops::registry`), whose entries convert to one [`crate::ops::Op`].
+pub const OPS: &[&str] = &["GRU", "LSTM", "RNN"];
+
 /// Whether `op_type` is a recurrent op this module expands.
 pub(super) fn is_recurrent(op_type: &str) -> bool {
-    matches!(op_type, "LSTM" | "GRU" | "RNN")
+    OPS.contains(&op_type)
 }
 
 /// Which recurrence.
