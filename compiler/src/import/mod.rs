@@ -134,6 +134,9 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
 /// graph input with a value in [`ImportOptions::values`], the input is frozen and the import
 /// starts over with it as a constant (so nodes before the one that needed it fold too); once per
 /// frozen input.
+///
+/// Last, [`crate::analysis::widen::widen_floats`] rewrites nodes that have an f32 kernel but
+/// none for their f16/bf16/f64 data into Cast → f32 op → Cast.
 pub fn import_model(
     model: &ModelProto,
     dir: Option<&Path>,
@@ -196,7 +199,12 @@ pub fn import_model(
                     frozen.push((name, value));
                 }
             }
-            other => return other,
+            Ok(mut imported) => {
+                // Nodes with an f32 kernel only, on f16/bf16/f64 data: computed in f32.
+                crate::analysis::widen::widen_floats(&mut imported.graph);
+                return Ok(imported);
+            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -16,3 +16,4 @@ mod movement;
 mod norm;
 mod resize;
 mod typed;
+mod widen;
