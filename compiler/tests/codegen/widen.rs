@@ -1,4 +1,4 @@
-//! f16/bf16 nodes widened to f32 (`analysis::widen`): the reference evaluation of the
+//! f16/bf16/f64 nodes widened to f32 (`analysis::widen`): the reference evaluation of the
 //! widened graph equals the op computed in f32 then rounded once, bit for bit; the JIT
 //! matches that reference on random shapes and attributes; the table leaves f32 graphs and
 //! ops with kernels of their own alone.
@@ -138,10 +138,12 @@ fn conv(rng: &mut Rng) -> Case {
 }
 
 /// Tolerances of the JIT against the reference after rounding to `dt`: one unit in the last
-/// place of the narrow type (the f32 kernels sum in another order than the f64 reference, so
+/// place of the narrow type (f32's for f64) (the f32 kernels sum in another order than the f64 reference, so
 /// a result close to a rounding boundary may round the other way).
 fn tolerance(dt: DType) -> (f32, f32) {
-    if dt == DType::F16 {
+    if dt == DType::F64 {
+        (1e-5, 1e-5)
+    } else if dt == DType::F16 {
         (2e-3, 1e-3)
     } else {
         (1.6e-2, 1e-2)
@@ -169,6 +171,9 @@ fn assert_widened(g: &Graph, op: &str) {
     );
 }
 
+/// MatMul, Softmax/LogSoftmax, ReduceMax and Conv on random shapes in f16, bf16 and f64:
+/// widened, the widened graph's reference equals the f32 op's reference rounded once, and
+/// the JIT matches it.
 #[test]
 fn widened_ops_equal_f32_then_rounded() {
     let mut rng = Rng(0x1de_f16);
@@ -181,7 +186,7 @@ fn widened_ops_equal_f32_then_rounded() {
     for (what, make) in cases {
         for round in 0..6 {
             let case = make(&mut rng);
-            for dt in [DType::F16, DType::BF16] {
+            for dt in [DType::F16, DType::BF16, DType::F64] {
                 let (m, ins) = case.model(dt, dt);
                 let g = import(&m);
                 let op = g
@@ -333,4 +338,41 @@ fn widening_follows_the_table() {
     assert_eq!(names, ["y", "r"], "graph outputs keep their names");
     let x = to(&rng.tensor(&[2, 3], -1.0, 1.0), DType::F16);
     check_graph(&g, &[x], 2e-3, 1e-3);
+}
+
+/// Element-wise ops that have only f32x4 kernels (Relu, Sigmoid, Exp, Tanh, HardSwish, Sqrt,
+/// PRelu, Mean of three) run widened on f16, bf16 and f64, JIT against the reference.
+#[test]
+fn elementwise_without_narrow_kernels_run_widened() {
+    let mut rng = Rng(0xe1e);
+    let s = [3, 7];
+    for dt in [DType::F16, DType::BF16, DType::F64] {
+        let (rtol, atol) = tolerance(dt);
+        for op in ["Relu", "Sigmoid", "Exp", "Tanh", "HardSwish", "Sqrt"] {
+            let lo = if op == "Sqrt" { 0.0 } else { -4.0 };
+            let x = to(&rng.tensor(&s, lo, 4.0), dt);
+            let m = ModelBuilder::new("ew", 18)
+                .input("x", dt, &dims(&s))
+                .output("y", dt, &[])
+                .node("n", op, &["x"], &["y"], vec![])
+                .build();
+            let g = import(&m);
+            assert_widened(&g, op);
+            check_graph(&g, &[x], rtol, atol);
+        }
+        let ins: Vec<Tensor> = (0..3).map(|_| to(&rng.tensor(&s, -4.0, 4.0), dt)).collect();
+        let m = ModelBuilder::new("ew", 18)
+            .input("a", dt, &dims(&s))
+            .input("b", dt, &dims(&s))
+            .input("c", dt, &dims(&s))
+            .output("p", dt, &[])
+            .output("y", dt, &[])
+            .node("pr", "PRelu", &["a", "b"], &["p"], vec![])
+            .node("mean", "Mean", &["a", "b", "c"], &["y"], vec![])
+            .build();
+        let g = import(&m);
+        assert_widened(&g, "PRelu");
+        assert_widened(&g, "Mean");
+        check_graph(&g, &ins, rtol, atol);
+    }
 }
