@@ -4,6 +4,7 @@
 //! ops with kernels of their own alone.
 
 use arenac_compiler::ir::graph::ValueKind;
+use arenac_compiler::ir::verify::verify;
 use arenac_compiler::ops::Op;
 
 use crate::common::*;
@@ -152,6 +153,7 @@ fn tolerance(dt: DType) -> (f32, f32) {
 
 /// The graph of `case` in `dt` is widened: the op node reads and writes f32, Casts around it.
 fn assert_widened(g: &Graph, op: &str) {
+    verify(g).unwrap_or_else(|e| panic!("the widened graph verifies: {e}"));
     let node = g
         .nodes()
         .map(|(_, n)| n)
