@@ -27,12 +27,12 @@
 //!
 //! # The table ([`widens`])
 //!
-//! For a node whose first input is f16, bf16 or f64:
+//! For a node whose first input is f16, bf16 or f64 (or i8/u8 for MaxPool):
 //!
 //! | op | widened | why |
 //! |---|---|---|
 //! | MatMul, Gemm, Conv, ConvTranspose | yes | the GEMM/conv core is f32 |
-//! | MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool | yes | f32 pooling kernels |
+//! | MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool | yes | f32 pooling kernels (MaxPool on i8/u8 too) |
 //! | BatchNormalization, LayerNormalization, LRN, Softmax, LogSoftmax | yes | f32 kernels |
 //! | ReduceMean/Sum/Max/Min (Reduce*) | yes | f32 reduce kernel |
 //! | Resize other than nearest | yes | linear is f32 (nearest is a byte gather: any dtype) |
@@ -41,14 +41,17 @@
 //! | Neg, Abs, Math ops (Sin, Floor, Celu...), Add/Sub/Mul/Div, Mod, comparisons, Sum/Max/Min, Where, Cast, movement and views | no | typed kernels for every float dtype (Math on f64: exact ones only, the others stay an error) |
 //! | Pow | no | the typed-kernel error on f16/bf16/f64 is pinned by a test; widening it is one line here |
 //!
-//! Integer and bool dtypes are never widened.
+//! Integer and bool dtypes are not widened, except MaxPool on i8/u8 (exact: every 8-bit
+//! integer is an f32, and a max returns one of its inputs; a node with a window made only
+//! of padding is left alone); an integer result computed in
+//! f32 would otherwise be truncated from a rounded value.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::{DType, TensorType};
 use crate::ops::resize::ResizeMode;
-use crate::ops::{BinaryOp, Op, UnaryOp, VariadicOp};
+use crate::ops::{BinaryOp, Op, PoolAttrs, UnaryOp, VariadicOp};
 
 /// What [`widen_floats`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,8 +65,13 @@ pub struct WidenStats {
 }
 
 /// Whether a node computing `op` on float dtype `dt` is widened to f32 (the table in the
-/// module doc). False for f32 and every non-float dtype.
+/// module doc). False for f32 and every non-float dtype but MaxPool's i8/u8.
 pub fn widens(op: &Op, dt: DType) -> bool {
+    if matches!(op, Op::MaxPool(_)) && matches!(dt, DType::I8 | DType::U8) {
+        // Exact: every 8-bit integer is an f32 and a max picks one of its inputs (when no
+        // window is all padding: checked per node).
+        return true;
+    }
     if !matches!(dt, DType::F16 | DType::BF16 | DType::F64) {
         return false;
     }
@@ -126,6 +134,17 @@ fn plan_node(g: &Graph, id: NodeId) -> Option<Widened> {
     if !widens(&n.op, dt) {
         return None;
     }
+    if let Op::MaxPool(a) = &n.op
+        && !dt.is_float()
+    {
+        // A window made only of padding gives the dtype's lowest value in the reference;
+        // in f32 it would be f32's, which does not narrow back to it.
+        let xs = &g.value(*n.inputs.first()?).ty.shape;
+        let ys = &g.value(*n.outputs.first()?).ty.shape;
+        if !every_window_reads_input(a, xs, ys) {
+            return None;
+        }
+    }
     let in_types: Vec<TensorType> = n
         .inputs
         .iter()
@@ -138,6 +157,22 @@ fn plan_node(g: &Graph, id: NodeId) -> Option<Widened> {
             .zip(&n.outputs)
             .all(|(t, &v)| t.shape == g.value(v).ty.shape);
     same_shapes.then_some(Widened { dt, out_types })
+}
+
+/// Whether every pooling window of `a` over an input of shape `xs` (output `ys`, both
+/// `N x C x spatial`) covers at least one input element (not only padding).
+fn every_window_reads_input(a: &PoolAttrs, xs: &[usize], ys: &[usize]) -> bool {
+    let d = a.kernel.len();
+    if xs.len() != d + 2 || ys.len() != d + 2 {
+        return false;
+    }
+    (0..d).all(|i| {
+        let (n, k) = (xs[i + 2] as i64, a.kernel[i] as i64);
+        let s = a.strides.get(i).copied().unwrap_or(1) as i64;
+        let dil = a.dilations.get(i).copied().unwrap_or(1) as i64;
+        let p = a.pads.get(i).copied().unwrap_or(0) as i64;
+        (0..ys[i + 2] as i64).all(|j| (0..k).any(|t| (0..n).contains(&(j * s - p + t * dil))))
+    })
 }
 
 /// `ty` with f32 in place of `dt`.

@@ -378,3 +378,71 @@ fn elementwise_without_narrow_kernels_run_widened() {
         check_graph(&g, &ins, rtol, atol);
     }
 }
+
+/// MaxPool on u8 and i8 runs widened (exact): random 2-d windows, strides and pads, the JIT
+/// equal to the reference, and the reference equal to the f32 pooling of the same values.
+#[test]
+fn maxpool_on_bytes_runs_widened() {
+    let mut rng = Rng(0x8b17);
+    for dt in [DType::U8, DType::I8] {
+        for _ in 0..4 {
+            let k = [1 + pick(&mut rng, 3), 1 + pick(&mut rng, 3)];
+            let s = [
+                1,
+                1 + pick(&mut rng, 3),
+                k[0] + pick(&mut rng, 6),
+                k[1] + pick(&mut rng, 6),
+            ];
+            let pad = pick(&mut rng, k[0].min(k[1])) as i64;
+            let stride = 1 + pick(&mut rng, 2) as i64;
+            let n: usize = s.iter().product();
+            let v: Vec<i64> = (0..n)
+                .map(|_| {
+                    let r = (rng.next() % 256) as i64;
+                    if dt == DType::I8 { r - 128 } else { r }
+                })
+                .collect();
+            let x = Tensor::from_i64(dt, s.to_vec(), &v);
+            let attrs = vec![
+                ("kernel_shape", Attr::Ints(vec![k[0] as i64, k[1] as i64])),
+                ("strides", Attr::Ints(vec![stride, stride])),
+                ("pads", Attr::Ints(vec![pad, pad, pad, pad])),
+            ];
+            let model = |t: DType| {
+                ModelBuilder::new("mp", 18)
+                    .input("x", t, &dims(&s))
+                    .output("y", t, &[])
+                    .node("n", "MaxPool", &["x"], &["y"], attrs.clone())
+                    .build()
+            };
+            let g = import(&model(dt));
+            assert_widened(&g, "MaxPool");
+            let x32 = Tensor::from_i64(DType::F32, s.to_vec(), &v);
+            let want32 = eval_graph(&import(&model(DType::F32)), &[x32]).expect("f32 reference");
+            let want = Tensor::from_f64(dt, want32[0].shape().to_vec(), &want32[0].to_f64_vec());
+            let got = eval_graph(&g, std::slice::from_ref(&x)).expect("widened reference");
+            assert_eq!(got[0], want, "{} reference", dt.name());
+            check_graph(&g, &[x], 0.0, 0.0);
+        }
+        // Width 2, window 2 with dilation 3, pads 1: the one window reads columns -1 and 2,
+        // both padding; its max is the dtype's lowest value, not f32's: left alone.
+        let m = ModelBuilder::new("mp", 18)
+            .input("x", dt, &dims(&[1, 1, 1, 2]))
+            .output("y", dt, &[])
+            .node(
+                "n",
+                "MaxPool",
+                &["x"],
+                &["y"],
+                vec![
+                    ("kernel_shape", Attr::Ints(vec![1, 2])),
+                    ("dilations", Attr::Ints(vec![1, 3])),
+                    ("pads", Attr::Ints(vec![0, 1, 0, 1])),
+                ],
+            )
+            .build();
+        let g = import(&m);
+        assert_eq!(g.value(g.outputs[0]).ty.shape, [1, 1, 1, 1]);
+        assert_eq!(g.node_count(), 1, "padding-only windows are not widened");
+    }
+}
