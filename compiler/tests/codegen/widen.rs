@@ -446,3 +446,46 @@ fn maxpool_on_bytes_runs_widened() {
         assert_eq!(g.node_count(), 1, "padding-only windows are not widened");
     }
 }
+
+/// Fusion still works around widened nodes: an f32 element-wise chain after a widened f16
+/// MatMul (Cast → Relu → Add → Sigmoid) fuses into one node, and the JIT matches the
+/// reference.
+#[test]
+fn fusion_works_after_widening() {
+    use arenac_compiler::analysis::fuse::fuse_elementwise;
+    let mut rng = Rng(0xf05e);
+    for dt in [DType::F16, DType::BF16] {
+        let (m, k, n) = (
+            1 + pick(&mut rng, 6),
+            1 + pick(&mut rng, 9),
+            1 + pick(&mut rng, 6),
+        );
+        let a = to(&rng.tensor(&[m, k], -1.0, 1.0), dt);
+        let b = to(&rng.tensor(&[k, n], -1.0, 1.0), dt);
+        let bias = rng.tensor(&[n], -1.0, 1.0);
+        let model = ModelBuilder::new("fw", 18)
+            .input("a", dt, &dims(&[m, k]))
+            .input("b", dt, &dims(&[k, n]))
+            .initializer("bias", &bias)
+            .output("y", DType::F32, &[])
+            .node("mm", "MatMul", &["a", "b"], &["p"], vec![])
+            .node(
+                "c",
+                "Cast",
+                &["p"],
+                &["p32"],
+                vec![("to", Attr::Int(i64::from(DType::F32.to_onnx())))],
+            )
+            .node("r", "Relu", &["p32"], &["q"], vec![])
+            .node("ad", "Add", &["q", "bias"], &["s"], vec![])
+            .node("sg", "Sigmoid", &["s"], &["y"], vec![])
+            .build();
+        let g = import(&model);
+        assert_widened(&g, "MatMul");
+        let mut fused = g.clone();
+        let stats = fuse_elementwise(&mut fused);
+        assert_eq!((stats.groups, stats.nodes_fused), (1, 3), "{}", dt.name());
+        let (rtol, atol) = tolerance(dt);
+        check_graph(&g, &[a, b], rtol, atol);
+    }
+}
