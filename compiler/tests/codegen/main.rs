@@ -9,6 +9,7 @@ mod convt;
 mod dense;
 mod elementwise;
 mod fused;
+mod indexing;
 mod lrn;
 mod models;
 mod movement;
