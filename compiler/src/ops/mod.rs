@@ -34,6 +34,7 @@ pub use conv::{ConvAttrs, ConvTransposeAttrs};
 pub use elementwise::{BinaryOp, MathOp, UnaryOp, VariadicOp};
 pub use fused::{FusedArg, FusedAttrs, FusedStep};
 pub use matmul::GemmAttrs;
+pub use movement::index::{MoveOp, Reduction};
 pub use movement::{PadMode, SliceAxis};
 pub use norm::LrnAttrs;
 pub use pool::PoolAttrs;
@@ -176,6 +177,10 @@ pub enum Op {
         /// Fill value for constant mode.
         value: f64,
     },
+    /// Index-driven and rearranging movement (GatherElements, GatherND, Scatter*, OneHot,
+    /// Trilu, DepthToSpace, SpaceToDepth, ReverseSequence, Compress, EyeLike, and the
+    /// data-dependent ops folded at import): `movement/index/`.
+    Move(MoveOp),
     // --- constant.rs: ops that are always folded at import
     /// The input's shape (or a slice of it), as i64.
     Shape {
@@ -259,6 +264,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         reduce::DEFS,
         view::DEFS,
         movement::DEFS,
+        movement::index::DEFS,
         constant::DEFS,
         resize::DEFS,
     ]
@@ -315,7 +321,8 @@ impl Op {
             | Op::Gather { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
-            | Op::Pad { .. } => Family::Movement,
+            | Op::Pad { .. }
+            | Op::Move(_) => Family::Movement,
             Op::Shape { .. }
             | Op::Size
             | Op::ConstantOfShape { .. }

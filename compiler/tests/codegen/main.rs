@@ -9,6 +9,7 @@ mod convt;
 mod dense;
 mod elementwise;
 mod fused;
+mod indexing;
 mod logical;
 mod lrn;
 mod models;

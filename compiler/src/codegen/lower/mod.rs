@@ -4,6 +4,7 @@
 mod convt;
 mod dense;
 mod elementwise;
+mod indexing;
 mod movement;
 
 use super::kernels::conv::PoolDesc;
@@ -351,6 +352,7 @@ pub(super) fn node(
         | Op::Tile { .. }
         | Op::Pad { .. } => movement(&cx, prog, w),
         Op::Resize(a) => resize(&cx, a, prog, w),
+        Op::Move(m) => indexing::lower(&cx, m, prog, w),
         Op::ConvTranspose(a) => conv_transpose(&cx, a, prog, w),
         Op::Reduce(a) => {
             cx.all_f32()?;
