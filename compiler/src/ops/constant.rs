@@ -1,7 +1,7 @@
-//! Ops that fold at import: Shape, ConstantOfShape, Range (and Constant, which the importer
-//! turns straight into a constant value).
+//! Ops that fold at import: Shape, Size, ConstantOfShape, Range (and Constant, which the
+//! importer turns straight into a constant value).
 //!
-//! Shape folds from its input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
+//! Shape and Size fold from their input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
 //! every input as a constant, so they have no data inputs and always fold.
 
 use crate::error::OpError;
@@ -18,6 +18,12 @@ pub const DEFS: &[OpDef] = &[
         since: MIN_OPSET,
         until: MAX_OPSET,
         convert: convert_shape,
+    },
+    OpDef {
+        op_type: "Size",
+        since: MIN_OPSET,
+        until: MAX_OPSET,
+        convert: convert_size,
     },
     OpDef {
         op_type: "ConstantOfShape",
@@ -49,6 +55,11 @@ fn convert_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let start = clamp(start);
     let end = clamp(end).max(start);
     Ok(Op::Shape { start, end })
+}
+
+fn convert_size(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    Ok(Op::Size)
 }
 
 fn convert_constant_of_shape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
@@ -165,6 +176,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Shape { .. } => "Shape",
         Op::ConstantOfShape { .. } => "ConstantOfShape",
         Op::Range { .. } => "Range",
+        Op::Size => "Size",
         _ => "?",
     }
 }
@@ -182,6 +194,14 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                 ));
             }
             Ok(vec![TensorType::new(DType::I64, vec![end - start])])
+        }
+        Op::Size => {
+            expect_arity(inputs, 1)?;
+            inputs[0]
+                .numel()
+                .and_then(|n| i64::try_from(n).ok())
+                .ok_or_else(|| OpError::Overflow(format!("Size of {}", inputs[0])))?;
+            Ok(vec![TensorType::new(DType::I64, vec![])])
         }
         Op::ConstantOfShape { shape, value } => {
             expect_arity(inputs, 0)?;
@@ -218,6 +238,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
                 .collect();
             Ok(vec![Tensor::i64(vec![dims.len()], &dims)])
         }
+        Op::Size => Ok(vec![Tensor::i64(vec![], &[inputs[0].numel() as i64])]),
         Op::ConstantOfShape { shape, value } => {
             let v = value
                 .scalar_at(0)

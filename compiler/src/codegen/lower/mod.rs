@@ -5,6 +5,7 @@ mod convt;
 mod dense;
 mod elementwise;
 mod movement;
+mod norm;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -207,7 +208,20 @@ pub(super) fn node(
             elementwise::lower(&cx, prog, w)
         }
         Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
-        Op::BatchNormalization { epsilon } => {
+        Op::BatchNormalization { training, .. }
+            if training.is_some()
+                || (1..5).any(|i| n.inputs.get(i).is_some_and(|&v| cx.constant(v).is_none())) =>
+        {
+            norm::stats_norm(&cx, prog, w)
+        }
+        Op::InstanceNormalization { .. }
+        | Op::GroupNormalization { .. }
+        | Op::MeanVarianceNormalization { .. }
+        | Op::RmsNormalization { .. } => norm::stats_norm(&cx, prog, w),
+        Op::LayerNormalization { .. } if norm::needs_general_layernorm(&cx) => {
+            norm::stats_norm(&cx, prog, w)
+        }
+        Op::BatchNormalization { epsilon, .. } => {
             cx.all_f32()?;
             let x = cx.input(0)?;
             let params: Vec<Vec<f64>> = (1..5)
@@ -363,7 +377,7 @@ pub(super) fn node(
             prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
             Ok(())
         }
-        Op::LayerNormalization { axis, epsilon } => {
+        Op::LayerNormalization { axis, epsilon, .. } => {
             cx.all_f32()?;
             let x = cx.input(0)?;
             let xs = &cx.ty(x).shape;
