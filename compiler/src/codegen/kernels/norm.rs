@@ -76,8 +76,12 @@ pub struct NormDesc {
 /// The pointers walked together: X, Y, scale, bias, statistics offset.
 type Ptrs = [Value; 5];
 
-/// The per-element body of a group walk: `(builder, width, pointers, [scale, bias] splat)`.
-type Leaf<'a> = dyn FnMut(&mut FunctionBuilder<'_>, Math, Ptrs, [bool; 2]) + 'a;
+/// The per-element body of a group walk: `(builder, width, pointers, [scale, bias] splat,
+/// vector number)`.
+type Leaf<'a> = dyn FnMut(&mut FunctionBuilder<'_>, Math, Ptrs, [bool; 2], usize) + 'a;
+
+/// Vectors per iteration of a contiguous innermost level.
+const UNROLL: usize = 4;
 
 fn advance(b: &mut FunctionBuilder<'_>, p: Ptrs, l: &Level, i: Value) -> Ptrs {
     [
@@ -123,50 +127,51 @@ fn nest(
 }
 
 /// The element walk of one group: nested loops with the last level on f32x4 where it is
-/// contiguous. `leaf(b, m, ptrs, splat)` handles one element (`m` scalar) or four (`m`
-/// vector; `splat[k]` when scale/bias do not move along the level).
-fn elements(
-    b: &mut FunctionBuilder<'_>,
-    levels: &[Level],
-    p: Ptrs,
-    leaf: &mut Leaf<'_>,
-) {
+/// contiguous (four vectors per iteration, then single vectors, then scalars).
+/// `leaf(b, m, ptrs, splat, u)` handles one element (`m` scalar) or four (`m` vector;
+/// `splat[k]` when scale/bias do not move along the level); `u < UNROLL` numbers the vectors
+/// of one iteration (independent accumulators for the sums).
+fn elements(b: &mut FunctionBuilder<'_>, levels: &[Level], p: Ptrs, leaf: &mut Leaf<'_>) {
     let (sm, vm) = (Math { ty: F32 }, Math { ty: F32X4 });
     let Some((last, rest)) = levels.split_last() else {
-        leaf(b, sm, p, [true; 2]);
+        leaf(b, sm, p, [true; 2], 0);
         return;
     };
     let last = *last;
     nest(b, rest, p, &mut |b, q| {
         let vec_ok = last.x == 4 && [0, 4].contains(&last.scale) && [0, 4].contains(&last.bias);
-        let chunks = if vec_ok { last.count / 4 } else { 0 };
-        let step4 = Level {
-            count: chunks,
-            x: 16,
-            scale: last.scale * 4,
-            bias: last.bias * 4,
+        if !vec_ok {
+            for_range(b, last.count, &mut |b, i| {
+                let r = advance(b, q, &last, i);
+                leaf(b, sm, r, [true; 2], 0);
+            });
+            return;
+        }
+        let splat = [last.scale == 0, last.bias == 0];
+        let step = |k: usize| Level {
+            count: 0,
+            x: 4 * k,
+            scale: last.scale * k,
+            bias: last.bias * k,
             stat: 0,
         };
-        for_range(b, chunks, &mut |b, i| {
-            let r = advance(b, q, &step4, i);
-            leaf(b, vm, r, [last.scale == 0, last.bias == 0]);
-        });
-        let tail = last.count - chunks * 4;
-        if vec_ok && tail < 4 {
-            for t in chunks * 4..last.count {
-                let r = advance_by(b, q, &last, t);
-                leaf(b, sm, r, [true; 2]);
+        let blocks = last.count / (4 * UNROLL);
+        for_range(b, blocks, &mut |b, i| {
+            let r = advance(b, q, &step(4 * UNROLL), i);
+            for u in 0..UNROLL {
+                let ru = advance_by(b, r, &step(4), u);
+                leaf(b, vm, ru, splat, u);
             }
-        } else {
-            let base = advance_by(b, q, &last, chunks * 4);
-            let rest_level = Level {
-                count: tail,
-                ..last
-            };
-            for_range(b, tail, &mut |b, i| {
-                let r = advance(b, base, &rest_level, i);
-                leaf(b, sm, r, [true; 2]);
-            });
+        });
+        let done = blocks * 4 * UNROLL;
+        for c in 0..(last.count - done) / 4 {
+            let r = advance_by(b, q, &last, done + 4 * c);
+            leaf(b, vm, r, splat, c);
+        }
+        let done = last.count / 4 * 4;
+        for t in done..last.count {
+            let r = advance_by(b, q, &last, t);
+            leaf(b, sm, r, [true; 2], 0);
         }
     });
 }
@@ -250,13 +255,15 @@ impl NormDesc {
     /// `c` None meaning 0).
     fn sum(&self, b: &mut FunctionBuilder<'_>, g: Ptrs, center: Option<Option<Value>>) -> Value {
         let (sm, vm) = (Math { ty: F32 }, Math { ty: F32X4 });
-        let vacc = b.declare_var(F32X4);
+        let vacc: Vec<_> = (0..UNROLL).map(|_| b.declare_var(F32X4)).collect();
         let sacc = b.declare_var(F32);
         let vz = vm.c(b, 0.0);
         let sz = sm.c(b, 0.0);
-        b.def_var(vacc, vz);
+        for &v in &vacc {
+            b.def_var(v, vz);
+        }
         b.def_var(sacc, sz);
-        elements(b, &self.inner, g, &mut |b, m, q, _| {
+        elements(b, &self.inner, g, &mut |b, m, q, _, u| {
             let mut v = m.load(b, q[0], 0);
             if let Some(c) = center {
                 if let Some(c) = c {
@@ -269,12 +276,15 @@ impl NormDesc {
                 }
                 v = b.ins().fmul(v, v);
             }
-            let acc = if m.vector() { vacc } else { sacc };
+            let acc = if m.vector() { vacc[u % UNROLL] } else { sacc };
             let a = b.use_var(acc);
             let a = b.ins().fadd(a, v);
             b.def_var(acc, a);
         });
-        let a = b.use_var(vacc);
+        let (a0, a1) = (b.use_var(vacc[0]), b.use_var(vacc[1]));
+        let (a2, a3) = (b.use_var(vacc[2]), b.use_var(vacc[3]));
+        let (l, r) = (b.ins().fadd(a0, a1), b.ins().fadd(a2, a3));
+        let a = b.ins().fadd(l, r);
         let s = Math::hreduce(b, a, |b, x, y| b.ins().fadd(x, y));
         let t = b.use_var(sacc);
         b.ins().fadd(s, t)
@@ -282,7 +292,7 @@ impl NormDesc {
 
     /// Writes one group: `y = (x - mean) * inv * scale + bias`.
     fn write(&self, b: &mut FunctionBuilder<'_>, g: Ptrs, mean: Value, inv: Value) {
-        elements(b, &self.inner, g, &mut |b, m, q, splat| {
+        elements(b, &self.inner, g, &mut |b, m, q, splat, _| {
             let (mean, inv) = if m.vector() {
                 (b.ins().splat(F32X4, mean), b.ins().splat(F32X4, inv))
             } else {

@@ -232,22 +232,3 @@ pub(super) fn stats_norm(
     prog.call(f, args);
     Ok(())
 }
-
-/// Whether a LayerNormalization node needs this kernel rather than the plain row kernel of
-/// [`crate::codegen::kernels::reduce::LayerNormDesc`]: it has the Mean/InvStdDev outputs, or
-/// a scale/bias that is neither a whole row nor one element.
-pub(super) fn needs_general_layernorm(cx: &Ctx<'_>) -> bool {
-    let n = cx.g.node(cx.id);
-    let Op::LayerNormalization { axis, stats, .. } = &n.op else {
-        return false;
-    };
-    let Some(&x) = n.inputs.first() else {
-        return false;
-    };
-    let len = prod(cx.ty(x).shape.get(*axis..).unwrap_or_default());
-    stats.is_some()
-        || n.inputs.get(1..).unwrap_or_default().iter().any(|&v| {
-            let k = cx.ty(v).numel().unwrap_or(0);
-            k != len && k != 1
-        })
-}
