@@ -78,16 +78,50 @@ pub enum Op {
     /// numpy `matmul` semantics (batched, broadcast, 1-d promotion).
     MatMul,
     // --- norm.rs
-    /// Inference BatchNormalization: inputs X, scale, B, mean, var.
+    /// BatchNormalization: inputs X, scale, B, mean, var.
     BatchNormalization {
         /// Added to the variance.
         epsilon: f32,
+        /// `Some(momentum)` for `training_mode=1`: the batch's own per-channel mean and
+        /// (population) variance normalize X, and two more outputs give the running mean and
+        /// variance, `input * momentum + batch * (1 - momentum)`.
+        training: Option<f32>,
     },
     /// LayerNormalization over dims `axis..`: inputs X, scale, bias (optional).
     LayerNormalization {
         /// First normalized dim (non-negative).
         axis: usize,
         /// Added to the variance.
+        epsilon: f32,
+        /// When the node has the Mean and InvStdDev outputs: their dtype (`stash_type`).
+        stats: Option<DType>,
+    },
+    /// InstanceNormalization: inputs X `[N, C, ...]`, scale `[C]`, B `[C]`; statistics per
+    /// image and channel.
+    InstanceNormalization {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// GroupNormalization: inputs X `[N, C, ...]`, scale, bias; statistics per image and group
+    /// of `C / groups` channels.
+    GroupNormalization {
+        /// Number of groups (divides C).
+        groups: usize,
+        /// Added to the variance.
+        epsilon: f32,
+        /// Opset >= 21: scale and bias per channel (`[C]`); before, per group (`[groups]`).
+        per_channel: bool,
+    },
+    /// MeanVarianceNormalization: `(X - E[X]) / (sqrt(Var[X]) + 1e-9)` over `axes`.
+    MeanVarianceNormalization {
+        /// Normalized axes (sorted, distinct).
+        axes: Vec<usize>,
+    },
+    /// RMSNormalization over dims `axis..`: `X / sqrt(mean(X^2) + epsilon) * scale`.
+    RmsNormalization {
+        /// First normalized dim (non-negative).
+        axis: usize,
+        /// Added to the mean square.
         epsilon: f32,
     },
     /// Local response normalization across channels.
@@ -306,6 +340,10 @@ impl Op {
             Op::Gemm(_) | Op::MatMul => Family::MatMul,
             Op::BatchNormalization { .. }
             | Op::LayerNormalization { .. }
+            | Op::InstanceNormalization { .. }
+            | Op::GroupNormalization { .. }
+            | Op::MeanVarianceNormalization { .. }
+            | Op::RmsNormalization { .. }
             | Op::Lrn(_)
             | Op::Softmax { .. } => Family::Norm,
             Op::Reduce(_) => Family::Reduce,
@@ -426,7 +464,9 @@ impl Op {
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
     ///   packed tile (`packed_b_len(C/group, T) * elem`), the col panel that col2im scatters
     ///   from (`M/group * prod(kernel) * T * elem`), each rounded up to 64 bytes, then the GEMM
-    ///   core's A scratch (`a_scratch_floats(M/group * prod(kernel), C/group) * elem`);
+    ///   core's A scratch (`a_scratch_floats(M/group * prod(kernel), C/group) * elem`); with
+    ///   run-time weights, all that rounded up to 64 bytes, then room for the weights
+    ///   rearranged into the GEMM's A blocks (the weights' bytes);
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
     ///   plus a runtime transposed A's copy and the GEMM core's A scratch
@@ -467,6 +507,12 @@ impl Op {
                 // Constant weights are packed at compile time where the kernel reads them so.
                 p.packed_a = u64::from(constant.get(1).copied().unwrap_or(false) && p.packs_a());
                 crate::gemm::conv::conv2d_scratch_bytes(&p)
+            }
+            // Run-time weights: the kernel rearranges them after the rest of its scratch.
+            Op::ConvTranspose(a) if !constant.get(1).copied().unwrap_or(false) => {
+                let rest = Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2]);
+                let w = inputs.get(1).and_then(|t| t.bytes()).unwrap_or(0);
+                (rest.saturating_add(63) & !63).saturating_add(w)
             }
             Op::ConvTranspose(a) => {
                 // Tiles of whole input rows (last spatial dim), at least one row.
@@ -584,7 +630,7 @@ impl Op {
         ([0, o1, o2], o2.saturating_add(a_scratch))
     }
 
-    /// Outputs computable from input *types* alone (Shape), for folding when the inputs are
+    /// Outputs computable from input *types* alone (Shape, Size), for folding when the inputs are
     /// not constants.
     pub fn fold_from_types(&self, inputs: &[TensorType]) -> Option<Vec<Tensor>> {
         match self {

@@ -11,6 +11,7 @@ pub mod lrn;
 pub(crate) mod math;
 pub mod matmul;
 pub mod movement;
+pub mod norm;
 pub mod reduce;
 pub mod resize;
 pub mod softmax;
