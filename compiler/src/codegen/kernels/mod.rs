@@ -1,6 +1,7 @@
 //! Kernel emitters: each kernel is a Cranelift function of pointer parameters, specialized to
 //! exact shapes, built from the small IR helpers here (static-count loops, f32/f32x4 math).
 
+pub mod arg;
 pub(crate) mod cast;
 pub mod conv;
 pub mod convt;
@@ -12,7 +13,9 @@ pub(crate) mod math;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
+pub mod reduce_any;
 pub mod resize;
+pub mod scan;
 pub mod softmax;
 pub mod typed;
 pub(crate) mod typed_math;

@@ -5,6 +5,7 @@ mod convt;
 mod dense;
 mod elementwise;
 mod movement;
+mod reduce;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -352,17 +353,12 @@ pub(super) fn node(
         | Op::Pad { .. } => movement(&cx, prog, w),
         Op::Resize(a) => resize(&cx, a, prog, w),
         Op::ConvTranspose(a) => conv_transpose(&cx, a, prog, w),
-        Op::Reduce(a) => {
-            cx.all_f32()?;
-            let x = cx.input(0)?;
-            let desc = ReduceDesc::new(a.kind, &cx.ty(x).shape, &a.axes);
-            let (node, opn) = cx.label();
-            let f = prog.kernel(format!("reduce {desc:?}"), 2, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1])
-            })?;
-            prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
-            Ok(())
-        }
+        Op::Reduce(_)
+        | Op::ArgReduce(_)
+        | Op::Hardmax { .. }
+        | Op::CumScan(_)
+        | Op::TopK(_)
+        | Op::LpNormalization { .. } => reduce::lower(&cx, prog, w),
         Op::LayerNormalization { axis, epsilon } => {
             cx.all_f32()?;
             let x = cx.input(0)?;

@@ -1,10 +1,21 @@
-//! Reductions over constant axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin.
+//! The reduction family: Reduce* over constant axes (here), ArgMax/ArgMin/Hardmax
+//! ([`arg`]), CumSum/CumProd ([`scan`]), TopK ([`topk`]) and LpNormalization/LpPool
+//! ([`lp`]). This file also dispatches the family's name/infer/eval/attrs.
 //!
-//! Axes are an attribute before the opset where they became an input (ReduceSum: 13,
-//! ReduceMean/Max/Min: 18); an input is taken as a constant. Absent or empty axes reduce
-//! every dim, unless `noop_with_empty_axes=1` (input versions only) makes the op an identity.
-//! Floats reduce in `f64`; integers in `i64` (ReduceMean of integers computes the mean in
-//! `f64` and truncates, like the ONNX reference's `np.mean(...).astype(dtype)`).
+//! Reduce*: axes are an attribute before the opset where they became an input (ReduceSum: 13,
+//! the others: 18); an input is taken as a constant. Absent or empty axes reduce every dim,
+//! unless `noop_with_empty_axes=1` (input versions only) makes the op an identity.
+//! Floats reduce in `f64`; integers in `i64` (wrapping, like the fixed-width integer), except
+//! ReduceMean/L2/LogSum/LogSumExp of integers, computed in `f64` and truncated, like the ONNX
+//! reference's `np.<op>(...).astype(dtype)`. An empty reduction gives the identity: 0 (Sum,
+//! L1, L2, SumSquare), 1 (Prod), -inf (LogSum, LogSumExp; floats), the dtype's lowest/highest
+//! value (Max/Min), NaN (Mean of floats). ReduceLogSumExp is computed as
+//! `m + ln(sum(exp(x - m)))` with `m` the largest element when finite, else `m = 0`.
+
+pub mod arg;
+pub mod lp;
+pub mod scan;
+pub mod topk;
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
@@ -24,6 +35,18 @@ pub enum ReduceKind {
     Max,
     /// Min.
     Min,
+    /// Sum of absolute values.
+    L1,
+    /// Square root of the sum of squares.
+    L2,
+    /// Natural log of the sum.
+    LogSum,
+    /// Natural log of the sum of exponentials.
+    LogSumExp,
+    /// Product.
+    Prod,
+    /// Sum of squares.
+    SumSquare,
 }
 
 /// Reduction attributes, resolved.
@@ -64,6 +87,84 @@ pub const DEFS: &[OpDef] = &[
         since: 7,
         until: MAX_OPSET,
         convert: convert_min,
+    },
+    OpDef {
+        op_type: "ReduceL1",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::L1, 18),
+    },
+    OpDef {
+        op_type: "ReduceL2",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::L2, 18),
+    },
+    OpDef {
+        op_type: "ReduceLogSum",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::LogSum, 18),
+    },
+    OpDef {
+        op_type: "ReduceLogSumExp",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::LogSumExp, 18),
+    },
+    OpDef {
+        op_type: "ReduceProd",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::Prod, 18),
+    },
+    OpDef {
+        op_type: "ReduceSumSquare",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| convert(c, ReduceKind::SumSquare, 18),
+    },
+    OpDef {
+        op_type: "ArgMax",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| arg::convert_arg(c, true),
+    },
+    OpDef {
+        op_type: "ArgMin",
+        since: 7,
+        until: MAX_OPSET,
+        convert: |c| arg::convert_arg(c, false),
+    },
+    OpDef {
+        op_type: "Hardmax",
+        since: 7,
+        until: MAX_OPSET,
+        convert: arg::convert_hardmax,
+    },
+    OpDef {
+        op_type: "CumSum",
+        since: 11,
+        until: MAX_OPSET,
+        convert: |c| scan::convert(c, false),
+    },
+    OpDef {
+        op_type: "CumProd",
+        since: 26,
+        until: MAX_OPSET,
+        convert: |c| scan::convert(c, true),
+    },
+    OpDef {
+        op_type: "TopK",
+        since: 7,
+        until: MAX_OPSET,
+        convert: topk::convert,
+    },
+    OpDef {
+        op_type: "LpNormalization",
+        since: 7,
+        until: MAX_OPSET,
+        convert: lp::convert_norm,
     },
 ];
 
@@ -125,7 +226,20 @@ pub fn name(op: &Op) -> &'static str {
             ReduceKind::Sum => "ReduceSum",
             ReduceKind::Max => "ReduceMax",
             ReduceKind::Min => "ReduceMin",
+            ReduceKind::L1 => "ReduceL1",
+            ReduceKind::L2 => "ReduceL2",
+            ReduceKind::LogSum => "ReduceLogSum",
+            ReduceKind::LogSumExp => "ReduceLogSumExp",
+            ReduceKind::Prod => "ReduceProd",
+            ReduceKind::SumSquare => "ReduceSumSquare",
         },
+        Op::ArgReduce(a) if a.max => "ArgMax",
+        Op::ArgReduce(_) => "ArgMin",
+        Op::Hardmax { .. } => "Hardmax",
+        Op::CumScan(a) if a.prod => "CumProd",
+        Op::CumScan(_) => "CumSum",
+        Op::TopK(_) => "TopK",
+        Op::LpNormalization { .. } => "LpNormalization",
         _ => "?",
     }
 }
@@ -145,14 +259,22 @@ fn out_shape(a: &ReduceAttrs, shape: &[usize]) -> Shape {
 
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
+    match op {
+        Op::Reduce(_) => {}
+        Op::ArgReduce(_) | Op::Hardmax { .. } => return arg::infer(op, inputs),
+        Op::CumScan(_) => return scan::infer(op, inputs),
+        Op::TopK(_) => return topk::infer(op, inputs),
+        Op::LpNormalization { .. } => return lp::infer(op, inputs),
+        _ => return Err(wrong_family(op, "reduce")),
+    }
     let Op::Reduce(a) = op else {
         return Err(wrong_family(op, "reduce"));
     };
     expect_arity(inputs, 1)?;
     let x = &inputs[0];
     let ok = match a.kind {
-        ReduceKind::Mean | ReduceKind::Sum => x.dtype != DType::Bool,
         ReduceKind::Max | ReduceKind::Min => true,
+        _ => x.dtype != DType::Bool,
     };
     if !ok {
         return Err(OpError::DType {
@@ -208,14 +330,23 @@ fn int_range(dtype: DType) -> (i64, i64) {
         DType::U16 => (0, u16::MAX.into()),
         DType::U32 => (0, u32::MAX.into()),
         DType::Bool => (0, 1),
-        // U64 values above i64::MAX wrap in the i64 domain (see ir::tensor).
-        DType::U64 => (0, i64::MAX),
+        // U64 values above i64::MAX wrap in the i64 domain (see ir::tensor); u64::MAX is -1
+        // there, and U64 compares unsigned.
+        DType::U64 => (0, -1),
         _ => (i64::MIN, i64::MAX),
     }
 }
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    match op {
+        Op::Reduce(_) => {}
+        Op::ArgReduce(_) | Op::Hardmax { .. } => return arg::eval(op, inputs),
+        Op::CumScan(_) => return scan::eval(op, inputs),
+        Op::TopK(_) => return topk::eval(op, inputs),
+        Op::LpNormalization { .. } => return lp::eval(op, inputs),
+        _ => return Err(wrong_family(op, "reduce")),
+    }
     let Op::Reduce(a) = op else {
         return Err(wrong_family(op, "reduce"));
     };
@@ -230,52 +361,49 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         count[o] += 1;
     }
     let dtype = x.dtype();
-    let out = if dtype.is_float() {
-        let init = match a.kind {
-            ReduceKind::Mean | ReduceKind::Sum => 0.0,
-            ReduceKind::Max => f64::NEG_INFINITY,
-            ReduceKind::Min => f64::INFINITY,
+    let in_f64 = dtype.is_float()
+        || matches!(
+            a.kind,
+            ReduceKind::Mean | ReduceKind::L2 | ReduceKind::LogSum | ReduceKind::LogSumExp
+        );
+    let out = if in_f64 {
+        let xs: Vec<f64> = if dtype.is_float() {
+            x.to_f64_vec()
+        } else if dtype == DType::U64 {
+            x.to_i64_vec().iter().map(|&v| v as u64 as f64).collect()
+        } else {
+            x.to_i64_vec().iter().map(|&v| v as f64).collect()
         };
-        let mut acc = vec![init; n_out];
-        for (&o, v) in map.iter().zip(x.to_f64_vec()) {
-            acc[o] = match a.kind {
-                ReduceKind::Mean | ReduceKind::Sum => acc[o] + v,
-                // NaN propagates, like numpy.
-                ReduceKind::Max if v.is_nan() || v > acc[o] => v,
-                ReduceKind::Min if v.is_nan() || v < acc[o] => v,
-                ReduceKind::Max | ReduceKind::Min => acc[o],
-            };
-        }
-        if a.kind == ReduceKind::Mean {
-            for (s, &c) in acc.iter_mut().zip(&count) {
-                *s /= c as f64;
-            }
-        }
-        Tensor::from_f64(dtype, out_ty.shape, &acc)
-    } else if a.kind == ReduceKind::Mean {
-        let mut acc = vec![0.0f64; n_out];
-        for (&o, v) in map.iter().zip(x.to_i64_vec()) {
-            acc[o] += v as f64;
-        }
-        for (s, &c) in acc.iter_mut().zip(&count) {
-            *s /= c as f64; // an empty mean is NaN, which converts to 0
-        }
+        let acc = reduce_f64(a.kind, &map, &xs, n_out, &count);
         Tensor::from_f64(dtype, out_ty.shape, &acc)
     } else {
-        // Reducing an empty set gives the identity: 0, or the dtype's min (Max) / max (Min).
+        // Reducing an empty set gives the identity: 0, 1, or the dtype's min (Max) / max (Min).
         let (lo, hi) = int_range(dtype);
+        let unsigned = dtype == DType::U64;
         let init = match a.kind {
-            ReduceKind::Mean | ReduceKind::Sum => 0,
             ReduceKind::Max => lo,
             ReduceKind::Min => hi,
+            ReduceKind::Prod => 1,
+            _ => 0,
+        };
+        let gt = |p: i64, q: i64| {
+            if unsigned {
+                (p as u64) > (q as u64)
+            } else {
+                p > q
+            }
         };
         let mut acc = vec![init; n_out];
         for (&o, v) in map.iter().zip(x.to_i64_vec()) {
+            // Wraps on overflow like the fixed-width integer it stands for.
             acc[o] = match a.kind {
-                // Wraps on overflow like the fixed-width integer it stands for.
-                ReduceKind::Mean | ReduceKind::Sum => acc[o].wrapping_add(v),
-                ReduceKind::Max => acc[o].max(v),
-                ReduceKind::Min => acc[o].min(v),
+                ReduceKind::Max if gt(v, acc[o]) => v,
+                ReduceKind::Min if gt(acc[o], v) => v,
+                ReduceKind::Max | ReduceKind::Min => acc[o],
+                ReduceKind::Prod => acc[o].wrapping_mul(v),
+                ReduceKind::SumSquare => acc[o].wrapping_add(v.wrapping_mul(v)),
+                ReduceKind::L1 if !unsigned => acc[o].wrapping_add(v.wrapping_abs()),
+                _ => acc[o].wrapping_add(v),
             };
         }
         Tensor::from_i64(dtype, out_ty.shape, &acc)
@@ -283,9 +411,60 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
     Ok(vec![out])
 }
 
+/// The float reductions, in `f64`: `map[i]` is the output of element `i`.
+fn reduce_f64(kind: ReduceKind, map: &[usize], xs: &[f64], n: usize, count: &[usize]) -> Vec<f64> {
+    let init = match kind {
+        ReduceKind::Max => f64::NEG_INFINITY,
+        ReduceKind::Min => f64::INFINITY,
+        ReduceKind::Prod => 1.0,
+        _ => 0.0,
+    };
+    let mut acc = vec![init; n];
+    // LogSumExp: the shift `m` per output (the largest element, NaN ignored, 0 unless finite).
+    let mut shift = vec![0.0f64; n];
+    if kind == ReduceKind::LogSumExp {
+        let mut m = vec![f64::NEG_INFINITY; n];
+        for (&o, &v) in map.iter().zip(xs) {
+            if v > m[o] {
+                m[o] = v;
+            }
+        }
+        for (s, v) in shift.iter_mut().zip(m) {
+            *s = if v.is_finite() { v } else { 0.0 };
+        }
+    }
+    for (&o, &v) in map.iter().zip(xs) {
+        acc[o] = match kind {
+            // NaN propagates, like numpy.
+            ReduceKind::Max if v.is_nan() || v > acc[o] => v,
+            ReduceKind::Min if v.is_nan() || v < acc[o] => v,
+            ReduceKind::Max | ReduceKind::Min => acc[o],
+            ReduceKind::Prod => acc[o] * v,
+            ReduceKind::L1 => acc[o] + v.abs(),
+            ReduceKind::L2 | ReduceKind::SumSquare => acc[o] + v * v,
+            ReduceKind::LogSumExp => acc[o] + (v - shift[o]).exp(),
+            ReduceKind::Mean | ReduceKind::Sum | ReduceKind::LogSum => acc[o] + v,
+        };
+    }
+    for ((s, &c), &m) in acc.iter_mut().zip(count).zip(&shift) {
+        *s = match kind {
+            ReduceKind::Mean => *s / c as f64, // an empty mean is NaN (0 for integers)
+            ReduceKind::L2 => s.sqrt(),
+            ReduceKind::LogSum => s.ln(),
+            ReduceKind::LogSumExp => m + s.ln(),
+            _ => *s,
+        };
+    }
+    acc
+}
+
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     match op {
+        Op::ArgReduce(_) | Op::Hardmax { .. } => arg::attrs(op),
+        Op::CumScan(_) => scan::attrs(op),
+        Op::TopK(_) => topk::attrs(op),
+        Op::LpNormalization { .. } => lp::attrs(op),
         Op::Reduce(a) => vec![
             ("axes", fmt_list(&a.axes)),
             ("keepdims", u8::from(a.keepdims).to_string()),
