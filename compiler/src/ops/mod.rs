@@ -38,6 +38,7 @@ pub use movement::{PadMode, SliceAxis};
 pub use norm::LrnAttrs;
 pub use pool::PoolAttrs;
 pub use reduce::arg::ArgAttrs;
+pub use reduce::lppool::LpPoolAttrs;
 pub use reduce::scan::CumAttrs;
 pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
@@ -127,6 +128,8 @@ pub enum Op {
         /// 1 or 2.
         p: u8,
     },
+    /// `(sum |x|^p)^(1/p)` over pooling windows.
+    LpPool(LpPoolAttrs),
     // --- view.rs: ops that only reinterpret the shape (zero-copy views)
     /// Reshape to a target given as ONNX writes it (0 copies a dim unless `allowzero`, -1 infers).
     Reshape {
@@ -329,7 +332,8 @@ impl Op {
             | Op::Hardmax { .. }
             | Op::CumScan(_)
             | Op::TopK(_)
-            | Op::LpNormalization { .. } => Family::Reduce,
+            | Op::LpNormalization { .. }
+            | Op::LpPool(_) => Family::Reduce,
             Op::Reshape { .. }
             | Op::Flatten { .. }
             | Op::Squeeze { .. }

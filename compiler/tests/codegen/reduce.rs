@@ -352,3 +352,44 @@ fn lp_normalization() {
         }
     }
 }
+
+#[test]
+fn lp_pool_geometries() {
+    let mut rng = Rng(0x1bb0);
+    for dt in [DType::F32, DType::F64] {
+        for case in 0..24 {
+            let n = 1 + case % 3;
+            let mut shape = vec![1 + (rng.next() % 2) as usize, 1 + (rng.next() % 3) as usize];
+            let (mut kernel, mut strides, mut dil, mut pads) =
+                (vec![], vec![], vec![], vec![0i64; 2 * n]);
+            for i in 0..n {
+                let k = 1 + (rng.next() % 3) as i64;
+                let d = 1 + (rng.next() % 2) as i64;
+                let eff = (k - 1) * d + 1;
+                shape.push((eff + (rng.next() % 4) as i64) as usize);
+                kernel.push(k);
+                strides.push(1 + (rng.next() % 2) as i64);
+                dil.push(d);
+                pads[i] = (rng.next() % eff as u64) as i64;
+                pads[n + i] = (rng.next() % eff as u64) as i64;
+            }
+            let p = [1, 2, 3, 4, 17][(rng.next() % 5) as usize];
+            let mut attrs = vec![
+                ("kernel_shape", Attr::Ints(kernel)),
+                ("strides", Attr::Ints(strides)),
+                ("dilations", Attr::Ints(dil)),
+                ("p", Attr::Int(p)),
+            ];
+            match rng.next() % 3 {
+                0 => attrs.push(("pads", Attr::Ints(pads))),
+                1 => attrs.push(("auto_pad", Attr::Str("SAME_UPPER".into()))),
+                _ => {
+                    attrs.push(("pads", Attr::Ints(pads)));
+                    attrs.push(("ceil_mode", Attr::Int(1)));
+                }
+            }
+            let m = unary("LpPool", 18, dt, &shape, attrs).build();
+            check_typed(m, &[values(&mut rng, dt, &shape)], 1e-12);
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod convt;
 pub mod elementwise;
 pub(crate) mod ewmath;
 pub mod fused;
+pub mod lppool;
 pub mod lrn;
 pub(crate) mod math;
 pub mod matmul;

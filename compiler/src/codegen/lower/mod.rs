@@ -358,7 +358,8 @@ pub(super) fn node(
         | Op::Hardmax { .. }
         | Op::CumScan(_)
         | Op::TopK(_)
-        | Op::LpNormalization { .. } => reduce::lower(&cx, prog, w),
+        | Op::LpNormalization { .. }
+        | Op::LpPool(_) => reduce::lower(&cx, prog, w),
         Op::LayerNormalization { axis, epsilon } => {
             cx.all_f32()?;
             let x = cx.input(0)?;

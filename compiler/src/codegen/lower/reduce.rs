@@ -4,8 +4,9 @@
 use cranelift_codegen::ir::Value;
 use cranelift_frontend::FunctionBuilder;
 
-use super::Ctx;
+use super::{Ctx, prod};
 use crate::codegen::kernels::arg::{ArgDesc, TopKDesc};
+use crate::codegen::kernels::lppool::LpPoolDesc;
 use crate::codegen::kernels::reduce::ReduceDesc;
 use crate::codegen::kernels::reduce_any::{AnyReduceDesc, Dom};
 use crate::codegen::kernels::scan::{CumDesc, LpNormDesc};
@@ -114,6 +115,28 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
                 p: *p,
             };
             two(prog, format!("lpnorm {desc:?}"), &|b, q| {
+                desc.emit(b, q[0], q[1])
+            })
+        }
+        Op::LpPool(a) => {
+            let yt = cx.ty(y);
+            let (pool, sp) = (&a.pool, xt.shape.get(2..).unwrap_or_default());
+            let desc = LpPoolDesc {
+                dtype: xt.dtype,
+                planes: prod(xt.shape.get(..2).unwrap_or_default()),
+                input: sp.to_vec(),
+                output: yt.shape.get(2..).unwrap_or_default().to_vec(),
+                kernel: pool.kernel.clone(),
+                strides: pool.strides.clone(),
+                dilations: pool.dilations.clone(),
+                pads: pool
+                    .pads
+                    .get(..pool.kernel.len())
+                    .unwrap_or_default()
+                    .to_vec(),
+                p: a.p,
+            };
+            two(prog, format!("lppool {desc:?}"), &|b, q| {
                 desc.emit(b, q[0], q[1])
             })
         }

@@ -1,6 +1,6 @@
 //! The reduction family: Reduce* over constant axes (here), ArgMax/ArgMin/Hardmax
 //! ([`arg`]), CumSum/CumProd ([`scan`]), TopK ([`topk`]) and LpNormalization/LpPool
-//! ([`lp`]). This file also dispatches the family's name/infer/eval/attrs.
+//! ([`lp`], [`lppool`]). This file also dispatches the family's name/infer/eval/attrs.
 //!
 //! Reduce*: axes are an attribute before the opset where they became an input (ReduceSum: 13,
 //! the others: 18); an input is taken as a constant. Absent or empty axes reduce every dim,
@@ -14,6 +14,7 @@
 
 pub mod arg;
 pub mod lp;
+pub mod lppool;
 pub mod scan;
 pub mod topk;
 
@@ -166,6 +167,12 @@ pub const DEFS: &[OpDef] = &[
         until: MAX_OPSET,
         convert: lp::convert_norm,
     },
+    OpDef {
+        op_type: "LpPool",
+        since: 7,
+        until: MAX_OPSET,
+        convert: lppool::convert,
+    },
 ];
 
 fn convert_mean(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
@@ -240,6 +247,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::CumScan(_) => "CumSum",
         Op::TopK(_) => "TopK",
         Op::LpNormalization { .. } => "LpNormalization",
+        Op::LpPool(_) => "LpPool",
         _ => "?",
     }
 }
@@ -265,6 +273,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
         Op::CumScan(_) => return scan::infer(op, inputs),
         Op::TopK(_) => return topk::infer(op, inputs),
         Op::LpNormalization { .. } => return lp::infer(op, inputs),
+        Op::LpPool(_) => return lppool::infer(op, inputs),
         _ => return Err(wrong_family(op, "reduce")),
     }
     let Op::Reduce(a) = op else {
@@ -345,6 +354,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         Op::CumScan(_) => return scan::eval(op, inputs),
         Op::TopK(_) => return topk::eval(op, inputs),
         Op::LpNormalization { .. } => return lp::eval(op, inputs),
+        Op::LpPool(_) => return lppool::eval(op, inputs),
         _ => return Err(wrong_family(op, "reduce")),
     }
     let Op::Reduce(a) = op else {
@@ -465,6 +475,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         Op::CumScan(_) => scan::attrs(op),
         Op::TopK(_) => topk::attrs(op),
         Op::LpNormalization { .. } => lp::attrs(op),
+        Op::LpPool(_) => lppool::attrs(op),
         Op::Reduce(a) => vec![
             ("axes", fmt_list(&a.axes)),
             ("keepdims", u8::from(a.keepdims).to_string()),
