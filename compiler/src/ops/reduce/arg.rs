@@ -79,7 +79,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             expected: "a float or integer type".into(),
         });
     }
-    if axis >= x.shape.len().max(1) || x.numel().is_none() {
+    if axis >= x.shape.len() || x.numel().is_none() {
         return Err(OpError::shape(
             format!("axis {axis} must be below the rank"),
             &[&x.shape],
