@@ -306,6 +306,28 @@ fn topk_largest_smallest_ties() {
             check_typed(m, &[values(&mut rng, dt, &shape)], 0.0);
         }
     }
+    // Longer rows: elements entering a full set, long shifts, many ties.
+    for dt in [DType::F32, DType::I32] {
+        for k in [1, 7, 37] {
+            for largest in [0, 1] {
+                let shape = [2, 37, 3];
+                let m = ModelBuilder::new("r", 11)
+                    .input("x", dt, &dims(&shape))
+                    .initializer("k", &Tensor::i64(vec![1], &[k]))
+                    .output("v", dt, &[])
+                    .output("i", DType::I64, &[])
+                    .node(
+                        "n",
+                        "TopK",
+                        &["x", "k"],
+                        &["v", "i"],
+                        vec![("axis", Attr::Int(1)), ("largest", Attr::Int(largest))],
+                    )
+                    .build();
+                check_typed(m, &[values(&mut rng, dt, &shape)], 0.0);
+            }
+        }
+    }
     // NaN sorts above every number.
     let x = Tensor::f32(vec![5], &[1.0, f32::NAN, 3.0, f32::NAN, 1.0]);
     for largest in [0, 1] {

@@ -3,15 +3,16 @@
 //! `ops::reduce::topk`): a NaN wins an arg scan; ties go to the first index (the last with
 //! `select_last_index`); TopK orders by value (NaN above every number), then lower index.
 //!
-//! TopK selects without scratch: output `j` is the best element strictly after output
-//! `j - 1` in that order, one scan of the axis per output (`k * len` comparisons per row).
+//! TopK needs no scratch: per row, one pass over the axis insertion-sorts the best `k` seen
+//! so far into the outputs themselves (`len` comparisons plus the shifts of the elements
+//! that enter; `k * len` at worst, on an ascending row for largest).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{InstBuilder, Value};
-use cranelift_frontend::FunctionBuilder;
+use cranelift_codegen::ir::{BlockArg, InstBuilder, Value};
+use cranelift_frontend::{FunctionBuilder, Variable};
 
-use super::reduce_any::{Dom, flag, load, store};
+use super::reduce_any::{Dom, load, store};
 use super::{for_range, offset};
 use crate::ir::types::DType;
 
@@ -156,11 +157,16 @@ impl TopKDesc {
         b.ins().bor(g, tie)
     }
 
-    /// Emits the body for `(x, values, indices)`.
+    /// Emits the body for `(x, values, indices)`: per row, an insertion sort into the
+    /// outputs of the best `k` seen so far (an element enters when fewer than `k` are held
+    /// or it comes before the last held one; equal elements keep index order).
     pub fn emit(&self, b: &mut FunctionBuilder<'_>, x: Value, yv: Value, yi: Value) {
         let Some(dom) = Dom::of(self.dtype) else {
             return;
         };
+        if self.k == 0 {
+            return;
+        }
         let es = self.dtype.size();
         let (len, inner, k) = (self.len, self.inner, self.k);
         for_range(b, self.outer, &mut |b, o| {
@@ -171,50 +177,94 @@ impl TopKDesc {
                 let base = offset(b, xo, i, es);
                 let vb = offset(b, vo, i, es);
                 let ib = offset(b, io, i, 8);
-                let (pv, pi) = (b.declare_var(dom.ty()), b.declare_var(I64));
-                let z = dom.c(b, 0.0);
-                b.def_var(pv, z);
-                let zi = b.ins().iconst(I64, 0);
-                b.def_var(pi, zi);
-                let has_prev = flag(b, 0);
-                for_range(b, k, &mut |b, j| {
-                    let (bv, bi) = (b.declare_var(dom.ty()), b.declare_var(I64));
-                    let z = dom.c(b, 0.0);
-                    b.def_var(bv, z);
-                    let zi = b.ins().iconst(I64, 0);
-                    b.def_var(bi, zi);
-                    let found = flag(b, 0);
-                    for_range(b, len, &mut |b, t| {
-                        let p = offset(b, base, t, inner * es);
-                        let v = load(b, self.dtype, p);
-                        let (prev, prev_i, hp) =
-                            (b.use_var(pv), b.use_var(pi), b.use_var(has_prev));
-                        let after = self.before(b, dom, (prev, prev_i), (v, t));
-                        let no_prev = b.ins().icmp_imm_u(IntCC::Equal, hp, 0);
-                        let after = b.ins().bor(after, no_prev);
-                        let (cur, cur_i, f) = (b.use_var(bv), b.use_var(bi), b.use_var(found));
-                        let better = self.before(b, dom, (v, t), (cur, cur_i));
-                        let none = b.ins().icmp_imm_u(IntCC::Equal, f, 0);
-                        let better = b.ins().bor(better, none);
-                        let take = b.ins().band(after, better);
-                        let nv = b.ins().select(take, v, cur);
-                        b.def_var(bv, nv);
-                        let ni = b.ins().select(take, t, cur_i);
-                        b.def_var(bi, ni);
-                        let nf = b.ins().bor(f, take);
-                        b.def_var(found, nf);
-                    });
-                    let (v, vi) = (b.use_var(bv), b.use_var(bi));
-                    let vp = offset(b, vb, j, inner * es);
-                    store(b, self.dtype, v, vp);
-                    let ip = offset(b, ib, j, inner * 8);
-                    b.ins().store(super::mem(), vi, ip, 0);
-                    b.def_var(pv, v);
-                    b.def_var(pi, vi);
-                    let one = b.ins().iconst(cranelift_codegen::ir::types::I8, 1);
-                    b.def_var(has_prev, one);
+                let cnt = b.declare_var(I64);
+                let z = b.ins().iconst(I64, 0);
+                b.def_var(cnt, z);
+                for_range(b, len, &mut |b, t| {
+                    self.insert(b, dom, (base, vb, ib), cnt, t);
                 });
             });
         });
+    }
+
+    /// Offers element `t` of the row at `base` to the held outputs at `(vb, ib)`.
+    fn insert(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        dom: Dom,
+        (base, vb, ib): (Value, Value, Value),
+        cnt: Variable,
+        t: Value,
+    ) {
+        let (es, inner, k) = (self.dtype.size(), self.inner, self.k);
+        let p = offset(b, base, t, inner * es);
+        let v = load(b, self.dtype, p);
+        let c = b.use_var(cnt);
+        let full = b.ins().icmp_imm_u(IntCC::Equal, c, k as i64);
+        // The last held element (garbage, and ignored, while not full).
+        let lv_p = self.at(b, vb, k - 1, es);
+        let lv = load(b, self.dtype, lv_p);
+        let li_p = self.at(b, ib, k - 1, 8);
+        let li = b.ins().load(I64, super::mem(), li_p, 0);
+        let bef = self.before(b, dom, (v, t), (lv, li));
+        let not_full = b.ins().icmp_imm_u(IntCC::NotEqual, c, k as i64);
+        let enters = b.ins().bor(bef, not_full);
+        let (ins, hdr, check, shift, place, done) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        b.ins().brif(enters, ins, &[], done, &[]);
+        // Start at the first free slot, or over the last one when full.
+        b.switch_to_block(ins);
+        let last = b.ins().iconst(I64, k as i64 - 1);
+        let start = b.ins().select(full, last, c);
+        b.ins().jump(hdr, &[BlockArg::Value(start)]);
+        b.switch_to_block(hdr);
+        let pos = b.append_block_param(hdr, I64);
+        b.append_block_param(place, I64);
+        let at0 = b.ins().icmp_imm_u(IntCC::Equal, pos, 0);
+        b.ins()
+            .brif(at0, place, &[BlockArg::Value(pos)], check, &[]);
+        // Move the held element at pos - 1 up while the new one comes before it.
+        b.switch_to_block(check);
+        let pm1 = b.ins().iadd_imm_s(pos, -1);
+        let pvp = self.at(b, vb, 0, es);
+        let pvp = offset(b, pvp, pm1, inner * es);
+        let pv = load(b, self.dtype, pvp);
+        let pip = offset(b, ib, pm1, inner * 8);
+        let pi = b.ins().load(I64, super::mem(), pip, 0);
+        let moves = self.before(b, dom, (v, t), (pv, pi));
+        b.ins()
+            .brif(moves, shift, &[], place, &[BlockArg::Value(pos)]);
+        b.switch_to_block(shift);
+        let dv = offset(b, vb, pos, inner * es);
+        store(b, self.dtype, pv, dv);
+        let di = offset(b, ib, pos, inner * 8);
+        b.ins().store(super::mem(), pi, di, 0);
+        b.ins().jump(hdr, &[BlockArg::Value(pm1)]);
+        b.switch_to_block(place);
+        let at = b.block_params(place)[0];
+        let dv = offset(b, vb, at, inner * es);
+        store(b, self.dtype, v, dv);
+        let di = offset(b, ib, at, inner * 8);
+        b.ins().store(super::mem(), t, di, 0);
+        let c1 = b.ins().iadd_imm_s(c, 1);
+        let nc = b.ins().select(full, c, c1);
+        b.def_var(cnt, nc);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(done);
+    }
+
+    /// The address of held slot `j` (a constant) from `p`, `elem` bytes per element.
+    fn at(&self, b: &mut FunctionBuilder<'_>, p: Value, j: usize, elem: usize) -> Value {
+        let off = (j * self.inner * elem) as i64;
+        if off == 0 {
+            return p;
+        }
+        b.ins().iadd_imm_s(p, off)
     }
 }

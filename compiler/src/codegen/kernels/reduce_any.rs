@@ -9,9 +9,9 @@
 //! [`store`], comparisons with NaN rules).
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::types::{F32, F64, I8, I64};
+use cranelift_codegen::ir::types::{F32, F64, I64};
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature, Type, Value};
-use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_frontend::FunctionBuilder;
 
 use super::cast::convert;
 use super::reduce::ReduceDesc;
@@ -436,12 +436,4 @@ fn int_extreme_bits(dt: DType, unsigned: bool, highest: bool) -> i64 {
         _ => (i64::MIN, i64::MAX),
     };
     if highest { hi } else { lo }
-}
-
-/// Declares an `i8` flag variable set to `v`.
-pub(crate) fn flag(b: &mut FunctionBuilder<'_>, v: i64) -> Variable {
-    let f = b.declare_var(I8);
-    let c = b.ins().iconst(I8, v);
-    b.def_var(f, c);
-    f
 }
