@@ -38,6 +38,10 @@ pub use movement::index::{MoveOp, Reduction};
 pub use movement::{PadMode, SliceAxis};
 pub use norm::LrnAttrs;
 pub use pool::PoolAttrs;
+pub use reduce::arg::ArgAttrs;
+pub use reduce::lppool::LpPoolAttrs;
+pub use reduce::scan::CumAttrs;
+pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
 
@@ -139,6 +143,28 @@ pub enum Op {
     // --- reduce.rs
     /// ReduceMean/Sum/Max/Min... over constant axes.
     Reduce(ReduceAttrs),
+    /// ArgMax or ArgMin along one axis (i64 indices out).
+    ArgReduce(ArgAttrs),
+    /// One-hot of the first largest element along `axis`.
+    Hardmax {
+        /// Normalized axis.
+        axis: usize,
+        /// Opset < 13 semantics: over everything from `axis` on (flattened to 2-d).
+        coerce_2d: bool,
+    },
+    /// CumSum or CumProd along a constant axis.
+    CumScan(CumAttrs),
+    /// The k largest or smallest elements along an axis, and their indices.
+    TopK(TopKAttrs),
+    /// `x / ||x||_p` along an axis (p = 1 or 2).
+    LpNormalization {
+        /// Normalized axis.
+        axis: usize,
+        /// 1 or 2.
+        p: u8,
+    },
+    /// `(sum |x|^p)^(1/p)` over pooling windows.
+    LpPool(LpPoolAttrs),
     // --- view.rs: ops that only reinterpret the shape (zero-copy views)
     /// Reshape to a target given as ONNX writes it (0 copies a dim unless `allowzero`, -1 infers).
     Reshape {
@@ -346,7 +372,13 @@ impl Op {
             | Op::RmsNormalization { .. }
             | Op::Lrn(_)
             | Op::Softmax { .. } => Family::Norm,
-            Op::Reduce(_) => Family::Reduce,
+            Op::Reduce(_)
+            | Op::ArgReduce(_)
+            | Op::Hardmax { .. }
+            | Op::CumScan(_)
+            | Op::TopK(_)
+            | Op::LpNormalization { .. }
+            | Op::LpPool(_) => Family::Reduce,
             Op::Reshape { .. }
             | Op::Flatten { .. }
             | Op::Squeeze { .. }

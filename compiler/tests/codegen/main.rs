@@ -15,5 +15,6 @@ mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod reduce;
 mod resize;
 mod typed;

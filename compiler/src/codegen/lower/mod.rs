@@ -7,6 +7,7 @@ mod elementwise;
 mod indexing;
 mod movement;
 mod norm;
+mod reduce;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -366,17 +367,13 @@ pub(super) fn node(
         Op::Resize(a) => resize(&cx, a, prog, w),
         Op::Move(m) => indexing::lower(&cx, m, prog, w),
         Op::ConvTranspose(a) => conv_transpose(&cx, a, prog, w),
-        Op::Reduce(a) => {
-            cx.all_f32()?;
-            let x = cx.input(0)?;
-            let desc = ReduceDesc::new(a.kind, &cx.ty(x).shape, &a.axes);
-            let (node, opn) = cx.label();
-            let f = prog.kernel(format!("reduce {desc:?}"), 2, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1])
-            })?;
-            prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
-            Ok(())
-        }
+        Op::Reduce(_)
+        | Op::ArgReduce(_)
+        | Op::Hardmax { .. }
+        | Op::CumScan(_)
+        | Op::TopK(_)
+        | Op::LpNormalization { .. }
+        | Op::LpPool(_) => reduce::lower(&cx, prog, w),
         Op::Gather { axis } => {
             let (d, i) = (cx.input(0)?, cx.input(1)?);
             let (dt, it) = (cx.ty(d).clone(), cx.ty(i).clone());
