@@ -407,14 +407,19 @@ pub(super) fn conv(
     params.has_bias = u64::from(bias.is_some());
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
     let weights = crate::gemm::conv::prepare_weights(&mut params, &wt.to_f32_vec());
-    // The planner sized the scratch by the same function; a mismatch is a bug, not a crash.
-    let need = crate::gemm::conv::conv2d_scratch_bytes(&params);
-    if need > planned_scratch(cx) {
-        return Err(cx.err(format!(
-            "internal: Conv needs {need} bytes of scratch, {} planned",
-            planned_scratch(cx)
-        )));
-    }
+    // The planner sized the scratch by the same function at the tile it chose; the largest
+    // tile whose scratch fits the planned bytes is that tile. A mismatch is a bug, not a crash.
+    let planned = planned_scratch(cx);
+    let tile = crate::gemm::conv::conv2d_tile_for_scratch(&params, planned).ok_or_else(|| {
+        cx.err(format!(
+            "internal: Conv needs {} bytes of scratch even at its smallest tile, {planned} planned",
+            crate::gemm::conv::conv2d_scratch_bytes(&ConvParams {
+                tile: crate::gemm::conv::CONV_MIN_TILE as u64,
+                ..params
+            })
+        ))
+    })?;
+    params.tile = tile as u64;
     let bias_op = match &bias {
         Some(b) => Operand::Weights(w.f32s(b)),
         None => Operand::Null,
