@@ -7,8 +7,8 @@
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
 //!   most [`ConvParams::tile_pixels`] ([`crate::ops::IM2COL_TILE`] unless the planner chose a
-//!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel (`K = C/group * kh * kw` rows,
-//!   one column per output pixel) is written straight in the packed-B layout of
+//!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
+//!   (`K = C/group * kh * kw` rows, one column per output pixel) is written straight in the packed-B layout of
 //!   [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile;
 //!   runs of one output row are contiguous copies at stride 1), then one `M/group x tile x K`
 //!   product writes the output tile.

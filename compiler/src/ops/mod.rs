@@ -391,8 +391,8 @@ impl Op {
     ///   `1 x 1` kernel, one copied partial 16-column panel (`C/group * 16` floats) when the
     ///   pixel count is not a multiple of 16; otherwise an im2col panel for one image, one
     ///   group and one tile of at most [`IM2COL_TILE`] output pixels (liveness may plan a
-    ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the GEMM core
-    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
+    ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the
+    ///   GEMM core (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
     ///   rounded up to 64 bytes); plus the GEMM core's A scratch
     ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
     ///   are not constant (constant ones are packed at compile time). A whole-image im2col

@@ -631,7 +631,8 @@ fn conv_at_the_peak_runs_with_a_smaller_tile() {
     let mut rng = Rng(4242);
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     // (x, w, y, strides, pads)
-    let cases: [([usize; 4], [usize; 4], [usize; 4], [i64; 2], [i64; 4]); 3] = [
+    type Case = ([usize; 4], [usize; 4], [usize; 4], [i64; 2], [i64; 4]);
+    let cases: [Case; 3] = [
         (
             [1, 16, 24, 24],
             [16, 16, 3, 3],

@@ -14,9 +14,9 @@
 //! the decoder's half of the Concat through the whole encoder). [`ConcatSlots::choose`] keeps
 //! the most inputs of a Concat in place (latest producers first) that do not raise the peak of
 //! live bytes, estimated on the buffers without in-place Concat. That estimate is greedy, so
-//! liveness measures the result exactly, drops a Concat live at the measured peak, or its inputs
-//! computed before the peak, while that lowers it ([`ConcatSlots::variants`]), compares with every slot and with none, and keeps the
-//! lowest (ties to the chooser's set).
+//! liveness measures the result exactly, drops a Concat live at the measured peak, or its
+//! inputs computed before the peak, while that lowers it ([`ConcatSlots::variants`]),
+//! compares with every slot and with none, and keeps the lowest (ties to the chooser's set).
 
 use std::collections::{HashMap, HashSet};
 
