@@ -486,8 +486,9 @@ impl Op {
     ///   (`crate::gemm::conv::conv2d_scratch_bytes`): none for depthwise; for a pointwise
     ///   `1 x 1` kernel, one copied partial 16-column panel (`C/group * 16` floats) when the
     ///   pixel count is not a multiple of 16; otherwise an im2col panel for one image, one
-    ///   group and one tile of at most [`IM2COL_TILE`] output pixels, packed for the GEMM core
-    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
+    ///   group and one tile of at most [`IM2COL_TILE`] output pixels (liveness may plan a
+    ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the
+    ///   GEMM core (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
     ///   rounded up to 64 bytes); plus the GEMM core's A scratch
     ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
     ///   are not constant (constant ones are packed at compile time). A whole-image im2col
@@ -524,22 +525,8 @@ impl Op {
         };
         let elem = y.dtype.size();
         match self {
-            Op::Conv(a) => {
-                let Some(mut p) = crate::gemm::conv::ConvParams::from_shapes(
-                    &x.shape,
-                    &y.shape,
-                    &a.kernel,
-                    &a.strides,
-                    &a.dilations,
-                    &a.pads,
-                    a.group,
-                ) else {
-                    return 0;
-                };
-                // Constant weights are packed at compile time where the kernel reads them so.
-                p.packed_a = u64::from(constant.get(1).copied().unwrap_or(false) && p.packs_a());
-                crate::gemm::conv::conv2d_scratch_bytes(&p)
-            }
+            Op::Conv(a) => conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false))
+                .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p)),
             // Run-time weights: the kernel rearranges them after the rest of its scratch.
             Op::ConvTranspose(a) if !constant.get(1).copied().unwrap_or(false) => {
                 let rest = Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2]);

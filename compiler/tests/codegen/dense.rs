@@ -632,3 +632,84 @@ fn conv_scratch_is_exact_for_the_path() {
     assert_eq!(scratch("c1"), Some(8 * 16 * 4));
     check_graph(&g, &[rng.tensor(&[1, 4, 6, 6], -1.0, 1.0)], RTOL, ATOL);
 }
+
+#[test]
+fn conv_at_the_peak_runs_with_a_smaller_tile() {
+    // A lone im2col conv is its graph's peak (input, output and panel live together), so the
+    // planner shrinks its tile to the smallest; the kernel then runs tiles of 64 pixels (a
+    // last partial one when the pixel count is not a multiple) inside that smaller scratch.
+    use arenac_compiler::analysis::liveness::BufferKind;
+    use arenac_compiler::gemm::conv::{CONV_MIN_TILE, conv2d_tile_for_scratch};
+    use arenac_compiler::plan::verify::verify_placement;
+    let mut rng = Rng(4242);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    // (x, w, y, strides, pads)
+    type Case = ([usize; 4], [usize; 4], [usize; 4], [i64; 2], [i64; 4]);
+    let cases: [Case; 3] = [
+        (
+            [1, 16, 24, 24],
+            [16, 16, 3, 3],
+            [1, 16, 24, 24],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            [1, 12, 23, 25],
+            [20, 12, 3, 3],
+            [1, 20, 23, 25],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            [1, 8, 41, 37],
+            [24, 8, 5, 3],
+            [1, 24, 19, 18],
+            [2, 2],
+            [1, 0, 1, 1],
+        ),
+    ];
+    for (x, w, y, strides, pads) in cases {
+        let model = ModelBuilder::new("peak_conv", 13)
+            .input("x", DType::F32, &dims(&x))
+            .initializer("w", &rng.tensor(&w, -1.0, 1.0))
+            .initializer("b", &rng.tensor(&[w[0]], -1.0, 1.0))
+            .output("y", DType::F32, &dims(&y))
+            .node(
+                "c",
+                "Conv",
+                &["x", "w", "b"],
+                &["y"],
+                vec![("strides", ints(&strides)), ("pads", ints(&pads))],
+            )
+            .build();
+        let g = import(&model);
+        let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+        let scratch = plan
+            .liveness
+            .buffers
+            .iter()
+            .find(|b| b.kind == BufferKind::Scratch)
+            .map(|b| b.interval.size)
+            .expect("an im2col scratch");
+        let k = w[1] * w[2] * w[3];
+        let panel = arenac_compiler::gemm::packed_b_len(k, CONV_MIN_TILE) * 4;
+        assert_eq!(scratch, panel, "{x:?}: the panel of the smallest tile");
+        let (_, node) = g.nodes().next().expect("one node");
+        let arenac_compiler::ops::Op::Conv(a) = &node.op else {
+            panic!("a Conv node")
+        };
+        let ty = |i: usize| g.value(node.inputs[i]).ty.clone();
+        let p = arenac_compiler::ops::conv::scratch_params(
+            a,
+            &ty(0),
+            &g.value(node.outputs[0]).ty,
+            true,
+        )
+        .expect("2-d");
+        assert_eq!(conv2d_tile_for_scratch(&p, scratch), Some(CONV_MIN_TILE));
+        assert_eq!(plan.arena_bytes, plan.lower_bound_bytes);
+        let intervals = plan.liveness.intervals();
+        verify_placement(&intervals, &plan.placement, 64).expect("plan verifies");
+        check_graph(&g, &[rng.tensor(&x, -1.0, 1.0)], RTOL, ATOL);
+    }
+}

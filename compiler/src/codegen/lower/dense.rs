@@ -420,14 +420,19 @@ pub(super) fn conv(
             cx.arena(wv)?
         }
     };
-    // The planner sized the scratch by the same function; a mismatch is a bug, not a crash.
-    let need = crate::gemm::conv::conv2d_scratch_bytes(&params);
-    if need > planned_scratch(cx) {
-        return Err(cx.err(format!(
-            "internal: Conv needs {need} bytes of scratch, {} planned",
-            planned_scratch(cx)
-        )));
-    }
+    // The planner sized the scratch by the same function at the tile it chose; the largest
+    // tile whose scratch fits the planned bytes is that tile. A mismatch is a bug, not a crash.
+    let planned = planned_scratch(cx);
+    let tile = crate::gemm::conv::conv2d_tile_for_scratch(&params, planned).ok_or_else(|| {
+        cx.err(format!(
+            "internal: Conv needs {} bytes of scratch even at its smallest tile, {planned} planned",
+            crate::gemm::conv::conv2d_scratch_bytes(&ConvParams {
+                tile: crate::gemm::conv::CONV_MIN_TILE as u64,
+                ..params
+            })
+        ))
+    })?;
+    params.tile = tile as u64;
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
             Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
