@@ -171,12 +171,12 @@ pub fn import_model(
         match importer.run(gp, external.as_mut(), &declared, &shapes, &frozen) {
             Err(
                 e @ Error::Node {
-                    source: OpError::NotConstant { .. },
+                    source: OpError::NotConstant { .. } | OpError::DataDependent { .. },
                     ..
                 },
             ) => {
                 let Error::Node {
-                    source: OpError::NotConstant { name, .. },
+                    source: OpError::NotConstant { name, .. } | OpError::DataDependent { name, .. },
                     ..
                 } = &e
                 else {
