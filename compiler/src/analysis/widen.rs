@@ -40,8 +40,8 @@
 //! |---|---|---|
 //! | MatMul, Gemm, Conv, ConvTranspose | yes | the GEMM/conv core is f32 |
 //! | MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool | yes | f32 pooling kernels (MaxPool on i8/u8 too) |
-//! | BatchNormalization, LayerNormalization, LRN, Softmax, LogSoftmax | yes | f32 kernels |
-//! | ReduceMean/Sum/Max/Min (Reduce*) | yes | f32 reduce kernel |
+//! | BatchNormalization, LayerNormalization, InstanceNormalization, GroupNormalization, MeanVarianceNormalization, RMSNormalization, LRN, Softmax, LogSoftmax | yes | f32 kernels |
+//! | Reduce*, ArgMax/ArgMin, Hardmax, CumSum/CumProd, TopK, LpNormalization, LpPool | f16/bf16 only | native f32/f64/integer kernels (ArgMax and TopK widen exactly: the order of values is kept) |
 //! | Resize other than nearest | yes | linear is f32 (nearest is a byte gather: any dtype) |
 //! | Relu, LeakyRelu, Clip, Sigmoid, Tanh, Erf, Gelu, HardSigmoid, HardSwish, Sqrt, Reciprocal, Exp, Log | yes | f32x4 kernels only |
 //! | PRelu, Mean (variadic) | yes | f32x4 kernels only |
@@ -87,9 +87,20 @@ pub fn widens(op: &Op, dt: DType) -> bool {
         Op::MaxPool(_) | Op::AveragePool(_) | Op::GlobalAveragePool | Op::GlobalMaxPool => true,
         Op::BatchNormalization { .. }
         | Op::LayerNormalization { .. }
+        | Op::InstanceNormalization { .. }
+        | Op::GroupNormalization { .. }
+        | Op::MeanVarianceNormalization { .. }
+        | Op::RmsNormalization { .. }
         | Op::Lrn(_)
         | Op::Softmax { .. } => true,
-        Op::Reduce(_) => true,
+        // Native f32, f64 and integer kernels; none for f16/bf16.
+        Op::Reduce(_)
+        | Op::ArgReduce(_)
+        | Op::Hardmax { .. }
+        | Op::CumScan(_)
+        | Op::TopK(_)
+        | Op::LpNormalization { .. }
+        | Op::LpPool(_) => dt != DType::F64,
         Op::Resize(a) => !matches!(a.mode, ResizeMode::Nearest),
         Op::Unary(u) => matches!(
             u,

@@ -173,8 +173,8 @@ fn assert_widened(g: &Graph, op: &str) {
     );
 }
 
-/// MatMul, Softmax/LogSoftmax, ReduceMax and Conv on random shapes in f16, bf16 and f64:
-/// widened, the widened graph's reference equals the f32 op's reference rounded once, and
+/// MatMul, Softmax/LogSoftmax, ReduceMax and Conv on random shapes in f16, bf16 and f64
+/// (ReduceMax: f16 and bf16; its f64 kernel is native): widened, the widened graph's reference equals the f32 op's reference rounded once, and
 /// the JIT matches it.
 #[test]
 fn widened_ops_equal_f32_then_rounded() {
@@ -191,6 +191,12 @@ fn widened_ops_equal_f32_then_rounded() {
             for dt in [DType::F16, DType::BF16, DType::F64] {
                 let (m, ins) = case.model(dt, dt);
                 let g = import(&m);
+                if what == "ReduceMax" && dt == DType::F64 {
+                    // Reductions have an f64 kernel of their own: not widened, exact.
+                    assert_eq!(g.node_count(), 1, "ReduceMax on f64 is not widened");
+                    check_graph(&g, &ins, 0.0, 0.0);
+                    continue;
+                }
                 let op = g
                     .nodes()
                     .map(|(_, n)| n.op.name())
@@ -487,5 +493,78 @@ fn fusion_works_after_widening() {
         assert_eq!((stats.groups, stats.nodes_fused), (1, 3), "{}", dt.name());
         let (rtol, atol) = tolerance(dt);
         check_graph(&g, &[a, b], rtol, atol);
+    }
+}
+
+/// Statistics normalizations and the reduce family in f16/bf16 (LayerNormalization,
+/// InstanceNormalization, ArgMax, CumSum, TopK): widened, JIT against the reference; ArgMax
+/// and TopK's indices exactly.
+#[test]
+fn norm_and_reduce_families_run_widened() {
+    let mut rng = Rng(0x5eed);
+    for dt in [DType::F16, DType::BF16] {
+        let (rtol, atol) = tolerance(dt);
+        let s = [2, 3, 1 + pick(&mut rng, 7)];
+        let c = s[1];
+        let x = to(&rng.tensor(&s, -3.0, 3.0), dt);
+        let scale = to(&rng.tensor(&[s[2]], 0.5, 1.5), dt);
+        let bias = to(&rng.tensor(&[s[2]], -1.0, 1.0), dt);
+        let cscale = to(&rng.tensor(&[c], 0.5, 1.5), dt);
+        let cbias = to(&rng.tensor(&[c], -1.0, 1.0), dt);
+        let m = ModelBuilder::new("nr", 18)
+            .input("x", dt, &dims(&s))
+            .initializer("scale", &scale)
+            .initializer("bias", &bias)
+            .initializer("cscale", &cscale)
+            .initializer("cbias", &cbias)
+            .initializer("axis", &Tensor::i64(vec![], &[1]))
+            .initializer("k", &Tensor::i64(vec![1], &[2]))
+            .output("ln", dt, &[])
+            .output("inorm", dt, &[])
+            .output("am", DType::I64, &[])
+            .output("cs", dt, &[])
+            .output("tv", dt, &[])
+            .output("ti", DType::I64, &[])
+            .node(
+                "ln",
+                "LayerNormalization",
+                &["x", "scale", "bias"],
+                &["ln"],
+                vec![("axis", Attr::Int(-1))],
+            )
+            .node(
+                "in",
+                "InstanceNormalization",
+                &["x", "cscale", "cbias"],
+                &["inorm"],
+                vec![],
+            )
+            .node(
+                "am",
+                "ArgMax",
+                &["x"],
+                &["am"],
+                vec![("axis", Attr::Int(2))],
+            )
+            .node("cs", "CumSum", &["x", "axis"], &["cs"], vec![])
+            .node(
+                "tk",
+                "TopK",
+                &["x", "k"],
+                &["tv", "ti"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .build();
+        let g = import(&m);
+        for op in [
+            "LayerNormalization",
+            "InstanceNormalization",
+            "ArgMax",
+            "CumSum",
+            "TopK",
+        ] {
+            assert_widened(&g, op);
+        }
+        check_graph(&g, &[x], rtol, atol);
     }
 }
