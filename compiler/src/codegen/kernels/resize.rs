@@ -150,8 +150,10 @@ impl LinearDesc {
             });
             for (o, t) in v.iter().enumerate() {
                 let start = tables.len();
+                // Padding taps repeat the first source (weight 0), reading a value in use.
+                let pad = t.first().map_or(0, |x| x.0);
                 for j in 0..n {
-                    let i = t.get(j).map_or(0, |x| x.0);
+                    let i = t.get(j).map_or(pad, |x| x.0);
                     tables.extend_from_slice(&(i as i64 * st[k]).to_le_bytes());
                 }
                 for j in 0..n {

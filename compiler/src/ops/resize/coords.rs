@@ -11,15 +11,27 @@
 
 use super::{ResizeAttrs, ResizeMode};
 
-/// The source coordinate of output index `x` along one axis. `roi` is `(start, end)`, used
-/// by `tf_crop_and_resize` only.
+/// A `tf_crop_and_resize` region along one axis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Roi {
+    /// Start (fraction of the input extent).
+    pub start: f64,
+    /// End.
+    pub end: f64,
+    /// Arithmetic in f32: the reference computes `end - start` and `start * (len - 1)` in
+    /// the roi tensor's type (numpy scalars), f32 unless the roi is f64.
+    pub single: bool,
+}
+
+/// The source coordinate of output index `x` along one axis (`roi` is used by
+/// `tf_crop_and_resize` only).
 pub(crate) fn source_coord(
     coord: &str,
     x: usize,
     scale: f64,
     len_in: usize,
     len_out: usize,
-    roi: (f64, f64),
+    roi: Roi,
 ) -> f64 {
     let (x, s) = (x as f64, scale);
     let li = len_in as f64;
@@ -38,12 +50,20 @@ pub(crate) fn source_coord(
         "asymmetric" => x / s,
         "tf_half_pixel_for_nearest" => (x + 0.5) / s,
         "tf_crop_and_resize" => {
-            let c = if ow == 1.0 {
-                (roi.1 - roi.0) * (li - 1.0) / 2.0
+            let (diff, base, mid) = if roi.single {
+                let (s0, s1, l) = (roi.start as f32, roi.end as f32, len_in as f32 - 1.0);
+                let d = s1 - s0;
+                (f64::from(d), f64::from(s0 * l), f64::from(d * l / 2.0))
             } else {
-                x * (roi.1 - roi.0) * (li - 1.0) / (ow - 1.0)
+                let d = roi.end - roi.start;
+                (d, roi.start * (li - 1.0), d * (li - 1.0) / 2.0)
             };
-            c + roi.0 * (li - 1.0)
+            let c = if ow == 1.0 {
+                mid
+            } else {
+                x * diff * (li - 1.0) / (ow - 1.0)
+            };
+            c + base
         }
         // half_pixel
         _ => (x + 0.5) / s - 0.5,
@@ -62,6 +82,32 @@ pub(crate) fn round_nearest(mode: &str, x: f64, scale: f64) -> f64 {
         // simple: ceil when downsampling, else floor.
         _ if scale < 1.0 => x.ceil(),
         _ => x.floor(),
+    }
+}
+
+/// The input index nearest mode picks for coordinate `x`. The standard modes follow the
+/// reference's two-tap window exactly (its coefficients `[1, 0]` or `[0, 1]` by the fraction,
+/// the window placed from `x + 1` in f64, which differs from plain rounding where that sum
+/// rounds to an integer); the legacy "simple" rounds `x`.
+fn nearest_index(mode: &str, x: f64, scale: f64, len_in: usize) -> usize {
+    let second = |ratio: f64| match mode {
+        _ if ratio == 1.0 => Some(true),
+        "round_prefer_floor" => Some(ratio > 0.5),
+        "round_prefer_ceil" => Some(ratio >= 0.5),
+        "floor" => Some(false),
+        "ceil" => Some(true),
+        _ => None,
+    };
+    let f = x.floor();
+    let ratio = if x == f { 1.0 } else { x - f };
+    match second(ratio) {
+        Some(second) => {
+            let xp = x + 1.0;
+            let pp = xp.floor();
+            let start = if xp - pp == 0.0 { pp - 2.0 } else { pp - 1.0 };
+            clamp_index(start + if second { 1.0 } else { 0.0 }, len_in)
+        }
+        None => clamp_index(round_nearest(mode, x, scale), len_in),
     }
 }
 
@@ -148,14 +194,11 @@ pub(crate) fn axis_taps(a: &ResizeAttrs, d: usize, len_in: usize, len_out: usize
     let scale = a.scales.get(d).copied().unwrap_or(1.0);
     let coord = a.coordinate_transformation.as_str();
     let crop = coord == "tf_crop_and_resize";
-    let roi = if crop {
-        let r = a.roi.len() / 2;
-        (
-            a.roi.get(d).copied().unwrap_or(0.0),
-            a.roi.get(r + d).copied().unwrap_or(1.0),
-        )
-    } else {
-        (0.0, 1.0)
+    let r = a.roi.len() / 2;
+    let roi = Roi {
+        start: if crop { a.roi.get(d).copied().unwrap_or(0.0) } else { 0.0 },
+        end: if crop { a.roi.get(r + d).copied().unwrap_or(1.0) } else { 1.0 },
+        single: !a.roi_double,
     };
     let identity = AxisTaps {
         n: 1,
@@ -164,7 +207,7 @@ pub(crate) fn axis_taps(a: &ResizeAttrs, d: usize, len_in: usize, len_out: usize
         extrap: vec![false; len_out],
     };
     // The reference skips an axis that is not resized.
-    if isclose(scale, 1.0) && len_out == len_in && isclose(roi.0, 0.0) && isclose(roi.1, 1.0) {
+    if isclose(scale, 1.0) && len_out == len_in && isclose(roi.start, 0.0) && isclose(roi.end, 1.0) {
         return identity;
     }
     let mut t = AxisTaps {
@@ -180,8 +223,7 @@ pub(crate) fn axis_taps(a: &ResizeAttrs, d: usize, len_in: usize, len_out: usize
         let coeffs = match a.mode {
             ResizeMode::Nearest => {
                 t.n = 1;
-                let q = round_nearest(&a.nearest_mode, x, scale);
-                t.idx.push(clamp_index(q, len_in));
+                t.idx.push(nearest_index(&a.nearest_mode, x, scale, len_in));
                 t.w.push(1.0);
                 continue;
             }

@@ -12,7 +12,7 @@
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
-use crate::ir::types::{TensorType, checked_numel};
+use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::{expect_arity, fmt_f32, fmt_list, fmt_shape, wrong_family};
 use crate::ops::{MAX_OPSET, Op, OpDef};
@@ -52,6 +52,8 @@ pub struct ResizeAttrs {
     /// Region of interest per dim, `[starts..., ends...]` of length `2 * rank`
     /// (tf_crop_and_resize only; empty otherwise).
     pub roi: Vec<f64>,
+    /// The roi tensor is f64 (the reference does a float roi's arithmetic in f32).
+    pub roi_double: bool,
 }
 
 /// Attributes beyond the scales: mode, coordinates and filter options.
@@ -66,6 +68,7 @@ struct Opts {
     extrapolation_value: f32,
     /// As given (per `axes` entry when axes are given).
     roi: Option<Vec<f64>>,
+    roi_double: bool,
     keep_aspect: String,
 }
 
@@ -80,6 +83,7 @@ impl Opts {
             antialias: false,
             extrapolation_value: 0.0,
             roi: None,
+            roi_double: false,
             keep_aspect: "stretch".into(),
         }
     }
@@ -160,14 +164,14 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         ));
     }
     // roi only matters for tf_crop_and_resize (where it is frozen into a constant).
-    let roi = if coord == "tf_crop_and_resize" {
+    let (roi, roi_double) = if coord == "tf_crop_and_resize" {
         let r = take_nonempty(ctx, 1)?.ok_or_else(|| {
             OpError::attr("roi", "required by coordinate_transformation_mode 'tf_crop_and_resize'")
         })?;
-        Some(r.to_f64_vec())
+        (Some(r.to_f64_vec()), r.dtype() == DType::F64)
     } else {
         ctx.ignore_input(1);
-        None
+        (None, false)
     };
     let mut axes: Option<Vec<usize>> = None;
     let mut antialias = false;
@@ -200,6 +204,7 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         antialias,
         extrapolation_value: ctx.attr_float("extrapolation_value", 0.0)?,
         roi,
+        roi_double,
         keep_aspect,
     };
     let scales = take_nonempty(ctx, 2)?;
@@ -352,6 +357,7 @@ fn resolve(
         antialias: o.antialias,
         extrapolation_value: o.extrapolation_value,
         roi,
+        roi_double: o.roi_double,
     });
     // Validate (modes, empty inputs, overflow) now for a clear error at conversion.
     check(&op, in_shape)?;
