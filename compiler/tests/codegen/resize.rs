@@ -175,10 +175,7 @@ fn resize_cubic_antialias_random() {
             ("cubic_coeff_a", Attr::Float(a)),
         ];
         if use_axes {
-            attrs.push((
-                "axes",
-                Attr::Ints(axes.iter().map(|&d| d as i64).collect()),
-            ));
+            attrs.push(("axes", Attr::Ints(axes.iter().map(|&d| d as i64).collect())));
         }
         let inputs: Vec<&str> = if use_sizes {
             let sizes: Vec<i64> = axes
@@ -244,10 +241,7 @@ fn resize_tf_crop_and_resize_random() {
             ("extrapolation_value", Attr::Float(extrap)),
         ];
         if axes.len() < rank {
-            attrs.push((
-                "axes",
-                Attr::Ints(axes.iter().map(|&d| d as i64).collect()),
-            ));
+            attrs.push(("axes", Attr::Ints(axes.iter().map(|&d| d as i64).collect())));
         }
         let m = ModelBuilder::new("crop", 19)
             .input("x", DType::F32, &dims(&s))
@@ -255,6 +249,36 @@ fn resize_tf_crop_and_resize_random() {
             .initializer("sizes", &Tensor::i64(vec![sizes.len()], &sizes))
             .output("y", DType::F32, &dims(&[1]))
             .node("r", "Resize", &["x", "roi", "", "sizes"], &["y"], attrs)
+            .build();
+        check(m, &[rng.tensor(&s, -1.0, 1.0)], 1e-5, 1e-5);
+    }
+}
+
+/// Wide antialiased filters on several axes: more tap combinations than the kernel unrolls,
+/// so some axes loop over their taps at run time (rows of 1, 3 and 4+ elements).
+#[test]
+fn resize_antialias_wide_filters_loop_taps() {
+    let mut rng = Rng(123);
+    for (s, scales, mode) in [
+        (vec![9, 8, 10], vec![0.25f32, 0.25, 0.2], "cubic"),
+        (vec![2, 12, 9, 3], vec![1.0f32, 0.2, 0.25, 1.0], "cubic"),
+        (vec![8, 9, 11, 6], vec![0.3f32, 0.25, 0.1, 1.0], "linear"),
+        (vec![7, 9, 5], vec![0.3f32, 0.25, 0.5], "cubic"),
+    ] {
+        let m = ModelBuilder::new("aa", 19)
+            .input("x", DType::F32, &dims(&s))
+            .initializer("scales", &Tensor::f32(vec![s.len()], &scales))
+            .output("y", DType::F32, &dims(&[1]))
+            .node(
+                "r",
+                "Resize",
+                &["x", "", "scales"],
+                &["y"],
+                vec![
+                    ("mode", Attr::Str(mode.into())),
+                    ("antialias", Attr::Int(1)),
+                ],
+            )
             .build();
         check(m, &[rng.tensor(&s, -1.0, 1.0)], 1e-5, 1e-5);
     }

@@ -12,8 +12,12 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::{for_range, mem, offset};
 
-/// Most tap combinations per output element (the kernel's code grows with it).
-pub const MAX_TAPS: usize = 1024;
+/// Most tap combinations unrolled per output element; dims beyond it loop over their taps at
+/// run time (wide antialiased filters on several axes).
+pub const MAX_UNROLLED: usize = 256;
+
+/// Unrolled tap combinations a looping kernel keeps.
+const LOOP_UNROLLED: usize = 16;
 
 /// How one output dim finds its sources.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +33,8 @@ pub enum LinMap {
         n: usize,
         /// Bytes per entry.
         entry: usize,
+        /// Taps looped over at run time (else unrolled).
+        looped: bool,
     },
 }
 
@@ -84,12 +90,8 @@ fn compact(a: &Axis) -> Vec<Vec<(usize, f32)>> {
 
 impl LinearDesc {
     /// Builds the kernel for input `in_shape` (f32) resized along `axes` (one per dim), and
-    /// the tables it reads; `Err` names why it cannot (too many taps).
-    pub fn new(
-        in_shape: &[usize],
-        axes: &[Axis],
-        extrap_value: f32,
-    ) -> Result<(LinearDesc, Vec<u8>), String> {
+    /// the tables it reads.
+    pub fn new(in_shape: &[usize], axes: &[Axis], extrap_value: f32) -> (LinearDesc, Vec<u8>) {
         let r = axes.len();
         let mut st = vec![4i64; r];
         for k in (0..r.saturating_sub(1)).rev() {
@@ -117,12 +119,11 @@ impl LinearDesc {
             extrap: extrap.then_some(extrap_value.to_bits()),
         };
         let mut tables = Vec::new();
-        let mut combos = 1usize;
         for (k, v) in taps[..cut].iter().enumerate() {
             if v.is_empty() {
                 d.dims = vec![0];
                 d.maps = vec![LinMap::Stride(0)];
-                return Ok((d, Vec::new()));
+                return (d, Vec::new());
             }
             d.dims.push(v.len());
             let first = |t: &Vec<(usize, f32)>| t.first().map_or(0, |x| x.0 as i64);
@@ -136,17 +137,12 @@ impl LinearDesc {
                 continue;
             }
             let n = v.iter().map(Vec::len).max().unwrap_or(1).max(1);
-            combos = combos.saturating_mul(n);
-            if combos > MAX_TAPS {
-                return Err(format!(
-                    "the interpolation needs more than {MAX_TAPS} taps per output element"
-                ));
-            }
             let entry = (12 * n + 4).next_multiple_of(8);
             d.maps.push(LinMap::Taps {
                 at: tables.len(),
                 n,
                 entry,
+                looped: false,
             });
             for (o, t) in v.iter().enumerate() {
                 let start = tables.len();
@@ -165,7 +161,25 @@ impl LinearDesc {
                 tables.resize(start + entry, 0);
             }
         }
-        Ok((d, tables))
+        // Unroll every dim's taps when the combinations are few, else the first dims up to
+        // a small budget and loop over the rest.
+        let total = d.maps.iter().fold(1usize, |p, m| match m {
+            LinMap::Taps { n, .. } => p.saturating_mul(*n),
+            LinMap::Stride(_) => p,
+        });
+        if total > MAX_UNROLLED {
+            let mut unrolled = 1usize;
+            for m in &mut d.maps {
+                if let LinMap::Taps { n, looped, .. } = m {
+                    if unrolled * *n <= LOOP_UNROLLED {
+                        unrolled *= *n;
+                    } else {
+                        *looped = true;
+                    }
+                }
+            }
+        }
+        (d, tables)
     }
 
     /// Emits the body for `(src, tables, dst)`.
@@ -173,84 +187,72 @@ impl LinearDesc {
         if self.dims.contains(&0) || self.row == 0 {
             return;
         }
-        self.level(b, 0, vec![(src, None)], None, tables, dst);
+        let mut st = State {
+            srcs: vec![(src, None)],
+            keep: None,
+            loops: Vec::new(),
+        };
+        self.level(b, 0, &mut st, tables, dst);
     }
 
-    fn level(
-        &self,
-        b: &mut FunctionBuilder<'_>,
-        k: usize,
-        srcs: Vec<(Value, Option<Value>)>,
-        keep: Option<Value>,
-        t: Value,
-        d: Value,
-    ) {
+    fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, st: &mut State, t: Value, d: Value) {
         if k == self.dims.len() {
-            self.row(b, &srcs, keep, d);
+            self.row(b, st, d);
             return;
         }
         let out_step = self.dims[k + 1..].iter().product::<usize>() * self.row * 4;
         for_range(b, self.dims[k], &mut |b, i| {
-            let (next, keep) = match self.maps[k] {
-                LinMap::Stride(st) => {
-                    let next = srcs
-                        .iter()
-                        .map(|&(p, w)| {
-                            let o = b.ins().imul_imm_s(i, st);
-                            (b.ins().iadd(p, o), w)
-                        })
-                        .collect();
-                    (next, keep)
+            let mut next = State {
+                srcs: st.srcs.clone(),
+                keep: st.keep,
+                loops: st.loops.clone(),
+            };
+            match self.maps[k] {
+                LinMap::Stride(s) => {
+                    let o = b.ins().imul_imm_s(i, s);
+                    for p in &mut next.srcs {
+                        p.0 = b.ins().iadd(p.0, o);
+                    }
                 }
-                LinMap::Taps { at, n, entry } => {
+                LinMap::Taps {
+                    at,
+                    n,
+                    entry,
+                    looped,
+                } => {
                     let tp = offset(b, t, i, entry);
                     let at = at as i32;
-                    let taps: Vec<(Value, Value)> = (0..n as i32)
-                        .map(|j| {
-                            let o = b.ins().load(I64, mem(), tp, at + 8 * j);
-                            let w = b.ins().load(F32, mem(), tp, at + 8 * n as i32 + 4 * j);
-                            (o, w)
-                        })
-                        .collect();
-                    let keep = if self.extrap.is_some() {
+                    if self.extrap.is_some() {
                         let kv = b.ins().load(F32, mem(), tp, at + 12 * n as i32);
-                        Some(match keep {
+                        next.keep = Some(match next.keep {
                             Some(k) => b.ins().fmul(k, kv),
                             None => kv,
-                        })
-                    } else {
-                        keep
-                    };
-                    let mut out = Vec::with_capacity(srcs.len() * n);
-                    for &(p, w) in &srcs {
-                        for &(o, wk) in &taps {
-                            let q = b.ins().iadd(p, o);
-                            let ww = match w {
-                                Some(w) => b.ins().fmul(w, wk),
-                                None => wk,
-                            };
-                            out.push((q, Some(ww)));
-                        }
+                        });
                     }
-                    (out, keep)
+                    if looped {
+                        next.loops.push((tp, at, n));
+                    } else {
+                        let taps: Vec<(Value, Value)> = (0..n as i32)
+                            .map(|j| {
+                                let o = b.ins().load(I64, mem(), tp, at + 8 * j);
+                                let w = b.ins().load(F32, mem(), tp, at + 8 * n as i32 + 4 * j);
+                                (o, w)
+                            })
+                            .collect();
+                        next.srcs = spread(b, &next.srcs, &taps);
+                    }
                 }
-            };
+            }
             let dp = offset(b, d, i, out_step);
-            self.level(b, k + 1, next, keep, t, dp);
+            self.level(b, k + 1, &mut next, t, dp);
         });
     }
 
-    fn row(
-        &self,
-        b: &mut FunctionBuilder<'_>,
-        srcs: &[(Value, Option<Value>)],
-        keep: Option<Value>,
-        d: Value,
-    ) {
+    fn row(&self, b: &mut FunctionBuilder<'_>, st: &State, d: Value) {
         let n = self.row;
         // Extrapolation: out = sum + (1 - keep) * value (the weights of an extrapolated
         // output are all 0).
-        let extra = match (self.extrap, keep) {
+        let extra = match (self.extrap, st.keep) {
             (Some(bits), Some(k)) => {
                 let one = b.ins().f32const(1.0);
                 let e = b.ins().f32const(f32::from_bits(bits));
@@ -259,56 +261,105 @@ impl LinearDesc {
             }
             _ => None,
         };
-        let vec_ws: Vec<Option<Value>> = if n >= 4 {
-            srcs.iter()
-                .map(|&(_, w)| w.map(|w| b.ins().splat(F32X4, w)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let vec_extra = if n >= 4 {
-            extra.map(|e| b.ins().splat(F32X4, e))
-        } else {
-            None
-        };
         for_range(b, n / 4, &mut |b, j| {
-            let mut acc: Option<Value> = None;
-            for (&(p, _), &w) in srcs.iter().zip(&vec_ws) {
-                let q = offset(b, p, j, 16);
-                let v = b.ins().load(F32X4, mem(), q, 0);
-                acc = Some(match (acc, w) {
-                    (None, None) => v,
-                    (None, Some(w)) => b.ins().fmul(v, w),
-                    (Some(a), None) => b.ins().fadd(a, v),
-                    (Some(a), Some(w)) => b.ins().fma(v, w, a),
-                });
+            let acc = b.declare_var(F32X4);
+            let z = b.ins().f32const(0.0);
+            let z = b.ins().splat(F32X4, z);
+            b.def_var(acc, z);
+            tap_loops(b, &st.loops, &st.srcs, &mut |b, srcs| {
+                let mut a = b.use_var(acc);
+                for &(p, w) in srcs {
+                    let q = offset(b, p, j, 16);
+                    let v = b.ins().load(F32X4, mem(), q, 0);
+                    a = match w {
+                        None => b.ins().fadd(a, v),
+                        Some(w) => {
+                            let w = b.ins().splat(F32X4, w);
+                            b.ins().fma(v, w, a)
+                        }
+                    };
+                }
+                b.def_var(acc, a);
+            });
+            let mut a = b.use_var(acc);
+            if let Some(e) = extra {
+                let e = b.ins().splat(F32X4, e);
+                a = b.ins().fadd(a, e);
             }
-            if let (Some(a), Some(e)) = (acc, vec_extra) {
-                acc = Some(b.ins().fadd(a, e));
-            }
-            if let Some(a) = acc {
-                let q = offset(b, d, j, 16);
-                b.ins().store(mem(), a, q, 0);
-            }
+            let q = offset(b, d, j, 16);
+            b.ins().store(mem(), a, q, 0);
         });
         for t in (n / 4) * 4..n {
             let off = (t * 4) as i32;
-            let mut acc: Option<Value> = None;
-            for &(p, w) in srcs {
-                let v = b.ins().load(F32, mem(), p, off);
-                acc = Some(match (acc, w) {
-                    (None, None) => v,
-                    (None, Some(w)) => b.ins().fmul(v, w),
-                    (Some(a), None) => b.ins().fadd(a, v),
-                    (Some(a), Some(w)) => b.ins().fma(v, w, a),
-                });
+            let acc = b.declare_var(F32);
+            let z = b.ins().f32const(0.0);
+            b.def_var(acc, z);
+            tap_loops(b, &st.loops, &st.srcs, &mut |b, srcs| {
+                let mut a = b.use_var(acc);
+                for &(p, w) in srcs {
+                    let v = b.ins().load(F32, mem(), p, off);
+                    a = match w {
+                        None => b.ins().fadd(a, v),
+                        Some(w) => b.ins().fma(v, w, a),
+                    };
+                }
+                b.def_var(acc, a);
+            });
+            let mut a = b.use_var(acc);
+            if let Some(e) = extra {
+                a = b.ins().fadd(a, e);
             }
-            if let (Some(a), Some(e)) = (acc, extra) {
-                acc = Some(b.ins().fadd(a, e));
-            }
-            if let Some(a) = acc {
-                b.ins().store(mem(), a, d, off);
-            }
+            b.ins().store(mem(), a, d, off);
         }
     }
+}
+
+/// The sources and weights of the output being computed: unrolled `(pointer, weight)`
+/// pairs, the product of the keep flags, and the tap tables still to loop over at run time
+/// `(entry pointer, byte offset in it, taps)`.
+struct State {
+    srcs: Vec<(Value, Option<Value>)>,
+    keep: Option<Value>,
+    loops: Vec<(Value, i32, usize)>,
+}
+
+/// Every source combined with every tap `(byte offset, weight)`.
+fn spread(
+    b: &mut FunctionBuilder<'_>,
+    srcs: &[(Value, Option<Value>)],
+    taps: &[(Value, Value)],
+) -> Vec<(Value, Option<Value>)> {
+    let mut out = Vec::with_capacity(srcs.len() * taps.len());
+    for &(p, w) in srcs {
+        for &(o, wk) in taps {
+            let q = b.ins().iadd(p, o);
+            let ww = match w {
+                Some(w) => b.ins().fmul(w, wk),
+                None => wk,
+            };
+            out.push((q, Some(ww)));
+        }
+    }
+    out
+}
+
+/// Runs `body` on the sources of every tap combination of `loops` (run-time loops).
+fn tap_loops(
+    b: &mut FunctionBuilder<'_>,
+    loops: &[(Value, i32, usize)],
+    srcs: &[(Value, Option<Value>)],
+    body: &mut dyn FnMut(&mut FunctionBuilder<'_>, &[(Value, Option<Value>)]),
+) {
+    let Some((&(tp, at, n), rest)) = loops.split_first() else {
+        body(b, srcs);
+        return;
+    };
+    for_range(b, n, &mut |b, j| {
+        let op = offset(b, tp, j, 8);
+        let o = b.ins().load(I64, mem(), op, at);
+        let wp = offset(b, tp, j, 4);
+        let w = b.ins().load(F32, mem(), wp, at + 8 * n as i32);
+        let next = spread(b, srcs, &[(o, w)]);
+        tap_loops(b, rest, &next, body);
+    });
 }

@@ -196,8 +196,16 @@ pub(crate) fn axis_taps(a: &ResizeAttrs, d: usize, len_in: usize, len_out: usize
     let crop = coord == "tf_crop_and_resize";
     let r = a.roi.len() / 2;
     let roi = Roi {
-        start: if crop { a.roi.get(d).copied().unwrap_or(0.0) } else { 0.0 },
-        end: if crop { a.roi.get(r + d).copied().unwrap_or(1.0) } else { 1.0 },
+        start: if crop {
+            a.roi.get(d).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        },
+        end: if crop {
+            a.roi.get(r + d).copied().unwrap_or(1.0)
+        } else {
+            1.0
+        },
         single: !a.roi_double,
     };
     let identity = AxisTaps {
@@ -207,7 +215,8 @@ pub(crate) fn axis_taps(a: &ResizeAttrs, d: usize, len_in: usize, len_out: usize
         extrap: vec![false; len_out],
     };
     // The reference skips an axis that is not resized.
-    if isclose(scale, 1.0) && len_out == len_in && isclose(roi.start, 0.0) && isclose(roi.end, 1.0) {
+    if isclose(scale, 1.0) && len_out == len_in && isclose(roi.start, 0.0) && isclose(roi.end, 1.0)
+    {
         return identity;
     }
     let mut t = AxisTaps {

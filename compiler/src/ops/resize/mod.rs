@@ -166,7 +166,10 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     // roi only matters for tf_crop_and_resize (where it is frozen into a constant).
     let (roi, roi_double) = if coord == "tf_crop_and_resize" {
         let r = take_nonempty(ctx, 1)?.ok_or_else(|| {
-            OpError::attr("roi", "required by coordinate_transformation_mode 'tf_crop_and_resize'")
+            OpError::attr(
+                "roi",
+                "required by coordinate_transformation_mode 'tf_crop_and_resize'",
+            )
         })?;
         (Some(r.to_f64_vec()), r.dtype() == DType::F64)
     } else {
@@ -179,7 +182,10 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     if ctx.opset >= 18 {
         antialias = ctx.attr_int("antialias", 0)? != 0;
         if antialias && mode == ResizeMode::Nearest {
-            return Err(OpError::attr("antialias", "not supported with mode 'nearest'"));
+            return Err(OpError::attr(
+                "antialias",
+                "not supported with mode 'nearest'",
+            ));
         }
         keep_aspect = ctx.attr_string("keep_aspect_ratio_policy", "stretch")?;
         if let Some(a) = ctx.attr_ints("axes")? {
@@ -497,5 +503,5 @@ mod eval;
 mod tests;
 
 pub(crate) use coords::{AxisTaps, axis_taps};
-pub(crate) use eval::is_gather;
 pub use eval::eval;
+pub(crate) use eval::is_gather;
