@@ -215,10 +215,19 @@ fn resize_tf_crop_and_resize_random() {
         let rank = 1 + (rng.next() % 4) as usize;
         let s: Vec<usize> = (0..rank).map(|_| 1 + (rng.next() % 6) as usize).collect();
         let mode = ["linear", "cubic", "nearest"][case % 3];
-        let axes: Vec<usize> = if case % 2 == 0 {
-            (0..rank).collect()
+        // Every axis, the last one, or the first one (leaving contiguous f32x4 rows).
+        let axes: Vec<usize> = match case % 4 {
+            0 | 2 => (0..rank).collect(),
+            1 => vec![rank - 1],
+            _ => vec![0],
+        };
+        let s: Vec<usize> = if case % 4 == 3 {
+            s.iter()
+                .enumerate()
+                .map(|(i, &d)| if i == 0 { d } else { d + 3 })
+                .collect()
         } else {
-            vec![rank - 1]
+            s
         };
         let mut roi = vec![0.0f32; 2 * axes.len()];
         for k in 0..axes.len() {

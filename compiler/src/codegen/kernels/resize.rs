@@ -3,9 +3,10 @@
 //! of the separable per-axis interpolation. Each resized dim reads a compile-time table
 //! (weights region) with, per output index, `n` byte offsets (`i64`), `n` weights (`f32`) and,
 //! when the resize extrapolates, a keep flag (`f32` 1 or 0: an output whose keep product is 0
-//! is the extrapolation value). Dims that are not resized are plain strides, and trailing ones
+//! is the extrapolation value, selected). Dims that are not resized are plain strides, and trailing ones
 //! that map onto themselves form a contiguous row computed over f32x4.
 
+use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I64};
 use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -250,14 +251,13 @@ impl LinearDesc {
 
     fn row(&self, b: &mut FunctionBuilder<'_>, st: &State, d: Value) {
         let n = self.row;
-        // Extrapolation: out = sum + (1 - keep) * value (the weights of an extrapolated
-        // output are all 0).
+        // Extrapolation: an output whose keep product is 0 is the value (selected, so that
+        // its zero-weight padding taps cannot turn it into NaN).
         let extra = match (self.extrap, st.keep) {
             (Some(bits), Some(k)) => {
-                let one = b.ins().f32const(1.0);
-                let e = b.ins().f32const(f32::from_bits(bits));
-                let m = b.ins().fsub(one, k);
-                Some(b.ins().fmul(m, e))
+                let zero = b.ins().f32const(0.0);
+                let out = b.ins().fcmp(FloatCC::Equal, k, zero);
+                Some((out, b.ins().f32const(f32::from_bits(bits))))
             }
             _ => None,
         };
@@ -282,9 +282,9 @@ impl LinearDesc {
                 b.def_var(acc, a);
             });
             let mut a = b.use_var(acc);
-            if let Some(e) = extra {
+            if let Some((out, e)) = extra {
                 let e = b.ins().splat(F32X4, e);
-                a = b.ins().fadd(a, e);
+                a = b.ins().select(out, e, a);
             }
             let q = offset(b, d, j, 16);
             b.ins().store(mem(), a, q, 0);
@@ -306,29 +306,28 @@ impl LinearDesc {
                 b.def_var(acc, a);
             });
             let mut a = b.use_var(acc);
-            if let Some(e) = extra {
-                a = b.ins().fadd(a, e);
+            if let Some((out, e)) = extra {
+                a = b.ins().select(out, e, a);
             }
             b.ins().store(mem(), a, d, off);
         }
     }
 }
 
+/// A source pointer and its weight (`None`: 1).
+type Src = (Value, Option<Value>);
+
 /// The sources and weights of the output being computed: unrolled `(pointer, weight)`
 /// pairs, the product of the keep flags, and the tap tables still to loop over at run time
 /// `(entry pointer, byte offset in it, taps)`.
 struct State {
-    srcs: Vec<(Value, Option<Value>)>,
+    srcs: Vec<Src>,
     keep: Option<Value>,
     loops: Vec<(Value, i32, usize)>,
 }
 
 /// Every source combined with every tap `(byte offset, weight)`.
-fn spread(
-    b: &mut FunctionBuilder<'_>,
-    srcs: &[(Value, Option<Value>)],
-    taps: &[(Value, Value)],
-) -> Vec<(Value, Option<Value>)> {
+fn spread(b: &mut FunctionBuilder<'_>, srcs: &[Src], taps: &[(Value, Value)]) -> Vec<Src> {
     let mut out = Vec::with_capacity(srcs.len() * taps.len());
     for &(p, w) in srcs {
         for &(o, wk) in taps {
@@ -347,8 +346,8 @@ fn spread(
 fn tap_loops(
     b: &mut FunctionBuilder<'_>,
     loops: &[(Value, i32, usize)],
-    srcs: &[(Value, Option<Value>)],
-    body: &mut dyn FnMut(&mut FunctionBuilder<'_>, &[(Value, Option<Value>)]),
+    srcs: &[Src],
+    body: &mut dyn FnMut(&mut FunctionBuilder<'_>, &[Src]),
 ) {
     let Some((&(tp, at, n), rest)) = loops.split_first() else {
         body(b, srcs);
