@@ -261,6 +261,13 @@ impl LinearDesc {
             }
             _ => None,
         };
+        // Without run-time tap loops the weights are splatted once, outside the row loop.
+        let pre: Option<Vec<Option<Value>>> = (st.loops.is_empty() && n >= 4).then(|| {
+            st.srcs
+                .iter()
+                .map(|&(_, w)| w.map(|w| b.ins().splat(F32X4, w)))
+                .collect()
+        });
         for_range(b, n / 4, &mut |b, j| {
             let acc = b.declare_var(F32X4);
             let z = b.ins().f32const(0.0);
@@ -268,15 +275,16 @@ impl LinearDesc {
             b.def_var(acc, z);
             tap_loops(b, &st.loops, &st.srcs, &mut |b, srcs| {
                 let mut a = b.use_var(acc);
-                for &(p, w) in srcs {
+                for (k, &(p, w)) in srcs.iter().enumerate() {
                     let q = offset(b, p, j, 16);
                     let v = b.ins().load(F32X4, mem(), q, 0);
+                    let w = match &pre {
+                        Some(ws) => ws.get(k).copied().flatten(),
+                        None => w.map(|w| b.ins().splat(F32X4, w)),
+                    };
                     a = match w {
                         None => b.ins().fadd(a, v),
-                        Some(w) => {
-                            let w = b.ins().splat(F32X4, w);
-                            b.ins().fma(v, w, a)
-                        }
+                        Some(w) => b.ins().fma(v, w, a),
                     };
                 }
                 b.def_var(acc, a);
