@@ -42,6 +42,8 @@ struct Cfg {
     softcap: f32,
     mode: Option<i64>,
     nonpad: bool,
+    /// (left, right) sliding window, -1 = unbounded (opset 25).
+    window: (i64, i64),
 }
 
 fn random_cfg(rng: &mut Rng, i: usize) -> Cfg {
@@ -92,12 +94,24 @@ fn random_cfg(rng: &mut Rng, i: usize) -> Cfg {
             None
         },
         nonpad,
+        window: if i % 3 == 2 {
+            (pick(rng, 4) as i64 - 1, pick(rng, 4) as i64 - 1)
+        } else {
+            (-1, -1)
+        },
     }
 }
 
 /// The model of `c` and its inputs (random values; bool masks keep one key per row).
 fn attention_case(c: &Cfg, rng: &mut Rng) -> (ModelProto, Vec<Tensor>) {
     let total = c.kv_len + c.past;
+    let opset = if c.window != (-1, -1) {
+        25
+    } else if c.nonpad {
+        24
+    } else {
+        23
+    };
     let (q_s, k_s, v_s) = if c.rank3 {
         (
             vec![c.batch, c.q_len, c.q_heads * c.head],
@@ -111,7 +125,7 @@ fn attention_case(c: &Cfg, rng: &mut Rng) -> (ModelProto, Vec<Tensor>) {
             vec![c.batch, c.kv_heads, c.kv_len, c.v_head],
         )
     };
-    let mut m = ModelBuilder::new("attn", if c.nonpad { 24 } else { 23 })
+    let mut m = ModelBuilder::new("attn", opset)
         .input("Q", DType::F32, &dims(&q_s))
         .input("K", DType::F32, &dims(&k_s))
         .input("V", DType::F32, &dims(&v_s));
@@ -172,6 +186,12 @@ fn attention_case(c: &Cfg, rng: &mut Rng) -> (ModelProto, Vec<Tensor>) {
         names.pop();
     }
     let mut attrs = vec![("is_causal", Attr::Int(i64::from(c.causal)))];
+    if c.window.0 >= 0 {
+        attrs.push(("left_window_size", Attr::Int(c.window.0)));
+    }
+    if c.window.1 >= 0 {
+        attrs.push(("right_window_size", Attr::Int(c.window.1)));
+    }
     if c.rank3 {
         attrs.push(("q_num_heads", Attr::Int(c.q_heads as i64)));
         attrs.push(("kv_num_heads", Attr::Int(c.kv_heads as i64)));
@@ -286,7 +306,11 @@ fn naive_attention(c: &Cfg, inputs: &[Tensor]) -> Vec<f32> {
                         Some(n) => n[b] - c.q_len as i64,
                         None => c.past as i64,
                     };
-                    if c.causal && (j as i64) > i as i64 + offset {
+                    let diff = i as i64 + offset - j as i64;
+                    if (c.causal && diff < 0)
+                        || (c.window.0 >= 0 && diff > c.window.0)
+                        || (c.window.1 >= 0 && -diff > c.window.1)
+                    {
                         *bj = f64::NEG_INFINITY;
                     }
                     if let Some(n) = &nonpad
@@ -323,7 +347,7 @@ fn naive_attention(c: &Cfg, inputs: &[Tensor]) -> Vec<f32> {
 #[test]
 fn attention_random_configurations() {
     let mut rng = Rng(0xa77e);
-    for i in 0..60 {
+    for i in 0..150 {
         let c = random_cfg(&mut rng, i);
         let (m, inputs) = attention_case(&c, &mut rng);
         let exe = check_inf(m, &inputs);
