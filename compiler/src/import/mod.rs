@@ -8,7 +8,7 @@
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
 pub mod builder;
-mod expand;
+pub mod expand;
 pub mod inputs;
 pub mod tensor_proto;
 pub mod text;

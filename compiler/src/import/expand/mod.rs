@@ -20,8 +20,9 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::ctx::{CtxInput, NodeCtx};
 
-/// The op types expanded at import, with the first default-domain opset defining each.
-const EXPANDED: [(&str, i64); 2] = [("Attention", 23), ("RotaryEmbedding", 23)];
+/// The op types expanded at import, with the first default-domain opset defining each (they
+/// are handled up to [`crate::ops::MAX_OPSET`]).
+pub const EXPANDED: [(&str, i64); 2] = [("Attention", 23), ("RotaryEmbedding", 23)];
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
 pub fn expanded_since(op_type: &str) -> Option<i64> {
