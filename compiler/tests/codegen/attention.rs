@@ -392,6 +392,25 @@ fn attention_errors_name_the_node() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("old") && err.contains("opset 23"), "{err}");
+    // A causal mask too large to build at import is an error, not an allocation.
+    let big = [1, 1, 1 << 17, 1];
+    let m = ModelBuilder::new("attn", 23)
+        .input("Q", DType::F32, &dims(&big))
+        .input("K", DType::F32, &dims(&big))
+        .input("V", DType::F32, &dims(&big))
+        .output("Y", DType::F32, &[])
+        .node(
+            "huge",
+            "Attention",
+            &["Q", "K", "V"],
+            &["Y"],
+            vec![("is_causal", Attr::Int(1))],
+        )
+        .build();
+    let err = import_model(&m, None, &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("huge") && err.contains("too large"), "{err}");
 }
 
 #[test]

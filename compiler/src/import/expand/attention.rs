@@ -12,16 +12,20 @@
 
 use arenac_proto::NodeProto;
 
-use super::{Emitter, dims_i64, input, int_attr, output, unsupported};
+use super::{Emitter, const_numel, dims_i64, input, int_attr, output, unsupported};
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::DType;
 use crate::ops::ctx::NodeCtx;
 
 /// A tensor of `dtype` and `shape` holding `0` where `allowed(index)` and `-inf` elsewhere.
-fn mask_const(dtype: DType, shape: Vec<usize>, allowed: impl Fn(usize, usize) -> bool) -> Tensor {
-    let (rows, cols) = (shape[0], shape[1]);
-    let mut v = Vec::with_capacity(rows * cols);
+fn mask_const(
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    allowed: impl Fn(usize, usize) -> bool,
+) -> Result<Tensor, OpError> {
+    let mut v = Vec::with_capacity(const_numel(&[rows, cols], "causal/window mask")?);
     for i in 0..rows {
         for j in 0..cols {
             v.push(if allowed(i, j) {
@@ -31,13 +35,15 @@ fn mask_const(dtype: DType, shape: Vec<usize>, allowed: impl Fn(usize, usize) ->
             });
         }
     }
-    Tensor::from_f64(dtype, shape, &v)
+    Ok(Tensor::from_f64(dtype, vec![rows, cols], &v))
 }
 
 /// `i64` values `0..n` as a tensor of `shape` (whose element count is `n`).
-fn arange(n: usize, shape: Vec<usize>) -> Tensor {
-    let v: Vec<i64> = (0..n).map(|x| x as i64).collect();
-    Tensor::i64(shape, &v)
+fn arange(n: usize, shape: Vec<usize>) -> Result<Tensor, OpError> {
+    let v: Vec<i64> = (0..const_numel(&[n], "index range")?)
+        .map(|x| x as i64)
+        .collect();
+    Ok(Tensor::i64(shape, &v))
 }
 
 /// Expands one Attention node.
@@ -206,7 +212,7 @@ pub(super) fn expand(ctx: &NodeCtx<'_>, node: &NodeProto, e: &mut Emitter) -> Re
             if let Some(l) = pad_shape.last_mut() {
                 *l = kv_len - last;
             }
-            let n = pad_shape.iter().product::<usize>();
+            let n = const_numel(&pad_shape, "attn_mask padding")?;
             let pad = e.constant(&Tensor::from_f64(
                 bdt,
                 pad_shape,
@@ -244,8 +250,8 @@ pub(super) fn expand(ctx: &NodeCtx<'_>, node: &NodeProto, e: &mut Emitter) -> Re
                 let ql = e.ints(&[q_len as i64]);
                 let sub = e.op("Sub", &[np, &ql], vec![]);
                 let off = e.reshape(&sub, &[batch, 1, 1, 1], None);
-                let rows = e.constant(&arange(q_len, vec![1, 1, q_len, 1]));
-                let cols = e.constant(&arange(kv_len, vec![1, 1, 1, kv_len]));
+                let rows = e.constant(&arange(q_len, vec![1, 1, q_len, 1])?);
+                let cols = e.constant(&arange(kv_len, vec![1, 1, 1, kv_len])?);
                 let abs = e.op("Add", &[&rows, &off], vec![]);
                 let diff = e.op("Sub", &[&abs, &cols], vec![]);
                 let zero = e.scalar(bdt, 0.0);
@@ -269,13 +275,13 @@ pub(super) fn expand(ctx: &NodeCtx<'_>, node: &NodeProto, e: &mut Emitter) -> Re
             }
             None => {
                 let off = past_len as i64;
-                let t = mask_const(bdt, vec![q_len, kv_len], |i, j| allowed(i, j, off));
+                let t = mask_const(bdt, q_len, kv_len, |i, j| allowed(i, j, off))?;
                 terms.push(e.constant(&t));
             }
         }
     }
     if let Some((np, _)) = nonpad {
-        let cols = e.constant(&arange(kv_len, vec![1, kv_len]));
+        let cols = e.constant(&arange(kv_len, vec![1, kv_len])?);
         let lens = e.reshape(np, &[batch, 1], None);
         let keep = e.op("Less", &[&cols, &lens], vec![]);
         let zero = e.scalar(bdt, 0.0);
@@ -379,7 +385,10 @@ pub(super) fn expand(ctx: &NodeCtx<'_>, node: &NodeProto, e: &mut Emitter) -> Re
     if rank == 3 {
         let y4 = e.op("MatMul", &[&probs, &vx], vec![]);
         let yt = e.transpose(&y4, &[0, 2, 1, 3], None);
-        e.reshape(&yt, &[batch, q_len, qh * v4s[3]], y_out);
+        let hidden = qh
+            .checked_mul(v4s[3])
+            .ok_or_else(|| OpError::Overflow("output hidden size".into()))?;
+        e.reshape(&yt, &[batch, q_len, hidden], y_out);
     } else {
         e.op_maybe_to("MatMul", &[&probs, &vx], vec![], y_out);
     }

@@ -221,6 +221,27 @@ fn output(node: &NodeProto, k: usize) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The element count of a constant of `shape` the expansion builds, or an error when it would
+/// take more than [`crate::import::MAX_FOLD_BYTES`] (counting 8 bytes per element, as it is
+/// built from f64/i64 values).
+fn const_numel(shape: &[usize], what: &str) -> Result<usize, OpError> {
+    crate::ir::types::checked_numel(shape)
+        .filter(|n| {
+            n.checked_mul(8)
+                .is_some_and(|b| b <= crate::import::MAX_FOLD_BYTES)
+        })
+        .ok_or_else(|| {
+            OpError::Overflow(format!(
+                "the {what} constant [{}] would be too large",
+                dims_i64(shape)
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
 /// An error for a model this expansion does not handle.
 fn unsupported(what: impl Into<String>) -> OpError {
     OpError::Unsupported(what.into())
