@@ -8,6 +8,7 @@
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
 pub mod builder;
+pub mod expand;
 pub mod inputs;
 pub mod tensor_proto;
 pub mod text;
@@ -401,6 +402,9 @@ impl Importer {
                 opset: self.domain_opsets.get(domain).copied().unwrap_or(0),
                 node: label,
             });
+        }
+        if expand::expanded_since(&op_type).is_some() {
+            return self.import_expanded(node, index, &label);
         }
         if op_type == "Constant" {
             let tensor = constant_node_value(node, external).map_err(node_err)?;
