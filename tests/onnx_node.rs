@@ -94,7 +94,11 @@ fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(TensorBuf, String)>, St
         if !path.exists() {
             break;
         }
-        let (t, name) = read_pb(&path).map_err(|e| e.to_string())?;
+        // The reason without the (machine-specific) path.
+        let (t, name) = read_pb(&path).map_err(|e| match e {
+            arenac::io::IoError::Format { reason, .. } => format!("{prefix} {k}: {reason}"),
+            other => other.to_string(),
+        })?;
         out.push((t, name.unwrap_or_default()));
     }
     Ok(out)
@@ -126,11 +130,11 @@ fn run_case(dir: &Path, case: &Case) -> (Status, String) {
     for data in &data_dirs {
         let inputs = match read_tensors(data, "input") {
             Ok(v) => v,
-            Err(e) => return (Status::Unsupported, format!("input: {e}")),
+            Err(e) => return (Status::Unsupported, e),
         };
         let expected = match read_tensors(data, "output") {
             Ok(v) => v,
-            Err(e) => return (Status::Unsupported, format!("output: {e}")),
+            Err(e) => return (Status::Unsupported, e),
         };
         let mut opts = CompileOptions::default();
         for (t, name) in &inputs {

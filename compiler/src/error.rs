@@ -60,6 +60,19 @@ pub enum OpError {
         /// Input value name.
         name: String,
     },
+    /// An input whose *values* decide the output's shape (NonZero, Unique, NonMaxSuppression,
+    /// Compress's condition) is not known at compile time: arenac's shapes are static.
+    #[error(
+        "output shape depends on the input's values (input {input} '{name}' is not known at \
+         compile time), so it cannot be static; give that input's value when compiling \
+         (`arenac run --input`) or make it an initializer"
+    )]
+    DataDependent {
+        /// Input position.
+        input: usize,
+        /// Input value name.
+        name: String,
+    },
     /// A valid ONNX construct arenac does not implement (a mode, a dtype, an attribute value).
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -355,6 +355,14 @@ pub fn supported_ops() -> Vec<OpSupport> {
             until: d.until,
         })
         .collect();
+    // Ops expanded at import into other ops (Attention, RotaryEmbedding).
+    for (op_type, since) in arenac_compiler::import::expand::EXPANDED {
+        ops.push(OpSupport {
+            op_type,
+            since,
+            until: arenac_compiler::ops::MAX_OPSET,
+        });
+    }
     ops.push(OpSupport {
         op_type: "Constant",
         since: arenac_compiler::ops::MIN_OPSET,

@@ -40,7 +40,9 @@
 //!   stored at an offset keep that offset.
 //! - **Scratch** ([`LivenessOptions::scratch`]): a node whose op needs a workspace
 //!   ([`crate::ops::Op::scratch_bytes`]) gets a buffer `<node name>:scratch` of kind
-//!   [`BufferKind::Scratch`] living `[step, step + 1)`.
+//!   [`BufferKind::Scratch`] living `[step, step + 1)`. An im2col Conv's scratch is sized for
+//!   the largest tile that keeps the peak as low as its smallest tile would (`tiles.rs`): the
+//!   default tile everywhere but at the peak.
 //!
 //! With every option off this is the layer-wise baseline: each value in its own buffer.
 //!
@@ -57,6 +59,7 @@ use crate::plan::{ALIGN, Interval, lower_bound};
 mod concat;
 #[cfg(test)]
 mod tests;
+mod tiles;
 
 /// What to merge or add when computing buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,13 +215,35 @@ struct Open {
 /// Computes buffers for `g` run in `order` (a topological order of all its nodes).
 ///
 /// With [`LivenessOptions::concat_in_place`], the Concats done in place are chosen
-/// (`concat.rs`), and the buffers without any in-place Concat are kept instead when their
-/// peak of aligned live bytes is lower.
+/// (`concat.rs`): the chooser's set and variants of it are measured, and the buffers with the
+/// lowest peak of aligned live bytes are kept (without any in-place Concat when those measure
+/// lower). With [`LivenessOptions::scratch`], these choices see every im2col Conv scratch at
+/// its smallest tile, and each Conv then gets the largest tile that keeps that peak
+/// (`tiles.rs`).
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
+    let scratch = if opts.scratch {
+        tiles::decision_scratch(g, order)
+    } else {
+        Vec::new()
+    };
+    let mut live = choose(g, order, opts, &scratch);
+    if opts.scratch {
+        tiles::relax(g, &mut live);
+    }
+    live
+}
+
+/// The peak of aligned live bytes of `l`'s buffers.
+fn peak(l: &Liveness) -> usize {
+    lower_bound(&l.intervals(), ALIGN).0
+}
+
+/// [`liveness`] before the Conv tiles are relaxed: the shrinking in-place writes and the
+/// in-place Concats kept, with `scratch` bytes per step.
+fn choose(g: &Graph, order: &[NodeId], opts: LivenessOptions, scratch: &[usize]) -> Liveness {
     let none = concat::ConcatSlots::default();
-    let peak = |l: &Liveness| lower_bound(&l.intervals(), ALIGN).0;
     let mut shrink = HashSet::new();
-    let mut base = build(g, order, opts, &none, &shrink);
+    let mut base = build(g, order, opts, &none, &shrink, scratch);
     if opts.in_place {
         // Shrinking in-place writes, one at a time in schedule order, each kept only when it
         // lowers the peak.
@@ -231,7 +256,7 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
                 continue;
             }
             shrink.insert(id);
-            let trial = build(g, order, opts, &none, &shrink);
+            let trial = build(g, order, opts, &none, &shrink, scratch);
             if trial.alias_of.contains_key(&y) && peak(&trial) < peak(&base) {
                 base = trial;
             } else {
@@ -246,16 +271,37 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
     if all.is_empty() {
         return base;
     }
-    let chosen = all.choose(g, &base);
-    if chosen.is_empty() {
-        return base;
+    // Candidates in order of preference (ties keep the earlier): the chooser's set, pruned
+    // while dropping a Concat live at its peak, or its inputs computed
+    // before the peak, lowers the peak; every slot; none.
+    let measure = |slots: &concat::ConcatSlots| {
+        let l = build(g, order, opts, slots, &shrink, scratch);
+        (peak(&l), l)
+    };
+    let mut chosen = all.choose(g, &base);
+    let (mut best_peak, mut best) = measure(&chosen);
+    // Each round drops at least one slot: at most as many rounds as slots.
+    for _ in 0..chosen.len() {
+        let (_, at) = lower_bound(&best.intervals(), ALIGN);
+        let mut round: Option<(usize, concat::ConcatSlots, Liveness)> = None;
+        for trial in chosen.variants(g, &best, at) {
+            let (p, l) = measure(&trial);
+            if p < round.as_ref().map_or(best_peak, |r| r.0) {
+                round = Some((p, trial, l));
+            }
+        }
+        match round {
+            Some((p, slots, l)) => (best_peak, chosen, best) = (p, slots, l),
+            None => break,
+        }
     }
-    let with = build(g, order, opts, &chosen, &shrink);
-    if peak(&with) <= peak(&base) {
-        with
-    } else {
-        base
+    if chosen.len() < all.len() {
+        let (p, l) = measure(&all);
+        if p < best_peak {
+            (best_peak, best) = (p, l);
+        }
     }
+    if peak(&base) < best_peak { base } else { best }
 }
 
 /// [`liveness`] with the in-place Concat slots given.
@@ -265,6 +311,7 @@ fn build(
     opts: LivenessOptions,
     slots: &concat::ConcatSlots,
     shrink: &HashSet<NodeId>,
+    scratch: &[usize],
 ) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
@@ -373,7 +420,7 @@ fn build(
             }
         }
         if opts.scratch {
-            let size = node_scratch(g, id);
+            let size = scratch.get(step).copied().unwrap_or(0);
             if size > 0 {
                 live.buffers.push(Buffer {
                     name: format!("{}:scratch", node.name),

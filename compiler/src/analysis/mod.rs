@@ -1,7 +1,9 @@
 //! Analyses over the typed graph that feed planning: the execution order ([`schedule`]) and
-//! buffer lifetimes ([`liveness`]), and the graph rewrite that precedes planning
-//! ([`fuse`]: element-wise fusion).
+//! buffer lifetimes ([`liveness`]), and the graph rewrites: [`widen`] (f16/bf16/f64 nodes
+//! without a kernel of their own computed in f32, run at the end of import) and [`fuse`]
+//! (element-wise fusion, run before planning).
 
 pub mod fuse;
 pub mod liveness;
 pub mod schedule;
+pub mod widen;

@@ -6,8 +6,9 @@
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
-//!   most [`crate::ops::IM2COL_TILE`]; each tile's im2col panel (`K = C/group * kh * kw` rows,
-//!   one column per output pixel) is written straight in the packed-B layout of
+//!   most [`ConvParams::tile_pixels`] ([`crate::ops::IM2COL_TILE`] unless the planner chose a
+//!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
+//!   (`K = C/group * kh * kw` rows, one column per output pixel) is written straight in the packed-B layout of
 //!   [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile;
 //!   runs of one output row are contiguous copies at stride 1), then one `M/group x tile x K`
 //!   product writes the output tile.
@@ -128,6 +129,9 @@ pub struct ConvParams {
     /// Non-zero when the weights (not depthwise) come packed by [`prepare_weights`]: per
     /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout.
     pub packed_a: u64,
+    /// Output pixels per im2col tile; 0 means [`IM2COL_TILE`]. The planner may choose a
+    /// smaller tile (a smaller scratch) at a memory peak: [`conv2d_tile_for_scratch`].
+    pub tile: u64,
 }
 
 impl ConvParams {
@@ -155,6 +159,7 @@ impl ConvParams {
             self.act_a,
             self.act_b,
             self.packed_a,
+            self.tile,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -166,9 +171,18 @@ impl ConvParams {
         (self.c / self.group.max(1) * self.kh * self.kw) as usize
     }
 
+    /// Output pixels per im2col tile ([`ConvParams::tile`], [`IM2COL_TILE`] when 0).
+    pub fn tile_pixels(&self) -> usize {
+        if self.tile == 0 {
+            IM2COL_TILE
+        } else {
+            self.tile as usize
+        }
+    }
+
     /// Floats of the panel part of the scratch (rounded up to 64 bytes).
     pub fn panel_floats(&self) -> usize {
-        let tile = ((self.oh * self.ow) as usize).min(IM2COL_TILE);
+        let tile = ((self.oh * self.ow) as usize).min(self.tile_pixels());
         packed_b_len(self.k(), tile).next_multiple_of(16)
     }
 
@@ -268,7 +282,8 @@ fn scratch_parts(p: &ConvParams) -> (usize, usize) {
     }
     let k = p.k();
     let panel = if p.is_pointwise() {
-        // Tiles are multiples of NR (IM2COL_TILE is) except a last one of pixels % NR.
+        // Tiles are multiples of NR (every tile [`conv2d_tiles`] offers is) except a last one
+        // of pixels % NR.
         if ((p.oh * p.ow) as usize).is_multiple_of(NR) {
             0
         } else {
@@ -293,6 +308,36 @@ pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
     panel.saturating_add(a).saturating_mul(4)
 }
 
+/// The smallest im2col tile the planner may choose (output pixels).
+pub const CONV_MIN_TILE: usize = 64;
+
+/// The im2col tiles (output pixels) [`arenac_conv2d`] may run `p` with, largest first:
+/// [`IM2COL_TILE`] down to [`CONV_MIN_TILE`] in steps of 32 (multiples of [`NR`], so every
+/// tile but a last partial one fills whole packed panels). Only [`IM2COL_TILE`] for the
+/// depthwise and pointwise paths, whose scratch does not depend on the tile.
+pub fn conv2d_tiles(p: &ConvParams) -> impl Iterator<Item = usize> {
+    let min = if p.is_depthwise() || p.is_pointwise() {
+        IM2COL_TILE
+    } else {
+        CONV_MIN_TILE
+    };
+    (min..=IM2COL_TILE).rev().step_by(32)
+}
+
+/// The largest tile of [`conv2d_tiles`] whose [`conv2d_scratch_bytes`] is at most `bytes`
+/// (`None` when even the smallest needs more). The planner sizes a Conv's scratch by
+/// [`conv2d_scratch_bytes`] at the tile it chooses; the code generator runs the kernel with the
+/// tile this function gives for the bytes planned, so the kernel never writes past its
+/// scratch.
+pub fn conv2d_tile_for_scratch(p: &ConvParams, bytes: usize) -> Option<usize> {
+    conv2d_tiles(p).find(|&t| {
+        conv2d_scratch_bytes(&ConvParams {
+            tile: t as u64,
+            ..*p
+        }) <= bytes
+    })
+}
+
 /// Adds `bias` to every element of `row` and applies `act`.
 #[inline]
 pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
@@ -309,7 +354,8 @@ pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
 /// `y = act(conv(x, w) + bias)`.
 ///
 /// # Safety
-/// `p` points to a valid [`ConvParams`] whose output size matches its input geometry; `x` is
+/// `p` points to a valid [`ConvParams`] whose output size matches its input geometry and whose
+/// `tile` is 0 or one of [`conv2d_tiles`]; `x` is
 /// readable for `n*c*h*w` floats, `w` for `m * c/group * kh * kw` (or, with `packed_a`, for
 /// what [`prepare_weights`] returned in this process), `bias` for `m` when
 /// `has_bias != 0`; `y` writable for `n*m*oh*ow` floats; `scratch` writable for
@@ -357,7 +403,7 @@ pub unsafe extern "C" fn arenac_conv2d(
             let kernel = super::selected_kernel();
             let mut t0 = 0;
             while t0 < pixels {
-                let tile = IM2COL_TILE.min(pixels - t0);
+                let tile = p.tile_pixels().min(pixels - t0);
                 if pointwise {
                     // SAFETY: B is the cg (= k) input planes of `pixels` floats from xg, of
                     // which columns t0..t0+tile are used (row stride `pixels`); a last partial

@@ -8,6 +8,7 @@
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
 pub mod builder;
+pub mod expand;
 pub mod inputs;
 pub mod rnn;
 pub mod tensor_proto;
@@ -135,6 +136,9 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
 /// graph input with a value in [`ImportOptions::values`], the input is frozen and the import
 /// starts over with it as a constant (so nodes before the one that needed it fold too); once per
 /// frozen input.
+///
+/// Last, [`crate::analysis::widen::widen_floats`] rewrites nodes that have an f32 kernel but
+/// none for their f16/bf16/f64 data into Cast → f32 op → Cast.
 pub fn import_model(
     model: &ModelProto,
     dir: Option<&Path>,
@@ -169,12 +173,12 @@ pub fn import_model(
         match importer.run(gp, external.as_mut(), &declared, &shapes, &frozen) {
             Err(
                 e @ Error::Node {
-                    source: OpError::NotConstant { .. },
+                    source: OpError::NotConstant { .. } | OpError::DataDependent { .. },
                     ..
                 },
             ) => {
                 let Error::Node {
-                    source: OpError::NotConstant { name, .. },
+                    source: OpError::NotConstant { name, .. } | OpError::DataDependent { name, .. },
                     ..
                 } = &e
                 else {
@@ -197,7 +201,12 @@ pub fn import_model(
                     frozen.push((name, value));
                 }
             }
-            other => return other,
+            Ok(mut imported) => {
+                // Nodes with an f32 kernel only, on f16/bf16/f64 data: computed in f32.
+                crate::analysis::widen::widen_floats(&mut imported.graph);
+                return Ok(imported);
+            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -394,6 +403,9 @@ impl Importer {
                 opset: self.domain_opsets.get(domain).copied().unwrap_or(0),
                 node: label,
             });
+        }
+        if expand::expanded_since(&op_type).is_some() {
+            return self.import_expanded(node, index, &label);
         }
         if op_type == "Constant" {
             let tensor = constant_node_value(node, external).map_err(node_err)?;

@@ -1,7 +1,7 @@
 //! Ops that fold at import: Shape, Size, ConstantOfShape, Range, the window functions (and Constant, which the importer
 //! turns straight into a constant value).
 //!
-//! Shape folds from its input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
+//! Shape and Size fold from their input's type ([`Op::fold_from_types`]); ConstantOfShape and Range take
 //! every input as a constant, so they have no data inputs and always fold.
 
 use crate::error::OpError;

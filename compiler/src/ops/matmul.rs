@@ -44,7 +44,14 @@ pub const DEFS: &[OpDef] = &[
 ];
 
 /// MatMul's dtypes.
-const MATMUL_DTYPES: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::I32, DType::I64];
+const MATMUL_DTYPES: &[DType] = &[
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+];
 
 fn read_flag(ctx: &NodeCtx<'_>, name: &str) -> Result<bool, OpError> {
     match ctx.attr_int(name, 0)? {

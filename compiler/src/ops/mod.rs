@@ -34,9 +34,14 @@ pub use conv::{ConvAttrs, ConvTransposeAttrs};
 pub use elementwise::{BinaryOp, MathOp, UnaryOp, VariadicOp};
 pub use fused::{FusedArg, FusedAttrs, FusedStep};
 pub use matmul::GemmAttrs;
+pub use movement::index::{MoveOp, Reduction};
 pub use movement::{PadMode, SliceAxis};
 pub use norm::LrnAttrs;
 pub use pool::PoolAttrs;
+pub use reduce::arg::ArgAttrs;
+pub use reduce::lppool::LpPoolAttrs;
+pub use reduce::scan::CumAttrs;
+pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
 
@@ -77,16 +82,50 @@ pub enum Op {
     /// numpy `matmul` semantics (batched, broadcast, 1-d promotion).
     MatMul,
     // --- norm.rs
-    /// Inference BatchNormalization: inputs X, scale, B, mean, var.
+    /// BatchNormalization: inputs X, scale, B, mean, var.
     BatchNormalization {
         /// Added to the variance.
         epsilon: f32,
+        /// `Some(momentum)` for `training_mode=1`: the batch's own per-channel mean and
+        /// (population) variance normalize X, and two more outputs give the running mean and
+        /// variance, `input * momentum + batch * (1 - momentum)`.
+        training: Option<f32>,
     },
     /// LayerNormalization over dims `axis..`: inputs X, scale, bias (optional).
     LayerNormalization {
         /// First normalized dim (non-negative).
         axis: usize,
         /// Added to the variance.
+        epsilon: f32,
+        /// When the node has the Mean and InvStdDev outputs: their dtype (`stash_type`).
+        stats: Option<DType>,
+    },
+    /// InstanceNormalization: inputs X `[N, C, ...]`, scale `[C]`, B `[C]`; statistics per
+    /// image and channel.
+    InstanceNormalization {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// GroupNormalization: inputs X `[N, C, ...]`, scale, bias; statistics per image and group
+    /// of `C / groups` channels.
+    GroupNormalization {
+        /// Number of groups (divides C).
+        groups: usize,
+        /// Added to the variance.
+        epsilon: f32,
+        /// Opset >= 21: scale and bias per channel (`[C]`); before, per group (`[groups]`).
+        per_channel: bool,
+    },
+    /// MeanVarianceNormalization: `(X - E[X]) / (sqrt(Var[X]) + 1e-9)` over `axes`.
+    MeanVarianceNormalization {
+        /// Normalized axes (sorted, distinct).
+        axes: Vec<usize>,
+    },
+    /// RMSNormalization over dims `axis..`: `X / sqrt(mean(X^2) + epsilon) * scale`.
+    RmsNormalization {
+        /// First normalized dim (non-negative).
+        axis: usize,
+        /// Added to the mean square.
         epsilon: f32,
     },
     /// Local response normalization across channels.
@@ -104,6 +143,28 @@ pub enum Op {
     // --- reduce.rs
     /// ReduceMean/Sum/Max/Min... over constant axes.
     Reduce(ReduceAttrs),
+    /// ArgMax or ArgMin along one axis (i64 indices out).
+    ArgReduce(ArgAttrs),
+    /// One-hot of the first largest element along `axis`.
+    Hardmax {
+        /// Normalized axis.
+        axis: usize,
+        /// Opset < 13 semantics: over everything from `axis` on (flattened to 2-d).
+        coerce_2d: bool,
+    },
+    /// CumSum or CumProd along a constant axis.
+    CumScan(CumAttrs),
+    /// The k largest or smallest elements along an axis, and their indices.
+    TopK(TopKAttrs),
+    /// `x / ||x||_p` along an axis (p = 1 or 2).
+    LpNormalization {
+        /// Normalized axis.
+        axis: usize,
+        /// 1 or 2.
+        p: u8,
+    },
+    /// `(sum |x|^p)^(1/p)` over pooling windows.
+    LpPool(LpPoolAttrs),
     // --- view.rs: ops that only reinterpret the shape (zero-copy views)
     /// Reshape to a target given as ONNX writes it (0 copies a dim unless `allowzero`, -1 infers).
     Reshape {
@@ -176,6 +237,10 @@ pub enum Op {
         /// Fill value for constant mode.
         value: f64,
     },
+    /// Index-driven and rearranging movement (GatherElements, GatherND, Scatter*, OneHot,
+    /// Trilu, DepthToSpace, SpaceToDepth, ReverseSequence, Compress, EyeLike, and the
+    /// data-dependent ops folded at import): `movement/index/`.
+    Move(MoveOp),
     // --- constant.rs: ops that are always folded at import
     /// The input's shape (or a slice of it), as i64.
     Shape {
@@ -259,6 +324,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         reduce::DEFS,
         view::DEFS,
         movement::DEFS,
+        movement::index::DEFS,
         constant::DEFS,
         resize::DEFS,
     ]
@@ -300,9 +366,19 @@ impl Op {
             Op::Gemm(_) | Op::MatMul => Family::MatMul,
             Op::BatchNormalization { .. }
             | Op::LayerNormalization { .. }
+            | Op::InstanceNormalization { .. }
+            | Op::GroupNormalization { .. }
+            | Op::MeanVarianceNormalization { .. }
+            | Op::RmsNormalization { .. }
             | Op::Lrn(_)
             | Op::Softmax { .. } => Family::Norm,
-            Op::Reduce(_) => Family::Reduce,
+            Op::Reduce(_)
+            | Op::ArgReduce(_)
+            | Op::Hardmax { .. }
+            | Op::CumScan(_)
+            | Op::TopK(_)
+            | Op::LpNormalization { .. }
+            | Op::LpPool(_) => Family::Reduce,
             Op::Reshape { .. }
             | Op::Flatten { .. }
             | Op::Squeeze { .. }
@@ -315,7 +391,8 @@ impl Op {
             | Op::Gather { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
-            | Op::Pad { .. } => Family::Movement,
+            | Op::Pad { .. }
+            | Op::Move(_) => Family::Movement,
             Op::Shape { .. }
             | Op::Size
             | Op::ConstantOfShape { .. }
@@ -409,8 +486,9 @@ impl Op {
     ///   (`crate::gemm::conv::conv2d_scratch_bytes`): none for depthwise; for a pointwise
     ///   `1 x 1` kernel, one copied partial 16-column panel (`C/group * 16` floats) when the
     ///   pixel count is not a multiple of 16; otherwise an im2col panel for one image, one
-    ///   group and one tile of at most [`IM2COL_TILE`] output pixels, packed for the GEMM core
-    ///   (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
+    ///   group and one tile of at most [`IM2COL_TILE`] output pixels (liveness may plan a
+    ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the
+    ///   GEMM core (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
     ///   rounded up to 64 bytes); plus the GEMM core's A scratch
     ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
     ///   are not constant (constant ones are packed at compile time). A whole-image im2col
@@ -419,7 +497,9 @@ impl Op {
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
     ///   packed tile (`packed_b_len(C/group, T) * elem`), the col panel that col2im scatters
     ///   from (`M/group * prod(kernel) * T * elem`), each rounded up to 64 bytes, then the GEMM
-    ///   core's A scratch (`a_scratch_floats(M/group * prod(kernel), C/group) * elem`);
+    ///   core's A scratch (`a_scratch_floats(M/group * prod(kernel), C/group) * elem`); with
+    ///   run-time weights, all that rounded up to 64 bytes, then room for the weights
+    ///   rearranged into the GEMM's A blocks (the weights' bytes);
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
     ///   plus a runtime transposed A's copy and the GEMM core's A scratch
@@ -445,21 +525,13 @@ impl Op {
         };
         let elem = y.dtype.size();
         match self {
-            Op::Conv(a) => {
-                let Some(mut p) = crate::gemm::conv::ConvParams::from_shapes(
-                    &x.shape,
-                    &y.shape,
-                    &a.kernel,
-                    &a.strides,
-                    &a.dilations,
-                    &a.pads,
-                    a.group,
-                ) else {
-                    return 0;
-                };
-                // Constant weights are packed at compile time where the kernel reads them so.
-                p.packed_a = u64::from(constant.get(1).copied().unwrap_or(false) && p.packs_a());
-                crate::gemm::conv::conv2d_scratch_bytes(&p)
+            Op::Conv(a) => conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false))
+                .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p)),
+            // Run-time weights: the kernel rearranges them after the rest of its scratch.
+            Op::ConvTranspose(a) if !constant.get(1).copied().unwrap_or(false) => {
+                let rest = Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2]);
+                let w = inputs.get(1).and_then(|t| t.bytes()).unwrap_or(0);
+                (rest.saturating_add(63) & !63).saturating_add(w)
             }
             Op::ConvTranspose(a) => {
                 // Tiles of whole input rows (last spatial dim), at least one row.
@@ -577,7 +649,7 @@ impl Op {
         ([0, o1, o2], o2.saturating_add(a_scratch))
     }
 
-    /// Outputs computable from input *types* alone (Shape), for folding when the inputs are
+    /// Outputs computable from input *types* alone (Shape, Size), for folding when the inputs are
     /// not constants.
     pub fn fold_from_types(&self, inputs: &[TensorType]) -> Option<Vec<Tensor>> {
         match self {

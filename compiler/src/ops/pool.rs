@@ -68,7 +68,14 @@ pub const DEFS: &[OpDef] = &[
 ];
 
 /// MaxPool's dtypes (8-bit integers since opset 12).
-const MAX_POOL_DTYPES: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::I8, DType::U8];
+const MAX_POOL_DTYPES: &[DType] = &[
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I8,
+    DType::U8,
+];
 
 /// Reads an attribute that exists only from opset `since` on; present earlier is an error.
 fn check_since(ctx: &NodeCtx<'_>, name: &str, since: i64) -> Result<(), OpError> {

@@ -73,7 +73,9 @@ fn gemm_variants() {
         for trans_b in [false, true] {
             for (i, c) in biases.iter().enumerate() {
                 for b_const in [true, false] {
-                    let alpha = if b_const { 0.5 + i as f32 * 0.25 } else { 1.0 };
+                    // Every alpha with both a constant B (folded into its packing) and a
+                    // run-time one (scaled after the product); alpha 1 with i == 2.
+                    let alpha = 0.5 + i as f32 * 0.25;
                     gemm_case(
                         &mut rng,
                         &GemmCase {
@@ -92,26 +94,6 @@ fn gemm_variants() {
             }
         }
     }
-}
-
-#[test]
-fn gemm_alpha_with_runtime_b_is_an_error() {
-    let m = ModelBuilder::new("gemm", 13)
-        .input("a", DType::F32, &dims(&[2, 3]))
-        .input("b", DType::F32, &dims(&[3, 4]))
-        .output("y", DType::F32, &dims(&[2, 4]))
-        .node(
-            "g",
-            "Gemm",
-            &["a", "b"],
-            &["y"],
-            vec![("alpha", Attr::Float(2.0))],
-        )
-        .build();
-    let g = import(&m);
-    let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
-    let err = compile(&g, &plan).expect_err("unsupported");
-    assert!(err.to_string().contains("node 'g'"), "{err}");
 }
 
 fn matmul_case(rng: &mut Rng, a: &[usize], b: &[usize], out: &[usize], b_const: bool) {
@@ -439,6 +421,37 @@ fn conv_random_against_reference() {
     }
 }
 
+/// Conv with weights (and bias) as run-time inputs: the GEMM core packs W as it goes, into
+/// the A part of the planned scratch.
+#[test]
+fn conv_runtime_weights_against_reference() {
+    let mut rng = Rng(0x7e1_9e7);
+    for case in 0..60 {
+        let c = random_conv(&mut rng, if case % 4 == 3 { 1 } else { 2 });
+        let mut mb = ModelBuilder::new("conv", 13)
+            .input("x", DType::F32, &dims(&c.x))
+            .input("w", DType::F32, &dims(&c.w));
+        let mut inputs = vec![rng.tensor(&c.x, -1.0, 1.0), rng.tensor(&c.w, -1.0, 1.0)];
+        let mut ins = vec!["x", "w"];
+        if c.bias {
+            let b = rng.tensor(&[c.w[0]], -1.0, 1.0);
+            // Half the biases run-time inputs, half constants.
+            if case % 2 == 0 {
+                mb = mb.input("b", DType::F32, &dims(&[c.w[0]]));
+                inputs.push(b);
+            } else {
+                mb = mb.initializer("b", &b);
+            }
+            ins.push("b");
+        }
+        let model = mb
+            .output("y", DType::F32, &dims(&c.y))
+            .node("conv", "Conv", &ins, &["y"], c.attrs)
+            .build();
+        check(model, &inputs, RTOL, ATOL);
+    }
+}
+
 #[test]
 fn conv_fused_activations() {
     let mut rng = Rng(77);
@@ -618,4 +631,85 @@ fn conv_scratch_is_exact_for_the_path() {
     assert_eq!(scratch("dw"), None);
     assert_eq!(scratch("c1"), Some(8 * 16 * 4));
     check_graph(&g, &[rng.tensor(&[1, 4, 6, 6], -1.0, 1.0)], RTOL, ATOL);
+}
+
+#[test]
+fn conv_at_the_peak_runs_with_a_smaller_tile() {
+    // A lone im2col conv is its graph's peak (input, output and panel live together), so the
+    // planner shrinks its tile to the smallest; the kernel then runs tiles of 64 pixels (a
+    // last partial one when the pixel count is not a multiple) inside that smaller scratch.
+    use arenac_compiler::analysis::liveness::BufferKind;
+    use arenac_compiler::gemm::conv::{CONV_MIN_TILE, conv2d_tile_for_scratch};
+    use arenac_compiler::plan::verify::verify_placement;
+    let mut rng = Rng(4242);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    // (x, w, y, strides, pads)
+    type Case = ([usize; 4], [usize; 4], [usize; 4], [i64; 2], [i64; 4]);
+    let cases: [Case; 3] = [
+        (
+            [1, 16, 24, 24],
+            [16, 16, 3, 3],
+            [1, 16, 24, 24],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            [1, 12, 23, 25],
+            [20, 12, 3, 3],
+            [1, 20, 23, 25],
+            [1, 1],
+            [1, 1, 1, 1],
+        ),
+        (
+            [1, 8, 41, 37],
+            [24, 8, 5, 3],
+            [1, 24, 19, 18],
+            [2, 2],
+            [1, 0, 1, 1],
+        ),
+    ];
+    for (x, w, y, strides, pads) in cases {
+        let model = ModelBuilder::new("peak_conv", 13)
+            .input("x", DType::F32, &dims(&x))
+            .initializer("w", &rng.tensor(&w, -1.0, 1.0))
+            .initializer("b", &rng.tensor(&[w[0]], -1.0, 1.0))
+            .output("y", DType::F32, &dims(&y))
+            .node(
+                "c",
+                "Conv",
+                &["x", "w", "b"],
+                &["y"],
+                vec![("strides", ints(&strides)), ("pads", ints(&pads))],
+            )
+            .build();
+        let g = import(&model);
+        let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+        let scratch = plan
+            .liveness
+            .buffers
+            .iter()
+            .find(|b| b.kind == BufferKind::Scratch)
+            .map(|b| b.interval.size)
+            .expect("an im2col scratch");
+        let k = w[1] * w[2] * w[3];
+        let panel = arenac_compiler::gemm::packed_b_len(k, CONV_MIN_TILE) * 4;
+        assert_eq!(scratch, panel, "{x:?}: the panel of the smallest tile");
+        let (_, node) = g.nodes().next().expect("one node");
+        let arenac_compiler::ops::Op::Conv(a) = &node.op else {
+            panic!("a Conv node")
+        };
+        let ty = |i: usize| g.value(node.inputs[i]).ty.clone();
+        let p = arenac_compiler::ops::conv::scratch_params(
+            a,
+            &ty(0),
+            &g.value(node.outputs[0]).ty,
+            true,
+        )
+        .expect("2-d");
+        assert_eq!(conv2d_tile_for_scratch(&p, scratch), Some(CONV_MIN_TILE));
+        assert_eq!(plan.arena_bytes, plan.lower_bound_bytes);
+        let intervals = plan.liveness.intervals();
+        verify_placement(&intervals, &plan.placement, 64).expect("plan verifies");
+        check_graph(&g, &[rng.tensor(&x, -1.0, 1.0)], RTOL, ATOL);
+    }
 }

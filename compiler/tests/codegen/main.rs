@@ -3,17 +3,21 @@
 //! compiled and run inside an aligned arena; plus the demo model against onnxruntime.
 //! One test binary, one module per op family.
 
+mod attention;
 mod common;
 mod concat;
 mod convt;
 mod dense;
 mod elementwise;
 mod fused;
+mod indexing;
 mod logical;
 mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod reduce;
 mod resize;
 mod rnn;
 mod typed;
+mod widen;

@@ -214,9 +214,10 @@ ints (int64[4] X, double[4] D) => (int64[4] Y, double[4] E)
     E = Neg(F)
 }
 "#;
-    let (_, after, stats) = fused(src);
+    let (before, after, stats) = fused(src);
     assert_eq!(stats, FuseStats::default());
-    assert_eq!(after.node_count(), 4);
+    // Exp on f64 is computed in f32 between two Casts (analysis::widen): 6 nodes, none fused.
+    assert_eq!(after.node_count(), before.node_count());
 }
 
 #[test]

@@ -13,8 +13,10 @@
 //! producer, so its other slices' bytes are held early (a U-Net's skip connection would hold
 //! the decoder's half of the Concat through the whole encoder). [`ConcatSlots::choose`] keeps
 //! the most inputs of a Concat in place (latest producers first) that do not raise the peak of
-//! live bytes, estimated on the buffers without in-place Concat; liveness then measures the
-//! result exactly and keeps the plain buffers when they are lower.
+//! live bytes, estimated on the buffers without in-place Concat. That estimate is greedy, so
+//! liveness measures the result exactly, drops a Concat live at the measured peak, or its
+//! inputs computed before the peak, while that lowers it ([`ConcatSlots::variants`]),
+//! compares with every slot and with none, and keeps the lowest (ties to the chooser's set).
 
 use std::collections::{HashMap, HashSet};
 
@@ -90,6 +92,79 @@ impl ConcatSlots {
             }
         }
         ConcatSlots { slot, groups }
+    }
+
+    /// How many inputs have slots.
+    pub(super) fn len(&self) -> usize {
+        self.slot.len()
+    }
+
+    /// Variants of these slots that may lower the peak of `live` (the buffers they gave) at
+    /// step `at`, in schedule order: for each Concat scheduled after `at` whose buffer is live
+    /// at `at` and whose inputs computed by then are smaller than its output (holding the
+    /// output's buffer from the first of them costs more than those inputs alone would), the
+    /// slots less those early inputs (the buffer then starts after `at`), and less all of that
+    /// Concat's slots.
+    pub(super) fn variants(&self, g: &Graph, live: &Liveness, at: usize) -> Vec<ConcatSlots> {
+        let step_of: HashMap<NodeId, usize> = live
+            .order
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| (id, i))
+            .collect();
+        let produced = |v: ValueId| match g.value(v).kind {
+            ValueKind::Computed(p) => step_of.get(&p).copied(),
+            _ => None,
+        };
+        let aligned = |v: ValueId| {
+            let bytes = g.value(v).ty.bytes().unwrap_or(0);
+            align_up(bytes, ALIGN).unwrap_or(usize::MAX)
+        };
+        let mut out = Vec::new();
+        for (y, members) in &self.groups {
+            let held = live
+                .value_buffer
+                .get(y)
+                .and_then(|&b| live.buffers.get(b))
+                .is_some_and(|b| b.interval.start <= at && at < b.interval.end);
+            if !held || produced(*y).is_none_or(|s| s <= at) {
+                continue;
+            }
+            let early: Vec<ValueId> = members
+                .iter()
+                .copied()
+                .filter(|&v| produced(v).is_some_and(|s| s <= at))
+                .collect();
+            let early_bytes = early
+                .iter()
+                .fold(0usize, |acc, &v| acc.saturating_add(aligned(v)));
+            if early.is_empty() || early_bytes >= aligned(*y) {
+                continue;
+            }
+            if early.len() < members.len() {
+                out.push(self.without(|v| early.contains(&v)));
+            }
+            out.push(self.without(|v| members.contains(&v)));
+        }
+        out
+    }
+
+    /// These slots less those of the inputs `drop` names.
+    fn without(&self, drop: impl Fn(ValueId) -> bool) -> ConcatSlots {
+        ConcatSlots {
+            slot: self
+                .slot
+                .iter()
+                .filter(|(v, _)| !drop(**v))
+                .map(|(&v, &s)| (v, s))
+                .collect(),
+            groups: self
+                .groups
+                .iter()
+                .map(|(y, m)| (*y, m.iter().copied().filter(|&v| !drop(v)).collect()))
+                .filter(|(_, m): &(ValueId, Vec<ValueId>)| !m.is_empty())
+                .collect(),
+        }
     }
 
     /// Whether no Concat has a slot.

@@ -438,3 +438,100 @@ pools (float[1, 8, 16, 1] X) => (float[1, 8, {h}, {h}] Z)
         );
     }
 }
+
+/// A 1 -> 16 channel 3x3 conv, then a 16 -> 16 one over 576 pixels (weights are graph inputs:
+/// not packed, so each scratch also holds the GEMM core's A block). The second conv's step is
+/// the peak (its input, output and a 144-row im2col panel).
+const TWO_CONVS: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+tiles (float[1, 1, 24, 24] X, float[16, 1, 3, 3] W0, float[16, 16, 3, 3] W1) => (float[1, 16, 24, 24] Y)
+{
+    A = Conv <pads = [1, 1, 1, 1]> (X, W0)
+    Y = Conv <pads = [1, 1, 1, 1]> (A, W1)
+}
+"#;
+
+#[test]
+fn conv_tile_shrinks_only_at_the_peak() {
+    use crate::gemm::conv::{CONV_MIN_TILE, conv2d_tile_for_scratch};
+    let g = graph(TWO_CONVS);
+    let l = liveness(&g, g.order(), LivenessOptions::full());
+    let s: Vec<&Buffer> = l
+        .buffers
+        .iter()
+        .filter(|b| b.kind == BufferKind::Scratch)
+        .collect();
+    assert_eq!(s.len(), 2);
+    let a_block = |m, k| crate::gemm::a_scratch_floats(m, k) * 4;
+    // Off the peak: the default 256-pixel tile (9 rows). At the peak: the smallest tile.
+    let first = crate::gemm::packed_b_len(9, 256) * 4 + a_block(16, 9);
+    let second = crate::gemm::packed_b_len(144, CONV_MIN_TILE) * 4 + a_block(16, 144);
+    assert_eq!(s[0].interval, Interval::new(0, 1, first));
+    assert_eq!(s[1].interval, Interval::new(1, 2, second));
+    // The tile the code generator reads back from the planned bytes.
+    let params = |i: usize| {
+        let node = g.node(g.order()[i]);
+        let Op::Conv(a) = &node.op else {
+            panic!("a Conv")
+        };
+        let ty = |v: ValueId| g.value(v).ty.clone();
+        crate::ops::conv::scratch_params(a, &ty(node.inputs[0]), &ty(node.outputs[0]), false)
+            .expect("2-d")
+    };
+    assert_eq!(conv2d_tile_for_scratch(&params(0), first), Some(256));
+    assert_eq!(
+        conv2d_tile_for_scratch(&params(1), second),
+        Some(CONV_MIN_TILE)
+    );
+    // The peak is the second conv's step with that panel, below the default tile's.
+    let (bound, at) = lower_bound(&l.intervals(), ALIGN);
+    assert_eq!(at, 1);
+    let live_at_1 = [("A", 36864), ("Y", 36864), ("W1", 9216)];
+    let expected: usize = live_at_1.iter().map(|&(_, b)| b).sum::<usize>() + second;
+    assert_eq!(bound, expected);
+    for (v, bytes) in live_at_1 {
+        assert_eq!(buf(&l, &g, v).interval.size, bytes, "{v}");
+    }
+}
+
+/// A U-Net-like skip: the encoder feature `E` waits through a wide middle layer until the
+/// Concat with the upsampled decoder feature `D`.
+const SKIP: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+skip (float[1, 8, 16, 16] X, float[64, 8, 1, 1] W1, float[8, 64, 1, 1] W2, float[8, 8, 2, 2] WT) => (float[1, 16, 16, 16] Y)
+{
+    E = Relu(X)
+    P = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (E)
+    M = Conv (P, W1)
+    N = Relu(M)
+    Z = Conv (N, W2)
+    D = ConvTranspose <kernel_shape = [2, 2], strides = [2, 2]> (Z, WT)
+    Y = Concat <axis = 1> (D, E)
+}
+"#;
+
+#[test]
+fn concat_choice_is_never_above_its_alternatives() {
+    for src in [CONCATS, SKIP] {
+        let g = graph(src);
+        let opts = LivenessOptions::full();
+        let got = lower_bound(&liveness(&g, g.order(), opts).intervals(), ALIGN).0;
+        // The alternatives measured with the same scratch and shrinking writes liveness used.
+        let scratch = tiles::decision_scratch(&g, g.order());
+        let shrink = HashSet::new();
+        let base = build(
+            &g,
+            g.order(),
+            opts,
+            &concat::ConcatSlots::default(),
+            &shrink,
+            &scratch,
+        );
+        let all = concat::ConcatSlots::find(&g, g.order(), true);
+        let greedy = all.choose(&g, &base);
+        for slots in [&concat::ConcatSlots::default(), &all, &greedy] {
+            let l = build(&g, g.order(), opts, slots, &shrink, &scratch);
+            assert!(got <= peak(&l), "{got} > {}", peak(&l));
+        }
+    }
+}

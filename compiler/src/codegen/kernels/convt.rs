@@ -44,6 +44,9 @@ pub struct ConvTDesc {
     /// Byte offsets in the scratch of the packed B tile, the column panel and the sgemm A
     /// scratch.
     pub scratch: [usize; 3],
+    /// Run-time weights (`[C, M/group, taps]` as the model gives them): the byte offset in
+    /// the scratch where the kernel first rearranges them into the GEMM's A blocks.
+    pub arrange_at: Option<usize>,
 }
 
 impl ConvTDesc {
@@ -63,6 +66,10 @@ impl ConvTDesc {
         }
         let rows = self.in_sp[0] * self.in_sp[1];
         let r = self.tile_rows.clamp(1, rows);
+        let wts = match self.arrange_at {
+            Some(at) => self.arrange(b, wts, s, at),
+            None => wts,
+        };
         for_range(b, self.n * self.groups, &mut |b, ng| {
             let xg = offset(b, x, ng, self.cg * in_px * 4);
             let yg = offset(b, y, ng, self.mg * out_px * 4);
@@ -96,6 +103,28 @@ impl ConvTDesc {
                 self.tile(b, ext, [xg, ag, yg, s], row0, rows % r);
             }
         });
+    }
+
+    /// Rearranges run-time weights `W[g*cg + c, r]` (`r < mg * taps`) into the A blocks
+    /// `A_g[r, c]` at `s + at`; returns their address.
+    fn arrange(&self, b: &mut FunctionBuilder<'_>, w: Value, s: Value, at: usize) -> Value {
+        let mk = self.mg * self.taps();
+        let a = b.ins().iadd_imm_u(s, at as i64);
+        for_range(b, self.groups * self.cg, &mut |b, gc| {
+            // Row gc of W (mk floats) becomes column c of block g.
+            let src = offset(b, w, gc, mk * 4);
+            let g = b.ins().udiv_imm_u(gc, self.cg.max(1) as i64);
+            let c = b.ins().urem_imm_u(gc, self.cg.max(1) as i64);
+            let blk = offset(b, a, g, mk * self.cg * 4);
+            let dst = offset(b, blk, c, 4);
+            for_range(b, mk, &mut |b, r| {
+                let sp = offset(b, src, r, 4);
+                let v = b.ins().load(F32, mem(), sp, 0);
+                let dp = offset(b, dst, r, self.cg * 4);
+                b.ins().store(mem(), v, dp, 0);
+            });
+        });
+        a
     }
 
     /// One tile of `nr` input rows starting at row `row0`.

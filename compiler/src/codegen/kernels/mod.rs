@@ -1,18 +1,23 @@
 //! Kernel emitters: each kernel is a Cranelift function of pointer parameters, specialized to
 //! exact shapes, built from the small IR helpers here (static-count loops, f32/f32x4 math).
 
+pub mod arg;
 pub(crate) mod cast;
 pub mod conv;
 pub mod convt;
 pub mod elementwise;
 pub(crate) mod ewmath;
 pub mod fused;
+pub mod lppool;
 pub mod lrn;
 pub(crate) mod math;
 pub mod matmul;
 pub mod movement;
+pub mod norm;
 pub mod reduce;
+pub mod reduce_any;
 pub mod resize;
+pub mod scan;
 pub mod softmax;
 pub mod typed;
 pub(crate) mod typed_math;

@@ -28,35 +28,32 @@ pub(super) fn conv_transpose(
     if !(1..=3).contains(&d) || xs.len() != d + 2 || ys.len() != d + 2 {
         return Err(cx.err(format!("no kernel for {d}-d ConvTranspose")));
     }
-    let wt = cx
-        .constant(wv)
-        .ok_or_else(|| cx.err("no kernel for ConvTranspose with runtime weights yet"))?;
     let groups = a.group.max(1);
     let (c, m) = (xs[1], ys[1]);
     let (cg, mg) = (c / groups, m / groups);
     let taps: usize = a.kernel.iter().product();
-    let wv32 = wt.to_f32_vec();
-    if wv32.len() != c * mg * taps {
+    if cx.ty(wv).numel() != Some(c * mg * taps) {
         return Err(cx.err("ConvTranspose weights do not match the input channels"));
     }
-    // A_g[(m, tap), c] = W[g*cg + c, m, tap].
+    // A_g[(m, tap), c] = W[g*cg + c, m, tap]: at compile time for constant weights, by the
+    // kernel into its scratch for run-time ones.
     let mk = mg * taps;
-    let mut arranged = vec![0.0f32; groups * mk * cg];
-    for g in 0..groups {
-        for ci in 0..cg {
-            for r in 0..mk {
-                arranged[(g * mk + r) * cg + ci] = wv32[(g * cg + ci) * mk + r];
+    let weights = match cx.constant(wv) {
+        Some(wt) => {
+            let wv32 = wt.to_f32_vec();
+            let mut arranged = vec![0.0f32; groups * mk * cg];
+            for g in 0..groups {
+                for ci in 0..cg {
+                    for r in 0..mk {
+                        arranged[(g * mk + r) * cg + ci] = wv32[(g * cg + ci) * mk + r];
+                    }
+                }
             }
+            Some(arranged)
         }
-    }
-    let bias = match n.inputs.get(2) {
-        Some(&bv) => Some(
-            cx.constant(bv)
-                .ok_or_else(|| cx.err("no kernel for ConvTranspose with a runtime bias yet"))?
-                .to_f32_vec(),
-        ),
         None => None,
     };
+    let bias = n.inputs.get(2).copied();
     let pad3 = |v: &[usize], fill: usize| -> [usize; 3] {
         let mut out = [fill; 3];
         for (k, &x) in v.iter().rev().take(3).enumerate() {
@@ -73,7 +70,12 @@ pub(super) fn conv_transpose(
         up64(packed_b_len(cg, tn) * 4),
         up64(packed_b_len(cg, tn) * 4) + up64(mk * tn * 4),
     ];
-    let need = scratch[2] + a_scratch_floats(mk, cg) * 4;
+    let mut need = scratch[2] + a_scratch_floats(mk, cg) * 4;
+    // Run-time weights: their rearranged copy after the rest (see `Op::scratch_bytes`).
+    let arrange_at = weights.is_none().then(|| up64(need));
+    if let Some(at) = arrange_at {
+        need = at + groups * mk * cg * 4;
+    }
     let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
     let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
     let planned = n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts);
@@ -96,14 +98,22 @@ pub(super) fn conv_transpose(
         tile_rows,
         has_bias: bias.is_some(),
         scratch,
+        arrange_at,
     };
-    let bias_op = match &bias {
-        Some(b) => Operand::Weights(w.f32s(b)),
+    let bias_op = match bias {
+        Some(bv) => match cx.constant(bv) {
+            Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
+            None => cx.arena(bv)?,
+        },
         None => Operand::Null,
+    };
+    let weights_op = match weights {
+        Some(arranged) => Operand::Weights(w.f32_vec(arranged)),
+        None => cx.arena(wv)?,
     };
     let args = vec![
         cx.arena(xv)?,
-        Operand::Weights(w.f32_vec(arranged)),
+        weights_op,
         bias_op,
         cx.arena(y)?,
         cx.scratch()?,

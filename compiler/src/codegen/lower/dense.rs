@@ -83,17 +83,16 @@ pub(super) fn gemm(
             }
             (Operand::Weights(off), true)
         }
-        None => {
-            if a.alpha != 1.0 {
-                return Err(cx.err("no kernel for Gemm with alpha != 1 and a runtime B yet"));
-            }
-            (cx.arena(bv)?, false)
-        }
+        None => (cx.arena(bv)?, false),
     };
     let out = cx.arena(y)?;
+    // A runtime B cannot carry alpha: the product goes to Y alone, then Y = alpha * Y and
+    // Y += beta * C (element-wise, in place).
+    let scale_after = a.alpha != 1.0 && !b_packed;
     let mut accumulate = false;
     if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
         && a.beta != 0.0
+        && !scale_after
     {
         let cshape = cx.ty(cv).shape.clone();
         let (e, c_op) = match cx.constant(cv) {
@@ -129,7 +128,20 @@ pub(super) fn gemm(
         accumulate,
         scratch: layout(cx),
     };
-    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()?])
+    mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()?])?;
+    if scale_after {
+        let desc = EwDesc::new(Ew::Scale(a.alpha), &[&[m, n]], &[m, n]);
+        ew_call(cx, prog, desc, vec![out], out)?;
+        if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
+            && a.beta != 0.0
+        {
+            let cshape = cx.ty(cv).shape.clone();
+            let beta = Operand::Weights(w.f32s(&[a.beta]));
+            let desc = EwDesc::new(Ew::MulAdd, &[&cshape, &[1], &[m, n]], &[m, n]);
+            ew_call(cx, prog, desc, vec![cx.operand(cv, w)?, beta, out], out)?;
+        }
+    }
+    Ok(())
 }
 
 /// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
@@ -380,17 +392,7 @@ pub(super) fn conv(
     cx.all_f32()?;
     let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
-    let wt = cx
-        .constant(wv)
-        .ok_or_else(|| cx.err("no kernel for Conv with runtime weights yet"))?;
-    let bias = match cx.g.node(cx.id).inputs.get(2) {
-        Some(&bv) => Some(
-            cx.constant(bv)
-                .ok_or_else(|| cx.err("no kernel for Conv with a runtime bias yet"))?
-                .to_f32_vec(),
-        ),
-        None => None,
-    };
+    let bias = cx.g.node(cx.id).inputs.get(2).copied();
     let groups = a.group.max(1);
     let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
     let [act_kind, act_a, act_b] = act.encode();
@@ -406,23 +408,42 @@ pub(super) fn conv(
     .ok_or_else(|| cx.err("no kernel for Conv of this rank yet"))?;
     params.has_bias = u64::from(bias.is_some());
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
-    let weights = crate::gemm::conv::prepare_weights(&mut params, &wt.to_f32_vec());
-    // The planner sized the scratch by the same function; a mismatch is a bug, not a crash.
-    let need = crate::gemm::conv::conv2d_scratch_bytes(&params);
-    if need > planned_scratch(cx) {
-        return Err(cx.err(format!(
-            "internal: Conv needs {need} bytes of scratch, {} planned",
-            planned_scratch(cx)
-        )));
-    }
-    let bias_op = match &bias {
-        Some(b) => Operand::Weights(w.f32s(b)),
+    // Constant weights are packed at compile time; run-time ones are read as they are (OIHW
+    // rows, packed by the GEMM core into the A part of the scratch as it goes).
+    let weights = match cx.constant(wv) {
+        Some(wt) => Operand::Weights(w.f32_vec(crate::gemm::conv::prepare_weights(
+            &mut params,
+            &wt.to_f32_vec(),
+        ))),
+        None => {
+            params.packed_a = 0;
+            cx.arena(wv)?
+        }
+    };
+    // The planner sized the scratch by the same function at the tile it chose; the largest
+    // tile whose scratch fits the planned bytes is that tile. A mismatch is a bug, not a crash.
+    let planned = planned_scratch(cx);
+    let tile = crate::gemm::conv::conv2d_tile_for_scratch(&params, planned).ok_or_else(|| {
+        cx.err(format!(
+            "internal: Conv needs {} bytes of scratch even at its smallest tile, {planned} planned",
+            crate::gemm::conv::conv2d_scratch_bytes(&ConvParams {
+                tile: crate::gemm::conv::CONV_MIN_TILE as u64,
+                ..params
+            })
+        ))
+    })?;
+    params.tile = tile as u64;
+    let bias_op = match bias {
+        Some(bv) => match cx.constant(bv) {
+            Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
+            None => cx.arena(bv)?,
+        },
         None => Operand::Null,
     };
     let args = vec![
         Operand::Weights(w.add(&params.to_bytes())),
         cx.arena(xv)?,
-        Operand::Weights(w.f32_vec(weights)),
+        weights,
         bias_op,
         cx.arena(y)?,
         cx.scratch()?,

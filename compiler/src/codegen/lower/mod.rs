@@ -4,13 +4,16 @@
 mod convt;
 mod dense;
 mod elementwise;
+mod indexing;
 mod movement;
+mod norm;
+mod reduce;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
 use super::kernels::lrn::LrnDesc;
 use super::kernels::movement::{CopyDesc, GatherDesc};
-use super::kernels::reduce::{LayerNormDesc, ReduceDesc};
+use super::kernels::reduce::ReduceDesc;
 use super::kernels::softmax::SoftmaxDesc;
 use super::program::{Operand, Program};
 use super::weights::WeightsBuilder;
@@ -207,7 +210,18 @@ pub(super) fn node(
             elementwise::lower(&cx, prog, w)
         }
         Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
-        Op::BatchNormalization { epsilon } => {
+        Op::BatchNormalization { training, .. }
+            if training.is_some()
+                || (1..5).any(|i| n.inputs.get(i).is_some_and(|&v| cx.constant(v).is_none())) =>
+        {
+            norm::stats_norm(&cx, prog, w)
+        }
+        Op::LayerNormalization { .. }
+        | Op::InstanceNormalization { .. }
+        | Op::GroupNormalization { .. }
+        | Op::MeanVarianceNormalization { .. }
+        | Op::RmsNormalization { .. } => norm::stats_norm(&cx, prog, w),
+        Op::BatchNormalization { epsilon, .. } => {
             cx.all_f32()?;
             let x = cx.input(0)?;
             let params: Vec<Vec<f64>> = (1..5)
@@ -351,56 +365,15 @@ pub(super) fn node(
         | Op::Tile { .. }
         | Op::Pad { .. } => movement(&cx, prog, w),
         Op::Resize(a) => resize(&cx, a, prog, w),
+        Op::Move(m) => indexing::lower(&cx, m, prog, w),
         Op::ConvTranspose(a) => conv_transpose(&cx, a, prog, w),
-        Op::Reduce(a) => {
-            cx.all_f32()?;
-            let x = cx.input(0)?;
-            let desc = ReduceDesc::new(a.kind, &cx.ty(x).shape, &a.axes);
-            let (node, opn) = cx.label();
-            let f = prog.kernel(format!("reduce {desc:?}"), 2, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1])
-            })?;
-            prog.call(f, vec![cx.arena(x)?, cx.arena(y)?]);
-            Ok(())
-        }
-        Op::LayerNormalization { axis, epsilon } => {
-            cx.all_f32()?;
-            let x = cx.input(0)?;
-            let xs = &cx.ty(x).shape;
-            let axis = (*axis).min(xs.len());
-            let len = prod(&xs[axis..]);
-            let mut param = |i: usize| -> Result<Option<(Operand, bool)>, Error> {
-                let Some(&v) = n.inputs.get(i) else {
-                    return Ok(None);
-                };
-                let k = cx.ty(v).numel().unwrap_or(0);
-                if k != len && k != 1 {
-                    return Err(cx.err(
-                        "no kernel for LayerNormalization with partly broadcast parameters yet",
-                    ));
-                }
-                Ok(Some((cx.operand(v, w)?, k == 1 && len != 1)))
-            };
-            let (sc, sc1) = param(1)?.ok_or_else(|| cx.err("LayerNormalization needs a scale"))?;
-            let bias = param(2)?;
-            let desc = LayerNormDesc {
-                rows: prod(&xs[..axis]),
-                len,
-                epsilon: *epsilon,
-                scalar_params: [sc1, bias.is_some_and(|b| b.1)],
-                has_bias: bias.is_some(),
-            };
-            let (node, opn) = cx.label();
-            let f = prog.kernel(
-                format!("layernorm {desc:?}"),
-                4,
-                (&node, &opn),
-                |b, p, _| desc.emit(b, p),
-            )?;
-            let bias_op = bias.map_or(Operand::Null, |b| b.0);
-            prog.call(f, vec![cx.arena(x)?, sc, bias_op, cx.arena(y)?]);
-            Ok(())
-        }
+        Op::Reduce(_)
+        | Op::ArgReduce(_)
+        | Op::Hardmax { .. }
+        | Op::CumScan(_)
+        | Op::TopK(_)
+        | Op::LpNormalization { .. }
+        | Op::LpPool(_) => reduce::lower(&cx, prog, w),
         Op::Gather { axis } => {
             let (d, i) = (cx.input(0)?, cx.input(1)?);
             let (dt, it) = (cx.ty(d).clone(), cx.ty(i).clone());

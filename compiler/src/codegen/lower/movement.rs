@@ -4,13 +4,13 @@
 
 use super::Ctx;
 use crate::codegen::kernels::movement::{CopyDesc, FillDesc, IndexGatherDesc};
-use crate::codegen::kernels::resize::{LinearDesc, Tap};
+use crate::codegen::kernels::resize::{Axis, LinearDesc};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ops::ResizeAttrs;
-use crate::ops::resize::{ResizeMode, clamp_index, round_nearest, source_coord};
+use crate::ops::resize::{AxisTaps, axis_taps, is_gather};
 use crate::ops::{Op, PadMode};
 
 pub(super) fn contiguous(shape: &[usize]) -> Vec<i64> {
@@ -295,8 +295,9 @@ fn pad(
     gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
 }
 
-/// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps; linear
-/// (f32) reads per-dim `(i0, i1, w0, w1)` tables.
+/// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps; the
+/// interpolating modes (f32) read per-dim tap tables (indices and weights from
+/// [`axis_taps`], shared with the reference evaluation).
 pub(super) fn resize(
     cx: &Ctx<'_>,
     a: &ResizeAttrs,
@@ -315,59 +316,42 @@ pub(super) fn resize(
     if xt.shape.contains(&0) {
         return Err(cx.err("cannot resize an empty dim"));
     }
-    let coord = a.coordinate_transformation.as_str();
     let src = cx.operand(x, w)?;
     let dst = cx.arena(y)?;
-    match a.mode {
-        ResizeMode::Nearest => {
-            let elem = xt.dtype.size();
-            if ![1, 2, 4, 8].contains(&elem) {
-                return Err(cx.err(format!("no kernel for Resize on {}", xt.dtype.name())));
-            }
-            let maps: Vec<Vec<usize>> = (0..r)
-                .map(|d| {
-                    (0..ys[d])
-                        .map(|o| {
-                            let c = source_coord(coord, o, a.scales[d], xt.shape[d], ys[d]);
-                            let q = round_nearest(&a.nearest_mode, c, a.scales[d]);
-                            clamp_index(q, xt.shape[d])
-                        })
-                        .collect()
-                })
-                .collect();
-            gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
+    let axes: Vec<AxisTaps> = (0..r)
+        .map(|d| axis_taps(a, d, xt.shape[d], ys[d]))
+        .collect();
+    if is_gather(a) {
+        let elem = xt.dtype.size();
+        if ![1, 2, 4, 8].contains(&elem) {
+            return Err(cx.err(format!("no kernel for Resize on {}", xt.dtype.name())));
         }
-        ResizeMode::Linear => {
-            cx.all_f32()?;
-            let taps: Vec<Vec<Tap>> = (0..r)
-                .map(|d| {
-                    (0..ys[d])
-                        .map(|o| {
-                            let c = source_coord(coord, o, a.scales[d], xt.shape[d], ys[d]);
-                            let f = c.floor();
-                            let t = c - f;
-                            let i0 = clamp_index(f, xt.shape[d]);
-                            let i1 = clamp_index(f + 1.0, xt.shape[d]);
-                            (i0, i1, (1.0 - t) as f32, t as f32)
-                        })
-                        .collect()
-                })
-                .collect();
-            let (desc, tables) = LinearDesc::new(&xt.shape, &taps);
-            let t = if tables.is_empty() {
-                Operand::Null
-            } else {
-                Operand::Weights(w.add(&tables))
-            };
-            let (node, op) = cx.label();
-            let f = prog.kernel(
-                format!("resize-linear {desc:?}"),
-                3,
-                (&node, &op),
-                |b, p, _| desc.emit(b, p[0], p[1], p[2]),
-            )?;
-            prog.call(f, vec![src, t, dst]);
-            Ok(())
-        }
+        let maps: Vec<Vec<usize>> = axes.into_iter().map(|t| t.idx).collect();
+        return gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst);
     }
+    cx.all_f32()?;
+    let axes: Vec<Axis> = axes
+        .into_iter()
+        .map(|t| Axis {
+            n: t.n,
+            idx: t.idx,
+            w: t.w.iter().map(|&v| v as f32).collect(),
+            extrap: t.extrap,
+        })
+        .collect();
+    let (desc, tables) = LinearDesc::new(&xt.shape, &axes, a.extrapolation_value);
+    let t = if tables.is_empty() {
+        Operand::Null
+    } else {
+        Operand::Weights(w.add(&tables))
+    };
+    let (node, op) = cx.label();
+    let f = prog.kernel(
+        format!("resize-interp {desc:?}"),
+        3,
+        (&node, &op),
+        |b, p, _| desc.emit(b, p[0], p[1], p[2]),
+    )?;
+    prog.call(f, vec![src, t, dst]);
+    Ok(())
 }

@@ -44,6 +44,29 @@ pub struct ConvTransposeAttrs {
     pub group: usize,
 }
 
+/// The kernel geometry a Conv node with data input `x` and output `y` runs with, as the
+/// planner sizes its scratch (`crate::gemm::conv::conv2d_scratch_bytes`): `packed_a` set when
+/// the weights are a constant (packed at compile time where the kernel reads them so), the
+/// default tile. `None` when the kernel has no 1-d/2-d geometry for these shapes.
+pub fn scratch_params(
+    a: &ConvAttrs,
+    x: &TensorType,
+    y: &TensorType,
+    constant_weights: bool,
+) -> Option<crate::gemm::conv::ConvParams> {
+    let mut p = crate::gemm::conv::ConvParams::from_shapes(
+        &x.shape,
+        &y.shape,
+        &a.kernel,
+        &a.strides,
+        &a.dilations,
+        &a.pads,
+        a.group,
+    )?;
+    p.packed_a = u64::from(constant_weights && p.packs_a());
+    Some(p)
+}
+
 /// Converters of this family.
 pub const DEFS: &[OpDef] = &[
     OpDef {

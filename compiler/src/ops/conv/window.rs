@@ -7,8 +7,9 @@ use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::fmt_shape;
 
-/// The dtypes Conv, ConvTranspose and the float pools accept.
-pub(crate) const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16];
+/// The dtypes Conv, ConvTranspose, Gemm and the float pools accept (bf16, f16 and f64 are
+/// computed by the f32 kernels: `analysis::widen`).
+pub(crate) const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
 
 /// Checks that input `input` has one of `allowed` dtypes.
 pub(crate) fn check_dtype(input: usize, dtype: DType, allowed: &[DType]) -> Result<(), OpError> {

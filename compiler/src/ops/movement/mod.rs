@@ -5,6 +5,7 @@
 //! pads, Expand's shape, Tile's repeats, Split sizes) are taken as constants by the converters.
 
 mod convert;
+pub mod index;
 #[cfg(test)]
 mod tests;
 
@@ -153,6 +154,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Expand { .. } => "Expand",
         Op::Tile { .. } => "Tile",
         Op::Pad { .. } => "Pad",
+        Op::Move(m) => m.name(),
         _ => "?",
     }
 }
@@ -255,6 +257,7 @@ fn pad_dims(pads: &[i64], shape: &[usize], mode: PadMode) -> Result<Vec<[usize; 
 /// The output types of `op` (validating everything `eval` relies on).
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
     match op {
+        Op::Move(m) => index::infer(m, inputs),
         Op::Transpose { perm } => {
             expect_arity(inputs, 1)?;
             let x = &inputs[0];
@@ -431,6 +434,9 @@ fn flat(idx: &[usize], strides: &[usize]) -> usize {
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    if let Op::Move(m) = op {
+        return index::eval(m, inputs);
+    }
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
     let out_types = infer(op, &types)?;
     let out_shape = |k: usize| out_types[k].shape.clone();
@@ -565,6 +571,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     match op {
+        Op::Move(m) => m.attrs(),
         Op::Transpose { perm } => vec![("perm", fmt_list(perm))],
         Op::Concat { axis } | Op::Gather { axis } => vec![("axis", axis.to_string())],
         Op::Split { axis, sizes } => vec![("axis", axis.to_string()), ("split", fmt_list(sizes))],

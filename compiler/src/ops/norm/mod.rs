@@ -1,4 +1,6 @@
-//! Normalizations: BatchNormalization (inference), LayerNormalization, LRN, Softmax, LogSoftmax.
+//! Normalizations: BatchNormalization (inference and training mode), LayerNormalization,
+//! InstanceNormalization, GroupNormalization, MeanVarianceNormalization, RMSNormalization
+//! (the statistics-based ones in [`stats`]), LRN, Softmax, LogSoftmax.
 //!
 //! Every op here is float-only; the reference evaluation computes in `f64` and rounds to the
 //! input dtype at the end.
@@ -7,9 +9,7 @@ use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::{NodeCtx, norm_axis};
-use crate::ops::util::{
-    broadcast_index_map, broadcast_shapes, expect_arity, fmt_f32, fmt_shape, wrong_family,
-};
+use crate::ops::util::{expect_arity, fmt_f32, fmt_list, fmt_shape, wrong_family};
 use crate::ops::{MAX_OPSET, Op, OpDef};
 
 /// LRN attributes.
@@ -40,6 +40,30 @@ pub const DEFS: &[OpDef] = &[
         convert: convert_layernorm,
     },
     OpDef {
+        op_type: "InstanceNormalization",
+        since: 7,
+        until: MAX_OPSET,
+        convert: convert_instancenorm,
+    },
+    OpDef {
+        op_type: "GroupNormalization",
+        since: 18,
+        until: MAX_OPSET,
+        convert: convert_groupnorm,
+    },
+    OpDef {
+        op_type: "MeanVarianceNormalization",
+        since: 9,
+        until: MAX_OPSET,
+        convert: convert_mvn,
+    },
+    OpDef {
+        op_type: "RMSNormalization",
+        since: 23,
+        until: MAX_OPSET,
+        convert: convert_rmsnorm,
+    },
+    OpDef {
         op_type: "LRN",
         since: 7,
         until: MAX_OPSET,
@@ -66,34 +90,93 @@ fn convert_batchnorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
             "BatchNormalization with spatial=0 (per-element statistics)".into(),
         ));
     }
-    if ctx.opset >= 14 && ctx.attr_int("training_mode", 0)? != 0 {
-        return Err(OpError::Unsupported(
-            "BatchNormalization training_mode=1 (arenac compiles inference only)".into(),
-        ));
+    let training = ctx.opset >= 14 && ctx.attr_int("training_mode", 0)? != 0;
+    if training {
+        return Ok(Op::BatchNormalization {
+            epsilon: ctx.attr_float("epsilon", 1e-5)?,
+            training: Some(ctx.attr_float("momentum", 0.9)?),
+        });
     }
     if (1..5).any(|i| ctx.has_output(i)) {
         return Err(OpError::Unsupported(
-            "BatchNormalization running/saved statistics outputs (training only)".into(),
+            "BatchNormalization statistics outputs without training_mode=1 (opset >= 14)".into(),
         ));
     }
     Ok(Op::BatchNormalization {
         epsilon: ctx.attr_float("epsilon", 1e-5)?,
+        training: None,
     })
+}
+
+/// The float dtype named by a `stash_type` attribute (default float).
+fn stash_type(ctx: &NodeCtx<'_>) -> Result<DType, OpError> {
+    let code = ctx.attr_int("stash_type", 1)?;
+    i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
+        .filter(|d| d.is_float())
+        .ok_or_else(|| OpError::attr("stash_type", format!("{code} is not a float type")))
 }
 
 fn convert_layernorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(2, 3)?;
-    if ctx.has_output(1) || ctx.has_output(2) {
-        return Err(OpError::Unsupported(
-            "LayerNormalization Mean/InvStdDev outputs (training only)".into(),
-        ));
-    }
     let rank = ctx.input_type(0)?.shape.len();
     let axis = norm_axis("axis", ctx.attr_int("axis", -1)?, rank)?;
-    // stash_type only selects the precision of the intermediate computation; the reference
-    // computes in f64 regardless.
+    // stash_type selects the precision of the intermediate computation (the reference
+    // computes in f64 regardless) and the dtype of the Mean and InvStdDev outputs.
+    let stash = stash_type(ctx)?;
     Ok(Op::LayerNormalization {
         axis,
+        epsilon: ctx.attr_float("epsilon", 1e-5)?,
+        stats: (ctx.has_output(1) || ctx.has_output(2)).then_some(stash),
+    })
+}
+
+fn convert_instancenorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(3, 3)?;
+    Ok(Op::InstanceNormalization {
+        epsilon: ctx.attr_float("epsilon", 1e-5)?,
+    })
+}
+
+fn convert_groupnorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(3, 3)?;
+    stash_type(ctx)?;
+    let groups = ctx
+        .attr_int_opt("num_groups")?
+        .ok_or_else(|| OpError::attr("num_groups", "required"))?;
+    let groups = usize::try_from(groups)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| OpError::attr("num_groups", format!("{groups} must be positive")))?;
+    Ok(Op::GroupNormalization {
+        groups,
+        epsilon: ctx.attr_float("epsilon", 1e-5)?,
+        per_channel: ctx.opset >= 21,
+    })
+}
+
+fn convert_mvn(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let rank = ctx.input_type(0)?.shape.len();
+    let given = ctx.attr_ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]);
+    let mut axes = given
+        .iter()
+        .map(|&a| norm_axis("axes", a, rank))
+        .collect::<Result<Vec<_>, _>>()?;
+    axes.sort_unstable();
+    if axes.windows(2).any(|w| w[0] == w[1]) {
+        return Err(OpError::attr("axes", "repeated axis"));
+    }
+    Ok(Op::MeanVarianceNormalization { axes })
+}
+
+fn convert_rmsnorm(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(2, 2)?;
+    stash_type(ctx)?;
+    let rank = ctx.input_type(0)?.shape.len();
+    Ok(Op::RmsNormalization {
+        axis: norm_axis("axis", ctx.attr_int("axis", -1)?, rank)?,
         epsilon: ctx.attr_float("epsilon", 1e-5)?,
     })
 }
@@ -141,6 +224,10 @@ pub fn name(op: &Op) -> &'static str {
     match op {
         Op::BatchNormalization { .. } => "BatchNormalization",
         Op::LayerNormalization { .. } => "LayerNormalization",
+        Op::InstanceNormalization { .. } => "InstanceNormalization",
+        Op::GroupNormalization { .. } => "GroupNormalization",
+        Op::MeanVarianceNormalization { .. } => "MeanVarianceNormalization",
+        Op::RmsNormalization { .. } => "RMSNormalization",
         Op::Lrn(_) => "LRN",
         Op::Softmax { log: false, .. } => "Softmax",
         Op::Softmax { log: true, .. } => "LogSoftmax",
@@ -174,60 +261,12 @@ fn numel(ty: &TensorType) -> Result<usize, OpError> {
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
     match op {
-        Op::BatchNormalization { .. } => {
-            expect_arity(inputs, 5)?;
-            for i in 0..5 {
-                expect_float(inputs, i)?;
-            }
-            let x = &inputs[0];
-            if x.shape.len() < 2 {
-                return Err(OpError::shape(
-                    "X must have rank >= 2 (N, C, ...)",
-                    &[&x.shape],
-                ));
-            }
-            let c = x.shape[1];
-            for p in &inputs[1..] {
-                if p.shape != [c] {
-                    return Err(OpError::shape(
-                        format!("scale, B, mean and var must have shape [{c}]"),
-                        &[&x.shape, &p.shape],
-                    ));
-                }
-            }
-            numel(x)?;
-            Ok(vec![x.clone()])
-        }
-        Op::LayerNormalization { axis, .. } => {
-            if inputs.len() != 2 && inputs.len() != 3 {
-                return Err(OpError::Arity {
-                    expected: "2 to 3".into(),
-                    actual: inputs.len(),
-                });
-            }
-            for i in 0..inputs.len() {
-                expect_float(inputs, i)?;
-            }
-            let x = &inputs[0];
-            if *axis >= x.shape.len() {
-                return Err(OpError::shape(
-                    format!("axis {axis} out of range"),
-                    &[&x.shape],
-                ));
-            }
-            numel(x)?;
-            // Scale and bias broadcast (numpy-style) to X's shape without growing it.
-            for p in &inputs[1..] {
-                let b = broadcast_shapes(&[&x.shape, &p.shape])?;
-                if b != x.shape {
-                    return Err(OpError::shape(
-                        "scale/bias must broadcast to X's shape",
-                        &[&x.shape, &p.shape],
-                    ));
-                }
-            }
-            Ok(vec![x.clone()])
-        }
+        Op::BatchNormalization { .. }
+        | Op::LayerNormalization { .. }
+        | Op::InstanceNormalization { .. }
+        | Op::GroupNormalization { .. }
+        | Op::MeanVarianceNormalization { .. }
+        | Op::RmsNormalization { .. } => stats::infer(op, inputs),
         Op::Lrn(_) => {
             expect_arity(inputs, 1)?;
             expect_float(inputs, 0)?;
@@ -267,54 +306,15 @@ fn input<'a>(inputs: &[&'a Tensor], i: usize) -> Result<&'a Tensor, OpError> {
 
 /// Reference evaluation.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    if stats::is_stats(op) {
+        return stats::eval(op, inputs);
+    }
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
     infer(op, &types)?;
     let x = input(inputs, 0)?;
     let shape = x.shape().to_vec();
     let xv = x.to_f64_vec();
     let out = match op {
-        Op::BatchNormalization { epsilon } => {
-            let [scale, b, mean, var] = [1, 2, 3, 4].map(|i| inputs[i].to_f64_vec());
-            let c = shape[1];
-            let inner = checked_numel(&shape[2..]).unwrap_or(0);
-            let eps = f64::from(*epsilon);
-            let mut y = vec![0.0; xv.len()];
-            for (i, (yi, &xi)) in y.iter_mut().zip(&xv).enumerate() {
-                let ch = (i / inner.max(1)) % c.max(1);
-                *yi = (xi - mean[ch]) / (var[ch] + eps).sqrt() * scale[ch] + b[ch];
-            }
-            y
-        }
-        Op::LayerNormalization { axis, epsilon } => {
-            let inner = checked_numel(&shape[*axis..]).unwrap_or(0);
-            let eps = f64::from(*epsilon);
-            let mut y = vec![0.0; xv.len()];
-            if inner > 0 {
-                for (row_x, row_y) in xv.chunks(inner).zip(y.chunks_mut(inner)) {
-                    let n = inner as f64;
-                    let mean = row_x.iter().sum::<f64>() / n;
-                    let var = row_x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-                    let inv = 1.0 / (var + eps).sqrt();
-                    for (yi, &xi) in row_y.iter_mut().zip(row_x) {
-                        *yi = (xi - mean) * inv;
-                    }
-                }
-            }
-            let scale = input(inputs, 1)?;
-            let sv = scale.to_f64_vec();
-            let smap = broadcast_index_map(scale.shape(), &shape);
-            for (yi, &si) in y.iter_mut().zip(&smap) {
-                *yi *= sv[si];
-            }
-            if let Some(bias) = inputs.get(2) {
-                let bv = bias.to_f64_vec();
-                let bmap = broadcast_index_map(bias.shape(), &shape);
-                for (yi, &bi) in y.iter_mut().zip(&bmap) {
-                    *yi += bv[bi];
-                }
-            }
-            y
-        }
         Op::Lrn(a) => {
             let c = shape[1];
             let inner = checked_numel(&shape[2..]).unwrap_or(0);
@@ -379,8 +379,36 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     match op {
-        Op::BatchNormalization { epsilon } => vec![("epsilon", fmt_f32(*epsilon))],
-        Op::LayerNormalization { axis, epsilon } => {
+        Op::BatchNormalization { epsilon, training } => {
+            let mut v = vec![("epsilon", fmt_f32(*epsilon))];
+            if let Some(m) = training {
+                v.push(("momentum", fmt_f32(*m)));
+            }
+            v
+        }
+        Op::LayerNormalization {
+            axis,
+            epsilon,
+            stats,
+        } => {
+            let mut v = vec![("axis", axis.to_string()), ("epsilon", fmt_f32(*epsilon))];
+            if let Some(d) = stats {
+                v.push(("stats", d.name().to_string()));
+            }
+            v
+        }
+        Op::InstanceNormalization { epsilon } => vec![("epsilon", fmt_f32(*epsilon))],
+        Op::GroupNormalization {
+            groups,
+            epsilon,
+            per_channel,
+        } => vec![
+            ("num_groups", groups.to_string()),
+            ("epsilon", fmt_f32(*epsilon)),
+            ("per_channel", u8::from(*per_channel).to_string()),
+        ],
+        Op::MeanVarianceNormalization { axes } => vec![("axes", fmt_list(axes))],
+        Op::RmsNormalization { axis, epsilon } => {
             vec![("axis", axis.to_string()), ("epsilon", fmt_f32(*epsilon))]
         }
         Op::Lrn(a) => vec![
@@ -399,5 +427,6 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     }
 }
 
+pub mod stats;
 #[cfg(test)]
 mod tests;

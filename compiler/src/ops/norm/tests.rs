@@ -49,7 +49,13 @@ fn batchnorm() {
         vec![attr_f("epsilon", 0.0)],
     )
     .unwrap();
-    assert_eq!(op, Op::BatchNormalization { epsilon: 0.0 });
+    assert_eq!(
+        op,
+        Op::BatchNormalization {
+            epsilon: 0.0,
+            training: None
+        }
+    );
     assert_eq!(name(&op), "BatchNormalization");
     assert_eq!(attrs(&op), vec![("epsilon", "0.0".to_string())]);
     // y = (x - mean) / sqrt(var) * scale + B, per channel.
@@ -66,20 +72,20 @@ fn batchnorm() {
     close(&y, &[0.0, 0.5, 1.0, 3.0]);
     // Default epsilon.
     let op = convert("BatchNormalization", 9, &ins, &["y"], vec![]).unwrap();
-    assert_eq!(op, Op::BatchNormalization { epsilon: 1e-5 });
+    assert_eq!(
+        op,
+        Op::BatchNormalization {
+            epsilon: 1e-5,
+            training: None
+        }
+    );
 }
 
 #[test]
 fn batchnorm_errors() {
     let c = f32t(&[2]);
     let ins = [f32t(&[1, 2, 3]), c.clone(), c.clone(), c.clone(), c.clone()];
-    let e = convert(
-        "BatchNormalization",
-        15,
-        &ins,
-        &["y"],
-        vec![attr_i("training_mode", 1)],
-    );
+    let e = convert("BatchNormalization", 15, &ins, &["y", "m"], vec![]);
     assert!(matches!(e, Err(OpError::Unsupported(_))));
     let e = convert(
         "BatchNormalization",
@@ -91,7 +97,10 @@ fn batchnorm_errors() {
     assert!(matches!(e, Err(OpError::Unsupported(_))));
     let e = convert("BatchNormalization", 9, &ins, &["y", "m", "v"], vec![]);
     assert!(matches!(e, Err(OpError::Unsupported(_))));
-    let op = Op::BatchNormalization { epsilon: 1e-5 };
+    let op = Op::BatchNormalization {
+        epsilon: 1e-5,
+        training: None,
+    };
     let bad = [
         f32t(&[1, 2, 3]),
         f32t(&[3]),
@@ -124,7 +133,8 @@ fn layernorm() {
         op,
         Op::LayerNormalization {
             axis: 1,
-            epsilon: 0.0
+            epsilon: 0.0,
+            stats: None
         }
     );
     assert_eq!(name(&op), "LayerNormalization");
@@ -144,6 +154,7 @@ fn layernorm() {
     let op = Op::LayerNormalization {
         axis: 0,
         epsilon: 0.0,
+        stats: None,
     };
     let y = run(
         &op,
@@ -167,9 +178,9 @@ fn layernorm_errors() {
         17,
         &[f32t(&[2, 3]), f32t(&[3])],
         &["y", "mean"],
-        vec![],
+        vec![attr_i("stash_type", 7)],
     );
-    assert!(matches!(e, Err(OpError::Unsupported(_))));
+    assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
     let e = convert(
         "LayerNormalization",
         17,
@@ -181,6 +192,7 @@ fn layernorm_errors() {
     let op = Op::LayerNormalization {
         axis: 1,
         epsilon: 1e-5,
+        stats: None,
     };
     let e = infer(&op, &[f32t(&[2, 3]), f32t(&[2])]);
     assert!(matches!(e, Err(OpError::ShapeMismatch { .. })));

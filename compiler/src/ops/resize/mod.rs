@@ -1,20 +1,20 @@
-//! Resize (opset 10..23) and the deprecated Upsample (opset 7..9) with nearest and linear
-//! modes, resolved to a static output shape.
+//! Resize (opset 10..28) and the deprecated Upsample (opset 7..9) with nearest, linear and
+//! cubic modes (antialias, exclude_outside, tf_crop_and_resize with a constant roi, axes,
+//! keep_aspect_ratio_policy), resolved to a static output shape.
 //!
 //! Scales or sizes are constant inputs (or Upsample-7's attribute). Output dims are
 //! `floor(input * scale)` for scales; sizes are taken as given and the scale is `size / input`.
 //! Resize-10 and Upsample use asymmetric coordinates and the legacy "simple" nearest rounding
 //! (floor when upsampling an axis, ceil when downsampling it), as onnxruntime does.
-//! The reference evaluation follows the ONNX reference implementation: linear is separable
-//! (one 1-d pass per axis) with edge clamping, nearest clamps the source index.
-
-use bytes::Bytes;
+//! The reference evaluation follows the ONNX reference implementation: interpolation is
+//! separable (one 1-d pass per axis over [`coords::axis_taps`] weights, edge-clamped),
+//! nearest clamps the source index.
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
-use crate::ir::types::{TensorType, checked_numel, strides};
+use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::{NodeCtx, norm_axis};
-use crate::ops::util::{expect_arity, fmt_f32, fmt_list, fmt_shape, unravel, wrong_family};
+use crate::ops::util::{expect_arity, fmt_f32, fmt_list, fmt_shape, wrong_family};
 use crate::ops::{MAX_OPSET, Op, OpDef};
 
 /// Resize interpolation mode.
@@ -24,6 +24,8 @@ pub enum ResizeMode {
     Nearest,
     /// (Multi-)linear.
     Linear,
+    /// Cubic (Keys) with coefficient `cubic_coeff_a`.
+    Cubic,
 }
 
 /// Resize attributes, resolved to a static output shape.
@@ -35,14 +37,61 @@ pub struct ResizeAttrs {
     pub coordinate_transformation: String,
     /// ONNX `nearest_mode` (one of [`NEAREST_MODES`]), or "simple" for Resize-10 and Upsample.
     pub nearest_mode: String,
-    /// Scale per dim (output / input as given or derived from sizes).
-    pub scales: Vec<f32>,
+    /// Scale per dim (output / input as given, or derived from sizes in f64).
+    pub scales: Vec<f64>,
     /// Output shape.
     pub output_shape: Vec<usize>,
+    /// Cubic coefficient `A` (`cubic_coeff_a`, -0.75 by default).
+    pub cubic_coeff_a: f32,
+    /// `exclude_outside`: out-of-range taps get weight 0 (the rest renormalized).
+    pub exclude_outside: bool,
+    /// `antialias`: linear / cubic filters widen by `1 / scale` when downsampling.
+    pub antialias: bool,
+    /// Output value of extrapolated coordinates (tf_crop_and_resize).
+    pub extrapolation_value: f32,
+    /// Region of interest per dim, `[starts..., ends...]` of length `2 * rank`
+    /// (tf_crop_and_resize only; empty otherwise).
+    pub roi: Vec<f64>,
+    /// The roi tensor is f64 (the reference does a float roi's arithmetic in f32).
+    pub roi_double: bool,
 }
 
-/// Supported `coordinate_transformation_mode` values (tf_crop_and_resize is not).
+/// Attributes beyond the scales: mode, coordinates and filter options.
+#[derive(Clone, Debug, PartialEq)]
+struct Opts {
+    mode: ResizeMode,
+    coord: String,
+    nearest: String,
+    cubic_coeff_a: f32,
+    exclude_outside: bool,
+    antialias: bool,
+    extrapolation_value: f32,
+    /// As given (per `axes` entry when axes are given).
+    roi: Option<Vec<f64>>,
+    roi_double: bool,
+    keep_aspect: String,
+}
+
+impl Opts {
+    fn legacy(mode: ResizeMode) -> Opts {
+        Opts {
+            mode,
+            coord: "asymmetric".into(),
+            nearest: "simple".into(),
+            cubic_coeff_a: -0.75,
+            exclude_outside: false,
+            antialias: false,
+            extrapolation_value: 0.0,
+            roi: None,
+            roi_double: false,
+            keep_aspect: "stretch".into(),
+        }
+    }
+}
+
+/// Supported `coordinate_transformation_mode` values.
 pub const COORDINATE_MODES: &[&str] = &[
+    "tf_crop_and_resize",
     "half_pixel",
     "half_pixel_symmetric",
     "pytorch_half_pixel",
@@ -80,9 +129,7 @@ fn parse_mode(ctx: &NodeCtx<'_>) -> Result<ResizeMode, OpError> {
     match ctx.attr_string("mode", "nearest")?.as_str() {
         "nearest" => Ok(ResizeMode::Nearest),
         "linear" | "bilinear" => Ok(ResizeMode::Linear),
-        "cubic" => Err(OpError::Unsupported(
-            "Resize mode 'cubic' (only nearest and linear are implemented)".into(),
-        )),
+        "cubic" => Ok(ResizeMode::Cubic),
         m => Err(OpError::attr("mode", format!("unknown mode '{m}'"))),
     }
 }
@@ -102,39 +149,45 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         let scales = take_nonempty(ctx, 1)?
             .ok_or_else(|| OpError::attr("scales", "required"))?
             .to_f32_vec();
-        return resolve(
-            mode,
-            "asymmetric",
-            "simple",
-            &in_shape,
-            Some(&scales),
-            None,
-            None,
-        );
+        return resolve(&Opts::legacy(mode), &in_shape, Some(&scales), None, None);
     }
     ctx.expect_inputs(1, 4)?;
     let coord = ctx.attr_string("coordinate_transformation_mode", "half_pixel")?;
-    if coord == "tf_crop_and_resize" {
-        return Err(OpError::Unsupported(
-            "Resize coordinate_transformation_mode 'tf_crop_and_resize' (roi cropping)".into(),
-        ));
-    }
-    // roi only matters for tf_crop_and_resize.
-    ctx.ignore_input(1);
     let nearest = ctx.attr_string("nearest_mode", "round_prefer_floor")?;
     if nearest == "simple" {
         return Err(OpError::attr("nearest_mode", "unknown mode 'simple'"));
     }
-    if mode == ResizeMode::Nearest && ctx.attr_int("exclude_outside", 0)? != 0 {
+    let exclude_outside = ctx.attr_int("exclude_outside", 0)? != 0;
+    if mode == ResizeMode::Nearest && exclude_outside {
         return Err(OpError::Unsupported(
             "Resize exclude_outside=1 with nearest mode".into(),
         ));
     }
+    // roi only matters for tf_crop_and_resize (where it is frozen into a constant).
+    let (roi, roi_double) = if coord == "tf_crop_and_resize" {
+        let r = take_nonempty(ctx, 1)?.ok_or_else(|| {
+            OpError::attr(
+                "roi",
+                "required by coordinate_transformation_mode 'tf_crop_and_resize'",
+            )
+        })?;
+        (Some(r.to_f64_vec()), r.dtype() == DType::F64)
+    } else {
+        ctx.ignore_input(1);
+        (None, false)
+    };
     let mut axes: Option<Vec<usize>> = None;
+    let mut antialias = false;
+    let mut keep_aspect = "stretch".to_string();
     if ctx.opset >= 18 {
-        if ctx.attr_int("antialias", 0)? != 0 {
-            return Err(OpError::Unsupported("Resize antialias=1".into()));
+        antialias = ctx.attr_int("antialias", 0)? != 0;
+        if antialias && mode == ResizeMode::Nearest {
+            return Err(OpError::attr(
+                "antialias",
+                "not supported with mode 'nearest'",
+            ));
         }
+        keep_aspect = ctx.attr_string("keep_aspect_ratio_policy", "stretch")?;
         if let Some(a) = ctx.attr_ints("axes")? {
             let mut v = a
                 .iter()
@@ -148,42 +201,28 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
             axes = Some(given);
         }
     }
+    let opts = Opts {
+        mode,
+        coord,
+        nearest,
+        cubic_coeff_a: ctx.attr_float("cubic_coeff_a", -0.75)?,
+        exclude_outside,
+        antialias,
+        extrapolation_value: ctx.attr_float("extrapolation_value", 0.0)?,
+        roi,
+        roi_double,
+        keep_aspect,
+    };
     let scales = take_nonempty(ctx, 2)?;
     let sizes = take_nonempty(ctx, 3)?;
     match (scales, sizes) {
         (Some(s), None) => {
             let s = s.to_f32_vec();
-            resolve(
-                mode,
-                &coord,
-                &nearest,
-                &in_shape,
-                Some(&s),
-                None,
-                axes.as_deref(),
-            )
+            resolve(&opts, &in_shape, Some(&s), None, axes.as_deref())
         }
         (None, Some(z)) => {
-            let policy = if ctx.opset >= 18 {
-                ctx.attr_string("keep_aspect_ratio_policy", "stretch")?
-            } else {
-                "stretch".to_string()
-            };
-            if policy != "stretch" {
-                return Err(OpError::Unsupported(format!(
-                    "Resize keep_aspect_ratio_policy '{policy}' (only 'stretch')"
-                )));
-            }
             let z = z.to_i64_vec();
-            resolve(
-                mode,
-                &coord,
-                &nearest,
-                &in_shape,
-                None,
-                Some(&z),
-                axes.as_deref(),
-            )
+            resolve(&opts, &in_shape, None, Some(&z), axes.as_deref())
         }
         (Some(_), Some(_)) => Err(OpError::attr(
             "scales",
@@ -198,6 +237,9 @@ fn convert_resize(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 
 fn convert_upsample(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let mode = parse_mode(ctx)?;
+    if mode == ResizeMode::Cubic {
+        return Err(OpError::attr("mode", "Upsample has no mode 'cubic'"));
+    }
     let in_shape = ctx.input_type(0)?.shape.clone();
     let scales = if ctx.opset < 9 {
         ctx.expect_inputs(1, 1)?;
@@ -209,22 +251,12 @@ fn convert_upsample(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
             .ok_or_else(|| OpError::attr("scales", "required"))?
             .to_f32_vec()
     };
-    resolve(
-        mode,
-        "asymmetric",
-        "simple",
-        &in_shape,
-        Some(&scales),
-        None,
-        None,
-    )
+    resolve(&Opts::legacy(mode), &in_shape, Some(&scales), None, None)
 }
 
 /// Builds the op from scales or sizes given for `axes` (every axis when `None`).
 fn resolve(
-    mode: ResizeMode,
-    coord: &str,
-    nearest: &str,
+    o: &Opts,
     in_shape: &[usize],
     scales: Option<&[f32]>,
     sizes: Option<&[i64]>,
@@ -247,7 +279,7 @@ fn resolve(
             ),
         ));
     }
-    let mut out_scales = vec![1.0f32; rank];
+    let mut out_scales = vec![1.0f64; rank];
     let mut out_shape = in_shape.to_vec();
     for (k, &d) in axes.iter().enumerate() {
         let input = in_shape[d];
@@ -260,7 +292,7 @@ fn resolve(
             if out >= usize::MAX as f64 {
                 return Err(OpError::Overflow(format!("Resize output dim {out}")));
             }
-            out_scales[d] = s;
+            out_scales[d] = f64::from(s);
             out_shape[d] = out as usize;
         } else if let Some(z) = sizes {
             let size = usize::try_from(z[k])
@@ -268,17 +300,70 @@ fn resolve(
             out_scales[d] = if input == 0 {
                 1.0
             } else {
-                (size as f64 / input as f64) as f32
+                size as f64 / input as f64
             };
             out_shape[d] = size;
         }
     }
+    if sizes.is_some() && o.keep_aspect != "stretch" {
+        let picked = axes.iter().map(|&d| out_scales[d]);
+        let scale = match o.keep_aspect.as_str() {
+            "not_larger" => picked.fold(f64::INFINITY, f64::min),
+            "not_smaller" => picked.fold(f64::NEG_INFINITY, f64::max),
+            p => {
+                return Err(OpError::attr(
+                    "keep_aspect_ratio_policy",
+                    format!("unknown policy '{p}'"),
+                ));
+            }
+        };
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(OpError::attr(
+                "sizes",
+                format!("keep_aspect_ratio_policy gives scale {scale}"),
+            ));
+        }
+        for &d in axes {
+            out_scales[d] = scale;
+            // round half up, as the reference does
+            let v = (scale * in_shape[d] as f64 + 0.5).floor();
+            if v >= usize::MAX as f64 {
+                return Err(OpError::Overflow(format!("Resize output dim {v}")));
+            }
+            out_shape[d] = v as usize;
+        }
+    }
+    // roi: given per axis ([starts, ends] of the axes); expanded to every dim.
+    let roi = match &o.roi {
+        None => Vec::new(),
+        Some(r) => {
+            if r.len() != 2 * axes.len() {
+                return Err(OpError::attr(
+                    "roi",
+                    format!("has {} entries for {} axes", r.len(), axes.len()),
+                ));
+            }
+            let mut full = vec![0.0; rank];
+            full.extend(std::iter::repeat_n(1.0, rank));
+            for (k, &d) in axes.iter().enumerate() {
+                full[d] = r[k];
+                full[rank + d] = r[axes.len() + k];
+            }
+            full
+        }
+    };
     let op = Op::Resize(ResizeAttrs {
-        mode,
-        coordinate_transformation: coord.to_string(),
-        nearest_mode: nearest.to_string(),
+        mode: o.mode,
+        coordinate_transformation: o.coord.clone(),
+        nearest_mode: o.nearest.clone(),
         scales: out_scales,
         output_shape: out_shape,
+        cubic_coeff_a: o.cubic_coeff_a,
+        exclude_outside: o.exclude_outside,
+        antialias: o.antialias,
+        extrapolation_value: o.extrapolation_value,
+        roi,
+        roi_double: o.roi_double,
     });
     // Validate (modes, empty inputs, overflow) now for a clear error at conversion.
     check(&op, in_shape)?;
@@ -314,6 +399,17 @@ fn check(op: &Op, in_shape: &[usize]) -> Result<(), OpError> {
     if a.scales.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
         return Err(OpError::attr("scales", "must be positive"));
     }
+    if a.coordinate_transformation == "tf_crop_and_resize"
+        && (a.roi.len() != 2 * in_shape.len() || a.roi.iter().any(|r| !r.is_finite()))
+    {
+        return Err(OpError::attr(
+            "roi",
+            format!("needs 2 finite values per dim, has {:?}", a.roi),
+        ));
+    }
+    if !a.cubic_coeff_a.is_finite() {
+        return Err(OpError::attr("cubic_coeff_a", "must be finite"));
+    }
     for (&i, &o) in in_shape.iter().zip(&a.output_shape) {
         if i == 0 && o > 0 {
             return Err(OpError::shape(
@@ -346,148 +442,29 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
     };
     expect_arity(inputs, 1)?;
     let x = &inputs[0];
-    if a.mode == ResizeMode::Linear && !x.dtype.is_float() {
+    if !eval::is_gather(a) && !x.dtype.is_float() {
         return Err(OpError::DType {
             input: 0,
             dtype: x.dtype,
-            expected: "a float type (linear mode)".into(),
+            expected: "a float type (linear, cubic or tf_crop_and_resize)".into(),
         });
     }
     check(op, &x.shape)?;
     Ok(vec![TensorType::new(x.dtype, a.output_shape.clone())])
 }
 
-/// The source coordinate of output index `x` along one axis (shared with the code generator's
-/// compile-time index tables, so kernels and reference agree by construction).
-pub(crate) fn source_coord(
-    coord: &str,
-    x: usize,
-    scale: f32,
-    len_in: usize,
-    len_out: usize,
-) -> f64 {
-    let (x, s) = (x as f64, f64::from(scale));
-    let (li, lo) = (len_in as f64, len_out as f64);
-    match coord {
-        "half_pixel_symmetric" => {
-            let adjustment = lo / (s * li);
-            let offset = li / 2.0 * (1.0 - adjustment);
-            offset + (x + 0.5) / s - 0.5
-        }
-        "pytorch_half_pixel" if len_out > 1 => (x + 0.5) / s - 0.5,
-        "pytorch_half_pixel" => 0.0,
-        // The resized length is `scale * len_in` before flooring (as ONNX's reference and
-        // node tests have it); with `sizes` the scale is `len_out / len_in`, so it is len_out.
-        "align_corners" if len_out > 1 && s * li != 1.0 => x * (li - 1.0) / (s * li - 1.0),
-        "align_corners" => 0.0,
-        "asymmetric" => x / s,
-        "tf_half_pixel_for_nearest" => (x + 0.5) / s,
-        // half_pixel
-        _ => (x + 0.5) / s - 0.5,
-    }
-}
-
-/// Rounds a source coordinate to an index per `nearest_mode`.
-pub(crate) fn round_nearest(mode: &str, x: f64, scale: f32) -> f64 {
-    let half = x - x.floor() == 0.5;
-    match mode {
-        "round_prefer_ceil" if half => x.ceil(),
-        "round_prefer_floor" if half => x.floor(),
-        "round_prefer_ceil" | "round_prefer_floor" => x.round(),
-        "floor" => x.floor(),
-        "ceil" => x.ceil(),
-        // simple: ceil when downsampling, else floor.
-        _ if scale < 1.0 => x.ceil(),
-        _ => x.floor(),
-    }
-}
-
-/// Clamps an index (possibly out of range or negative) into `0..len` (`len > 0`).
-pub(crate) fn clamp_index(i: f64, len: usize) -> usize {
-    i.max(0.0).min(len.saturating_sub(1) as f64) as usize
-}
-
-/// Reference evaluation.
-pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    let Op::Resize(a) = op else {
-        return Err(wrong_family(op, "resize"));
-    };
-    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
-    infer(op, &types)?;
-    let x = inputs[0];
-    let in_shape = x.shape().to_vec();
-    let out_shape = a.output_shape.clone();
-    let coord = a.coordinate_transformation.as_str();
-    match a.mode {
-        ResizeMode::Nearest => {
-            // Source index along each axis for each output index.
-            let maps: Vec<Vec<usize>> = (0..in_shape.len())
-                .map(|d| {
-                    (0..out_shape[d])
-                        .map(|o| {
-                            let c = source_coord(coord, o, a.scales[d], in_shape[d], out_shape[d]);
-                            let r = round_nearest(&a.nearest_mode, c, a.scales[d]);
-                            clamp_index(r, in_shape[d])
-                        })
-                        .collect()
-                })
-                .collect();
-            let st = strides(&in_shape);
-            let sz = x.dtype().size();
-            let src = x.bytes();
-            let n = checked_numel(&out_shape).unwrap_or(0);
-            let mut data = Vec::with_capacity(n * sz);
-            for flat in 0..n {
-                let idx = unravel(flat, &out_shape);
-                let s: usize = (0..idx.len()).map(|d| maps[d][idx[d]] * st[d]).sum();
-                data.extend_from_slice(&src[s * sz..(s + 1) * sz]);
-            }
-            let t = Tensor::from_bytes(x.dtype(), out_shape, Bytes::from(data))
-                .map_err(|e| OpError::Unsupported(format!("Resize output: {e}")))?;
-            Ok(vec![t])
-        }
-        ResizeMode::Linear => {
-            // One 1-d linear pass per axis: cur has out dims before d, in dims from d on.
-            let mut cur = x.to_f64_vec();
-            let mut shape = in_shape.clone();
-            for d in 0..shape.len() {
-                let (len_in, len_out) = (in_shape[d], out_shape[d]);
-                let outer = checked_numel(&shape[..d]).unwrap_or(0);
-                let inner = checked_numel(&shape[d + 1..]).unwrap_or(0);
-                let mut next = vec![0.0; outer * len_out * inner];
-                for o in 0..len_out {
-                    let c = source_coord(coord, o, a.scales[d], len_in, len_out);
-                    let f = c.floor();
-                    let t = c - f;
-                    let i0 = clamp_index(f, len_in);
-                    let i1 = clamp_index(f + 1.0, len_in);
-                    for b in 0..outer {
-                        for k in 0..inner {
-                            let v0 = cur[(b * len_in + i0) * inner + k];
-                            let v1 = cur[(b * len_in + i1) * inner + k];
-                            next[(b * len_out + o) * inner + k] = (1.0 - t) * v0 + t * v1;
-                        }
-                    }
-                }
-                cur = next;
-                shape[d] = len_out;
-            }
-            Ok(vec![Tensor::from_f64(x.dtype(), out_shape, &cur)])
-        }
-    }
-}
-
 /// Attributes for the printer.
 pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
     match op {
         Op::Resize(a) => {
-            let scales: Vec<String> = a.scales.iter().map(|&s| fmt_f32(s)).collect();
-            vec![
+            let scales: Vec<String> = a.scales.iter().map(|&s| fmt_f32(s as f32)).collect();
+            let mut v = vec![
                 (
                     "mode",
                     match a.mode {
                         ResizeMode::Nearest => "nearest",
                         ResizeMode::Linear => "linear",
+                        ResizeMode::Cubic => "cubic",
                     }
                     .to_string(),
                 ),
@@ -498,11 +475,33 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
                 ("nearest_mode", a.nearest_mode.clone()),
                 ("scales", fmt_list(&scales)),
                 ("output_shape", fmt_list(&a.output_shape)),
-            ]
+            ];
+            // Only the non-default options, so plain resizes print as before.
+            if a.mode == ResizeMode::Cubic {
+                v.push(("cubic_coeff_a", fmt_f32(a.cubic_coeff_a)));
+            }
+            if a.exclude_outside {
+                v.push(("exclude_outside", "1".into()));
+            }
+            if a.antialias {
+                v.push(("antialias", "1".into()));
+            }
+            if !a.roi.is_empty() {
+                let r: Vec<String> = a.roi.iter().map(|&x| fmt_f32(x as f32)).collect();
+                v.push(("roi", fmt_list(&r)));
+                v.push(("extrapolation_value", fmt_f32(a.extrapolation_value)));
+            }
+            v
         }
         _ => Vec::new(),
     }
 }
 
+mod coords;
+mod eval;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use coords::{AxisTaps, axis_taps};
+pub use eval::eval;
+pub(crate) use eval::is_gather;

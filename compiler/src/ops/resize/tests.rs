@@ -269,9 +269,10 @@ fn errors() {
         13,
         &[1, 1, 2, 2],
         vec![None, s()],
-        vec![attr_s("mode", "cubic")],
+        vec![attr_s("mode", "cubic"), attr_i("exclude_outside", 1)],
     );
-    assert!(matches!(e, Err(OpError::Unsupported(_))));
+    assert!(e.is_ok());
+    // tf_crop_and_resize needs a roi; nearest has no antialias.
     let e = convert(
         "Resize",
         13,
@@ -282,7 +283,18 @@ fn errors() {
             "tf_crop_and_resize",
         )],
     );
-    assert!(matches!(e, Err(OpError::Unsupported(_))));
+    assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
+    let e = convert(
+        "Resize",
+        13,
+        &[1, 1, 2, 2],
+        vec![scales(&[0.0, 0.0, 1.0]), s()],
+        vec![attr_s(
+            "coordinate_transformation_mode",
+            "tf_crop_and_resize",
+        )],
+    );
+    assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
     let e = convert(
         "Resize",
         18,
@@ -290,7 +302,7 @@ fn errors() {
         vec![None, s()],
         vec![attr_i("antialias", 1)],
     );
-    assert!(matches!(e, Err(OpError::Unsupported(_))));
+    assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
     let e = convert(
         "Resize",
         13,
@@ -316,9 +328,9 @@ fn errors() {
         18,
         &[1, 1, 2, 2],
         vec![None, None, sizes(&[1, 1, 4, 4])],
-        vec![attr_s("keep_aspect_ratio_policy", "not_larger")],
+        vec![attr_s("keep_aspect_ratio_policy", "sideways")],
     );
-    assert!(matches!(e, Err(OpError::Unsupported(_))));
+    assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
     // Linear needs floats; rank must match.
     let op = convert(
         "Resize",
@@ -332,4 +344,98 @@ fn errors() {
     assert!(matches!(e, Err(OpError::DType { .. })));
     let e = infer(&op, &[TensorType::new(DType::F32, vec![1, 2, 2])]);
     assert!(matches!(e, Err(OpError::ShapeMismatch { .. })));
+}
+
+#[test]
+fn keep_aspect_ratio_and_roi_axes() {
+    // 2x4 to sizes [7, 8] over axes [2, 3]: not_larger takes min(3.5, 2) = 2 -> [4, 8],
+    // not_smaller takes 3.5 -> [7, 14].
+    for (policy, want) in [("not_larger", [4, 8]), ("not_smaller", [7, 14])] {
+        let op = convert(
+            "Resize",
+            18,
+            &[1, 1, 2, 4],
+            vec![None, None, sizes(&[7, 8])],
+            vec![
+                attr_s("keep_aspect_ratio_policy", policy),
+                AttributeProto {
+                    name: Some("axes".into()),
+                    r#type: Some(AttributeType::Ints as i32),
+                    ints: vec![2, 3],
+                    ..Default::default()
+                },
+            ],
+        )
+        .unwrap();
+        let Op::Resize(a) = &op else { panic!() };
+        assert_eq!(a.output_shape[2..], want, "{policy}");
+        assert_eq!(a.scales[2], a.scales[3], "{policy}");
+    }
+    // roi given for axes [3, 2] expands to every dim, defaults 0 and 1 elsewhere.
+    let op = convert(
+        "Resize",
+        18,
+        &[1, 1, 4, 4],
+        vec![
+            Some(Some(Tensor::f32(vec![4], &[0.25, 0.5, 0.75, 1.0]))),
+            None,
+            sizes(&[3, 3]),
+        ],
+        vec![
+            attr_s("coordinate_transformation_mode", "tf_crop_and_resize"),
+            attr_s("mode", "linear"),
+            AttributeProto {
+                name: Some("axes".into()),
+                r#type: Some(AttributeType::Ints as i32),
+                ints: vec![3, 2],
+                ..Default::default()
+            },
+        ],
+    )
+    .unwrap();
+    let Op::Resize(a) = &op else { panic!() };
+    assert_eq!(a.roi, [0.0, 0.0, 0.5, 0.25, 1.0, 1.0, 1.0, 0.75]);
+}
+
+#[test]
+fn axis_taps_match_onnx_kernels() {
+    // Cubic weights sum to 1 and interpolate exactly at integer coordinates; antialiased
+    // linear downsampling by 1/2 spreads over 4 taps.
+    let op = convert(
+        "Resize",
+        18,
+        &[1, 1, 1, 8],
+        vec![None, scales(&[1.0, 1.0, 1.0, 0.5])],
+        vec![attr_s("mode", "linear"), attr_i("antialias", 1)],
+    )
+    .unwrap();
+    let Op::Resize(a) = &op else { panic!() };
+    let t = axis_taps(a, 3, 8, 4);
+    assert_eq!(t.n, 4);
+    for o in 0..4 {
+        let w = &t.w[o * 4..o * 4 + 4];
+        assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{w:?}");
+    }
+    // half_pixel, out 1 -> x = 2.5: taps 1..=4 with weights [1, 3, 3, 1] / 8.
+    close(&t.w[4..8], &[0.125, 0.375, 0.375, 0.125]);
+    assert_eq!(t.idx[4..8], [1, 2, 3, 4]);
+    let op = convert(
+        "Resize",
+        13,
+        &[1, 1, 1, 4],
+        vec![None, scales(&[1.0, 1.0, 1.0, 2.0])],
+        vec![
+            attr_s("mode", "cubic"),
+            attr_s("coordinate_transformation_mode", "asymmetric"),
+        ],
+    )
+    .unwrap();
+    let Op::Resize(a) = &op else { panic!() };
+    let t = axis_taps(a, 3, 4, 8);
+    assert_eq!(t.n, 4);
+    // Output 2 -> x = 1 exactly: all weight on input 1.
+    let x = Tensor::f32(vec![1, 1, 1, 4], &[1.0, 5.0, -2.0, 7.0]);
+    let y = run(&op, &x);
+    assert_eq!(y[2], 5.0);
+    assert_eq!(y[4], -2.0);
 }

@@ -2,11 +2,17 @@
 //! signed element strides on both sides; the innermost dim runs over f32x4 when both sides are
 //! contiguous 4-byte elements. Every kernel here moves bytes, so it serves any dtype of element
 //! size 1, 2, 4 or 8. `gather.rs` holds the index-table gathers (Pad, Expand, Tile, nearest
-//! Resize) and the fill.
+//! Resize) and the fill; `index.rs` the run-time-index kernels (GatherElements, GatherND,
+//! the scatters, OneHot) and Trilu, ReverseSequence.
 
 mod gather;
+mod index;
 
 pub use gather::{DimMap, FillDesc, IndexGatherDesc};
+pub use index::{
+    Col2ImDesc, Combine, ElementsDesc, IndexKind, NdDesc, OneHotDesc, ReverseDesc, TriluDesc,
+    byte_strides,
+};
 
 use cranelift_codegen::ir::types::{F32X4, I8, I16, I32, I64};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
