@@ -239,6 +239,8 @@ fn tensors_whose_data_does_not_match_their_dims() {
         matches!(e, Error::UnsupportedDType { code: 8, .. }),
         "{e:?}"
     );
+    // The message names the type, not only its code.
+    assert!(e.to_string().contains("element type STRING (8)"), "{e}");
 }
 
 fn external(

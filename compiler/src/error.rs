@@ -225,7 +225,8 @@ pub enum Error {
     },
     /// A tensor has an element type arenac does not handle.
     #[error(
-        "tensor '{name}': element type {code} is not supported (strings, complex, 8- and 4-bit floats, 4- and 2-bit integers are not)"
+        "tensor '{name}': element type {} is not supported (strings, complex, 8- and 4-bit floats, 4- and 2-bit integers are not)",
+        onnx_type_name(*code)
     )]
     UnsupportedDType {
         /// Tensor or value name.
@@ -289,4 +290,13 @@ pub enum Error {
         /// What is missing.
         reason: String,
     },
+}
+
+/// `FLOAT8E4M3FN (17)` for an ONNX `TensorProto.DataType` code, or the bare number when the
+/// code is unknown.
+fn onnx_type_name(code: i32) -> String {
+    match arenac_proto::tensor_proto::DataType::try_from(code) {
+        Ok(t) => format!("{} ({code})", t.as_str_name()),
+        Err(_) => code.to_string(),
+    }
 }
