@@ -12,6 +12,7 @@ mod elementwise;
 mod fused;
 mod indexing;
 mod logical;
+mod loss;
 mod lrn;
 mod models;
 mod movement;

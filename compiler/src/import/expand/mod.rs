@@ -1,4 +1,5 @@
-//! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding) into nodes of ops
+//! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding,
+//! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) into nodes of ops
 //! arenac already has, as ONNX's own function bodies do.
 //!
 //! An expansion reads the node's attributes and its inputs' static types and writes a short
@@ -9,6 +10,7 @@
 //! still names the original node; their intermediate values are named the same way.
 
 mod attention;
+mod loss;
 mod rotary;
 
 use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
@@ -22,7 +24,12 @@ use crate::ops::ctx::{CtxInput, NodeCtx};
 
 /// The op types expanded at import, with the first default-domain opset defining each (they
 /// are handled up to [`crate::ops::MAX_OPSET`]).
-pub const EXPANDED: [(&str, i64); 2] = [("Attention", 23), ("RotaryEmbedding", 23)];
+pub const EXPANDED: [(&str, i64); 4] = [
+    ("Attention", 23),
+    ("RotaryEmbedding", 23),
+    ("NegativeLogLikelihoodLoss", 12),
+    ("SoftmaxCrossEntropyLoss", 12),
+];
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
 pub fn expanded_since(op_type: &str) -> Option<i64> {
@@ -53,6 +60,8 @@ pub fn expand(
     match node.op_type() {
         "Attention" => attention::expand(&ctx, node, &mut e)?,
         "RotaryEmbedding" => rotary::expand(&ctx, node, &mut e)?,
+        "NegativeLogLikelihoodLoss" => loss::expand_nll(&ctx, node, &mut e)?,
+        "SoftmaxCrossEntropyLoss" => loss::expand_sce(&ctx, node, &mut e)?,
         other => {
             return Err(OpError::Unsupported(format!(
                 "no import-time expansion for {other}"
