@@ -10,6 +10,8 @@
 
 mod attention;
 mod rotary;
+// Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger).
+mod quant;
 
 use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
 
@@ -22,7 +24,15 @@ use crate::ops::ctx::{CtxInput, NodeCtx};
 
 /// The op types expanded at import, with the first default-domain opset defining each (they
 /// are handled up to [`crate::ops::MAX_OPSET`]).
-pub const EXPANDED: [(&str, i64); 2] = [("Attention", 23), ("RotaryEmbedding", 23)];
+pub const EXPANDED: [(&str, i64); 6] = [
+    ("Attention", 23),
+    ("RotaryEmbedding", 23),
+    // Quantization.
+    ("QuantizeLinear", 10),
+    ("DequantizeLinear", 10),
+    ("DynamicQuantizeLinear", 11),
+    ("MatMulInteger", 10),
+];
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
 pub fn expanded_since(op_type: &str) -> Option<i64> {
@@ -53,6 +63,17 @@ pub fn expand(
     match node.op_type() {
         "Attention" => attention::expand(&ctx, node, &mut e)?,
         "RotaryEmbedding" => rotary::expand(&ctx, node, &mut e)?,
+        // Quantization.
+        "QuantizeLinear" if opset < 11 => {
+            return Err(OpError::Unsupported(
+                "QuantizeLinear below opset 11 is not supported (its expansion needs Round)"
+                    .to_string(),
+            ));
+        }
+        "QuantizeLinear" => quant::expand_quantize(&ctx, node, &mut e)?,
+        "DequantizeLinear" => quant::expand_dequantize(&ctx, node, &mut e)?,
+        "DynamicQuantizeLinear" => quant::expand_dynamic(&ctx, node, &mut e)?,
+        "MatMulInteger" => quant::expand_matmul_integer(&ctx, node, &mut e)?,
         other => {
             return Err(OpError::Unsupported(format!(
                 "no import-time expansion for {other}"
