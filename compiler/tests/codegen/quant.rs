@@ -385,3 +385,63 @@ fn matmul_integer_random() {
         }
     }
 }
+
+/// Rounds f32 values to f16 and back.
+fn to_f16(v: &[f32]) -> Vec<f32> {
+    let w: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+    Tensor::from_f64(DType::F16, vec![v.len()], &w).to_f32_vec()
+}
+
+#[test]
+fn quantize_linear_f16_and_precision() {
+    let mut rng = Rng(0x0f16_a5a5_1234_9876);
+    for case in 0..8 {
+        let shape = [2, 3, 1 + pick(&mut rng, 4)];
+        let n: usize = shape.iter().product();
+        // f16 x and scale: the division rounds to f16 as numpy's does, unless `precision`
+        // asks for f32 (opset 23).
+        let precision = case % 2 == 1;
+        let scales = to_f16(&[0.3, 0.7, 0.11]);
+        let raw: Vec<f32> = (0..n)
+            .map(|i| match i % 3 {
+                // Quotients near k + 0.5, where rounding the quotient to f16 decides.
+                0 | 1 => {
+                    let k = rng.f32(-400.0, 400.0).round() + 0.5 + rng.f32(-0.05, 0.05);
+                    k * scales[(i / shape[2]) % 3]
+                }
+                _ => rng.f32(-120.0, 120.0) * scales[(i / shape[2]) % 3],
+            })
+            .collect();
+        let xs = to_f16(&raw);
+        let zeros = [3i64, 128, 250];
+        let to16 = |v: &[f32], s: &[usize]| {
+            let w: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            Tensor::from_f64(DType::F16, s.to_vec(), &w)
+        };
+        let inputs = vec![
+            to16(&xs, &shape),
+            to16(&scales, &[3]),
+            Tensor::from_i64(DType::U8, vec![3], &zeros),
+        ];
+        let mut attrs = vec![("axis", Attr::Int(1))];
+        if precision {
+            attrs.push(("precision", Attr::Int(i64::from(DType::F32.to_onnx()))));
+        }
+        let model = ModelBuilder::new("q16", if precision { 23 } else { 21 })
+            .input("x", DType::F16, &dims(&shape))
+            .input("s", DType::F16, &dims(&[3]))
+            .input("z", DType::U8, &dims(&[3]))
+            .node("q", "QuantizeLinear", &["x", "s", "z"], &["y"], attrs)
+            .output("y", DType::U8, &dims(&shape))
+            .build();
+        let exe = check(model, &inputs, 0.0, 0.0);
+        let got = run(&exe, &inputs)[0].to_i64_vec();
+        for (i, &x) in xs.iter().enumerate() {
+            let c = (i / shape[2]) % 3;
+            let q = x / scales[c];
+            let q = if precision { q } else { to_f16(&[q])[0] };
+            let want = (q.round_ties_even() + zeros[c] as f32).clamp(0.0, 255.0) as i64;
+            assert_eq!(got[i], want, "case {case} element {i}: x {x}");
+        }
+    }
+}
