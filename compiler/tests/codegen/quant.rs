@@ -445,3 +445,45 @@ fn quantize_linear_f16_and_precision() {
         }
     }
 }
+
+/// Types and shapes the expansion cannot honour are typed import errors naming the node.
+#[test]
+fn quantize_errors_are_typed() {
+    let build = |attrs: Vec<(&'static str, Attr)>, s_shape: &[usize]| {
+        ModelBuilder::new("qe", 21)
+            .input("x", DType::F32, &dims(&[3, 4]))
+            .input("s", DType::F32, &dims(s_shape))
+            .node("qnode", "QuantizeLinear", &["x", "s"], &["y"], attrs)
+            .output("y", DType::U8, &dims(&[3, 4]))
+            .build()
+    };
+    let cases = [
+        // int4 output (not an arenac dtype).
+        (
+            build(vec![("output_dtype", Attr::Int(22))], &[]),
+            "output_dtype",
+        ),
+        // a float output type.
+        (
+            build(vec![("output_dtype", Attr::Int(1))], &[]),
+            "quantizing to",
+        ),
+        // per-axis scale of the wrong length.
+        (build(vec![("axis", Attr::Int(1))], &[3]), "y_scale"),
+        // blocked scale with the wrong block count.
+        (
+            build(
+                vec![("axis", Attr::Int(1)), ("block_size", Attr::Int(3))],
+                &[3, 3],
+            ),
+            "blocks",
+        ),
+    ];
+    for (model, what) in cases {
+        let err = import_model(&model, None, &ImportOptions::default())
+            .err()
+            .unwrap_or_else(|| panic!("{what}: imports"))
+            .to_string();
+        assert!(err.contains("qnode") && err.contains(what), "{what}: {err}");
+    }
+}
