@@ -1,5 +1,6 @@
 //! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding,
-//! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) into nodes of ops
+//! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, QuantizeLinear, DequantizeLinear,
+//! DynamicQuantizeLinear, MatMulInteger) into nodes of ops
 //! arenac already has, as ONNX's own function bodies do.
 //!
 //! An expansion reads the node's attributes and its inputs' static types and writes a short
@@ -12,6 +13,8 @@
 mod attention;
 mod loss;
 mod rotary;
+// Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger).
+mod quant;
 
 use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
 
@@ -24,11 +27,16 @@ use crate::ops::ctx::{CtxInput, NodeCtx};
 
 /// The op types expanded at import, with the first default-domain opset defining each (they
 /// are handled up to [`crate::ops::MAX_OPSET`]).
-pub const EXPANDED: [(&str, i64); 4] = [
+pub const EXPANDED: [(&str, i64); 8] = [
     ("Attention", 23),
     ("RotaryEmbedding", 23),
     ("NegativeLogLikelihoodLoss", 12),
     ("SoftmaxCrossEntropyLoss", 12),
+    // Quantization.
+    ("QuantizeLinear", 10),
+    ("DequantizeLinear", 10),
+    ("DynamicQuantizeLinear", 11),
+    ("MatMulInteger", 10),
 ];
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
@@ -62,6 +70,17 @@ pub fn expand(
         "RotaryEmbedding" => rotary::expand(&ctx, node, &mut e)?,
         "NegativeLogLikelihoodLoss" => loss::expand_nll(&ctx, node, &mut e)?,
         "SoftmaxCrossEntropyLoss" => loss::expand_sce(&ctx, node, &mut e)?,
+        // Quantization.
+        "QuantizeLinear" if opset < 11 => {
+            return Err(OpError::Unsupported(
+                "QuantizeLinear below opset 11 is not supported (its expansion needs Round)"
+                    .to_string(),
+            ));
+        }
+        "QuantizeLinear" => quant::expand_quantize(&ctx, node, &mut e)?,
+        "DequantizeLinear" => quant::expand_dequantize(&ctx, node, &mut e)?,
+        "DynamicQuantizeLinear" => quant::expand_dynamic(&ctx, node, &mut e)?,
+        "MatMulInteger" => quant::expand_matmul_integer(&ctx, node, &mut e)?,
         other => {
             return Err(OpError::Unsupported(format!(
                 "no import-time expansion for {other}"
