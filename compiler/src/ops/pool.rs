@@ -179,8 +179,13 @@ pub fn name(op: &Op) -> &'static str {
     }
 }
 
-/// Output spatial size of one dim.
-fn pool_out_dim(a: &PoolAttrs, i: usize, input: usize, x: &[usize]) -> Result<usize, OpError> {
+/// Output spatial size of one dim (shared with LpPool).
+pub(crate) fn pool_out_dim(
+    a: &PoolAttrs,
+    i: usize,
+    input: usize,
+    x: &[usize],
+) -> Result<usize, OpError> {
     let n = a.kernel.len();
     let eff = effective(a.kernel[i], a.dilations[i])?;
     let (pb, pe, s) = (a.pads[i], a.pads[n + i], a.strides[i]);

@@ -13,11 +13,11 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{TensorType, strides as row_strides};
 use crate::ops::Op;
 use crate::ops::conv::{
-    AutoPad, FLOATS, check_dtype, check_window_attrs, checked_out, effective, read_auto_pad,
-    resolve_pads, spatial_ints, tap_offset,
+    AutoPad, FLOATS, check_dtype, check_window_attrs, checked_out, read_auto_pad, resolve_pads,
+    spatial_ints, tap_offset,
 };
 use crate::ops::ctx::NodeCtx;
-use crate::ops::pool::PoolAttrs;
+use crate::ops::pool::{PoolAttrs, pool_out_dim};
 use crate::ops::util::{expect_arity, fmt_list, unravel, wrong_family};
 
 /// LpPool attributes, resolved.
@@ -92,32 +92,6 @@ pub fn convert(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     }))
 }
 
-/// Output spatial size of dim `i`.
-fn out_dim(a: &PoolAttrs, i: usize, input: usize, x: &[usize]) -> Result<usize, OpError> {
-    let n = a.kernel.len();
-    let eff = effective(a.kernel[i], a.dilations[i])?;
-    let (pb, pe, s) = (a.pads[i], a.pads[n + i], a.strides[i]);
-    let padded = input
-        .checked_add(pb)
-        .and_then(|v| v.checked_add(pe))
-        .ok_or_else(|| OpError::Overflow("padded input size".into()))?;
-    if padded < eff {
-        return Err(OpError::shape(
-            format!("spatial dim {i}: padded size {padded} is smaller than the window {eff}"),
-            &[x],
-        ));
-    }
-    let span = padded - eff;
-    if !a.ceil_mode {
-        return Ok(span / s + 1);
-    }
-    let mut out = span.div_ceil(s) + 1;
-    if (out - 1).saturating_mul(s) >= input + pb {
-        out -= 1;
-    }
-    Ok(out)
-}
-
 /// Shape and type inference.
 pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
     let Op::LpPool(LpPoolAttrs { pool: a, p }) = op else {
@@ -136,7 +110,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
     }
     let mut out = vec![x.shape[0], x.shape[1]];
     for i in 0..n {
-        out.push(out_dim(a, i, x.shape[2 + i], &x.shape)?);
+        out.push(pool_out_dim(a, i, x.shape[2 + i], &x.shape)?);
     }
     Ok(vec![TensorType::new(x.dtype, checked_out(out)?)])
 }
