@@ -378,6 +378,16 @@ pub fn supported_ops() -> Vec<OpSupport> {
                 until: arenac_compiler::ops::MAX_OPSET,
             }),
     );
+    // Control flow (compiler/src/import/control): bodies imported as nested graphs.
+    ops.extend(
+        arenac_compiler::import::control::OPS
+            .iter()
+            .map(|&(op_type, since)| OpSupport {
+                op_type,
+                since,
+                until: arenac_compiler::ops::MAX_OPSET,
+            }),
+    );
     ops.sort_by(|a, b| a.op_type.cmp(b.op_type).then(a.since.cmp(&b.since)));
     ops
 }

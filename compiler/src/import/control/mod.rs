@@ -1,0 +1,186 @@
+//! Control flow at import: `If`, `Loop` and `Scan`, whose bodies are graphs held in attributes
+//! and read values of the graphs around them by name (see [`super::scope`]).
+//!
+//! - `If` whose condition is known at compile time (a constant, or computed from constants and
+//!   frozen inputs): the taken branch's nodes are imported in place of the `If` ([`inline`]),
+//!   as if the file had them; the other branch is never looked at.
+
+use arenac_proto::{GraphProto, NodeProto};
+
+use super::tensor_proto::{ExternalData, tensor_from_proto};
+use super::{Importer, topological_order};
+use crate::error::{Error, OpError, Result};
+use crate::ir::graph::ValueKind;
+use crate::ir::types::DType;
+
+/// The control-flow ops this module imports (every opset up to [`crate::ops::MAX_OPSET`]).
+pub const OPS: &[(&str, i64)] = &[("If", 1)];
+
+/// Whether `op_type` is a control-flow op this module imports.
+pub(super) fn is_control(op_type: &str) -> bool {
+    OPS.iter().any(|(name, _)| *name == op_type)
+}
+
+/// Imports control-flow node `node` (labelled `label` in messages).
+pub(super) fn import(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+    external: Option<&mut ExternalData>,
+) -> Result<()> {
+    let node_err = |source: OpError| Error::Node {
+        node: label.to_string(),
+        op: node.op_type().to_string(),
+        source,
+    };
+    match node.op_type() {
+        "If" => import_if(imp, node, label, external),
+        other => Err(node_err(OpError::Unsupported(format!(
+            "no import rule for {other}"
+        )))),
+    }
+}
+
+/// The graph attribute `name` of `node`.
+fn graph_attr<'n>(node: &'n NodeProto, name: &str) -> Result<&'n GraphProto, OpError> {
+    node.attribute
+        .iter()
+        .find(|a| a.name() == name)
+        .and_then(|a| a.g.as_ref())
+        .ok_or_else(|| OpError::attr(name, "missing (a graph attribute is required)"))
+}
+
+/// `If(cond)`: a branch chosen by a one-element bool. A condition known at compile time
+/// inlines the taken branch; otherwise the condition is asked for as a constant (an input the
+/// user gave is then frozen).
+fn import_if(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+    external: Option<&mut ExternalData>,
+) -> Result<()> {
+    let node_err = |source: OpError| Error::Node {
+        node: label.to_string(),
+        op: "If".into(),
+        source,
+    };
+    let then_g = graph_attr(node, "then_branch").map_err(node_err)?;
+    let else_g = graph_attr(node, "else_branch").map_err(node_err)?;
+    let cond_name = node
+        .input
+        .first()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            node_err(OpError::Arity {
+                expected: "1 (the condition)".into(),
+                actual: node.input.len(),
+            })
+        })?;
+    if node.input.len() > 1 {
+        return Err(node_err(OpError::Arity {
+            expected: "1 (the condition)".into(),
+            actual: node.input.len(),
+        }));
+    }
+    let cond = *imp
+        .by_name
+        .get(cond_name)
+        .ok_or_else(|| Error::MissingValue {
+            node: label.to_string(),
+            op: "If".into(),
+            value: cond_name.clone(),
+        })?;
+    let cv = imp.graph.value(cond);
+    if cv.ty.dtype != DType::Bool || cv.ty.numel() != Some(1) {
+        return Err(node_err(OpError::DType {
+            input: 0,
+            dtype: cv.ty.dtype,
+            expected: format!("a one-element bool condition (got {})", cv.ty),
+        }));
+    }
+    for (g, which) in [(then_g, "then_branch"), (else_g, "else_branch")] {
+        if g.output.len() != node.output.len() {
+            return Err(node_err(OpError::attr(
+                which,
+                format!(
+                    "has {} outputs but the node has {}",
+                    g.output.len(),
+                    node.output.len()
+                ),
+            )));
+        }
+        if !g.input.is_empty() {
+            return Err(node_err(OpError::attr(
+                which,
+                format!("has {} inputs; a branch takes none", g.input.len()),
+            )));
+        }
+    }
+    match &cv.kind {
+        ValueKind::Constant(t) => {
+            let taken = t.to_i64_vec().first().copied().unwrap_or(0) != 0;
+            let (g, which) = if taken {
+                (then_g, "then")
+            } else {
+                (else_g, "else")
+            };
+            inline(imp, g, node, &format!("{label}/{which}"), external)
+        }
+        _ => Err(node_err(OpError::NotConstant {
+            input: 0,
+            name: cond_name.clone(),
+        })),
+    }
+}
+
+/// Imports the nodes of `branch` into the importer's graph as if the file had them in place
+/// of `node`, whose outputs then name the branch's outputs. `prefix` labels the branch's
+/// unnamed nodes (`<If node>/then#3`).
+fn inline(
+    imp: &mut Importer,
+    branch: &GraphProto,
+    node: &NodeProto,
+    prefix: &str,
+    mut external: Option<&mut ExternalData>,
+) -> Result<()> {
+    for t in &branch.initializer {
+        let tensor = tensor_from_proto(t, external.as_deref_mut())?;
+        imp.define(
+            t.name(),
+            format!("an initializer of '{prefix}'"),
+            tensor.ty(),
+            ValueKind::Constant(tensor),
+        )?;
+    }
+    let order = topological_order(branch, &imp.by_name, prefix)?;
+    let saved = std::mem::replace(&mut imp.prefix, prefix.to_string());
+    let mut result = Ok(());
+    for i in order {
+        result = imp.import_node(&branch.node[i], i, external.as_deref_mut());
+        if result.is_err() {
+            break;
+        }
+    }
+    imp.prefix = saved;
+    result?;
+    for (out, src) in node.output.iter().zip(&branch.output) {
+        if out.is_empty() {
+            continue;
+        }
+        let id = *imp
+            .by_name
+            .get(src.name())
+            .ok_or_else(|| Error::MissingOutput(format!("{} (of '{prefix}')", src.name())))?;
+        if let Some(first) = imp.definer.get(out) {
+            return Err(Error::DuplicateValue {
+                name: out.clone(),
+                first: first.clone(),
+                second: format!("node '{}'", node.name()),
+            });
+        }
+        imp.by_name.insert(out.clone(), id);
+        imp.definer
+            .insert(out.clone(), format!("the inlined branch '{prefix}'"));
+    }
+    Ok(())
+}
