@@ -204,8 +204,9 @@ pub fn compile_releasing(
     let mut prog = program::Program::new()?;
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     let mut consumed = 0usize;
+    let root = lower::Frame::root();
     for &id in &plan.schedule {
-        lower::node(g, plan, id, &mut prog, &mut w)?;
+        lower::node(g, plan, &root, id, &mut prog, &mut w)?;
         // Once a few MiB of constants have been copied or packed into the weights region,
         // their source pages (often the mapped model file) may go.
         consumed += constant_bytes(g, id);

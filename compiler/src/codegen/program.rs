@@ -2,13 +2,20 @@
 //! cached by a key of op, types and attributes) and the entry function
 //! `extern "C" fn(arena: *mut u8, weights: *const u8)` that calls them in schedule order with
 //! addresses `base + constant offset`.
+//!
+//! The entry function is a tree of [`Step`]s: kernel calls, and the control flow of `If`
+//! nodes (a branch on a bool byte in the arena between two blocks of steps). Lowering builds a
+//! nested block with [`Program::open`] ... [`Program::close`] and hands it to
+//! [`Program::branch`].
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
-use cranelift_codegen::ir::types::{F32, I32, I64};
-use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Signature, UserFuncName, Value};
+use cranelift_codegen::ir::types::{F32, I8, I32, I64};
+use cranelift_codegen::ir::{
+    AbiParam, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, isa::CallConv};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -129,6 +136,23 @@ fn extern_defs() -> [ExternDef; 5] {
     ]
 }
 
+/// One step of the entry function.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A kernel call with its operands.
+    Call(FuncId, Vec<Operand>),
+    /// `if byte at cond != 0 { then } else { otherwise }`.
+    Branch {
+        cond: Operand,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+}
+
+/// A block of steps built between [`Program::open`] and [`Program::close`].
+#[derive(Debug, Default)]
+pub struct Block(Vec<Step>);
+
 /// Builds the kernels and the entry function.
 pub struct Program {
     module: OwnedModule,
@@ -137,7 +161,8 @@ pub struct Program {
     cache: HashMap<String, FuncId>,
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
-    calls: Vec<(FuncId, Vec<Operand>)>,
+    /// The entry's steps (first) and the blocks being built inside it.
+    blocks: Vec<Vec<Step>>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -181,7 +206,7 @@ impl Program {
             cache: HashMap::new(),
             externs,
             registered,
-            calls: Vec::new(),
+            blocks: vec![Vec::new()],
             kernels_compiled: 0,
         })
     }
@@ -261,9 +286,39 @@ impl Program {
         Ok(id)
     }
 
-    /// Appends a call of `f` with `args` to the entry function.
+    /// Appends a call of `f` with `args` to the block being built (the entry function's own
+    /// steps when no block is open).
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
-        self.calls.push((f, args));
+        self.push(Step::Call(f, args));
+    }
+
+    fn push(&mut self, step: Step) {
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(step);
+        }
+    }
+
+    /// Starts a nested block: the following calls go into it until [`Program::close`].
+    pub fn open(&mut self) {
+        self.blocks.push(Vec::new());
+    }
+
+    /// Ends the block started by the matching [`Program::open`] and returns it.
+    pub fn close(&mut self) -> Block {
+        if self.blocks.len() > 1 {
+            Block(self.blocks.pop().unwrap_or_default())
+        } else {
+            Block::default()
+        }
+    }
+
+    /// Appends `if byte at cond != 0 { then } else { otherwise }`.
+    pub fn branch(&mut self, cond: Operand, then: Block, otherwise: Block) {
+        self.push(Step::Branch {
+            cond,
+            then: then.0,
+            otherwise: otherwise.0,
+        });
     }
 
     /// Builds the entry function, checks every imported symbol is registered, finalizes.
@@ -277,29 +332,24 @@ impl Program {
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
         {
+            let steps = self.blocks.first().map(Vec::as_slice).unwrap_or_default();
+            let mut funcs = Vec::new();
+            called(steps, &mut funcs);
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
-            for (f, _) in &self.calls {
-                if !refs.contains_key(f) {
-                    let r = self.module.declare_func_in_func(*f, &mut self.ctx.func);
-                    refs.insert(*f, r);
+            for f in funcs {
+                if let std::collections::hash_map::Entry::Vacant(e) = refs.entry(f) {
+                    e.insert(self.module.declare_func_in_func(f, &mut self.ctx.func));
                 }
             }
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
             let entry = b.create_block();
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
-            let (arena, weights) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            for (f, args) in &self.calls {
-                let vals: Vec<Value> = args
-                    .iter()
-                    .map(|a| match *a {
-                        Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
-                        Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
-                        Operand::Null => b.ins().iconst(I64, 0),
-                    })
-                    .collect();
-                b.ins().call(refs[f], &vals);
-            }
+            let bases = Bases {
+                arena: b.block_params(entry)[0],
+                weights: b.block_params(entry)[1],
+            };
+            emit_steps(&mut b, steps, &refs, bases);
             b.ins().return_(&[]);
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
@@ -316,5 +366,73 @@ impl Program {
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
         Ok((self.module.into_inner(), entry))
+    }
+}
+
+/// Every kernel `steps` call, in order (repeats included).
+fn called(steps: &[Step], out: &mut Vec<FuncId>) {
+    for s in steps {
+        match s {
+            Step::Call(f, _) => out.push(*f),
+            Step::Branch {
+                then, otherwise, ..
+            } => {
+                called(then, out);
+                called(otherwise, out);
+            }
+        }
+    }
+}
+
+/// The entry function's two base addresses.
+#[derive(Clone, Copy)]
+struct Bases {
+    arena: Value,
+    weights: Value,
+}
+
+/// The address `a` stands for.
+fn address(b: &mut FunctionBuilder<'_>, a: Operand, bases: Bases) -> Value {
+    match a {
+        Operand::Arena(o) => b.ins().iadd_imm_u(bases.arena, o as i64),
+        Operand::Weights(o) => b.ins().iadd_imm_u(bases.weights, o as i64),
+        Operand::Null => b.ins().iconst(I64, 0),
+    }
+}
+
+/// Emits `steps` at the builder's current block; the builder ends in a block that follows
+/// them.
+fn emit_steps(
+    b: &mut FunctionBuilder<'_>,
+    steps: &[Step],
+    refs: &HashMap<FuncId, FuncRef>,
+    bases: Bases,
+) {
+    for s in steps {
+        match s {
+            Step::Call(f, args) => {
+                let vals: Vec<Value> = args.iter().map(|&a| address(b, a, bases)).collect();
+                if let Some(&r) = refs.get(f) {
+                    b.ins().call(r, &vals);
+                }
+            }
+            Step::Branch {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let p = address(b, *cond, bases);
+                let c = b.ins().load(I8, MemFlagsData::new().with_notrap(), p, 0);
+                let (t, e, merge) = (b.create_block(), b.create_block(), b.create_block());
+                b.ins().brif(c, t, &[], e, &[]);
+                b.switch_to_block(t);
+                emit_steps(b, then, refs, bases);
+                b.ins().jump(merge, &[]);
+                b.switch_to_block(e);
+                emit_steps(b, otherwise, refs, bases);
+                b.ins().jump(merge, &[]);
+                b.switch_to_block(merge);
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! constant inputs (see [`ctx::NodeCtx::take_const`]), so inference needs only input types.
 
 pub mod constant;
+pub mod control;
 pub mod conv;
 pub mod ctx;
 pub mod elementwise;
@@ -287,6 +288,10 @@ pub enum Op {
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
+    // --- control/: ops holding graphs, imported by `import::control`
+    /// One of two branches, chosen at run time by a bool (inputs: the condition, then the
+    /// captured outer values).
+    If(Box<control::IfAttrs>),
 }
 
 /// How one ONNX op type converts into an [`Op`].
@@ -351,6 +356,7 @@ enum Family {
     Constant,
     Resize,
     Fused,
+    Control,
 }
 
 impl Op {
@@ -400,6 +406,7 @@ impl Op {
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
             Op::FusedElementwise(_) => Family::Fused,
+            Op::If(_) => Family::Control,
         }
     }
 
@@ -417,6 +424,7 @@ impl Op {
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
             Family::Fused => fused::name(self),
+            Family::Control => control::name(self),
         }
     }
 
@@ -434,6 +442,7 @@ impl Op {
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
+            Family::Control => control::infer(self, inputs),
         }
     }
 
@@ -452,6 +461,7 @@ impl Op {
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
+            Family::Control => control::eval(self, inputs),
         }
     }
 
@@ -469,7 +479,14 @@ impl Op {
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
             Family::Fused => fused::attrs(self),
+            Family::Control => control::attrs(self),
         }
+    }
+
+    /// The graphs this op holds (an `If`'s branches), each with its attribute name, in a fixed
+    /// order; empty for every other op.
+    pub fn subgraphs(&self) -> Vec<(&'static str, &crate::ir::graph::Graph)> {
+        control::subgraphs(self)
     }
 
     /// True when the output is the input reinterpreted (same bytes, another shape).
@@ -508,6 +525,7 @@ impl Op {
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
     ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
     ///   output is planned over the input;
+    /// - If: the arena its branches were planned in ([`control::IfAttrs::arena_bytes`]);
     /// - everything else: 0.
     ///
     /// Saturates instead of overflowing; types `infer` rejected give 0.
@@ -519,6 +537,9 @@ impl Op {
     ) -> usize {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+        }
+        if let Op::If(a) = self {
+            return a.arena_bytes;
         }
         let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
             return 0;

@@ -2,16 +2,29 @@
 //! and read values of the graphs around them by name (see [`super::scope`]).
 //!
 //! - `If` whose condition is known at compile time (a constant, or computed from constants and
-//!   frozen inputs): the taken branch's nodes are imported in place of the `If` ([`inline`]),
-//!   as if the file had them; the other branch is never looked at.
+//!   frozen inputs): the taken branch's nodes are imported in place of the `If`
+//!   (`branch::inline`), as if the file had them; the other branch is never looked at.
+//! - Otherwise each subgraph is imported by an importer of its own ([`import_subgraph`]) into
+//!   a [`Graph`] held by the node's [`Op`]. The outer names the subgraphs read
+//!   ([`super::scope::implicit_inputs`]) are resolved first ([`Captures`]): an outer constant
+//!   becomes a constant of the subgraph (it folds there like any constant, and its weights are
+//!   shared: same bytes), any other outer value a [`ValueKind::Outer`] value reading one more
+//!   input of the node.
+
+mod branch;
+
+use std::collections::HashMap;
 
 use arenac_proto::{GraphProto, NodeProto};
 
+use super::scope;
 use super::tensor_proto::{ExternalData, tensor_from_proto};
 use super::{Importer, topological_order};
 use crate::error::{Error, OpError, Result};
-use crate::ir::graph::ValueKind;
-use crate::ir::types::DType;
+use crate::ir::graph::{Graph, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
+use crate::ir::types::TensorType;
+use crate::ops::Op;
 
 /// The control-flow ops this module imports (every opset up to [`crate::ops::MAX_OPSET`]).
 pub const OPS: &[(&str, i64)] = &[("If", 1)];
@@ -34,7 +47,7 @@ pub(super) fn import(
         source,
     };
     match node.op_type() {
-        "If" => import_if(imp, node, label, external),
+        "If" => branch::import_if(imp, node, label, external),
         other => Err(node_err(OpError::Unsupported(format!(
             "no import rule for {other}"
         )))),
@@ -42,7 +55,7 @@ pub(super) fn import(
 }
 
 /// The graph attribute `name` of `node`.
-fn graph_attr<'n>(node: &'n NodeProto, name: &str) -> Result<&'n GraphProto, OpError> {
+pub(super) fn graph_attr<'n>(node: &'n NodeProto, name: &str) -> Result<&'n GraphProto, OpError> {
     node.attribute
         .iter()
         .find(|a| a.name() == name)
@@ -50,137 +63,178 @@ fn graph_attr<'n>(node: &'n NodeProto, name: &str) -> Result<&'n GraphProto, OpE
         .ok_or_else(|| OpError::attr(name, "missing (a graph attribute is required)"))
 }
 
-/// `If(cond)`: a branch chosen by a one-element bool. A condition known at compile time
-/// inlines the taken branch; otherwise the condition is asked for as a constant (an input the
-/// user gave is then frozen).
-fn import_if(
-    imp: &mut Importer,
-    node: &NodeProto,
-    label: &str,
-    external: Option<&mut ExternalData>,
-) -> Result<()> {
-    let node_err = |source: OpError| Error::Node {
-        node: label.to_string(),
-        op: "If".into(),
-        source,
-    };
-    let then_g = graph_attr(node, "then_branch").map_err(node_err)?;
-    let else_g = graph_attr(node, "else_branch").map_err(node_err)?;
-    let cond_name = node
-        .input
-        .first()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| {
-            node_err(OpError::Arity {
-                expected: "1 (the condition)".into(),
-                actual: node.input.len(),
-            })
-        })?;
-    if node.input.len() > 1 {
-        return Err(node_err(OpError::Arity {
-            expected: "1 (the condition)".into(),
-            actual: node.input.len(),
-        }));
-    }
-    let cond = *imp
-        .by_name
-        .get(cond_name)
-        .ok_or_else(|| Error::MissingValue {
-            node: label.to_string(),
-            op: "If".into(),
-            value: cond_name.clone(),
-        })?;
-    let cv = imp.graph.value(cond);
-    if cv.ty.dtype != DType::Bool || cv.ty.numel() != Some(1) {
-        return Err(node_err(OpError::DType {
-            input: 0,
-            dtype: cv.ty.dtype,
-            expected: format!("a one-element bool condition (got {})", cv.ty),
-        }));
-    }
-    for (g, which) in [(then_g, "then_branch"), (else_g, "else_branch")] {
-        if g.output.len() != node.output.len() {
-            return Err(node_err(OpError::attr(
-                which,
-                format!(
-                    "has {} outputs but the node has {}",
-                    g.output.len(),
-                    node.output.len()
-                ),
-            )));
-        }
-        if !g.input.is_empty() {
-            return Err(node_err(OpError::attr(
-                which,
-                format!("has {} inputs; a branch takes none", g.input.len()),
-            )));
-        }
-    }
-    match &cv.kind {
-        ValueKind::Constant(t) => {
-            let taken = t.to_i64_vec().first().copied().unwrap_or(0) != 0;
-            let (g, which) = if taken {
-                (then_g, "then")
-            } else {
-                (else_g, "else")
+/// How a control node's subgraphs see one outer name.
+#[derive(Clone, Debug)]
+enum Capture {
+    /// A constant of the enclosing graph: a constant of the subgraph too.
+    Constant(Tensor),
+    /// Any other value: node input `k` ([`ValueKind::Outer`]`(k)`).
+    Outer(usize, TensorType),
+}
+
+/// The outer names a control node's subgraphs read, resolved in the enclosing importer.
+struct Captures {
+    by_name: HashMap<String, Capture>,
+    /// The enclosing values read as [`ValueKind::Outer`], in node input order (after the
+    /// node's own operands).
+    inputs: Vec<ValueId>,
+}
+
+impl Captures {
+    /// Resolves `node`'s implicit inputs; captured values become node inputs `first..`.
+    fn resolve(imp: &Importer, node: &NodeProto, first: usize, label: &str) -> Result<Captures> {
+        let mut caps = Captures {
+            by_name: HashMap::new(),
+            inputs: Vec::new(),
+        };
+        for name in scope::implicit_inputs(node) {
+            let id = *imp.by_name.get(&name).ok_or_else(|| Error::MissingValue {
+                node: label.to_string(),
+                op: node.op_type().to_string(),
+                value: name.clone(),
+            })?;
+            let v = imp.graph.value(id);
+            let cap = match &v.kind {
+                ValueKind::Constant(t) => Capture::Constant(t.clone()),
+                _ => {
+                    caps.inputs.push(id);
+                    Capture::Outer(first + caps.inputs.len() - 1, v.ty.clone())
+                }
             };
-            inline(imp, g, node, &format!("{label}/{which}"), external)
+            caps.by_name.insert(name, cap);
         }
-        _ => Err(node_err(OpError::NotConstant {
-            input: 0,
-            name: cond_name.clone(),
-        })),
+        Ok(caps)
     }
 }
 
-/// Imports the nodes of `branch` into the importer's graph as if the file had them in place
-/// of `node`, whose outputs then name the branch's outputs. `prefix` labels the branch's
-/// unnamed nodes (`<If node>/then#3`).
-fn inline(
+/// Imports subgraph `gp` of a control node with an importer of its own: its graph inputs typed
+/// `inputs` (one per declared input; a declared element type must agree), the outer names it
+/// reads from `caps`, then its initializers and nodes as in any graph. `prefix` labels its
+/// unnamed nodes. Constants folded inside count against the enclosing import's folding cap.
+/// Nodes with an f32 kernel only, on other float types, are widened as in the main graph.
+fn import_subgraph(
     imp: &mut Importer,
-    branch: &GraphProto,
-    node: &NodeProto,
+    gp: &GraphProto,
+    inputs: &[TensorType],
+    caps: &Captures,
     prefix: &str,
     mut external: Option<&mut ExternalData>,
-) -> Result<()> {
-    for t in &branch.initializer {
+) -> Result<Graph> {
+    let mut sub = Importer::new(gp, imp.graph.opset);
+    sub.domain_opsets = imp.domain_opsets.clone();
+    sub.max_fold_bytes = imp.max_fold_bytes;
+    sub.folded_bytes = imp.folded_bytes;
+    sub.prefix = prefix.to_string();
+    if gp.input.len() != inputs.len() {
+        return Err(Error::InvalidModel(format!(
+            "'{prefix}' declares {} inputs where {} are expected",
+            gp.input.len(),
+            inputs.len()
+        )));
+    }
+    for (decl, ty) in gp.input.iter().zip(inputs) {
+        if let Some(declared) = declared_dtype(decl)
+            && declared != ty.dtype.to_onnx()
+        {
+            return Err(Error::InputType {
+                input: decl.name().to_string(),
+                reason: format!(
+                    "an input of '{prefix}' declared with element type {declared}, but it \
+                     receives {ty}"
+                ),
+            });
+        }
+        let id = sub.define(
+            decl.name(),
+            format!("an input of '{prefix}'"),
+            ty.clone(),
+            ValueKind::Input,
+        )?;
+        sub.graph.inputs.push(id);
+    }
+    for name in scope::free_names(gp) {
+        let by = format!("the graph around '{prefix}'");
+        match caps.by_name.get(&name) {
+            Some(Capture::Constant(t)) => {
+                sub.define(&name, by, t.ty(), ValueKind::Constant(t.clone()))?;
+            }
+            Some(Capture::Outer(k, ty)) => {
+                sub.define(&name, by, ty.clone(), ValueKind::Outer(*k))?;
+            }
+            None => {
+                return Err(Error::MissingOutput(format!("{name} (read by '{prefix}')")));
+            }
+        }
+    }
+    for t in &gp.initializer {
         let tensor = tensor_from_proto(t, external.as_deref_mut())?;
-        imp.define(
+        sub.define(
             t.name(),
             format!("an initializer of '{prefix}'"),
             tensor.ty(),
             ValueKind::Constant(tensor),
         )?;
     }
-    let order = topological_order(branch, &imp.by_name, prefix)?;
-    let saved = std::mem::replace(&mut imp.prefix, prefix.to_string());
-    let mut result = Ok(());
-    for i in order {
-        result = imp.import_node(&branch.node[i], i, external.as_deref_mut());
-        if result.is_err() {
-            break;
-        }
+    for i in topological_order(gp, &sub.by_name, prefix)? {
+        sub.import_node(&gp.node[i], i, external.as_deref_mut())?;
     }
-    imp.prefix = saved;
-    result?;
-    for (out, src) in node.output.iter().zip(&branch.output) {
-        if out.is_empty() {
-            continue;
-        }
-        let id = *imp
+    for out in &gp.output {
+        let id = *sub
             .by_name
-            .get(src.name())
-            .ok_or_else(|| Error::MissingOutput(format!("{} (of '{prefix}')", src.name())))?;
-        if let Some(first) = imp.definer.get(out) {
-            return Err(Error::DuplicateValue {
-                name: out.clone(),
-                first: first.clone(),
-                second: format!("node '{}'", node.name()),
-            });
+            .get(out.name())
+            .ok_or_else(|| Error::MissingOutput(format!("{} (of '{prefix}')", out.name())))?;
+        sub.graph.outputs.push(id);
+    }
+    imp.folded_bytes = sub.folded_bytes;
+    let mut graph = sub.graph;
+    crate::analysis::widen::widen_floats(&mut graph);
+    Ok(graph)
+}
+
+/// The element type a subgraph input declares, if it declares one.
+fn declared_dtype(vi: &arenac_proto::ValueInfoProto) -> Option<i32> {
+    use arenac_proto::type_proto;
+    match vi.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) if t.elem_type() != 0 => Some(t.elem_type()),
+        _ => None,
+    }
+}
+
+/// Adds control node `op` (labelled `label`) with `inputs` to the importer's graph; its outputs
+/// typed `types` take `node`'s declared output names (an omitted one a synthetic name).
+fn add_node(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+    op: Op,
+    inputs: &[ValueId],
+    types: Vec<TensorType>,
+) -> Result<()> {
+    let by = format!("node '{label}'");
+    let mut outputs = Vec::with_capacity(types.len());
+    for (k, ty) in types.into_iter().enumerate() {
+        let name = match node.output.get(k).filter(|n| !n.is_empty()) {
+            Some(n) => {
+                if let Some(first) = imp.definer.get(n) {
+                    return Err(Error::DuplicateValue {
+                        name: n.clone(),
+                        first: first.clone(),
+                        second: by,
+                    });
+                }
+                n.clone()
+            }
+            None => format!("{label}:unused{k}"),
+        };
+        outputs.push((name, ty));
+    }
+    let id = imp.graph.add_node(label, op, inputs, &outputs);
+    let ids = imp.graph.node(id).outputs.clone();
+    for (k, out) in ids.into_iter().enumerate() {
+        if let Some(n) = node.output.get(k).filter(|n| !n.is_empty()) {
+            imp.by_name.insert(n.clone(), out);
+            imp.definer.insert(n.clone(), by.clone());
         }
-        imp.by_name.insert(out.clone(), id);
-        imp.definer
-            .insert(out.clone(), format!("the inlined branch '{prefix}'"));
     }
     Ok(())
 }
