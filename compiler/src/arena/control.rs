@@ -1,8 +1,11 @@
-//! Planning the graphs held by control-flow nodes (an `If`'s branches), recursively: each
-//! subgraph gets an arena plan of its own, made by the same pipeline, whose offsets start at 0;
-//! at run time that arena is the node's scratch buffer in the enclosing arena. The node's
-//! scratch ([`crate::ops::Op::scratch_bytes`]) is the size recorded in its op: for an `If`, the
-//! larger branch's arena (the branches never run together, so they share it).
+//! Planning the graphs held by control-flow nodes (an `If`'s branches, a `Loop`'s body),
+//! recursively: each subgraph gets an arena plan of its own, made by the same pipeline, whose
+//! offsets start at 0; at run time that arena is the node's scratch buffer in the enclosing
+//! arena. The node's scratch ([`crate::ops::Op::scratch_bytes`]) is the size recorded in its
+//! op: for an `If`, the larger branch's arena (the branches never run together, so they share
+//! it); for a `Loop`, the body's arena. A loop body's carried inputs are planned live through
+//! the whole body ([`pinned_inputs`]): the loop copies the next state into them at the end of
+//! each iteration.
 //!
 //! The enclosing graph's liveness sees the node as one opaque step: its inputs (condition and
 //! captured values) are read at that step, so they stay live (and are not overwritten) while
@@ -13,7 +16,7 @@ use std::collections::BTreeMap;
 use super::{ArenaPlan, PlanOptions, plan_arena, plan_graph};
 use crate::error::Error;
 use crate::ir::graph::{Graph, NodeId};
-use crate::ops::control::{planning_parts, recorded_arena};
+use crate::ops::control::{pinned_inputs, planning_parts, recorded_arena};
 
 /// The plans of the subgraphs of each control node, by node, in
 /// [`crate::ops::Op::subgraphs`] order.
@@ -39,12 +42,19 @@ pub(super) fn plan_in_place(g: &mut Graph, opts: &PlanOptions) -> Result<SubPlan
     let mut all = SubPlans::new();
     for id in control_nodes(g) {
         let name = g.node(id).name.clone();
+        let pins = pinned_inputs(&g.node(id).op);
         let Some((graphs, arena)) = planning_parts(g.op_mut(id)) else {
             continue;
         };
         let mut plans = Vec::with_capacity(graphs.len());
-        for sub in graphs {
-            plans.push(plan_graph(sub, opts).map_err(|e| within(&name, e))?);
+        for (sub, pins) in graphs.into_iter().zip(pins) {
+            // Planned with the pinned inputs as extra outputs (the passes keep outputs and
+            // remap their ids), which are then dropped again.
+            let n = sub.outputs.len();
+            sub.outputs.extend(pins);
+            let plan = plan_graph(sub, opts);
+            sub.outputs.truncate(n);
+            plans.push(plan.map_err(|e| within(&name, e))?);
         }
         *arena = sub_arena(&plans);
         all.insert(id, plans);
@@ -64,8 +74,15 @@ pub(super) fn plan_as_is(
     for id in control_nodes(g) {
         let node = g.node(id);
         let mut plans = Vec::new();
-        for (_, sub) in node.op.subgraphs() {
-            plans.push(plan_arena(sub, opts).map_err(|e| within(&node.name, e))?);
+        for ((_, sub), pins) in node.op.subgraphs().into_iter().zip(pinned_inputs(&node.op)) {
+            let plan = if pins.is_empty() {
+                plan_arena(sub, opts)
+            } else {
+                let mut pinned = sub.clone();
+                pinned.outputs.extend(pins);
+                plan_arena(&pinned, opts)
+            };
+            plans.push(plan.map_err(|e| within(&node.name, e))?);
         }
         let need = sub_arena(&plans);
         if recorded_arena(&node.op) != need {

@@ -4,17 +4,20 @@
 //! addresses `base + constant offset`.
 //!
 //! The entry function is a tree of [`Step`]s: kernel calls, and the control flow of `If`
-//! nodes (a branch on a bool byte in the arena between two blocks of steps). Lowering builds a
-//! nested block with [`Program::open`] ... [`Program::close`] and hands it to
-//! [`Program::branch`].
+//! nodes (a branch on a bool byte in the arena between two blocks of steps) and loops (a
+//! counted loop over a block, optionally stopped by a bool byte, optionally storing its
+//! counter in the arena; [`Operand::Indexed`] addresses move with a loop's counter). Lowering
+//! builds a nested block with [`Program::open`] ... [`Program::close`] and hands it to
+//! [`Program::branch`] or [`Program::repeat`].
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
+use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, I8, I32, I64};
 use cranelift_codegen::ir::{
-    AbiParam, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, isa::CallConv};
@@ -73,6 +76,19 @@ pub enum Operand {
     Weights(usize),
     /// A null pointer (an absent scratch).
     Null,
+    /// `offset + i * step` bytes from the arena base (or the weights base when `weights`),
+    /// where `i` is the counter of the enclosing loop number `level` (0 = outermost): the
+    /// slice of a scan input or output that iteration `i` reads or writes.
+    Indexed {
+        /// From the weights base instead of the arena base.
+        weights: bool,
+        /// Address at iteration 0.
+        offset: usize,
+        /// Bytes added per iteration (negative for a reversed scan).
+        step: isize,
+        /// Which enclosing loop's counter.
+        level: usize,
+    },
 }
 
 /// Function references of the Rust helpers, declared in the kernel being built.
@@ -147,6 +163,19 @@ enum Step {
         then: Vec<Step>,
         otherwise: Vec<Step>,
     },
+    /// `for i in 0..trips { if byte at cond == 0 { break } store i at iter; body }`.
+    Loop { spec: LoopSpec, body: Vec<Step> },
+}
+
+/// A counted loop of the entry function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopSpec {
+    /// Most iterations.
+    pub trips: usize,
+    /// Where each iteration first stores its counter (an i64), if anywhere.
+    pub iter: Option<Operand>,
+    /// A bool byte checked before each iteration: the loop stops when it is 0.
+    pub cond: Option<Operand>,
 }
 
 /// A block of steps built between [`Program::open`] and [`Program::close`].
@@ -321,6 +350,12 @@ impl Program {
         });
     }
 
+    /// Appends the loop `spec` over `body` (whose [`Operand::Indexed`] operands of this loop's
+    /// level move with its counter).
+    pub fn repeat(&mut self, spec: LoopSpec, body: Block) {
+        self.push(Step::Loop { spec, body: body.0 });
+    }
+
     /// Builds the entry function, checks every imported symbol is registered, finalizes.
     pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
         let sig = self.ptr_sig(2);
@@ -349,7 +384,7 @@ impl Program {
                 arena: b.block_params(entry)[0],
                 weights: b.block_params(entry)[1],
             };
-            emit_steps(&mut b, steps, &refs, bases);
+            emit_steps(&mut b, steps, &refs, bases, &mut Vec::new());
             b.ins().return_(&[]);
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
@@ -380,6 +415,7 @@ fn called(steps: &[Step], out: &mut Vec<FuncId>) {
                 called(then, out);
                 called(otherwise, out);
             }
+            Step::Loop { body, .. } => called(body, out),
         }
     }
 }
@@ -391,12 +427,29 @@ struct Bases {
     weights: Value,
 }
 
-/// The address `a` stands for.
-fn address(b: &mut FunctionBuilder<'_>, a: Operand, bases: Bases) -> Value {
+/// The address `a` stands for; `counters` are the enclosing loops' counters, outermost first.
+fn address(b: &mut FunctionBuilder<'_>, a: Operand, bases: Bases, counters: &[Value]) -> Value {
     match a {
         Operand::Arena(o) => b.ins().iadd_imm_u(bases.arena, o as i64),
         Operand::Weights(o) => b.ins().iadd_imm_u(bases.weights, o as i64),
         Operand::Null => b.ins().iconst(I64, 0),
+        Operand::Indexed {
+            weights,
+            offset,
+            step,
+            level,
+        } => {
+            let base = if weights { bases.weights } else { bases.arena };
+            let at = b.ins().iadd_imm_u(base, offset as i64);
+            match counters.get(level) {
+                Some(&i) => {
+                    let by = b.ins().imul_imm_s(i, step as i64);
+                    b.ins().iadd(at, by)
+                }
+                // Lowering only indexes by a loop it is inside of.
+                None => at,
+            }
+        }
     }
 }
 
@@ -407,11 +460,15 @@ fn emit_steps(
     steps: &[Step],
     refs: &HashMap<FuncId, FuncRef>,
     bases: Bases,
+    counters: &mut Vec<Value>,
 ) {
     for s in steps {
         match s {
             Step::Call(f, args) => {
-                let vals: Vec<Value> = args.iter().map(|&a| address(b, a, bases)).collect();
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|&a| address(b, a, bases, counters))
+                    .collect();
                 if let Some(&r) = refs.get(f) {
                     b.ins().call(r, &vals);
                 }
@@ -421,17 +478,52 @@ fn emit_steps(
                 then,
                 otherwise,
             } => {
-                let p = address(b, *cond, bases);
+                let p = address(b, *cond, bases, counters);
                 let c = b.ins().load(I8, MemFlagsData::new().with_notrap(), p, 0);
                 let (t, e, merge) = (b.create_block(), b.create_block(), b.create_block());
                 b.ins().brif(c, t, &[], e, &[]);
                 b.switch_to_block(t);
-                emit_steps(b, then, refs, bases);
+                emit_steps(b, then, refs, bases, counters);
                 b.ins().jump(merge, &[]);
                 b.switch_to_block(e);
-                emit_steps(b, otherwise, refs, bases);
+                emit_steps(b, otherwise, refs, bases, counters);
                 b.ins().jump(merge, &[]);
                 b.switch_to_block(merge);
+            }
+            Step::Loop { spec, body } => {
+                let (header, run, exit) = (b.create_block(), b.create_block(), b.create_block());
+                b.append_block_param(header, I64);
+                let zero = b.ins().iconst(I64, 0);
+                b.ins().jump(header, &[BlockArg::Value(zero)]);
+                b.switch_to_block(header);
+                let i = b.block_params(header)[0];
+                let more = b
+                    .ins()
+                    .icmp_imm_u(IntCC::UnsignedLessThan, i, spec.trips as i64);
+                match spec.cond {
+                    Some(cond) => {
+                        let check = b.create_block();
+                        b.ins().brif(more, check, &[], exit, &[]);
+                        b.switch_to_block(check);
+                        let p = address(b, cond, bases, counters);
+                        let c = b.ins().load(I8, MemFlagsData::new().with_notrap(), p, 0);
+                        b.ins().brif(c, run, &[], exit, &[]);
+                    }
+                    None => {
+                        b.ins().brif(more, run, &[], exit, &[]);
+                    }
+                }
+                b.switch_to_block(run);
+                if let Some(iter) = spec.iter {
+                    let p = address(b, iter, bases, counters);
+                    b.ins().store(MemFlagsData::new().with_notrap(), i, p, 0);
+                }
+                counters.push(i);
+                emit_steps(b, body, refs, bases, counters);
+                counters.pop();
+                let next = b.ins().iadd_imm_s(i, 1);
+                b.ins().jump(header, &[BlockArg::Value(next)]);
+                b.switch_to_block(exit);
             }
         }
     }

@@ -292,6 +292,9 @@ pub enum Op {
     /// One of two branches, chosen at run time by a bool (inputs: the condition, then the
     /// captured outer values).
     If(Box<control::IfAttrs>),
+    /// A body graph run a static number of times with carried state and scan inputs/outputs
+    /// (ONNX Loop and Scan; LSTM/GRU/RNN recurrences).
+    Loop(Box<control::LoopAttrs>),
 }
 
 /// How one ONNX op type converts into an [`Op`].
@@ -406,7 +409,7 @@ impl Op {
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
             Op::FusedElementwise(_) => Family::Fused,
-            Op::If(_) => Family::Control,
+            Op::If(_) | Op::Loop(_) => Family::Control,
         }
     }
 
@@ -483,8 +486,8 @@ impl Op {
         }
     }
 
-    /// The graphs this op holds (an `If`'s branches), each with its attribute name, in a fixed
-    /// order; empty for every other op.
+    /// The graphs this op holds (an `If`'s branches, a `Loop`'s body), each with its role, in a
+    /// fixed order; empty for every other op.
     pub fn subgraphs(&self) -> Vec<(&'static str, &crate::ir::graph::Graph)> {
         control::subgraphs(self)
     }
@@ -525,7 +528,8 @@ impl Op {
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
     ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
     ///   output is planned over the input;
-    /// - If: the arena its branches were planned in ([`control::IfAttrs::arena_bytes`]);
+    /// - If, Loop: the arena its subgraphs were planned in ([`control::IfAttrs::arena_bytes`],
+    ///   [`control::LoopAttrs::arena_bytes`]);
     /// - everything else: 0.
     ///
     /// Saturates instead of overflowing; types `infer` rejected give 0.
@@ -538,8 +542,8 @@ impl Op {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
         }
-        if let Op::If(a) = self {
-            return a.arena_bytes;
+        if matches!(self, Op::If(_) | Op::Loop(_)) {
+            return control::recorded_arena(self);
         }
         let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
             return 0;

@@ -181,3 +181,108 @@ fn if_scratch_holds_the_larger_branch() {
     let x = Rng(5).tensor(&[1, 64], -1.0, 1.0);
     check_each(&g, &[vec![flag(true), x.clone()], vec![flag(false), x]]);
 }
+
+fn fixture(name: &str) -> Graph {
+    let path = repo_root().join(format!("tests/fixtures/control/{name}.onnxtxt"));
+    let src = std::fs::read_to_string(&path).expect("reads the fixture");
+    import(&parse(&src))
+}
+
+#[test]
+fn counted_loop_with_iteration_number_and_scan_output() {
+    let g = fixture("loop_counted");
+    let mut rng = Rng(21);
+    let cases: Vec<Vec<Tensor>> = (0..3)
+        .map(|_| vec![rng.tensor(&[3], -1.0, 1.0), rng.tensor(&[3], -1.0, 1.0)])
+        .collect();
+    check_each(&g, &cases);
+}
+
+#[test]
+fn loop_stops_early_when_the_body_says_so() {
+    let g = fixture("loop_early_exit");
+    // Doubling from x reaches 10 after a number of steps that depends on x; a false initial
+    // condition runs no iteration at all.
+    let cases: Vec<Vec<Tensor>> = [(0.3f32, true), (4.0, true), (20.0, true), (1.0, false)]
+        .iter()
+        .map(|&(x, go)| vec![Tensor::f32(vec![1], &[x]), flag(go)])
+        .collect();
+    let exe = check_each(&g, &cases);
+    let n = |x: f32| run(&exe, &[Tensor::f32(vec![1], &[x]), flag(true)])[1].to_i64_vec();
+    assert_eq!(n(0.3), vec![6], "0.3 doubles 6 times to pass 10");
+    assert_eq!(n(20.0), vec![1]);
+}
+
+#[test]
+fn scan_with_axes_and_directions() {
+    let g = fixture("scan");
+    let mut rng = Rng(8);
+    let cases: Vec<Vec<Tensor>> = (0..2)
+        .map(|_| {
+            vec![
+                rng.tensor(&[2], -1.0, 1.0),
+                rng.tensor(&[2, 5], -1.0, 1.0),
+                rng.tensor(&[5, 2], -1.0, 1.0),
+            ]
+        })
+        .collect();
+    check_each(&g, &cases);
+}
+
+#[test]
+fn swapped_carried_values_and_zero_trips() {
+    // Each iteration swaps a and b and adds the iteration number to the new a: the next b is
+    // the incoming a itself, which the copy-back of the next a must not overwrite first.
+    let src = |m: i64| {
+        format!(
+            r#"<ir_version: 8, opset_import: ["" : 17]>
+            g (float[2] A, float[2] B) => (float[2] a, float[2] b)
+            <int64 M = {{{m}}}>
+            {{
+                a, b = Loop(M, , A, B) <body = step (int64 i, bool c, float[2] x, float[2] y) => (bool co, float[2] xo, float[2] yo) {{
+                    co = Identity(c)
+                    f = Cast <to = 1> (i)
+                    xo = Add(y, f)
+                    yo = Identity(x)
+                }}>
+            }}"#
+        )
+    };
+    let mut rng = Rng(4);
+    let (a, b) = (rng.tensor(&[2], -1.0, 1.0), rng.tensor(&[2], -1.0, 1.0));
+    for m in [0, 1, 5] {
+        let g = import(&parse(&src(m)));
+        check_each(&g, &[vec![a.clone(), b.clone()]]);
+    }
+}
+
+#[test]
+fn nested_loops_and_an_if_inside_a_loop() {
+    // The outer loop scans the rows of X; the inner loop sums a row's elements (scan input of
+    // the inner Scan is a value of the outer body); an If inside picks by the row's sign.
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[3, 4] X, float s0) => (float S, float[3] R)
+        <float zero = {0}>
+        {
+            S, R = Scan(s0, X) <num_scan_inputs = 1, body = rows (float s, float[4] row) => (float so, float r) {
+                t = Scan(zero, row) <num_scan_inputs = 1, body = elems (float a, float e) => (float ao) {
+                    ao = Add(a, e)
+                }>
+                pos = Greater(t, zero)
+                r = If(pos) <then_branch = p () => (float u) {
+                    u = Mul(t, t)
+                }, else_branch = q () => (float v) {
+                    v = Neg(t)
+                }>
+                so = Add(s, r)
+            }>
+        }"#,
+    );
+    let g = import(&m);
+    let mut rng = Rng(33);
+    let cases: Vec<Vec<Tensor>> = (0..3)
+        .map(|_| vec![rng.tensor(&[3, 4], -1.0, 1.0), Tensor::f32(vec![], &[0.5])])
+        .collect();
+    check_each(&g, &cases);
+}

@@ -37,6 +37,8 @@ pub(super) struct Frame {
     /// For a subgraph, the operands of the holding node's inputs, by input number (what
     /// [`ValueKind::Outer`] values read).
     outer: Vec<Operand>,
+    /// Loops around the graph (a loop body: one more than its loop node's graph).
+    depth: usize,
 }
 
 impl Frame {
@@ -45,6 +47,7 @@ impl Frame {
         Frame {
             base: 0,
             outer: Vec::new(),
+            depth: 0,
         }
     }
 }
@@ -445,6 +448,7 @@ pub(super) fn node(
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
         Op::If(a) => control::lower_if(&cx, a, prog, w),
+        Op::Loop(a) => control::lower_loop(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }

@@ -10,8 +10,11 @@
 //!   becomes a constant of the subgraph (it folds there like any constant, and its weights are
 //!   shared: same bytes), any other outer value a [`ValueKind::Outer`] value reading one more
 //!   input of the node.
+//! - `Loop` and `Scan` with a trip count known at compile time: one [`Op::Loop`] whose body is
+//!   imported the same way (`loops`).
 
 mod branch;
+mod loops;
 
 use std::collections::HashMap;
 
@@ -27,7 +30,7 @@ use crate::ir::types::TensorType;
 use crate::ops::Op;
 
 /// The control-flow ops this module imports (every opset up to [`crate::ops::MAX_OPSET`]).
-pub const OPS: &[(&str, i64)] = &[("If", 1)];
+pub const OPS: &[(&str, i64)] = &[("If", 1), ("Loop", 1), ("Scan", 9)];
 
 /// Whether `op_type` is a control-flow op this module imports.
 pub(super) fn is_control(op_type: &str) -> bool {
@@ -48,6 +51,8 @@ pub(super) fn import(
     };
     match node.op_type() {
         "If" => branch::import_if(imp, node, label, external),
+        "Loop" => loops::import_loop(imp, node, label, external),
+        "Scan" => loops::import_scan(imp, node, label, external),
         other => Err(node_err(OpError::Unsupported(format!(
             "no import rule for {other}"
         )))),
@@ -201,7 +206,9 @@ fn declared_dtype(vi: &arenac_proto::ValueInfoProto) -> Option<i32> {
 }
 
 /// Adds control node `op` (labelled `label`) with `inputs` to the importer's graph; its outputs
-/// typed `types` take `node`'s declared output names (an omitted one a synthetic name).
+/// typed `types` take `node`'s declared output names (an omitted one a synthetic name). When
+/// every input is a constant the node is folded instead (its reference evaluation), within the
+/// import's folding cap.
 fn add_node(
     imp: &mut Importer,
     node: &NodeProto,
@@ -211,6 +218,47 @@ fn add_node(
     types: Vec<TensorType>,
 ) -> Result<()> {
     let by = format!("node '{label}'");
+    let node_err = |source: OpError| Error::Node {
+        node: label.to_string(),
+        op: op.name().to_string(),
+        source,
+    };
+    let consts: Option<Vec<Tensor>> = inputs
+        .iter()
+        .map(|&v| match &imp.graph.value(v).kind {
+            ValueKind::Constant(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    if let Some(consts) = consts {
+        let bytes = types
+            .iter()
+            .try_fold(0usize, |acc, t| t.bytes()?.checked_add(acc))
+            .unwrap_or(usize::MAX);
+        let total = imp.folded_bytes.saturating_add(bytes);
+        if total > imp.max_fold_bytes {
+            return Err(node_err(OpError::Overflow(format!(
+                "folding this node would bring the constants computed at compile time to \
+                 {total} bytes (limit {})",
+                imp.max_fold_bytes
+            ))));
+        }
+        imp.folded_bytes = total;
+        let refs: Vec<&Tensor> = consts.iter().collect();
+        let values = op.eval(&refs).map_err(node_err)?;
+        for (k, name) in node.output.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let t = values.get(k).cloned().ok_or_else(|| {
+                node_err(OpError::Unsupported(format!(
+                    "evaluation produced no output {k}"
+                )))
+            })?;
+            imp.define(name, by.clone(), t.ty(), ValueKind::Constant(t))?;
+        }
+        return Ok(());
+    }
     let mut outputs = Vec::with_capacity(types.len());
     for (k, ty) in types.into_iter().enumerate() {
         let name = match node.output.get(k).filter(|n| !n.is_empty()) {

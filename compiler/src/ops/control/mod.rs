@@ -1,5 +1,6 @@
-//! Control flow: ops holding graphs (`If`'s branches). Imported by `crate::import::control`
-//! (not through the converter registry: a converter sees one node, these import graphs).
+//! Control flow: ops holding graphs (`If`'s branches, a `Loop`'s or `Scan`'s body:
+//! [`loops`]). Imported by `crate::import::control` (not through the converter registry: a
+//! converter sees one node, these import graphs).
 //!
 //! A subgraph is a [`Graph`] of its own whose outer-scope reads are values of kind
 //! [`ValueKind::Outer`]`(k)`: the holding node's input `k`. The enclosing graph sees the node
@@ -10,6 +11,8 @@
 //! [`infer`] checks what ties a subgraph to its node (each outer value's type is the node
 //! input's type, the branches agree on their outputs), so the IR verifier checks it too.
 
+pub mod loops;
+
 use crate::error::OpError;
 use crate::ir::eval::eval_graph_outer;
 use crate::ir::graph::{Graph, ValueKind};
@@ -17,6 +20,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::Op;
 use crate::ops::util::wrong_family;
+pub use loops::{LoopAttrs, LoopKind, ScanAxis};
 
 /// `If`: one of two graphs run, chosen by a one-element bool. Node inputs: the condition, then
 /// the captured outer values (read by the branches as [`ValueKind::Outer`]); node outputs: the
@@ -36,6 +40,10 @@ pub struct IfAttrs {
 pub fn name(op: &Op) -> &'static str {
     match op {
         Op::If(_) => "If",
+        Op::Loop(a) => match a.kind {
+            LoopKind::Loop => "Loop",
+            LoopKind::Scan => "Scan",
+        },
         _ => "?",
     }
 }
@@ -47,13 +55,19 @@ pub fn subgraphs(op: &Op) -> Vec<(&'static str, &Graph)> {
             ("then_branch", &a.then_branch),
             ("else_branch", &a.else_branch),
         ],
+        Op::Loop(a) => vec![("body", &a.body)],
         _ => Vec::new(),
     }
 }
 
 /// Checks that every outer value of `g` reads an existing node input of its type, at index
 /// `first` or later (the inputs before are the node's own operands, not captures).
-fn check_outer(g: &Graph, what: &str, inputs: &[TensorType], first: usize) -> Result<(), OpError> {
+pub(super) fn check_outer(
+    g: &Graph,
+    what: &str,
+    inputs: &[TensorType],
+    first: usize,
+) -> Result<(), OpError> {
     for v in g.values() {
         if let ValueKind::Outer(k) = v.kind {
             let Some(t) = inputs.get(k).filter(|_| k >= first) else {
@@ -108,6 +122,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             }
             Ok(t)
         }
+        Op::Loop(a) => loops::infer(a, inputs),
         _ => Err(wrong_family(op, "control")),
     }
 }
@@ -143,13 +158,17 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             eval_graph_outer(g, &[], inputs)
                 .map_err(|e| OpError::Unsupported(format!("evaluating the {which}: {e}")))
         }
+        Op::Loop(a) => loops::eval(a, inputs),
         _ => Err(wrong_family(op, "control")),
     }
 }
 
 /// Attributes for the printer (the subgraphs print below the node).
-pub fn attrs(_op: &Op) -> Vec<(&'static str, String)> {
-    Vec::new()
+pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
+    match op {
+        Op::Loop(a) => loops::attrs(a),
+        _ => Vec::new(),
+    }
 }
 
 /// The graphs `op` holds, mutably, with its recorded sub-arena size (`None` for an op holding
@@ -163,6 +182,10 @@ pub fn planning_parts(op: &mut Op) -> Option<(Vec<&mut Graph>, &mut usize)> {
                 &mut a.arena_bytes,
             ))
         }
+        Op::Loop(a) => {
+            let a = &mut **a;
+            Some((vec![&mut a.body], &mut a.arena_bytes))
+        }
         _ => None,
     }
 }
@@ -171,6 +194,23 @@ pub fn planning_parts(op: &mut Op) -> Option<(Vec<&mut Graph>, &mut usize)> {
 pub fn recorded_arena(op: &Op) -> usize {
     match op {
         Op::If(a) => a.arena_bytes,
+        Op::Loop(a) => a.arena_bytes,
         _ => 0,
+    }
+}
+
+/// Per subgraph of `op` (in [`subgraphs`] order), the graph inputs whose buffers the node
+/// writes between runs of the subgraph: a loop's condition and carried values, copied back
+/// from the body's outputs at the end of each iteration. Planning keeps them live through the
+/// whole body (as if they were outputs too), so no value of the body shares their bytes and
+/// the copies cannot overwrite a value another copy still reads.
+pub fn pinned_inputs(op: &Op) -> Vec<Vec<crate::ir::graph::ValueId>> {
+    match op {
+        Op::Loop(a) => {
+            let from = usize::from(a.iter_input);
+            let to = a.first_carried_input() + a.carried;
+            vec![a.body.inputs.get(from..to).unwrap_or_default().to_vec()]
+        }
+        op => subgraphs(op).iter().map(|_| Vec::new()).collect(),
     }
 }
