@@ -368,7 +368,8 @@ pub fn supported_ops() -> Vec<OpSupport> {
         since: arenac_compiler::ops::MIN_OPSET,
         until: arenac_compiler::ops::MAX_OPSET,
     });
-    // Recurrent ops are unrolled at import (compiler/src/import/rnn), not in the registry.
+    // Recurrent ops become a Scan per direction at import (compiler/src/import/rnn), not in
+    // the registry.
     ops.extend(
         arenac_compiler::import::rnn::OPS
             .iter()

@@ -281,12 +281,14 @@ fn per_scan(ctx: &NodeCtx<'_>, name: &str, count: usize) -> Result<Vec<i64>, OpE
     }
 }
 
-/// ONNX `Scan` (opset 9 on: no batch dim).
+/// ONNX `Scan` (opset 9 on: no batch dim; any opset when `internal`, a Scan made by the
+/// importer itself).
 pub(super) fn import_scan(
     imp: &mut Importer,
     node: &NodeProto,
     label: &str,
     external: Option<&mut ExternalData>,
+    internal: bool,
 ) -> Result<()> {
     let node_err = |source: OpError| Error::Node {
         node: label.to_string(),
@@ -294,7 +296,7 @@ pub(super) fn import_scan(
         source,
     };
     let opset = imp.graph.opset;
-    if opset < 9 {
+    if opset < 9 && !internal {
         return Err(node_err(OpError::Unsupported(
             "Scan before opset 9 (with a batch dim and sequence_lens) is not supported".into(),
         )));

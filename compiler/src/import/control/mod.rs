@@ -52,11 +52,21 @@ pub(super) fn import(
     match node.op_type() {
         "If" => branch::import_if(imp, node, label, external),
         "Loop" => loops::import_loop(imp, node, label, external),
-        "Scan" => loops::import_scan(imp, node, label, external),
+        "Scan" => loops::import_scan(imp, node, label, external, false),
         other => Err(node_err(OpError::Unsupported(format!(
             "no import rule for {other}"
         )))),
     }
+}
+
+/// Imports the `Scan` node an LSTM/GRU/RNN expansion built (`crate::import::rnn`), whatever
+/// the model's opset (the recurrent ops exist from opset 7, Scan's batch-free form from 9).
+pub(in crate::import) fn import_recurrence(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+) -> Result<()> {
+    loops::import_scan(imp, node, label, None, true)
 }
 
 /// The graph attribute `name` of `node`.
