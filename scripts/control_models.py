@@ -18,6 +18,8 @@ Models:
   signal, with each iteration's energy as a scan output.
 - lstm_ocr: a bidirectional LSTM over 40 steps (input 64, hidden 48) with bias and initial
   states, as in OCR recognizers; plus a reverse GRU with linear_before_reset.
+- scan8: a Scan of opset 8 (batch dim first) over a batch of 2, one scan input backwards and
+  one forwards, with a weight read from the outer graph.
 """
 
 import os
@@ -229,6 +231,54 @@ def lstm_ocr():
     return m, [("x", [], feeds)]
 
 
+def scan8():
+    b, t, c = 2, 5, 3
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x", "w"], ["xw"]),
+            helper.make_node("Add", ["s", "xw"], ["s1"]),
+            helper.make_node("Mul", ["s1", "y"], ["so"]),
+            helper.make_node("Identity", ["so"], ["p"]),
+        ],
+        "step",
+        [
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [c]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [c]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [c]),
+        ],
+        [
+            helper.make_tensor_value_info("so", TensorProto.FLOAT, [c]),
+            helper.make_tensor_value_info("p", TensorProto.FLOAT, [c]),
+        ],
+    )
+    node = helper.make_node(
+        "Scan", ["", "init", "X", "Y"], ["final", "P"],
+        num_scan_inputs=2, directions=[1, 0], body=body,
+    )
+    g = helper.make_graph(
+        [node],
+        "scan8",
+        [
+            helper.make_tensor_value_info("init", TensorProto.FLOAT, [b, c]),
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [b, t, c]),
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, t, c]),
+        ],
+        [
+            helper.make_tensor_value_info("final", TensorProto.FLOAT, [b, c]),
+            helper.make_tensor_value_info("P", TensorProto.FLOAT, [b, t, c]),
+        ],
+        [numpy_helper.from_array(np.array([0.5, -1.0, 2.0], np.float32), "w")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)])
+    rng = np.random.default_rng(5)
+    feeds = {
+        "init": rng.uniform(-1, 1, (b, c)).astype(np.float32),
+        "X": rng.uniform(-1, 1, (b, t, c)).astype(np.float32),
+        "Y": rng.uniform(0.5, 1.0, (b, t, c)).astype(np.float32),
+    }
+    return m, [("x", [], feeds)]
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -236,7 +286,7 @@ def main() -> int:
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     lines = []
-    for build in (resample_if, resample_rate, loop_smooth, lstm_ocr):
+    for build in (resample_if, resample_rate, loop_smooth, lstm_ocr, scan8):
         model, cases = build()
         onnx.checker.check_model(model)
         name = build.__name__

@@ -30,7 +30,7 @@ use crate::ir::types::TensorType;
 use crate::ops::Op;
 
 /// The control-flow ops this module imports (every opset up to [`crate::ops::MAX_OPSET`]).
-pub const OPS: &[(&str, i64)] = &[("If", 1), ("Loop", 1), ("Scan", 9)];
+pub const OPS: &[(&str, i64)] = &[("If", 1), ("Loop", 1), ("Scan", 8)];
 
 /// Whether `op_type` is a control-flow op this module imports.
 pub(super) fn is_control(op_type: &str) -> bool {
