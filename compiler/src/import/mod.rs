@@ -7,6 +7,7 @@
 //! data input is a constant, or when its op is computable from input types alone (Shape).
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
+mod affine;
 pub mod builder;
 pub mod control;
 pub mod expand;
@@ -268,6 +269,9 @@ struct Importer {
     /// Prefix of the labels of unnamed nodes (empty in the main graph; `<node>/then` and the
     /// like while importing a subgraph's nodes).
     prefix: String,
+    /// Int64 values known as a run-time base plus constants (for slices moving at run time
+    /// by a static length: [`affine`]).
+    affine: HashMap<ValueId, affine::Affine>,
 }
 
 impl Importer {
@@ -281,6 +285,7 @@ impl Importer {
             folded_bytes: 0,
             max_fold_bytes: MAX_FOLD_BYTES,
             prefix: String::new(),
+            affine: HashMap::new(),
         }
     }
 
@@ -495,7 +500,17 @@ impl Importer {
             });
         }
         let mut ctx = NodeCtx::new(node, self.graph.opset, ctx_inputs);
-        let op: Op = (def.convert)(&mut ctx).map_err(node_err)?;
+        let op: Op = match (def.convert)(&mut ctx) {
+            Ok(op) => op,
+            // Bounds moving at run time by a static length (`x[i : i + 1]` in a loop body).
+            Err(e @ OpError::NotConstant { .. }) if op_type == "Slice" && opset >= 10 => {
+                if affine::import_moving_slice(self, node, &label)? {
+                    return Ok(());
+                }
+                return Err(node_err(e));
+            }
+            Err(e) => return Err(node_err(e)),
+        };
         let data_ids: Vec<ValueId> = ctx
             .data_inputs()
             .into_iter()
@@ -600,8 +615,12 @@ impl Importer {
                         (name, t.clone())
                     })
                     .collect();
+                let moving = affine::derive(&self.graph, &self.affine, &op, &data_ids);
                 let nid = self.graph.add_node(label.clone(), op, &data_ids, &outputs);
                 let out_ids = self.graph.node(nid).outputs.clone();
+                if let (Some(a), Some(&out)) = (moving, out_ids.first()) {
+                    self.affine.insert(out, a);
+                }
                 for (k, name) in declared {
                     self.by_name.insert(name.to_string(), out_ids[k]);
                     self.definer.insert(name.to_string(), by.clone());

@@ -286,3 +286,19 @@ fn nested_loops_and_an_if_inside_a_loop() {
         .collect();
     check_each(&g, &cases);
 }
+
+#[test]
+fn slice_moving_with_the_iteration_number() {
+    let g = fixture("loop_moving_slice");
+    let mut rng = Rng(17);
+    let cases: Vec<Vec<Tensor>> = (0..2)
+        .map(|_| vec![rng.tensor(&[3, 6], -1.0, 1.0)])
+        .collect();
+    let exe = check_each(&g, &cases);
+    // Iteration i reads columns i and i + 1 of the first two rows.
+    let x: Vec<f32> = (0..18).map(|v| v as f32).collect();
+    let out = run(&exe, &[Tensor::f32(vec![3, 6], &x)]);
+    let t = out[1].to_f32_vec();
+    assert_eq!(&t[..4], &[0.0, 1.0, 6.0, 7.0]);
+    assert_eq!(&t[16..], &[4.0, 5.0, 10.0, 11.0]);
+}
