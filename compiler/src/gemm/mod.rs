@@ -36,12 +36,15 @@
 //! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
 //!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
 //!   ~115-124, portable ~25-32.
-//! - `accumulate` applies to the first K block only, later blocks always add.
+//! - `accumulate` applies to the first K block only, later blocks always add;
+//! - at most 4 rows of a row-major A (a batch-1 product, a recurrent step) take `rows.rs`
+//!   instead: each B panel row read once for every row, no packing.
 
 pub mod conv;
 mod depthwise;
 mod kernels;
 pub mod pool;
+mod rows;
 
 use kernels::KernelFn;
 use std::sync::OnceLock;
@@ -142,6 +145,8 @@ pub(crate) struct Kernel {
     pub(crate) run: KernelFn,
     /// An `mr x 2NR` kernel over two adjacent panels, if any.
     pub(crate) wide: Option<KernelFn>,
+    /// The product of at most [`rows::ROWS_MAX`] rows of a row-major A ([`rows`]).
+    pub(crate) rows: rows::RowsFn,
 }
 
 const SCALAR: Kernel = Kernel {
@@ -149,6 +154,7 @@ const SCALAR: Kernel = Kernel {
     mr: kernels::SCALAR_MR,
     run: kernels::kernel_scalar,
     wide: None,
+    rows: rows::rows_scalar,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -157,6 +163,7 @@ const AVX2: Kernel = Kernel {
     mr: kernels::x86::AVX2_MR,
     run: kernels::x86::kernel_avx2,
     wide: None,
+    rows: rows::rows_avx2,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -165,6 +172,7 @@ const AVX512: Kernel = Kernel {
     mr: kernels::x86::AVX512_MR,
     run: kernels::x86::kernel_avx512,
     wide: Some(kernels::x86::kernel_avx512_wide),
+    rows: rows::rows_avx512,
 };
 
 const _: () = {
@@ -248,7 +256,7 @@ pub unsafe extern "C" fn arenac_sgemm(
 
 /// How the GEMM core reads B.
 #[derive(Clone, Copy)]
-struct BView {
+pub(crate) struct BView {
     /// Packed ([`pack_b`] layout) or row-major.
     base: *const f32,
     /// Row stride of a panel (`NR` packed, the matrix's row stride row-major).
@@ -462,6 +470,12 @@ unsafe fn sgemm_core(
                 unsafe { std::slice::from_raw_parts_mut(c.add(i * ldc), n) }.fill(0.0);
             }
         }
+        return;
+    }
+    if let (AView::Rows(a, lda), true) = (av, m <= rows::ROWS_MAX) {
+        // SAFETY: the caller's contract, for m <= ROWS_MAX rows of a row-major A; the
+        // kernel's forms run on this CPU.
+        unsafe { (kernel.rows)(m, n, k, a, lda, &b, c, ldc, accumulate) };
         return;
     }
     let mr = kernel.mr;
