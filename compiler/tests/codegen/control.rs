@@ -302,3 +302,29 @@ fn slice_moving_with_the_iteration_number() {
     assert_eq!(&t[..4], &[0.0, 1.0, 6.0, 7.0]);
     assert_eq!(&t[16..], &[4.0, 5.0, 10.0, 11.0]);
 }
+
+#[test]
+fn long_loop_over_constants_is_not_folded() {
+    // All inputs are constants, but 70,000 iterations are more than import folds
+    // (MAX_FOLDED_TRIPS): the loop runs in the generated code, reading its initial value
+    // from the weights.
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float x) => (float s, float y)
+        <int64 M = {70000}, float[2] init = {0, 1}, float[2] step = {0.5, -0.25}>
+        {
+            s2 = Loop(M, , init) <body = b (int64 i, bool c, float[2] a) => (bool co, float[2] ao) {
+                co = Identity(c)
+                ao = Add(a, step)
+            }>
+            s = ReduceSum <keepdims = 0> (s2)
+            y = Mul(x, s)
+        }"#,
+    );
+    let g = import(&m);
+    assert!(g.nodes().any(|(_, n)| n.op.name() == "Loop"), "not folded");
+    let exe = check_each(&g, &[vec![Tensor::f32(vec![], &[2.0])]]);
+    let out = run(&exe, &[Tensor::f32(vec![], &[2.0])]);
+    // 70000 * (0.5 - 0.25) + 1, exact in f32.
+    assert_eq!(out[0].to_f32_vec(), vec![17501.0]);
+}

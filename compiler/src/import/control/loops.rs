@@ -203,7 +203,7 @@ pub(super) fn import_loop(
             // The initial condition decides whether the scan outputs are empty.
             OpError::NotConstant {
                 input: 1,
-                name: node.input[1].clone(),
+                name: node.input.get(1).cloned().unwrap_or_default(),
             }
         } else {
             OpError::Unsupported(format!(

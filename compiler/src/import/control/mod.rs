@@ -215,10 +215,14 @@ fn declared_dtype(vi: &arenac_proto::ValueInfoProto) -> Option<i32> {
     }
 }
 
+/// Most iterations of a loop folded at import (its reference evaluation runs the body that
+/// many times); a longer loop over constants runs in the generated code instead.
+pub const MAX_FOLDED_TRIPS: usize = 1 << 16;
+
 /// Adds control node `op` (labelled `label`) with `inputs` to the importer's graph; its outputs
 /// typed `types` take `node`'s declared output names (an omitted one a synthetic name). When
 /// every input is a constant the node is folded instead (its reference evaluation), within the
-/// import's folding cap.
+/// import's folding cap (and, for a loop, [`MAX_FOLDED_TRIPS`]).
 fn add_node(
     imp: &mut Importer,
     node: &NodeProto,
@@ -233,10 +237,11 @@ fn add_node(
         op: op.name().to_string(),
         source,
     };
+    let long_loop = matches!(&op, Op::Loop(a) if a.trips > MAX_FOLDED_TRIPS);
     let consts: Option<Vec<Tensor>> = inputs
         .iter()
         .map(|&v| match &imp.graph.value(v).kind {
-            ValueKind::Constant(t) => Some(t.clone()),
+            ValueKind::Constant(t) if !long_loop => Some(t.clone()),
             _ => None,
         })
         .collect();
