@@ -328,3 +328,73 @@ fn long_loop_over_constants_is_not_folded() {
     // 70000 * (0.5 - 0.25) + 1, exact in f32.
     assert_eq!(out[0].to_f32_vec(), vec![17501.0]);
 }
+
+/// Checks `plan` and its subgraph plans (recursively) with the independent verifier, each
+/// subgraph arena inside its node's scratch; returns the buffers of every plan.
+fn verify_nested(g: &Graph, plan: &arenac_compiler::arena::ArenaPlan) -> usize {
+    use arenac_compiler::plan::verify::verify_placement;
+    let intervals = plan.liveness.intervals();
+    verify_placement(&intervals, &plan.placement, plan.options.align).expect("verified");
+    let mut buffers = plan.liveness.buffers.len();
+    for (&id, subs) in &plan.sub_plans {
+        let scratch = plan
+            .liveness
+            .buffers
+            .iter()
+            .find(|b| b.node == Some(id))
+            .map_or(0, |b| b.interval.size);
+        for ((_, sg), sp) in g.node(id).op.subgraphs().into_iter().zip(subs) {
+            assert!(
+                sp.arena_bytes <= scratch,
+                "sub-arena inside the node's scratch"
+            );
+            buffers += verify_nested(sg, sp);
+        }
+    }
+    buffers
+}
+
+#[test]
+fn nested_plans_verify_and_report() {
+    use arenac_compiler::arena::report::build_report;
+    use arenac_compiler::arena::svg::render_svg;
+    use arenac_compiler::ops::Op;
+    let mut g = fixture("loop_counted");
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let buffers = verify_nested(&g, &plan);
+    // The loop's carried input lives through the whole body (the copy-back writes it last).
+    let (&id, subs) = plan.sub_plans.iter().next().expect("a loop");
+    let Op::Loop(a) = &g.node(id).op else {
+        panic!("a Loop node")
+    };
+    let body_plan = &subs[0];
+    let carried = a.body.inputs[a.first_carried_input()];
+    let b = body_plan.liveness.value_buffer[&carried];
+    assert_eq!(
+        body_plan.liveness.buffers[b].interval.end,
+        body_plan.schedule.len()
+    );
+    // The report nests the body's; the picture draws every plan's buffers.
+    let report = build_report(&g, &plan);
+    assert_eq!(report.subgraphs.len(), 1);
+    assert_eq!(report.subgraphs[0].role, "body");
+    assert!(report.to_json().contains("\"subgraphs\""));
+    let svg = render_svg(&g, &plan);
+    assert_eq!(svg.matches("<rect").count(), buffers);
+    // Nested: an If inside a Scan inside a Scan.
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] X, bool c) => (float[2, 3] Y)
+        {
+            Y = Scan(X) <num_scan_inputs = 1, body = rows (float[3] r) => (float[3] o) {
+                o = If(c) <then_branch = t () => (float[3] p) { p = Relu(r) },
+                           else_branch = e () => (float[3] q) { q = Neg(r) }>
+            }>
+        }"#,
+    );
+    let mut g = import(&m);
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    assert!(verify_nested(&g, &plan) >= 4);
+    let x = Rng(2).tensor(&[2, 3], -1.0, 1.0);
+    check_each(&g, &[vec![x.clone(), flag(true)], vec![x, flag(false)]]);
+}
