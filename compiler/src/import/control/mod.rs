@@ -15,6 +15,7 @@
 
 mod branch;
 mod loops;
+mod scan8;
 
 use std::collections::HashMap;
 
