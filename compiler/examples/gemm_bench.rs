@@ -73,6 +73,7 @@ fn main() {
                     n,
                     0,
                     scratch.as_mut_ptr(),
+                    1,
                 )
             };
             black_box(&c);

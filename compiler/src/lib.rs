@@ -18,6 +18,7 @@ pub mod gemm;
 pub mod import;
 pub mod ir;
 pub mod ops;
+pub mod par;
 pub mod plan;
 
 pub use error::{Error, OpError, Result};

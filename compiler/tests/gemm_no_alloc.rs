@@ -79,6 +79,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
                 n,
                 0,
                 scratch.as_mut_ptr(),
+                1,
             )
         };
     }
@@ -99,6 +100,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
                 n,
                 accumulate,
                 scratch.as_mut_ptr(),
+                1,
             )
         };
     }

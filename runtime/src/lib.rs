@@ -84,6 +84,17 @@ pub struct CompileOptions {
     /// here. Every other given input stays an input. Without a value, such an input is an
     /// [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
     pub values: HashMap<String, Tensor>,
+    /// Threads a run uses (intra-op parallelism; default: the CPUs this process may run on,
+    /// [`default_threads`]). The plan gives every parallel kernel one slot of per-thread
+    /// scratch per thread, so the arena is exact for this count; a [`Session`] runs on this
+    /// many threads (its pool is made once, when the session is created).
+    pub threads: usize,
+}
+
+/// The default thread count: the CPUs this process may run on
+/// (`std::thread::available_parallelism`, which honours CPU affinity and cgroup quotas).
+pub fn default_threads() -> usize {
+    arenac_compiler::par::default_threads()
 }
 
 impl Default for CompileOptions {
@@ -95,6 +106,7 @@ impl Default for CompileOptions {
             fuse: true,
             codegen: true,
             values: HashMap::new(),
+            threads: default_threads(),
         }
     }
 }
@@ -148,6 +160,12 @@ impl CompileOptions {
         self
     }
 
+    /// Sets the thread count (see [`CompileOptions::threads`]; 0 counts as 1).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
     /// Turns code generation off (see [`CompileOptions::codegen`]).
     pub fn without_codegen(mut self) -> Self {
         self.codegen = false;
@@ -156,10 +174,12 @@ impl CompileOptions {
 
     /// The planner's options.
     pub fn plan_options(&self) -> PlanOptions {
+        let d = PlanOptions::default();
         PlanOptions {
             keep_file_order: self.keep_file_order,
             fuse_elementwise: self.fuse,
-            ..PlanOptions::default()
+            liveness: d.liveness.with_threads(self.threads),
+            ..d
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
+use arenac_compiler::par::Pool;
 
 use crate::Model;
 
@@ -255,6 +256,26 @@ pub enum RunError {
         /// Requested size.
         bytes: usize,
     },
+    /// More threads asked of a session than the model was planned for.
+    #[error(
+        "{asked} threads asked, but the model was compiled for {planned} (its per-thread \
+         scratch has {planned} slots): recompile with --threads {asked} / \
+         CompileOptions::with_threads({asked})"
+    )]
+    TooManyThreads {
+        /// Threads asked.
+        asked: usize,
+        /// Threads planned.
+        planned: usize,
+    },
+    /// The operating system refused a thread.
+    #[error("cannot start a pool of {threads} threads: {reason}")]
+    Threads {
+        /// Threads asked.
+        threads: usize,
+        /// The system's error.
+        reason: String,
+    },
     /// An input or output slot lies outside the arena (an arenac bug).
     #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
     SlotOutOfBounds {
@@ -353,6 +374,8 @@ pub struct Session {
     exe: Arc<Executable>,
     arena: NonNull<u8>,
     layout: Layout,
+    /// The intra-op pool (`None`: one thread), made once with the session.
+    pool: Option<Pool>,
 }
 
 // SAFETY: a `Session` owns its arena block alone (allocated in `from_executable`, freed in
@@ -364,6 +387,7 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("arena_bytes", &self.layout.size())
+            .field("threads", &self.threads())
             .field("inputs", &self.exe.inputs())
             .field("outputs", &self.exe.outputs())
             .finish()
@@ -371,15 +395,42 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Creates a session: allocates the zeroed arena (aligned to [`ARENA_ALIGN`]). Fails with
-    /// [`RunError::NotCompiled`] when the model was compiled with `codegen` off.
+    /// Creates a session: allocates the zeroed arena (aligned to [`ARENA_ALIGN`]) and starts
+    /// the thread pool of the thread count the model was compiled for
+    /// ([`crate::CompileOptions::threads`]). Fails with [`RunError::NotCompiled`] when the
+    /// model was compiled with `codegen` off.
     pub fn new(model: &Model) -> Result<Session, RunError> {
         let exe = model.executable().ok_or(RunError::NotCompiled)?.clone();
         Session::from_executable(exe)
     }
 
-    /// Creates a session over an executable (shared, e.g. by several sessions).
+    /// Creates a session over an executable (shared, e.g. by several sessions), running on
+    /// the threads it was planned for.
     pub fn from_executable(exe: Arc<Executable>) -> Result<Session, RunError> {
+        let threads = exe.threads();
+        Session::with_threads(exe, threads)
+    }
+
+    /// Creates a session running on `threads` threads: at least 1, at most the count the
+    /// executable was planned for ([`Executable::threads`]; more is
+    /// [`RunError::TooManyThreads`]). The pool's `threads - 1` workers are started now and
+    /// parked between runs.
+    pub fn with_threads(exe: Arc<Executable>, threads: usize) -> Result<Session, RunError> {
+        let threads = threads.max(1);
+        if threads > exe.threads() {
+            return Err(RunError::TooManyThreads {
+                asked: threads,
+                planned: exe.threads(),
+            });
+        }
+        let pool = if threads > 1 {
+            Some(Pool::new(threads).map_err(|e| RunError::Threads {
+                threads,
+                reason: e.to_string(),
+            })?)
+        } else {
+            None
+        };
         let arena_bytes = exe.arena_bytes();
         let (inputs, outputs) = (exe.inputs().iter(), exe.outputs().iter());
         let aligned = inputs.map(|s| (s, ARENA_ALIGN));
@@ -400,7 +451,17 @@ impl Session {
         // SAFETY: `layout` has a non-zero size (at least 1).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let arena = NonNull::new(ptr).ok_or(RunError::ArenaAlloc { bytes: size })?;
-        Ok(Session { exe, arena, layout })
+        Ok(Session {
+            exe,
+            arena,
+            layout,
+            pool,
+        })
+    }
+
+    /// Threads a run uses.
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, Pool::threads)
     }
 
     /// The model's inputs (name, type, arena offset), in graph order.
@@ -461,7 +522,7 @@ impl Session {
         // SAFETY: the arena is aligned to ARENA_ALIGN, valid for `arena_bytes` (at least) bytes,
         // exclusively borrowed through `&mut self`, and holds every input (validated and
         // copied by the caller).
-        unsafe { self.exe.run(self.arena.as_ptr()) };
+        unsafe { self.exe.run_with(self.arena.as_ptr(), self.pool.as_ref()) };
         // SAFETY: the arena is `layout.size()` initialized bytes (zeroed at creation, then
         // written only by us and the program); the shared borrow lives as long as `&self`.
         let arena = unsafe { std::slice::from_raw_parts(self.arena.as_ptr(), self.layout.size()) };

@@ -83,4 +83,44 @@ fn run_allocates_nothing() {
     });
     assert_eq!(n, 0, "Session::run allocated {n} times in 20 runs");
     assert!(sum.is_finite());
+
+    // With a thread pool: 1, 2 and 4 threads, a model whose kernels go parallel.
+    let file = common::parallel_model();
+    let x: Vec<f32> = (0..16 * 32 * 32)
+        .map(|i| (i % 29) as f32 / 29.0 - 0.5)
+        .collect();
+    let input = TensorRef::from_slice(&[1, 16, 32, 32], &x).unwrap();
+    let mut first: Option<Vec<u8>> = None;
+    for threads in [1, 2, 4] {
+        let opts = arenac::CompileOptions::default().with_threads(threads);
+        let model = arenac::compile_file(file.path(), &opts).unwrap();
+        let mut session = model.session().unwrap();
+        assert_eq!(session.threads(), threads);
+        assert_eq!(session.arena_bytes(), model.summary().arena_bytes);
+        session.run(&[("x", input)]).unwrap();
+        let (n, bytes) = count(|| {
+            let mut last = 0;
+            for _ in 0..10 {
+                let out = session.run(&[("x", input)]).unwrap();
+                last = out.get(0).unwrap().bytes().len();
+            }
+            last
+        });
+        assert_eq!(
+            n, 0,
+            "Session::run on {threads} threads allocated {n} times"
+        );
+        let out = session
+            .run(&[("x", input)])
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .bytes()
+            .to_vec();
+        assert_eq!(out.len(), bytes);
+        match &first {
+            None => first = Some(out),
+            Some(one) => assert!(one == &out, "{threads} threads differ from one"),
+        }
+    }
 }

@@ -39,9 +39,12 @@ pub fn run_in_arena(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
             std::ptr::copy_nonoverlapping(b.as_ptr(), arena.as_mut_ptr().add(slot.offset), b.len())
         };
     }
+    // A plan for several threads runs on a pool of that size (per-thread scratch slots).
+    let pool = (exe.threads() > 1)
+        .then(|| arenac_compiler::par::Pool::new(exe.threads()).expect("threads"));
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, owned here alone, and every input
     // is written at its slot.
-    unsafe { exe.run(arena.as_mut_ptr()) };
+    unsafe { exe.run_with(arena.as_mut_ptr(), pool.as_ref()) };
     exe.outputs()
         .iter()
         .map(|slot| {

@@ -17,6 +17,7 @@
 pub mod kernels;
 mod lower;
 pub mod program;
+pub mod rows;
 pub mod weights;
 
 use crate::arena::ArenaPlan;
@@ -56,6 +57,8 @@ pub struct Executable {
     kernels: usize,
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
+    /// Threads the plan sized per-thread scratch for (the most a run may use).
+    threads: usize,
 }
 
 // SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
@@ -87,6 +90,7 @@ impl std::fmt::Debug for Executable {
             .field("outputs", &self.outputs)
             .field("weights_bytes", &self.weights.len())
             .field("kernels", &self.kernels)
+            .field("threads", &self.threads)
             .finish()
     }
 }
@@ -114,10 +118,31 @@ impl Executable {
     /// [`Executable::arena_bytes`] bytes, not accessed by anything else during the call, and
     /// hold every input at its slot.
     pub unsafe fn run(&self, arena: *mut u8) {
-        // SAFETY: the entry function reads and writes the arena only inside the plan's
-        // buffers (all below `arena_bytes`) and reads the weights region it was compiled
-        // against, which `self` owns; the caller guarantees the arena's contract above.
-        unsafe { (self.entry)(arena, self.weights.as_ptr()) }
+        // SAFETY: the caller's contract is `run_with`'s, without a pool.
+        unsafe { self.run_with(arena, None) }
+    }
+
+    /// Runs the program once with its parallel kernels spread over `pool` (on at most
+    /// [`Executable::threads`] of its threads; `None`: on the calling thread only).
+    /// Allocates nothing. Results are bit-identical whatever the pool.
+    ///
+    /// # Safety
+    /// As [`Executable::run`].
+    pub unsafe fn run_with(&self, arena: *mut u8, pool: Option<&crate::par::Pool>) {
+        crate::par::with_pool(pool, || {
+            // SAFETY: the entry function reads and writes the arena only inside the plan's
+            // buffers (all below `arena_bytes`, per-thread scratch sized for `threads`
+            // threads, which the kernels never exceed) and reads the weights region it was
+            // compiled against, which `self` owns; the caller guarantees the arena's
+            // contract above.
+            unsafe { (self.entry)(arena, self.weights.as_ptr()) }
+        })
+    }
+
+    /// Threads the program was planned for: a run uses at most this many (each parallel
+    /// kernel's per-thread scratch has this many slots).
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Bytes of the read-only weights region.
@@ -234,6 +259,7 @@ pub fn compile_releasing(
         weights,
         kernels,
         compile_time: started.elapsed(),
+        threads: plan.options.liveness.threads.max(1),
     })
 }
 

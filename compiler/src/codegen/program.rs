@@ -68,6 +68,23 @@ pub enum Operand {
     Null,
 }
 
+/// One step of the entry function.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A kernel called with these operands.
+    Call(FuncId, Vec<Operand>),
+    /// A row-split call ([`super::rows`]): `arenac_par_rows(weights + desc, arena, weights,
+    /// full, tail)`.
+    Rows {
+        /// Weights offset of the [`super::rows::RowsDesc`].
+        desc: usize,
+        /// The kernel for a whole chunk of rows.
+        full: FuncId,
+        /// The kernel for the last chunk.
+        tail: FuncId,
+    },
+}
+
 /// Function references of the Rust helpers, declared in the kernel being built.
 pub struct Externs {
     /// `arenac_sgemm`.
@@ -99,12 +116,12 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 5] {
+fn extern_defs() -> [ExternDef; 6] {
     [
         (
             "arenac_sgemm",
             crate::gemm::arenac_sgemm as *const u8,
-            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64],
+            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64, I64],
             None,
         ),
         (
@@ -126,6 +143,12 @@ fn extern_defs() -> [ExternDef; 5] {
             &[I64, I64, I64],
             None,
         ),
+        (
+            "arenac_par_rows",
+            super::rows::arenac_par_rows as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -137,7 +160,7 @@ pub struct Program {
     cache: HashMap<String, FuncId>,
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
-    calls: Vec<(FuncId, Vec<Operand>)>,
+    calls: Vec<Step>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -263,7 +286,13 @@ impl Program {
 
     /// Appends a call of `f` with `args` to the entry function.
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
-        self.calls.push((f, args));
+        self.calls.push(Step::Call(f, args));
+    }
+
+    /// Appends a row-split call ([`super::rows::arenac_par_rows`]) of the descriptor at
+    /// weights offset `desc` with kernels `full` and `tail`.
+    pub fn call_rows(&mut self, desc: usize, full: FuncId, tail: FuncId) {
+        self.calls.push(Step::Rows { desc, full, tail });
     }
 
     /// Builds the entry function, checks every imported symbol is registered, finalizes.
@@ -276,12 +305,16 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let par_rows = self.extern_id("arenac_par_rows")?;
         {
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
-            for (f, _) in &self.calls {
-                if !refs.contains_key(f) {
-                    let r = self.module.declare_func_in_func(*f, &mut self.ctx.func);
-                    refs.insert(*f, r);
+            let used = self.calls.iter().flat_map(|s| match s {
+                Step::Call(f, _) => vec![*f],
+                Step::Rows { full, tail, .. } => vec![*full, *tail],
+            });
+            for f in used.chain(std::iter::once(par_rows)) {
+                if let std::collections::hash_map::Entry::Vacant(e) = refs.entry(f) {
+                    e.insert(self.module.declare_func_in_func(f, &mut self.ctx.func));
                 }
             }
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -289,16 +322,27 @@ impl Program {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let (arena, weights) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            for (f, args) in &self.calls {
-                let vals: Vec<Value> = args
-                    .iter()
-                    .map(|a| match *a {
-                        Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
-                        Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
-                        Operand::Null => b.ins().iconst(I64, 0),
-                    })
-                    .collect();
-                b.ins().call(refs[f], &vals);
+            for step in &self.calls {
+                match step {
+                    Step::Call(f, args) => {
+                        let vals: Vec<Value> = args
+                            .iter()
+                            .map(|a| match *a {
+                                Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
+                                Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
+                                Operand::Null => b.ins().iconst(I64, 0),
+                            })
+                            .collect();
+                        b.ins().call(refs[f], &vals);
+                    }
+                    Step::Rows { desc, full, tail } => {
+                        let d = b.ins().iadd_imm_u(weights, *desc as i64);
+                        let full = b.ins().func_addr(I64, refs[full]);
+                        let tail = b.ins().func_addr(I64, refs[tail]);
+                        b.ins()
+                            .call(refs[&par_rows], &[d, arena, weights, full, tail]);
+                    }
+                }
             }
             b.ins().return_(&[]);
             b.seal_all_blocks();

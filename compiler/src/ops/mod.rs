@@ -480,7 +480,9 @@ impl Op {
     /// Kernel workspace in bytes that a node running this op needs for one step (planned in
     /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
     /// the node's data input and output types; `constant[i]` tells whether input `i` is a
-    /// compile-time constant (a weight; missing entries count as not constant). Choices:
+    /// compile-time constant (a weight; missing entries count as not constant); `threads` is
+    /// the thread count the kernels run on: the parallel kernels (Conv, Gemm, MatMul) get
+    /// one slot of their per-thread part per thread (noted below). Choices:
     /// - Conv (f32, 1-d or 2-d): exactly what `crate::gemm::conv::arenac_conv2d` uses on the
     ///   path it will take, by the same function the code generator uses
     ///   (`crate::gemm::conv::conv2d_scratch_bytes`): none for depthwise; for a pointwise
@@ -490,8 +492,9 @@ impl Op {
     ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the
     ///   GEMM core (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
     ///   rounded up to 64 bytes); plus the GEMM core's A scratch
-    ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
-    ///   are not constant (constant ones are packed at compile time). A whole-image im2col
+    ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats, rounded up to 64
+    ///   bytes) only when the weights are not constant (constant ones are packed at compile
+    ///   time); all of it once per thread. A whole-image im2col
     ///   would make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
     /// - ConvTranspose: for one image, one group and one tile of T input pixels (whole rows of
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
@@ -502,7 +505,7 @@ impl Op {
     ///   rearranged into the GEMM's A blocks (the weights' bytes);
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
-    ///   plus a runtime transposed A's copy and the GEMM core's A scratch
+    ///   plus a runtime transposed A's copy and the GEMM core's A scratch, once per thread
     ///   ([`Op::matmul_scratch_layout`]);
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
@@ -516,6 +519,7 @@ impl Op {
         inputs: &[TensorType],
         outputs: &[TensorType],
         constant: &[bool],
+        threads: usize,
     ) -> usize {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
@@ -525,11 +529,14 @@ impl Op {
         };
         let elem = y.dtype.size();
         match self {
-            Op::Conv(a) => conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false))
-                .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p)),
+            Op::Conv(a) => {
+                conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false), threads)
+                    .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p))
+            }
             // Run-time weights: the kernel rearranges them after the rest of its scratch.
             Op::ConvTranspose(a) if !constant.get(1).copied().unwrap_or(false) => {
-                let rest = Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2]);
+                let rest =
+                    Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2], 1);
                 let w = inputs.get(1).and_then(|t| t.bytes()).unwrap_or(0);
                 (rest.saturating_add(63) & !63).saturating_add(w)
             }
@@ -551,7 +558,7 @@ impl Op {
                     .saturating_add(up(prod(&[mk, tile, elem])))
                     .saturating_add(crate::gemm::a_scratch_floats(mk, cg).saturating_mul(elem))
             }
-            Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant).1,
+            Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant, threads).1,
             // The ring of the in-place kernel, always planned (whether or not the liveness
             // puts the output over the input): one rule for the planner and the lowering.
             Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {
@@ -590,13 +597,15 @@ impl Op {
     }
 
     /// Gemm/MatMul scratch: byte offsets of its parts — a runtime B's packed copy (one `K x N`
-    /// slice), a runtime transposed A's row-major copy (Gemm `transA`), the A scratch of
+    /// slice), a runtime transposed A's row-major copy (Gemm `transA`), `threads` slots of
+    /// [`crate::gemm::a_scratch_slot`] floats (one per thread) for the A scratch of
     /// [`crate::gemm::arenac_sgemm`] ([`crate::gemm::A_SCRATCH_FLOATS`] floats) — and the
     /// total bytes. Parts followed by another are rounded up to 64 bytes.
     pub fn matmul_scratch_layout(
         &self,
         inputs: &[TensorType],
         constant: &[bool],
+        threads: usize,
     ) -> ([usize; 3], usize) {
         fn up(x: usize) -> usize {
             x.saturating_add(63) & !63
@@ -632,7 +641,9 @@ impl Op {
                     (_, [.., k]) => *k,
                     _ => 1,
                 };
-                crate::gemm::a_scratch_floats(numel / k.max(1), k).saturating_mul(elem)
+                crate::gemm::a_scratch_slot(numel / k.max(1), k)
+                    .saturating_mul(elem)
+                    .saturating_mul(threads.max(1))
             }
             None => 0,
         };

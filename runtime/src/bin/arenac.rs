@@ -44,6 +44,11 @@ enum Command {
         /// Print the typed IR after import and folding.
         #[arg(long)]
         print_ir: bool,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Plan the arena and report it: sizes, bounds, the peak and a per-buffer table.
     Plan {
@@ -67,6 +72,11 @@ enum Command {
         /// Also write the arena as an SVG picture to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Compile a model and run it: inputs from .npy / TensorProto .pb files (or seeded random
     /// ones), outputs summarized and optionally written as .npy.
@@ -98,6 +108,11 @@ enum Command {
         /// Keep element-wise nodes unfused (one kernel and one buffer per node).
         #[arg(long)]
         no_fuse: bool,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// The ops table: per op, opsets, dtypes and ONNX node tests passing (from the manifest).
     Ops,
@@ -126,8 +141,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             shapes,
             memory_limit,
             print_ir,
+            threads,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), false)?.without_codegen();
+            let opts = options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -182,8 +198,10 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             no_fuse,
             json,
             svg,
+            threads,
         } => {
-            let mut opts = options(&shapes, memory_limit.as_deref(), keep_order)?.without_codegen();
+            let mut opts =
+                options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
@@ -211,8 +229,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             labels,
             memory_limit,
             no_fuse,
+            threads,
         } => {
-            let mut opts = options(&shapes, memory_limit.as_deref(), false)?;
+            let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
             run_model(
                 &model,
@@ -248,16 +267,21 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compile options from the CLI's `--shape`, `--memory-limit` and `--keep-order`.
+/// Compile options from the CLI's `--shape`, `--memory-limit`, `--keep-order` and
+/// `--threads`.
 fn options(
     shapes: &[String],
     memory_limit: Option<&str>,
     keep_file_order: bool,
+    threads: Option<u32>,
 ) -> Result<CompileOptions, arenac::Error> {
     let mut opts = CompileOptions {
         keep_file_order,
         ..CompileOptions::default()
     };
+    if let Some(t) = threads {
+        opts = opts.with_threads(t as usize);
+    }
     for spec in shapes {
         let (name, dims) = parse_shape_spec(spec)?;
         opts = opts.with_shape(name, dims);
@@ -360,6 +384,7 @@ fn run_model(
     };
 
     let arena_bytes = session.arena_bytes();
+    let threads = session.threads();
     let mut times = Vec::with_capacity(repeat as usize);
     for _ in 1..repeat {
         let t = Instant::now();
@@ -393,10 +418,12 @@ fn run_model(
     }
     let _ = writeln!(
         out,
-        "time per run: {} (median of {} run{})",
+        "time per run: {} (median of {} run{}, {} thread{})",
         duration(median),
         times.len(),
-        if times.len() == 1 { "" } else { "s" }
+        if times.len() == 1 { "" } else { "s" },
+        threads,
+        if threads == 1 { "" } else { "s" }
     );
     let s = compiled.summary();
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));

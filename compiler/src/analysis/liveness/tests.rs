@@ -475,7 +475,7 @@ fn conv_tile_shrinks_only_at_the_peak() {
             panic!("a Conv")
         };
         let ty = |v: ValueId| g.value(v).ty.clone();
-        crate::ops::conv::scratch_params(a, &ty(node.inputs[0]), &ty(node.outputs[0]), false)
+        crate::ops::conv::scratch_params(a, &ty(node.inputs[0]), &ty(node.outputs[0]), false, 1)
             .expect("2-d")
     };
     assert_eq!(conv2d_tile_for_scratch(&params(0), first), Some(256));
@@ -517,7 +517,7 @@ fn concat_choice_is_never_above_its_alternatives() {
         let opts = LivenessOptions::full();
         let got = lower_bound(&liveness(&g, g.order(), opts).intervals(), ALIGN).0;
         // The alternatives measured with the same scratch and shrinking writes liveness used.
-        let scratch = tiles::decision_scratch(&g, g.order());
+        let scratch = tiles::decision_scratch(&g, g.order(), 1);
         let shrink = HashSet::new();
         let base = build(
             &g,

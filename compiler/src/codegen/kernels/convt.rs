@@ -161,6 +161,7 @@ impl ConvTDesc {
             c(b, tn),
             acc,
             sa,
+            c(b, 1),
         ];
         b.ins().call(ext.sgemm, &args);
         // col2im.

@@ -78,7 +78,8 @@ pub(super) fn conv_transpose(
     }
     let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
     let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
-    let planned = n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts);
+    let planned =
+        n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts, cx.threads());
     if planned < need {
         return Err(cx.err(format!(
             "ConvTranspose needs {need} bytes of scratch, {planned} planned"

@@ -3,7 +3,7 @@
 //! and Cast go to the typed scalar kernels of [`TypedDesc`]. A fused node becomes one
 //! [`FusedDesc`] kernel.
 
-use super::{Ctx, ew_call, variadic};
+use super::{Ctx, ew_call, ew_split, rows_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::fused::{FArg, FusedDesc};
 use crate::codegen::kernels::typed::{TOp, TypedDesc};
@@ -127,7 +127,7 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
             .iter()
             .map(|&v| cx.operand(v, w))
             .collect::<Result<Vec<_>, _>>()?;
-        ew_call(cx, prog, desc, args, cx.arena(y)?)
+        ew_call(cx, prog, w, desc, args, cx.arena(y)?)
     };
     let typed = |op: TOp, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
         let args = ins
@@ -275,15 +275,16 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
     let (xs, es, ys) = (xt.shape.clone(), et.shape.clone(), yt.shape.clone());
     let xo = cx.operand(x, w)?;
     let out = cx.arena(y)?;
-    let unary =
-        |op: Ew, prog: &mut Program| ew_call(cx, prog, EwDesc::new(op, &[&xs], &ys), vec![xo], out);
+    let unary = |op: Ew, prog: &mut Program, w: &mut WeightsBuilder| {
+        ew_call(cx, prog, w, EwDesc::new(op, &[&xs], &ys), vec![xo], out)
+    };
     let scalar = konst.filter(|t| t.numel() == 1).map(|t| t.to_f64_vec()[0]);
     match scalar {
-        Some(1.0) => return unary(Ew::Copy, prog),
-        Some(0.5) => return unary(Ew::Sqrt, prog),
-        Some(-1.0) => return unary(Ew::Reciprocal, prog),
+        Some(1.0) => return unary(Ew::Copy, prog, w),
+        Some(0.5) => return unary(Ew::Sqrt, prog, w),
+        Some(-1.0) => return unary(Ew::Reciprocal, prog, w),
         Some(k) if k.fract() == 0.0 && k.abs() <= 64.0 => {
-            return unary(Ew::Powi(k as i32), prog);
+            return unary(Ew::Powi(k as i32), prog, w);
         }
         _ => {}
     }
@@ -292,7 +293,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
         _ => cx.operand(e, w)?,
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);
-    ew_call(cx, prog, desc, vec![xo, eo], out)
+    ew_call(cx, prog, w, desc, vec![xo, eo], out)
 }
 
 /// The [`Ew`] steps of one fused step `op` over `args` (already mapped to kernel operands),
@@ -393,12 +394,13 @@ pub(super) fn fused(
         .collect::<Result<Vec<_>, _>>()?;
     args.push(cx.arena(y)?);
     let (node, op) = cx.label();
-    let f = prog.kernel(
-        format!("fused {desc:?}"),
-        n.inputs.len() + 1,
-        (&node, &op),
-        |b, p, _| desc.emit(b, p),
-    )?;
-    prog.call(f, args);
-    Ok(())
+    let split = ew_split(&desc.loops.dims, &desc.loops.strides);
+    let n_ptrs = n.inputs.len() + 1;
+    rows_call(cx, prog, w, split, args, &mut |prog, rows| {
+        let mut d = desc.clone();
+        d.loops.dims[0] = rows;
+        prog.kernel(format!("fused {d:?}"), n_ptrs, (&node, &op), |b, p, _| {
+            d.emit(b, p)
+        })
+    })
 }
