@@ -34,7 +34,8 @@ enum Command {
     Compile {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM);
@@ -49,7 +50,8 @@ enum Command {
     Plan {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
@@ -73,7 +75,8 @@ enum Command {
     Run {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// An input from a .npy or TensorProto .pb file: NAME=FILE, or FILE alone for the
