@@ -164,3 +164,157 @@ fn named_and_positional_inputs_and_two_outputs() {
     ]);
     assert_one_line_error(code, &err, "input 'y': expected dtype f32, given i64");
 }
+
+/// Outputs of every dtype numpy has beyond the common ones (f16, i8, i16, u16, u32, u64) are
+/// written as `.npy`, bf16 as a TensorProto `.pb` (said in the summary); numpy and onnx read
+/// them back with the right dtype, shape and values.
+#[test]
+fn outputs_of_every_dtype_are_written() {
+    use arenac::DType;
+    use arenac::io::{TensorBuf, npy};
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+
+    let cast = |to: DType| vec![("to", Attr::Int(i64::from(to.to_onnx())))];
+    let outs = [
+        ("x", DType::F16),
+        ("n", DType::I8),
+        ("n", DType::I16),
+        ("x", DType::U16),
+        ("x", DType::U32),
+        ("x", DType::U64),
+        ("x", DType::BF16),
+    ];
+    let mut b = ModelBuilder::new("dtypes", 17)
+        .input("x", DType::F32, &[Dim::N(2), Dim::N(3)])
+        .node("neg", "Neg", &["x"], &["n"], vec![]);
+    for (i, (src, to)) in outs.iter().enumerate() {
+        let name = format!("y{i}_{to}");
+        b = b
+            .node(&name, "Cast", &[src], &[&name], cast(*to))
+            .output(&name, *to, &[]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("dtypes.onnx");
+    std::fs::write(&model, b.build().encode_to_vec()).unwrap();
+    let xs = [0.0f32, 1.0, 2.0, 3.0, 50.0, 100.0];
+    let x = TensorBuf::new(
+        DType::F32,
+        vec![2, 3],
+        xs.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+    .unwrap();
+    let x_path = dir.path().join("x.npy");
+    npy::write_npy(&x_path, x.view()).unwrap();
+    let out_dir = dir.path().join("out");
+    let (code, out, err) = arenac(&[
+        "run",
+        model.to_str().unwrap(),
+        "--input",
+        &format!("x={}", x_path.display()),
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!(
+            "wrote 7 output(s) to {}; as ONNX TensorProto .pb, numpy having no bfloat16: \
+             output_6.pb (y6_bf16 bf16[2,3])",
+            out_dir.display()
+        )),
+        "{out}"
+    );
+    for i in 0..6 {
+        assert!(out_dir.join(format!("output_{i}.npy")).exists(), "{i}");
+    }
+
+    let Some(py) = std::env::var("ARENAC_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+    else {
+        println!("ARENAC_PYTHON is unset: skipping the numpy read-back");
+        return;
+    };
+    let script = r#"
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+for i in range(7):
+    if i < 6:
+        a = np.load(f"{d}/output_{i}.npy")
+    else:
+        a = numpy_helper.to_array(onnx.load_tensor(f"{d}/output_{i}.pb"))
+    vals = " ".join(str(int(v)) for v in a.astype(np.float64).ravel())
+    print(i, a.dtype.name, "x".join(map(str, a.shape)), vals)
+"#;
+    let got = std::process::Command::new(&py)
+        .args(["-c", script, out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let pos = "0 1 2 3 50 100";
+    let neg = "0 -1 -2 -3 -50 -100";
+    let want = [
+        format!("0 float16 2x3 {pos}"),
+        format!("1 int8 2x3 {neg}"),
+        format!("2 int16 2x3 {neg}"),
+        format!("3 uint16 2x3 {pos}"),
+        format!("4 uint32 2x3 {pos}"),
+        format!("5 uint64 2x3 {pos}"),
+        format!("6 bfloat16 2x3 {pos}"),
+    ];
+    let got = String::from_utf8_lossy(&got.stdout);
+    assert_eq!(got.lines().collect::<Vec<_>>(), want, "{got}");
+}
+
+/// A bf16 input is read from a TensorProto `.pb` (numpy has no bfloat16).
+#[test]
+fn bf16_input_from_pb() {
+    use arenac::DType;
+    use arenac::io::{TensorBuf, npy, pb};
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+
+    let m = ModelBuilder::new("bf16in", 17)
+        .input("x", DType::BF16, &[Dim::N(4)])
+        .node(
+            "c",
+            "Cast",
+            &["x"],
+            &["y"],
+            vec![("to", Attr::Int(i64::from(DType::F32.to_onnx())))],
+        )
+        .output("y", DType::F32, &[])
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("bf16in.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let vals = [1.5f32, -2.0, 0.25, 96.0];
+    let x = TensorBuf::new(
+        DType::BF16,
+        vec![4],
+        vals.iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect(),
+    )
+    .unwrap();
+    let x_path = dir.path().join("x.pb");
+    std::fs::write(&x_path, pb::encode_pb("x", &x)).unwrap();
+    let out_dir = dir.path().join("out");
+    let (code, out, err) = arenac(&[
+        "run",
+        model.to_str().unwrap(),
+        "--input",
+        x_path.to_str().unwrap(),
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("input:   x bf16[4]"), "{out}");
+    let y = npy::read_npy(&out_dir.join("output_0.npy")).unwrap();
+    assert_eq!(y.view().to_f32_vec(), vals);
+}

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use arenac::io::{TensorBuf, npy, read_tensor_file};
+use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
     CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
 };
@@ -84,7 +84,8 @@ enum Command {
         /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Write each graph output to DIR/output_<i>.npy, in graph-output order.
+        /// Write each graph output to DIR/output_<i>.npy, in graph-output order (bf16 ones,
+        /// which numpy lacks, to DIR/output_<i>.pb, an ONNX TensorProto).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
         /// Run N times and report the median time per run.
@@ -411,15 +412,27 @@ fn run_model(
             path: dir.to_path_buf(),
             source,
         })?;
-        for (i, (_, t)) in outputs.iter().enumerate() {
-            npy::write_npy(&dir.join(format!("output_{i}.npy")), t)?;
+        let mut as_pb = Vec::new();
+        for (i, (name, t)) in outputs.iter().enumerate() {
+            let path = write_output_file(dir, &format!("output_{i}"), name, t)?;
+            if path.extension().is_some_and(|e| e == "pb") {
+                as_pb.push(format!("output_{i}.pb ({name} {})", t.ty()));
+            }
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
             "wrote {} output(s) to {}",
             outputs.len(),
             dir.display()
         );
+        if !as_pb.is_empty() {
+            let _ = write!(
+                out,
+                "; as ONNX TensorProto .pb, numpy having no bfloat16: {}",
+                as_pb.join(", ")
+            );
+        }
+        out.push('\n');
     }
 
     if let Some(labels) = labels {
@@ -472,9 +485,9 @@ fn run_model(
 /// Reads `--labels`: an integer `.npy`, one label per row.
 fn read_labels(path: &Path) -> anyhow::Result<Vec<i64>> {
     let t = npy::read_npy(path)?;
-    if !matches!(t.dtype(), DType::I64 | DType::I32 | DType::U8) {
+    if !t.dtype().is_int() {
         bail!(
-            "{}: labels must be integers (int64, int32 or uint8), not {}",
+            "{}: labels must be integers (int8 to int64, uint8 to uint64), not {}",
             path.display(),
             t.dtype()
         );
