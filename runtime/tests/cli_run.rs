@@ -318,3 +318,151 @@ fn bf16_input_from_pb() {
     let y = npy::read_npy(&out_dir.join("output_0.npy")).unwrap();
     assert_eq!(y.view().to_f32_vec(), vals);
 }
+
+/// Input names holding `/`, `:` and `=` (as exported models have them) are names, not paths;
+/// a file path holding `=` is still a file; a name the model lacks is a one-line error.
+#[test]
+fn input_names_with_slash_colon_and_equals() {
+    use arenac::DType;
+    use arenac::io::{TensorBuf, npy};
+    use arenac_compiler::import::builder::{Dim, ModelBuilder};
+    use prost::Message;
+
+    let m = ModelBuilder::new("names", 17)
+        .input("gpu_0/data_0", DType::F32, &[Dim::N(2)])
+        .input("input:0", DType::F32, &[Dim::N(2)])
+        .input("a=b", DType::F32, &[Dim::N(2)])
+        .node("s1", "Add", &["gpu_0/data_0", "input:0"], &["s"], vec![])
+        .node("s2", "Mul", &["s", "a=b"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("names.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let model = model.to_str().unwrap();
+    let file = |name: &str, v: [f32; 2]| {
+        let t = TensorBuf::new(
+            DType::F32,
+            vec![2],
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )
+        .unwrap();
+        let path = dir.path().join(name);
+        npy::write_npy(&path, t.view()).unwrap();
+        path.display().to_string()
+    };
+    let (x, y, z) = (
+        file("x.npy", [1.0, 2.0]),
+        file("y.npy", [10.0, 20.0]),
+        file("scale=3.npy", [3.0, -1.0]),
+    );
+    let out_dir = dir.path().join("out");
+    let (code, out, err) = arenac(&[
+        "run",
+        model,
+        "--input",
+        &format!("input:0={y}"),
+        "--input",
+        &format!("a=b={z}"),
+        "--input",
+        &format!("gpu_0/data_0={x}"),
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("input:   gpu_0/data_0 f32[2] ({x})")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("input:   input:0 f32[2] ({y})")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("input:   a=b f32[2] ({z})")), "{out}");
+    let got = npy::read_npy(&out_dir.join("output_0.npy")).unwrap();
+    assert_eq!(got.view().to_f32_vec(), [33.0, -22.0]);
+
+    // Files in order, the last one's path holding '='.
+    let (code, out, err) = arenac(&["run", model, "--input", &x, "--input", &y, "--input", &z]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("input:   a=b f32[2] ({z})")), "{out}");
+
+    // A name the model lacks, which is no file either.
+    let (code, _, err) = arenac(&["run", model, "--input", &format!("gpu_1/data_0={x}")]);
+    assert_one_line_error(
+        code,
+        &err,
+        &format!(
+            "--input gpu_1/data_0={x}: no graph input is named 'gpu_1/data_0' and no file \
+             gpu_1/data_0={x} exists (inputs: gpu_0/data_0, input:0, a=b)"
+        ),
+    );
+}
+
+/// Real exported models (ONNX's light models with random weights, `ARENAC_LIGHT_RANDOM_DIR`):
+/// ShuffleNet's input is `gpu_0/data_0`; SqueezeNet's, renamed `input:0` here. Given by name,
+/// each output written by `--output-dir` matches onnxruntime's.
+#[test]
+fn real_models_with_slash_and_colon_input_names() {
+    use arenac::io::npy::read_npy;
+    use prost::Message;
+
+    let Some(dir) = std::env::var("ARENAC_LIGHT_RANDOM_DIR")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(std::path::PathBuf::from)
+    else {
+        println!("ARENAC_LIGHT_RANDOM_DIR is unset: skipping (bash scripts/test.sh sets it)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // SqueezeNet with its input `data_0` renamed `input:0` (declaration and every use).
+    let mut squeeze =
+        arenac_compiler::import::load_model_file(&dir.join("squeezenet.onnx")).unwrap();
+    let graph = squeeze.graph.as_mut().unwrap();
+    for vi in graph.input.iter_mut().filter(|vi| vi.name() == "data_0") {
+        vi.name = Some("input:0".into());
+    }
+    for name in graph.node.iter_mut().flat_map(|n| n.input.iter_mut()) {
+        if name == "data_0" {
+            *name = "input:0".into();
+        }
+    }
+    let renamed = tmp.path().join("squeezenet_colon.onnx");
+    std::fs::write(&renamed, squeeze.encode_to_vec()).unwrap();
+
+    for (model, stem, input) in [
+        (dir.join("shufflenet.onnx"), "shufflenet", "gpu_0/data_0"),
+        (renamed, "squeezenet", "input:0"),
+    ] {
+        let x = dir.join(format!("{stem}_input_0.npy"));
+        let out_dir = tmp.path().join(stem);
+        let (code, out, err) = arenac(&[
+            "run",
+            model.to_str().unwrap(),
+            "--input",
+            &format!("{input}={}", x.display()),
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stem}: {err}");
+        assert!(
+            out.contains(&format!(
+                "input:   {input} f32[1,3,224,224] ({})",
+                x.display()
+            )),
+            "{out}"
+        );
+        let ours = read_npy(&out_dir.join("output_0.npy")).unwrap();
+        let theirs = read_npy(&dir.join(format!("{stem}_output_0.npy"))).unwrap();
+        assert_eq!(ours.shape(), theirs.shape(), "{stem}");
+        let (a, b) = (ours.view().to_f32_vec(), theirs.view().to_f32_vec());
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let d = (x - y).abs();
+            assert!(
+                d <= 1e-4 + 1e-3 * y.abs(),
+                "{stem}[{i}]: {x} vs onnxruntime {y}"
+            );
+        }
+    }
+}

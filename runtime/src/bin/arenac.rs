@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
+use arenac::io::input_spec::split_input_spec;
 use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
     CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
@@ -80,7 +81,10 @@ enum Command {
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// An input from a .npy or TensorProto .pb file: NAME=FILE, or FILE alone for the
-        /// graph inputs in order. Its shape binds the model's symbolic dims. Repeatable.
+        /// graph inputs in order. NAME is matched against the model's input names (the longest
+        /// that SPEC starts with, followed by '='), so names with '/', ':' or '=' work
+        /// (gpu_0/data_0=x.npy); a SPEC naming no input is a file (it may hold '='). Its shape
+        /// binds the model's symbolic dims. Repeatable.
         /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
@@ -290,27 +294,29 @@ fn run_model(
     labels: Option<&Path>,
     out: &mut String,
 ) -> anyhow::Result<()> {
-    // Read every input (and the labels) before compiling: a bad file fails fast.
+    // Read every input (and the labels) before compiling: a bad file fails fast. The
+    // model's input names tell NAME=FILE from a file (names may hold '/', ':' or '=').
+    let names = if input_specs.is_empty() {
+        Vec::new()
+    } else {
+        graph_input_names(model)?
+    };
     let mut given = Vec::new();
     for spec in input_specs {
-        let (name, file) = match spec.split_once('=') {
-            Some((name, file)) if !name.is_empty() && !name.contains(['/', '\\']) => {
-                (Some(name.to_string()), file)
-            }
-            _ => (None, spec.as_str()),
-        };
-        if file.is_empty() {
-            bail!("--input {spec}: no file (expected NAME=FILE or FILE)");
-        }
-        let file = PathBuf::from(file);
+        let split =
+            split_input_spec(spec, &names, |p| Path::new(p).is_file()).map_err(|e| anyhow!(e))?;
+        let file = PathBuf::from(split.file);
         let (tensor, _) = read_tensor_file(&file)?;
-        given.push(GivenInput { name, file, tensor });
+        given.push(GivenInput {
+            name: split.name.map(str::to_string),
+            file,
+            tensor,
+        });
     }
     let labels = labels.map(read_labels).transpose()?;
 
     // Positional inputs take the graph's input names in order.
     if given.iter().any(|g| g.name.is_none()) {
-        let names = graph_input_names(model)?;
         for (k, g) in given.iter_mut().filter(|g| g.name.is_none()).enumerate() {
             let name = names.get(k).ok_or_else(|| {
                 anyhow!(

@@ -8,6 +8,7 @@ use arenac_compiler::ir::types::{DType, TensorType};
 
 use crate::session::{RunError, TensorRef};
 
+pub mod input_spec;
 pub mod npy;
 pub mod pb;
 
