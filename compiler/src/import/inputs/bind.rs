@@ -64,7 +64,9 @@ impl Binder<'_> {
         if let Some(v) = self.var(input, dim) {
             return self.bind(v, size, spec);
         }
-        let decl = &self.inputs[input];
+        let Some(decl) = self.inputs.get(input) else {
+            return Ok(());
+        };
         match decl.dims.as_deref().and_then(|d| d.get(dim)) {
             Some(DeclDim::Fixed(n)) if *n != size => Err(Error::ShapeSpec {
                 spec: spec.to_string(),
@@ -105,14 +107,15 @@ fn dim_ref(
         spec: spec.to_string(),
         reason,
     };
-    match &inputs[k].dims {
+    let decl = &inputs[k]; // k came from `position` over `inputs`
+    match &decl.dims {
         None => Err(err(format!(
             "input '{base}' declares no shape: give its whole shape, {base}=DxD..."
         ))),
         Some(dims) if i >= dims.len() => Err(err(format!(
             "input '{base}' has {} dims ({}): no dim {i}",
             dims.len(),
-            inputs[k].declared_text()
+            decl.declared_text()
         ))),
         Some(_) => Ok(Some((k, i))),
     }
