@@ -49,9 +49,10 @@ use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
 pub use arenac_compiler::arena::ArenaPlan;
-pub use arenac_compiler::arena::budget::{BudgetExceeded, Fit, MemoryLimit};
+pub use arenac_compiler::arena::budget::MemoryLimit;
 pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
+pub use arenac_compiler::error::budget::{BudgetExceeded, Fit};
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
 pub use arenac_compiler::ir::tensor::Tensor;

@@ -6,7 +6,7 @@
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
-//!   most [`ConvParams::tile_pixels`] ([`crate::ops::IM2COL_TILE`] unless the planner chose a
+//!   most [`ConvParams::tile_pixels`] ([`IM2COL_TILE`] unless the planner chose a
 //!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
 //!   (`K = C/group * kh * kw` rows, one column per output pixel) is written straight in the packed-B layout of
 //!   [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile;
@@ -17,8 +17,7 @@
 //! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
 
 use super::split::{MIN_TASK_MACS, SyncPtr};
-use super::{NR, packed_b_len};
-use crate::ops::IM2COL_TILE;
+use super::{IM2COL_TILE, NR, packed_b_len};
 
 /// An activation applied in the convolution's epilogue (after the bias).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -305,7 +304,7 @@ fn scratch_parts(p: &ConvParams) -> (usize, usize) {
 }
 
 /// Scratch bytes [`arenac_conv2d`] needs for `p` (with `packed_a` as [`prepare_weights`] will
-/// set it: see [`ConvParams::packs_a`]). The planner ([`crate::ops::Op::scratch_bytes`]) and
+/// set it: see [`ConvParams::packs_a`]). The planner (`crate::ops::Op::scratch_bytes`) and
 /// the code generator both size the scratch by this function.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
     let (panel, a) = scratch_parts(p);

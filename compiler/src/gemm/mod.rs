@@ -50,6 +50,10 @@ use std::sync::OnceLock;
 
 /// Width of a packed B panel (columns); part of the packed layout.
 pub const NR: usize = 16;
+
+/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
+/// the scratch planned for them is sized by it (see `crate::ops::Op::scratch_bytes`).
+pub const IM2COL_TILE: usize = 256;
 /// Largest K block.
 pub const KC: usize = 384;
 /// Largest M block (a multiple of every kernel's `MR`).

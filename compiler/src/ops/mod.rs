@@ -26,6 +26,7 @@ pub mod util;
 pub mod view;
 
 use crate::error::OpError;
+use crate::gemm::IM2COL_TILE;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ir::types::{DType, TensorType};
 use ctx::NodeCtx;
@@ -301,10 +302,6 @@ pub struct OpDef {
     /// The converter.
     pub convert: fn(&mut NodeCtx<'_>) -> Result<Op, OpError>,
 }
-
-/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
-/// the scratch planned for them is sized by it (see [`Op::scratch_bytes`]).
-pub const IM2COL_TILE: usize = 256;
 
 /// Highest default-domain opset arenac reads.
 pub const MAX_OPSET: i64 = 28;

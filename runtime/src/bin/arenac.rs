@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use arenac::io::{TensorBuf, npy, read_tensor_file};
+use arenac::io::input_spec::split_input_spec;
+use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
     CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
 };
@@ -34,7 +35,8 @@ enum Command {
     Compile {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM);
@@ -54,7 +56,8 @@ enum Command {
     Plan {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
@@ -83,15 +86,20 @@ enum Command {
     Run {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// An input from a .npy or TensorProto .pb file: NAME=FILE, or FILE alone for the
-        /// graph inputs in order. Its shape binds the model's symbolic dims. Repeatable.
+        /// graph inputs in order. NAME is matched against the model's input names (the longest
+        /// that SPEC starts with, followed by '='), so names with '/', ':' or '=' work
+        /// (gpu_0/data_0=x.npy); a SPEC naming no input is a file (it may hold '='). Its shape
+        /// binds the model's symbolic dims. Repeatable.
         /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Write each graph output to DIR/output_<i>.npy, in graph-output order.
+        /// Write each graph output to DIR/output_<i>.npy, in graph-output order (bf16 ones,
+        /// which numpy lacks, to DIR/output_<i>.pb, an ONNX TensorProto).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
         /// Run N times and report the median time per run.
@@ -310,27 +318,29 @@ fn run_model(
     labels: Option<&Path>,
     out: &mut String,
 ) -> anyhow::Result<()> {
-    // Read every input (and the labels) before compiling: a bad file fails fast.
+    // Read every input (and the labels) before compiling: a bad file fails fast. The
+    // model's input names tell NAME=FILE from a file (names may hold '/', ':' or '=').
+    let names = if input_specs.is_empty() {
+        Vec::new()
+    } else {
+        graph_input_names(model)?
+    };
     let mut given = Vec::new();
     for spec in input_specs {
-        let (name, file) = match spec.split_once('=') {
-            Some((name, file)) if !name.is_empty() && !name.contains(['/', '\\']) => {
-                (Some(name.to_string()), file)
-            }
-            _ => (None, spec.as_str()),
-        };
-        if file.is_empty() {
-            bail!("--input {spec}: no file (expected NAME=FILE or FILE)");
-        }
-        let file = PathBuf::from(file);
+        let split =
+            split_input_spec(spec, &names, |p| Path::new(p).is_file()).map_err(|e| anyhow!(e))?;
+        let file = PathBuf::from(split.file);
         let (tensor, _) = read_tensor_file(&file)?;
-        given.push(GivenInput { name, file, tensor });
+        given.push(GivenInput {
+            name: split.name.map(str::to_string),
+            file,
+            tensor,
+        });
     }
     let labels = labels.map(read_labels).transpose()?;
 
     // Positional inputs take the graph's input names in order.
     if given.iter().any(|g| g.name.is_none()) {
-        let names = graph_input_names(model)?;
         for (k, g) in given.iter_mut().filter(|g| g.name.is_none()).enumerate() {
             let name = names.get(k).ok_or_else(|| {
                 anyhow!(
@@ -435,15 +445,27 @@ fn run_model(
             path: dir.to_path_buf(),
             source,
         })?;
-        for (i, (_, t)) in outputs.iter().enumerate() {
-            npy::write_npy(&dir.join(format!("output_{i}.npy")), t)?;
+        let mut as_pb = Vec::new();
+        for (i, (name, t)) in outputs.iter().enumerate() {
+            let path = write_output_file(dir, &format!("output_{i}"), name, t)?;
+            if path.extension().is_some_and(|e| e == "pb") {
+                as_pb.push(format!("output_{i}.pb ({name} {})", t.ty()));
+            }
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
             "wrote {} output(s) to {}",
             outputs.len(),
             dir.display()
         );
+        if !as_pb.is_empty() {
+            let _ = write!(
+                out,
+                "; as ONNX TensorProto .pb, numpy having no bfloat16: {}",
+                as_pb.join(", ")
+            );
+        }
+        out.push('\n');
     }
 
     if let Some(labels) = labels {
@@ -496,9 +518,9 @@ fn run_model(
 /// Reads `--labels`: an integer `.npy`, one label per row.
 fn read_labels(path: &Path) -> anyhow::Result<Vec<i64>> {
     let t = npy::read_npy(path)?;
-    if !matches!(t.dtype(), DType::I64 | DType::I32 | DType::U8) {
+    if !t.dtype().is_int() {
         bail!(
-            "{}: labels must be integers (int64, int32 or uint8), not {}",
+            "{}: labels must be integers (int8 to int64, uint8 to uint64), not {}",
             path.display(),
             t.dtype()
         );

@@ -6,9 +6,9 @@ use crate::codegen::kernels::convt::ConvTDesc;
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
-use crate::gemm::{a_scratch_floats, packed_b_len};
+use crate::gemm::{IM2COL_TILE, a_scratch_floats, packed_b_len};
 use crate::ir::types::TensorType;
-use crate::ops::{ConvTransposeAttrs, IM2COL_TILE};
+use crate::ops::ConvTransposeAttrs;
 
 fn up64(x: usize) -> usize {
     x.next_multiple_of(64)

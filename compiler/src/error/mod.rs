@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+pub mod budget;
+
 use crate::ir::types::{DType, Shape, ShapeDisplay};
 
 /// Result alias for compiler operations.
@@ -269,7 +271,7 @@ pub enum Error {
     /// needed, the peak step and its node, the largest buffers live there, and what would fit:
     /// the largest value of a symbolic batch dim, or how many bytes over it is.
     #[error("{0}")]
-    MemoryBudget(Box<crate::arena::budget::BudgetExceeded>),
+    MemoryBudget(Box<budget::BudgetExceeded>),
     /// A memory limit does not parse (`64MiB`, `1.5GiB`, `500MB`, `123456`, `10%`) or cannot be
     /// resolved (a percentage without a readable `/proc/meminfo`).
     #[error("--memory-limit {spec}: {reason}")]
