@@ -160,6 +160,7 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
     matches!(
         op,
         Op::Unary(_)
+            | Op::ClipDynamic { .. }
             | Op::Binary(_)
             | Op::Variadic(_)
             | Op::Where
