@@ -257,7 +257,7 @@ pub enum RunError {
     },
     /// A kernel found a run-time value out of its range — an index outside its dim (Gather,
     /// GatherElements, GatherND, ScatterElements, ScatterND) or a sequence length outside
-    /// the time dim (ReverseSequence) — which ONNX calls an error. Kernels clamp such values,
+    /// the time dim (ReverseSequence) — which ONNX calls an error. Kernels replace such values by valid ones,
     /// so nothing outside the arena was touched, but this run's outputs are not valid. The
     /// first one reported is named; the session stays usable.
     #[error(

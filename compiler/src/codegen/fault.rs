@@ -12,8 +12,8 @@
 //! # Protocol
 //! A checking kernel takes two extra parameters, the record's address and its node's *tag*
 //! (the node's position in the executable's table of checked nodes, plus one). It compares
-//! each run-time value with its valid range, keeps clamping it (so no access ever leaves the
-//! tensor, fault or not) and, when it was outside, in a cold block:
+//! each run-time value with its valid range, replaces a bad one by a valid one (so no access
+//! ever leaves the tensor, fault or not) and, when it was outside, in a cold block:
 //! 1. `atomic_cas(state, 0 → 1)`: the first reporter of the run claims the record; every
 //!    later one (another element, node or thread) sees a non-zero state and writes nothing;
 //! 2. the claimer writes its tag, the value and the range's bounds (plain stores);
@@ -90,12 +90,10 @@ pub struct FaultSink {
 }
 
 impl FaultSink {
-    /// Emits the check of `v` (an i64) against `lo..=hi`: when outside, the report above.
-    /// Code after it continues in a new block.
-    pub fn check(&self, b: &mut FunctionBuilder<'_>, v: Value, lo: i64, hi: i64) {
-        let below = b.ins().icmp_imm_s(IntCC::SignedLessThan, v, lo);
-        let above = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, v, hi);
-        let bad = b.ins().bor(below, above);
+    /// Emits the report of `v` (an i64 outside `lo..=hi`) when `bad` (an `icmp` result the
+    /// caller computed, usually one unsigned compare) is set. Code after it continues in a
+    /// new block.
+    pub fn report_if(&self, b: &mut FunctionBuilder<'_>, bad: Value, v: Value, lo: i64, hi: i64) {
         let report = b.create_block();
         let write = b.create_block();
         let cont = b.create_block();

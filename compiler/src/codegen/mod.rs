@@ -121,9 +121,9 @@ impl Executable {
     }
 
     /// Runs the program once. Allocates nothing. Fails when a kernel found a run-time value
-    /// out of its range (an index outside its dim: ONNX calls it an error); the kernels still
-    /// clamped it, so nothing was read or written outside the arena, but the outputs of this
-    /// run are not valid. The arena stays usable for the next run.
+    /// out of its range (an index outside its dim: ONNX calls it an error); the kernel still
+    /// used a valid one instead, so nothing was read or written outside the arena, but the
+    /// outputs of this run are not valid. The arena stays usable for the next run.
     ///
     /// # Safety
     /// `arena` must be aligned to [`ARENA_ALIGN`], valid for reads and writes of

@@ -1,10 +1,10 @@
 //! Kernels of the index-driven movement ops: GatherElements / ScatterElements, GatherND /
 //! ScatterND, OneHot, Trilu, ReverseSequence, Col2Im. Loops run over static shapes; run-time indices
-//! are loaded, negative ones counted from the end, then clamped into the addressed dim so no
-//! access leaves its tensor. ONNX calls out-of-range indices (and sequence lengths) an error:
+//! are loaded, negative ones counted from the end, and an out-of-range one is replaced by 0
+//! so no access leaves its tensor. ONNX calls out-of-range indices (and sequence lengths) an error:
 //! a kernel built `checked` reports the first one through the fault record
 //! ([`crate::codegen::fault`]; two extra params after the output: the record, the node's tag)
-//! and clamps all the same. OneHot ignores out-of-range indices, as its spec says.
+//! and replaces it all the same. OneHot ignores out-of-range indices, as its spec says.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
@@ -91,29 +91,25 @@ pub(crate) fn sink(checked: bool, p: &[Value], n: usize) -> Option<FaultSink> {
     }
 }
 
-/// Index `k` into a dim of `dim`: reported when outside `-dim..dim` (with a sink), then
-/// wrapped and clamped ([`wrap_clamp`]).
+/// Index `k` into a dim of `dim` (`dim >= 1`): negative counts from the end; outside
+/// `-dim..dim` it is reported (with a sink) and replaced by 0, so no access leaves the
+/// tensor. After the wrap, one unsigned compare tells both sides.
 pub(crate) fn index_in(
     b: &mut FunctionBuilder<'_>,
     k: Value,
     dim: usize,
     sink: Option<&FaultSink>,
 ) -> Value {
-    if let Some(s) = sink {
-        s.check(b, k, -(dim as i64), dim as i64 - 1);
-    }
-    wrap_clamp(b, k, dim)
-}
-
-/// `k` (negative counts from the end) clamped into `0..dim` (`dim >= 1`).
-fn wrap_clamp(b: &mut FunctionBuilder<'_>, k: Value, dim: usize) -> Value {
+    let d = dim as i64;
     let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, k, 0);
-    let wrapped = b.ins().iadd_imm_s(k, dim as i64);
-    let k = b.ins().select(neg, wrapped, k);
+    let wrapped = b.ins().iadd_imm_s(k, d);
+    let w = b.ins().select(neg, wrapped, k);
+    let bad = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, w, d);
+    if let Some(s) = sink {
+        s.report_if(b, bad, k, -d, d - 1);
+    }
     let zero = b.ins().iconst(I64, 0);
-    let top = b.ins().iconst(I64, dim.saturating_sub(1) as i64);
-    let k = b.ins().smax(k, zero);
-    b.ins().smin(k, top)
+    b.ins().select(bad, zero, w)
 }
 
 /// `p + i * scale` with a signed byte scale.
@@ -487,7 +483,10 @@ impl ReverseDesc {
             let lp = offset(b, p[1], bi, self.len_bytes);
             let len = load_index(b, lp, self.len_bytes);
             if let Some(s) = &sink {
-                s.check(b, len, 0, self.steps as i64);
+                // A negative length is huge as unsigned: one compare tells both sides.
+                let steps = self.steps as i64;
+                let bad = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, len, steps);
+                s.report_if(b, bad, len, 0, steps);
             }
             let zero = b.ins().iconst(I64, 0);
             let top = b.ins().iconst(I64, self.steps as i64);

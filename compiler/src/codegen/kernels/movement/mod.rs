@@ -125,7 +125,7 @@ impl CopyDesc {
 }
 
 /// Gather along an axis with runtime indices (i64 or i32), negative indices counted from
-/// the end, out-of-range ones clamped (memory safety) and, when `checked`, reported through
+/// the end, out-of-range ones replaced by 0 (memory safety) and, when `checked`, reported through
 /// the fault record (ONNX calls them an error).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatherDesc {

@@ -6,8 +6,8 @@
 //! ([`OpError::DataDependent`]).
 //!
 //! Run-time indices follow ONNX: negative ones count from the end; the reference evaluation
-//! rejects out-of-range ones (ONNX calls them an error), the kernels clamp them (memory
-//! safety). OneHot ignores out-of-range indices, as its spec says.
+//! rejects out-of-range ones (ONNX calls them an error), the kernels report them and use a
+//! valid one instead (memory safety). OneHot ignores out-of-range indices, as its spec says.
 
 mod convert;
 mod eval;
