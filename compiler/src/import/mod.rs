@@ -42,8 +42,10 @@ pub struct ImportOptions {
     /// bind the inputs' shapes like [`ImportOptions::shapes`] (unless a shape is given there).
     /// An input whose *value* decides a shape (a Reshape target, Slice bounds, Expand/Tile
     /// sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...) is frozen: it becomes a
-    /// constant, is listed in [`Imported::frozen`] and is no longer a graph input. The other
-    /// given inputs stay inputs.
+    /// constant, is listed in [`Imported::frozen`] with the node that needed it, and is no
+    /// longer a graph input; the graph is then right for that value only. The other given
+    /// inputs stay inputs, including those feeding operands that decide no shape (Clip's
+    /// bounds, Pad's constant_value, Trilu's k: read at run time).
     pub values: HashMap<String, Tensor>,
 }
 
@@ -179,7 +181,8 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
 /// When a converter needs an input as a constant ([`OpError::NotConstant`]) and that input is a
 /// graph input with a value in [`ImportOptions::values`], the input is frozen and the import
 /// starts over with it as a constant (so nodes before the one that needed it fold too); once per
-/// frozen input.
+/// frozen input. [`Imported::frozen`] records each with the node, op and operand that needed
+/// it.
 ///
 /// Last, [`crate::analysis::widen::widen_floats`] rewrites nodes that have an f32 kernel but
 /// none for their f16/bf16/f64 data into Cast → f32 op → Cast.
