@@ -41,7 +41,10 @@ pub fn run_in_arena(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
     }
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, owned here alone, and every input
     // is written at its slot.
-    unsafe { exe.run(arena.as_mut_ptr()) };
+    let ran = unsafe { exe.run(arena.as_mut_ptr()) };
+    if let Err(f) = ran {
+        panic!("the run reported a fault: {f}");
+    }
     exe.outputs()
         .iter()
         .map(|slot| {

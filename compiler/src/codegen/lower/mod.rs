@@ -131,6 +131,22 @@ impl Ctx<'_> {
         Ok(Operand::Arena(offset))
     }
 
+    /// The two extra operands of a kernel that checks the run-time values of input `i`
+    /// (`what`: "index"...) through the fault record, or `None` when that input is a constant
+    /// (the import checked its values already).
+    fn fault_sink(
+        &self,
+        prog: &mut Program,
+        i: usize,
+        what: &'static str,
+    ) -> Result<Option<[Operand; 2]>, Error> {
+        if self.constant(self.input(i)?).is_some() {
+            return Ok(None);
+        }
+        let (node, op) = self.label();
+        Ok(Some(prog.fault_sink(&node, &op, what)))
+    }
+
     fn label(&self) -> (String, String) {
         let n = self.g.node(self.id);
         (n.name.clone(), n.op.name().to_string())
@@ -206,9 +222,12 @@ pub(super) fn node(
     let y = cx.output()?;
     let out_shape = cx.ty(y).shape.clone();
     match op {
-        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
-            elementwise::lower(&cx, prog, w)
-        }
+        Op::Unary(_)
+        | Op::ClipDynamic { .. }
+        | Op::Binary(_)
+        | Op::Variadic(_)
+        | Op::Where
+        | Op::Cast { .. } => elementwise::lower(&cx, prog, w),
         Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
         Op::BatchNormalization { training, .. }
             if training.is_some()
@@ -394,6 +413,7 @@ pub(super) fn node(
                     dt.dtype.name()
                 )));
             }
+            let sink = cx.fault_sink(prog, 1, "index")?;
             let desc = GatherDesc {
                 elem,
                 index_bytes,
@@ -401,12 +421,18 @@ pub(super) fn node(
                 dim: dt.shape[*axis],
                 count: it.numel().unwrap_or(0),
                 inner: prod(&dt.shape[*axis + 1..]),
+                checked: sink.is_some(),
             };
+            let mut args = vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?];
+            args.extend(sink.into_iter().flatten());
             let (node, opn) = cx.label();
-            let f = prog.kernel(format!("gather {desc:?}"), 3, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1], p[2])
-            })?;
-            prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
+            let f = prog.kernel(
+                format!("gather {desc:?}"),
+                args.len(),
+                (&node, &opn),
+                |b, p, _| desc.emit(b, p),
+            )?;
+            prog.call(f, args);
             Ok(())
         }
         Op::Lrn(a) => lrn(&cx, a, prog),
