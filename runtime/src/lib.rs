@@ -53,6 +53,7 @@ pub use arenac_compiler::arena::budget::MemoryLimit;
 pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 pub use arenac_compiler::error::budget::{BudgetExceeded, Fit};
+pub use arenac_compiler::import::FrozenInput;
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
 pub use arenac_compiler::ir::tensor::Tensor;
@@ -79,11 +80,13 @@ pub struct CompileOptions {
     /// Values of graph inputs known when compiling ([`CompileOptions::with_value`]). Their
     /// shapes bind the inputs' shapes. An input whose value decides a shape (a Reshape target,
     /// Slice bounds, Expand/Tile sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...)
-    /// is *frozen*: compiled in as a constant and listed by [`Model::frozen`]. A frozen input is
-    /// no longer an input of the compiled model: a [`Session`] neither needs nor accepts it
-    /// (giving it is [`RunError::UnknownInput`]), so the model computes with the value given
-    /// here. Every other given input stays an input. Without a value, such an input is an
-    /// [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
+    /// is *frozen*: compiled in as a constant and listed by [`Model::frozen`] with the node
+    /// that needed it. A frozen input is no longer an input of the compiled model: a
+    /// [`Session`] neither needs nor accepts it (giving it is [`RunError::UnknownInput`]), so
+    /// the model computes with the value given here, and only that value. Every other given
+    /// input stays an input: operands that decide no shape (Clip's bounds, Pad's fill value,
+    /// Trilu's k...) are read at run time and never freeze. Without a value, a shape-deciding
+    /// input is an [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
     pub values: HashMap<String, Tensor>,
     /// Threads a run uses (intra-op parallelism; default: the CPUs this process may run on,
     /// [`default_threads`]). The plan gives every parallel kernel one slot of per-thread
@@ -193,7 +196,7 @@ pub struct Model {
     plan: ArenaPlan,
     executable: Option<Arc<Executable>>,
     warnings: Vec<String>,
-    frozen: Vec<(String, TensorType)>,
+    frozen: Vec<FrozenInput>,
 }
 
 /// Sizes of a compiled model.
@@ -228,8 +231,10 @@ impl Model {
     }
 
     /// Graph inputs frozen into constants because their values decide shapes (see
-    /// [`CompileOptions::values`]), with their types: these are not inputs of a [`Session`].
-    pub fn frozen(&self) -> &[(String, TensorType)] {
+    /// [`CompileOptions::values`]), with their types and why ([`FrozenInput::reason`]: which
+    /// node needed which operand). These are not inputs of a [`Session`]: the compiled program
+    /// is specific to the values given and wrong for any other.
+    pub fn frozen(&self) -> &[FrozenInput] {
         &self.frozen
     }
 

@@ -276,6 +276,29 @@ pub enum RunError {
         /// The system's error.
         reason: String,
     },
+    /// A kernel found a run-time value out of its range — an index outside its dim (Gather,
+    /// GatherElements, GatherND, ScatterElements, ScatterND) or a sequence length outside
+    /// the time dim (ReverseSequence) — which ONNX calls an error. Kernels replace such values by valid ones,
+    /// so nothing outside the arena was touched, but this run's outputs are not valid. The
+    /// first one reported is named; the session stays usable.
+    #[error(
+        "node '{node}' ({op}): {what} {value} is out of range (valid: {lo} to {hi}); this run's \
+         outputs are not valid"
+    )]
+    OutOfRange {
+        /// Node name.
+        node: String,
+        /// Op type.
+        op: String,
+        /// What was out of range ("index", "sequence length").
+        what: &'static str,
+        /// The value the input held.
+        value: i64,
+        /// Lowest valid value.
+        lo: i64,
+        /// Highest valid value.
+        hi: i64,
+    },
     /// An input or output slot lies outside the arena (an arenac bug).
     #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
     SlotOutOfBounds {
@@ -480,8 +503,9 @@ impl Session {
     }
 
     /// Runs the model on named inputs: each must be a model input, given once, with its exact
-    /// dtype and shape. Makes no heap allocation (unless it fails). On an error nothing ran and
-    /// the session stays usable.
+    /// dtype and shape. Makes no heap allocation (unless it fails). On an input error nothing
+    /// ran; on [`RunError::OutOfRange`] (an index out of range at run time) the run finished
+    /// without valid outputs. Either way the session stays usable.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>, RunError> {
         validate_named(self.exe.inputs(), inputs)?;
         for (name, t) in inputs {
@@ -489,7 +513,7 @@ impl Session {
                 self.write(slot.offset, t.data);
             }
         }
-        Ok(self.execute())
+        self.execute()
     }
 
     /// Runs the model on inputs given in the model's input order (see [`Session::run`]).
@@ -499,7 +523,7 @@ impl Session {
             let offset = self.exe.inputs()[i].offset;
             self.write(offset, t.data);
         }
-        Ok(self.execute())
+        self.execute()
     }
 
     fn write(&mut self, offset: usize, data: &[u8]) {
@@ -518,18 +542,28 @@ impl Session {
         }
     }
 
-    fn execute(&mut self) -> Outputs<'_> {
+    fn execute(&mut self) -> Result<Outputs<'_>, RunError> {
         // SAFETY: the arena is aligned to ARENA_ALIGN, valid for `arena_bytes` (at least) bytes,
         // exclusively borrowed through `&mut self`, and holds every input (validated and
         // copied by the caller).
-        unsafe { self.exe.run_with(self.arena.as_ptr(), self.pool.as_ref()) };
+        let ran = unsafe { self.exe.run_with(self.arena.as_ptr(), self.pool.as_ref()) };
+        if let Err(f) = ran {
+            return Err(RunError::OutOfRange {
+                node: f.node.to_string(),
+                op: f.op.to_string(),
+                what: f.what,
+                value: f.value,
+                lo: f.lo,
+                hi: f.hi,
+            });
+        }
         // SAFETY: the arena is `layout.size()` initialized bytes (zeroed at creation, then
         // written only by us and the program); the shared borrow lives as long as `&self`.
         let arena = unsafe { std::slice::from_raw_parts(self.arena.as_ptr(), self.layout.size()) };
-        Outputs {
+        Ok(Outputs {
             arena,
             slots: self.exe.outputs(),
-        }
+        })
     }
 }
 

@@ -123,4 +123,36 @@ fn run_allocates_nothing() {
             Some(one) => assert!(one == &out, "{threads} threads differ from one"),
         }
     }
+
+    // A model whose kernel checks run-time indices (the fault record in the arena): still
+    // nothing allocated per run, after a run that reported a bad index too.
+    let model = common::lookup_model();
+    let mut session = model.session().unwrap();
+    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let table = TensorRef::from_slice(&[6, 2], &table).unwrap();
+    let good = [0i64, -1, 3];
+    let bad = [0i64, 6, 3];
+    let good = [
+        ("table", table),
+        ("ids", TensorRef::from_slice(&[3], &good).unwrap()),
+    ];
+    let bad = [
+        ("table", table),
+        ("ids", TensorRef::from_slice(&[3], &bad).unwrap()),
+    ];
+    assert!(session.run(&bad).is_err());
+    session.run(&good).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run(&good).unwrap();
+            sum += out.get(0).unwrap().get_f32(2).unwrap();
+        }
+        sum
+    });
+    assert_eq!(
+        n, 0,
+        "Session::run with index checks allocated {n} times in 10 runs"
+    );
+    assert_eq!(sum, 100.0);
 }

@@ -44,7 +44,10 @@ pub fn run_in_arena(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
         .then(|| arenac_compiler::par::Pool::new(exe.threads()).expect("threads"));
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, owned here alone, and every input
     // is written at its slot.
-    unsafe { exe.run_with(arena.as_mut_ptr(), pool.as_ref()) };
+    let ran = unsafe { exe.run_with(arena.as_mut_ptr(), pool.as_ref()) };
+    if let Err(f) = ran {
+        panic!("the run reported a fault: {f}");
+    }
     exe.outputs()
         .iter()
         .map(|slot| {

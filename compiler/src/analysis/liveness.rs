@@ -173,6 +173,7 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
     matches!(
         op,
         Op::Unary(_)
+            | Op::ClipDynamic { .. }
             | Op::Binary(_)
             | Op::Variadic(_)
             | Op::Where
@@ -474,7 +475,12 @@ fn in_place_target(
 ) -> Option<(ValueId, usize)> {
     let node = g.node(id);
     let out = g.value(*node.outputs.first()?);
-    node.inputs.iter().find_map(|&v| {
+    node.inputs.iter().enumerate().find_map(|(k, &v)| {
+        // A run-time Clip on a non-f32 dtype is two kernels (max, then min in place): its
+        // output may take x's buffer, not a bound's (read again after the first write).
+        if k > 0 && matches!(node.op, Op::ClipDynamic { .. }) {
+            return None;
+        }
         let ty = &g.value(v).ty;
         let ok = in_place_compatible(&node.op, ty, &out.ty)
             || (shrink.contains(&id) && shrinking_in_place(&node.op, ty, &out.ty));

@@ -12,8 +12,11 @@
 //!   else im2col tiles packed for the GEMM core; bias and a fused activation in the epilogue),
 //!   Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
 //!   Concat, Split, views of constants) and Gather;
-//! - `lower`: what each node becomes (kernel calls with operands).
+//! - `lower`: what each node becomes (kernel calls with operands);
+//! - [`fault`]: the record through which kernels report run-time faults (an index out of
+//!   range), checked by [`Executable::run`].
 
+pub mod fault;
 pub mod kernels;
 mod lower;
 pub mod program;
@@ -45,7 +48,11 @@ pub struct IoSlot {
 /// memory is released when it is dropped. `Send + Sync`: share it between threads (e.g. in
 /// an `Arc`) and give each thread its own arena.
 pub struct Executable {
+    /// The plan's arena, plus the fault record when some kernel checks.
     arena_bytes: usize,
+    /// Arena offset of the fault record and the checked nodes by tag (`None`: no kernel
+    /// checks anything).
+    faults: Option<(usize, Vec<fault::CheckedNode>)>,
     inputs: Vec<IoSlot>,
     outputs: Vec<IoSlot>,
     /// The JIT module owning the code (taken on drop to free it).
@@ -96,9 +103,15 @@ impl std::fmt::Debug for Executable {
 }
 
 impl Executable {
-    /// Bytes of arena a run needs (the plan's arena).
+    /// Bytes of arena a run needs: the plan's arena, plus a [`fault::FAULT_RECORD_BYTES`]
+    /// record at its end when a kernel checks run-time values (indices).
     pub fn arena_bytes(&self) -> usize {
         self.arena_bytes
+    }
+
+    /// The nodes whose kernels check run-time values, in tag order.
+    pub fn checked_nodes(&self) -> &[fault::CheckedNode] {
+        self.faults.as_ref().map_or(&[], |(_, t)| t.as_slice())
     }
 
     /// Graph inputs, in graph order: the caller writes each at its offset before [`Executable::run`].
@@ -111,32 +124,53 @@ impl Executable {
         &self.outputs
     }
 
-    /// Runs the program once. Allocates nothing.
+    /// Runs the program once. Allocates nothing. Fails when a kernel found a run-time value
+    /// out of its range (an index outside its dim: ONNX calls it an error); the kernel still
+    /// used a valid one instead, so nothing was read or written outside the arena, but the
+    /// outputs of this run are not valid. The arena stays usable for the next run.
     ///
     /// # Safety
     /// `arena` must be aligned to [`ARENA_ALIGN`], valid for reads and writes of
     /// [`Executable::arena_bytes`] bytes, not accessed by anything else during the call, and
     /// hold every input at its slot.
-    pub unsafe fn run(&self, arena: *mut u8) {
+    pub unsafe fn run(&self, arena: *mut u8) -> Result<(), fault::RunFault<'_>> {
         // SAFETY: the caller's contract is `run_with`'s, without a pool.
         unsafe { self.run_with(arena, None) }
     }
 
-    /// Runs the program once with its parallel kernels spread over `pool` (on at most
+    /// [`Executable::run`] with the parallel kernels spread over `pool` (on at most
     /// [`Executable::threads`] of its threads; `None`: on the calling thread only).
-    /// Allocates nothing. Results are bit-identical whatever the pool.
+    /// Allocates nothing. Results are bit-identical whatever the pool; the pool has joined
+    /// every task before this returns, so the fault record is read after every writer.
     ///
     /// # Safety
     /// As [`Executable::run`].
-    pub unsafe fn run_with(&self, arena: *mut u8, pool: Option<&crate::par::Pool>) {
+    pub unsafe fn run_with(
+        &self,
+        arena: *mut u8,
+        pool: Option<&crate::par::Pool>,
+    ) -> Result<(), fault::RunFault<'_>> {
+        if let Some((offset, _)) = &self.faults {
+            // SAFETY: the record lies at the end of the arena (`offset + FAULT_RECORD_BYTES
+            // == arena_bytes`), 64-aligned; nothing runs yet.
+            unsafe { fault::clear(arena, *offset) };
+        }
         crate::par::with_pool(pool, || {
             // SAFETY: the entry function reads and writes the arena only inside the plan's
-            // buffers (all below `arena_bytes`, per-thread scratch sized for `threads`
-            // threads, which the kernels never exceed) and reads the weights region it was
-            // compiled against, which `self` owns; the caller guarantees the arena's
-            // contract above.
+            // buffers and the fault record (all below `arena_bytes`; per-thread scratch
+            // sized for `threads` threads, which the kernels never exceed) and reads the
+            // weights region it was compiled against, which `self` owns; the caller
+            // guarantees the arena's contract above.
             unsafe { (self.entry)(arena, self.weights.as_ptr()) }
-        })
+        });
+        match &self.faults {
+            None => Ok(()),
+            // SAFETY: as for `clear`; the program has returned.
+            Some((offset, table)) => match unsafe { fault::read(arena, *offset, table) } {
+                None => Ok(()),
+                Some(f) => Err(f),
+            },
+        }
     }
 
     /// Threads the program was planned for: a run uses at most this many (each parallel
@@ -227,6 +261,9 @@ pub fn compile_releasing(
         .map(|&v| slot(v))
         .collect::<Result<_, _>>()?;
     let mut prog = program::Program::new()?;
+    // The fault record, if a kernel checks, goes after every planned buffer.
+    let fault_offset = plan.arena_bytes.next_multiple_of(ARENA_ALIGN);
+    prog.set_fault_offset(fault_offset);
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     let mut consumed = 0usize;
     for &id in &plan.schedule {
@@ -241,6 +278,15 @@ pub fn compile_releasing(
     }
     release();
     let kernels = prog.kernels_compiled;
+    let (fault_offset, checked) = prog.take_checked();
+    let (arena_bytes, faults) = if checked.is_empty() {
+        (plan.arena_bytes, None)
+    } else {
+        let end = fault_offset
+            .checked_add(fault::FAULT_RECORD_BYTES)
+            .ok_or_else(|| Error::PlanInternal("the arena size overflows".into()))?;
+        (end, Some((fault_offset, checked)))
+    };
     // Sealed before the program is finalized, so a failure here leaves no module to free.
     let weights = w.finish().map_err(|source| Error::System {
         what: "to make the weights region read-only".into(),
@@ -251,7 +297,8 @@ pub fn compile_releasing(
     // with exactly this signature (two pointer parameters, no result, the host's C ABI).
     let entry: unsafe extern "C" fn(*mut u8, *const u8) = unsafe { std::mem::transmute(entry) };
     Ok(Executable {
-        arena_bytes: plan.arena_bytes,
+        arena_bytes,
+        faults,
         inputs,
         outputs,
         module: Some(module),

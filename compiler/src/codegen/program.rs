@@ -15,6 +15,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
+use super::fault::CheckedNode;
 use crate::error::{Error, OpError};
 
 /// `ln(x)` for the generated code (one call per Softmax line, never per element).
@@ -66,6 +67,8 @@ pub enum Operand {
     Weights(usize),
     /// A null pointer (an absent scratch).
     Null,
+    /// An integer passed as is (a checking kernel's node tag, see [`super::fault`]).
+    Imm(u64),
 }
 
 /// One step of the entry function.
@@ -161,6 +164,10 @@ pub struct Program {
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
     calls: Vec<Step>,
+    /// Nodes whose kernels check run-time values, in tag order (tag = position + 1).
+    checked: Vec<CheckedNode>,
+    /// Arena offset of the fault record, used once a node checks.
+    fault_offset: usize,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -205,8 +212,35 @@ impl Program {
             externs,
             registered,
             calls: Vec::new(),
+            checked: Vec::new(),
+            fault_offset: 0,
             kernels_compiled: 0,
         })
+    }
+
+    /// Sets where the fault record goes: a 64-aligned arena offset past every planned buffer.
+    pub fn set_fault_offset(&mut self, offset: usize) {
+        self.fault_offset = offset;
+    }
+
+    /// Registers node `node` (op `op`) as checking `what` at run time, and returns the two
+    /// extra operands its kernel takes, after its others: the fault record's address and the
+    /// node's tag (see [`super::fault`]).
+    pub fn fault_sink(&mut self, node: &str, op: &str, what: &'static str) -> [Operand; 2] {
+        self.checked.push(CheckedNode {
+            node: node.to_string(),
+            op: op.to_string(),
+            what,
+        });
+        [
+            Operand::Arena(self.fault_offset),
+            Operand::Imm(self.checked.len() as u64),
+        ]
+    }
+
+    /// The checked nodes registered so far, in tag order; with the record's offset.
+    pub fn take_checked(&mut self) -> (usize, Vec<CheckedNode>) {
+        (self.fault_offset, std::mem::take(&mut self.checked))
     }
 
     fn ptr_sig(&self, n: usize) -> Signature {
@@ -331,6 +365,7 @@ impl Program {
                                 Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
                                 Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
                                 Operand::Null => b.ins().iconst(I64, 0),
+                                Operand::Imm(v) => b.ins().iconst(I64, v as i64),
                             })
                             .collect();
                         b.ins().call(refs[f], &vals);

@@ -70,6 +70,13 @@ impl<'a> NodeCtx<'a> {
         self.inputs.get(i).is_some_and(|x| x.ty.is_some())
     }
 
+    /// Whether input slot `i` is present and its value known at compile time.
+    pub fn is_const(&self, i: usize) -> bool {
+        self.inputs
+            .get(i)
+            .is_some_and(|x| x.ty.is_some() && x.value.is_some())
+    }
+
     /// Type of input `i`, or an arity error when absent.
     pub fn input_type(&self, i: usize) -> Result<&TensorType, OpError> {
         self.inputs

@@ -52,6 +52,15 @@ pub enum Op {
     // --- elementwise.rs
     /// One-input elementwise math (Relu, Sigmoid, Clip, Exp...).
     Unary(UnaryOp),
+    /// Clip whose bounds are run-time tensors: inputs `x`, then `min` when `min`, then `max`
+    /// when `max` (each one element of x's dtype); `min(max(x, lo), hi)`. When every given
+    /// bound is known at compile time the converter makes [`UnaryOp::Clip`] instead.
+    ClipDynamic {
+        /// The node has a `min` input.
+        min: bool,
+        /// The node has a `max` input.
+        max: bool,
+    },
     /// Two-input elementwise op with numpy broadcasting (Add, Pow, Equal, PRelu...).
     Binary(BinaryOp),
     /// N-input elementwise op with broadcasting (Sum, Mean, Max, Min).
@@ -229,14 +238,15 @@ pub enum Op {
         /// Repeats per dim.
         repeats: Vec<usize>,
     },
-    /// Pad (pads may be negative: cropping).
+    /// Pad (pads may be negative: cropping); inputs x, then the fill value when it is
+    /// [`ScalarArg::Input`] (one element of x's dtype).
     Pad {
         /// Mode.
         mode: PadMode,
         /// `[begin_0.., end_0..]` over every dim.
         pads: Vec<i64>,
-        /// Fill value for constant mode.
-        value: f64,
+        /// Fill value for constant mode (other modes: `Const(0.0)`, unused).
+        value: ScalarArg<f64>,
     },
     /// Index-driven and rearranging movement (GatherElements, GatherND, Scatter*, OneHot,
     /// Trilu, DepthToSpace, SpaceToDepth, ReverseSequence, Compress, EyeLike, and the
@@ -288,6 +298,27 @@ pub enum Op {
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
+}
+
+/// A scalar operand of an op that decides no shape: known at compile time (kept in the op),
+/// or read at run time from one of the node's data inputs (a one-element tensor; which one
+/// the op's doc says). Such an operand is never frozen: the kernel reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScalarArg<T> {
+    /// Known at compile time.
+    Const(T),
+    /// Read at run time from a data input.
+    Input,
+}
+
+impl<T: std::fmt::Debug> ScalarArg<T> {
+    /// The printed form: the value, or `input`.
+    pub fn fmt_arg(&self) -> String {
+        match self {
+            ScalarArg::Const(v) => format!("{v:?}"),
+            ScalarArg::Input => "input".to_string(),
+        }
+    }
 }
 
 /// How one ONNX op type converts into an [`Op`].
@@ -353,9 +384,12 @@ enum Family {
 impl Op {
     fn family(&self) -> Family {
         match self {
-            Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
-                Family::Elementwise
-            }
+            Op::Unary(_)
+            | Op::ClipDynamic { .. }
+            | Op::Binary(_)
+            | Op::Variadic(_)
+            | Op::Where
+            | Op::Cast { .. } => Family::Elementwise,
             Op::Conv(_) | Op::ConvTranspose(_) => Family::Conv,
             Op::MaxPool(_) | Op::AveragePool(_) | Op::GlobalAveragePool | Op::GlobalMaxPool => {
                 Family::Pool

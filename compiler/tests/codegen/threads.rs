@@ -31,7 +31,7 @@ fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize)
     // Twice: the second run reuses the parked workers.
     for _ in 0..2 {
         // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
-        unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) };
+        unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
     }
     if threads > 1 {
         assert!(

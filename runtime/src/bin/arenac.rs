@@ -382,7 +382,15 @@ fn run_model(
         Vec::new()
     };
     // Frozen inputs are compiled in as constants: not inputs of the session any more.
-    let is_frozen = |name: &str| compiled.frozen().iter().any(|(n, _)| n == name);
+    let is_frozen = |name: &str| compiled.frozen().iter().any(|f| f.name == name);
+    for f in compiled.frozen() {
+        eprintln!(
+            "warning: input '{}' is frozen: its value is compiled in as a constant, so this \
+             compiled program is only right for that value ({})",
+            f.name,
+            f.reason()
+        );
+    }
     let named: Vec<(&str, TensorRef<'_>)> = if given.is_empty() {
         random.iter().map(|(n, t)| (n.as_str(), t.view())).collect()
     } else {
@@ -417,10 +425,14 @@ fn run_model(
             .unwrap_or_else(|| "random, seeded".to_string());
         let _ = writeln!(out, "input:   {name} {} ({source})", t.ty());
     }
-    for (name, ty) in compiled.frozen() {
+    for f in compiled.frozen() {
         let _ = writeln!(
             out,
-            "frozen:  {name} {ty} (its value decides a shape: compiled in as a constant)"
+            "frozen:  {} {} (compiled in as a constant: the program is specific to this \
+             value; {})",
+            f.name,
+            f.ty,
+            f.reason()
         );
     }
     for (i, (name, t)) in outputs.iter().enumerate() {

@@ -137,6 +137,22 @@ impl Ctx<'_> {
         self.plan.options.liveness.threads.max(1)
     }
 
+    /// The two extra operands of a kernel that checks the run-time values of input `i`
+    /// (`what`: "index"...) through the fault record, or `None` when that input is a constant
+    /// (the import checked its values already).
+    fn fault_sink(
+        &self,
+        prog: &mut Program,
+        i: usize,
+        what: &'static str,
+    ) -> Result<Option<[Operand; 2]>, Error> {
+        if self.constant(self.input(i)?).is_some() {
+            return Ok(None);
+        }
+        let (node, op) = self.label();
+        Ok(Some(prog.fault_sink(&node, &op, what)))
+    }
+
     fn label(&self) -> (String, String) {
         let n = self.g.node(self.id);
         (n.name.clone(), n.op.name().to_string())
@@ -225,7 +241,8 @@ fn rows_call(
     let threads = cx.threads();
     let total = split.rows.saturating_mul(split.row_elems.max(1));
     let chunks = (total / PAR_MIN_CHUNK_ELEMS).min(threads);
-    if chunks < 2 || args.len() > MAX_ARGS || args.len() != split.steps.len() {
+    let immediate = args.iter().any(|a| matches!(a, Operand::Imm(_)));
+    if chunks < 2 || immediate || args.len() > MAX_ARGS || args.len() != split.steps.len() {
         let f = make(prog, split.rows)?;
         prog.call(f, args);
         return Ok(());
@@ -256,7 +273,7 @@ fn rows_call(
         let (base, offset) = match *a {
             Operand::Arena(o) => (Base::Arena, o),
             Operand::Weights(o) => (Base::Weights, o),
-            Operand::Null => (Base::Null, 0),
+            Operand::Null | Operand::Imm(_) => (Base::Null, 0),
         };
         *slot = RowArg {
             base: base as u64,
@@ -306,9 +323,12 @@ pub(super) fn node(
     let y = cx.output()?;
     let out_shape = cx.ty(y).shape.clone();
     match op {
-        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
-            elementwise::lower(&cx, prog, w)
-        }
+        Op::Unary(_)
+        | Op::ClipDynamic { .. }
+        | Op::Binary(_)
+        | Op::Variadic(_)
+        | Op::Where
+        | Op::Cast { .. } => elementwise::lower(&cx, prog, w),
         Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
         Op::BatchNormalization { training, .. }
             if training.is_some()
@@ -509,6 +529,7 @@ pub(super) fn node(
                     dt.dtype.name()
                 )));
             }
+            let sink = cx.fault_sink(prog, 1, "index")?;
             let desc = GatherDesc {
                 elem,
                 index_bytes,
@@ -516,12 +537,18 @@ pub(super) fn node(
                 dim: dt.shape[*axis],
                 count: it.numel().unwrap_or(0),
                 inner: prod(&dt.shape[*axis + 1..]),
+                checked: sink.is_some(),
             };
+            let mut args = vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?];
+            args.extend(sink.into_iter().flatten());
             let (node, opn) = cx.label();
-            let f = prog.kernel(format!("gather {desc:?}"), 3, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1], p[2])
-            })?;
-            prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
+            let f = prog.kernel(
+                format!("gather {desc:?}"),
+                args.len(),
+                (&node, &opn),
+                |b, p, _| desc.emit(b, p),
+            )?;
+            prog.call(f, args);
             Ok(())
         }
         Op::Lrn(a) => lrn(&cx, a, prog),
