@@ -66,7 +66,14 @@ pub enum Operand {
     Weights(usize),
     /// A null pointer (an absent scratch).
     Null,
+    /// An absolute address: a compile-time object the executable owns ([`Program::keep`]).
+    Host(usize),
 }
+
+/// A compile-time object the generated code points to (an FFT kernel with its plan): owned by
+/// the program, then by the executable, so it outlives every run. Immutable once made, hence
+/// shareable between threads running the executable at once.
+pub type HostObject = Box<dyn std::any::Any + Send + Sync>;
 
 /// Function references of the Rust helpers, declared in the kernel being built.
 pub struct Externs {
@@ -80,6 +87,8 @@ pub struct Externs {
     pub conv2d: FuncRef,
     /// `arenac_pool2d`.
     pub pool2d: FuncRef,
+    /// `arenac_dft`.
+    pub dft: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -99,7 +108,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 5] {
+fn extern_defs() -> [ExternDef; 6] {
     [
         (
             "arenac_sgemm",
@@ -126,6 +135,12 @@ fn extern_defs() -> [ExternDef; 5] {
             &[I64, I64, I64],
             None,
         ),
+        (
+            "arenac_dft",
+            crate::fft::arenac_dft as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -138,6 +153,7 @@ pub struct Program {
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
     calls: Vec<(FuncId, Vec<Operand>)>,
+    host: Vec<HostObject>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -182,6 +198,7 @@ impl Program {
             externs,
             registered,
             calls: Vec::new(),
+            host: Vec::new(),
             kernels_compiled: 0,
         })
     }
@@ -227,12 +244,13 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d, pool2d) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d, dft) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
             self.extern_id("arenac_conv2d")?,
             self.extern_id("arenac_pool2d")?,
+            self.extern_id("arenac_dft")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
@@ -240,6 +258,7 @@ impl Program {
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
             pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
+            dft: self.module.declare_func_in_func(dft, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -261,13 +280,22 @@ impl Program {
         Ok(id)
     }
 
+    /// Keeps `obj` for the executable's lifetime; returns its address for [`Operand::Host`]
+    /// (stable: the box's contents never move).
+    pub fn keep<T: std::any::Any + Send + Sync>(&mut self, obj: Box<T>) -> Operand {
+        let addr = std::ptr::from_ref::<T>(&obj) as usize;
+        self.host.push(obj);
+        Operand::Host(addr)
+    }
+
     /// Appends a call of `f` with `args` to the entry function.
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
         self.calls.push((f, args));
     }
 
-    /// Builds the entry function, checks every imported symbol is registered, finalizes.
-    pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
+    /// Builds the entry function, checks every imported symbol is registered, finalizes;
+    /// returns the module, the entry address and the objects the code points to.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8, Vec<HostObject>), Error> {
         let sig = self.ptr_sig(2);
         let id = self
             .module
@@ -296,6 +324,7 @@ impl Program {
                         Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
                         Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
                         Operand::Null => b.ins().iconst(I64, 0),
+                        Operand::Host(a) => b.ins().iconst(I64, a as i64),
                     })
                     .collect();
                 b.ins().call(refs[f], &vals);
@@ -315,6 +344,7 @@ impl Program {
         }
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
-        Ok((self.module.into_inner(), entry))
+        let host = std::mem::take(&mut self.host);
+        Ok((self.module.into_inner(), entry, host))
     }
 }

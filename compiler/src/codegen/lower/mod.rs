@@ -8,6 +8,7 @@ mod indexing;
 mod movement;
 mod norm;
 mod reduce;
+mod spectral;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -413,6 +414,11 @@ pub(super) fn node(
         Op::GlobalMaxPool => global_max_pool(&cx, prog),
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
+        Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
+        Op::MelWeightMatrix(_) => Err(cx.err(
+            "no kernel for MelWeightMatrix with a run-time sample rate or edge frequency yet: \
+             give those inputs as constants (the node then folds at import)",
+        )),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }

@@ -30,6 +30,7 @@ pub(super) fn shifted(cx: &Ctx<'_>, op: Operand, bytes: i64) -> Result<Operand, 
         Operand::Arena(o) => Operand::Arena(add(o)?),
         Operand::Weights(o) => Operand::Weights(add(o)?),
         Operand::Null => Operand::Null,
+        Operand::Host(_) => return Err(cx.err("internal: a host object is not a tensor")),
     })
 }
 
