@@ -89,6 +89,8 @@ pub struct Externs {
     pub pool2d: FuncRef,
     /// `arenac_dft`.
     pub dft: FuncRef,
+    /// `arenac_mel`.
+    pub mel: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -108,7 +110,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 6] {
+fn extern_defs() -> [ExternDef; 7] {
     [
         (
             "arenac_sgemm",
@@ -138,6 +140,12 @@ fn extern_defs() -> [ExternDef; 6] {
         (
             "arenac_dft",
             crate::fft::arenac_dft as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_mel",
+            crate::fft::arenac_mel as *const u8,
             &[I64, I64, I64, I64, I64],
             None,
         ),
@@ -244,13 +252,14 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d, pool2d, dft) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
             self.extern_id("arenac_conv2d")?,
             self.extern_id("arenac_pool2d")?,
             self.extern_id("arenac_dft")?,
+            self.extern_id("arenac_mel")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
@@ -259,6 +268,7 @@ impl Program {
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
             pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
             dft: self.module.declare_func_in_func(dft, &mut self.ctx.func),
+            mel: self.module.declare_func_in_func(mel, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);

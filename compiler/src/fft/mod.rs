@@ -10,8 +10,11 @@
 //!
 //! The geometry ([`DftGeometry`]) covers both ops: a DFT is one frame per signal, an STFT
 //! `frames` windowed frames `step` samples apart along the signal axis.
+//!
+//! [`mel`]: MelWeightMatrix's filters and their run-time kernel, [`arenac_mel`].
 
 mod kernel;
+pub mod mel;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -19,6 +22,7 @@ use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use rustfft::{Fft, FftPlanner};
 
 pub use kernel::arenac_dft;
+pub use mel::arenac_mel;
 
 /// What one DFT or STFT node computes, in elements. The input is `[outer, len_in, inner,
 /// in_c]` (row-major; `in_c` 1 for real, 2 for complex values), the output `[outer, frames,

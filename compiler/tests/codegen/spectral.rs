@@ -228,10 +228,65 @@ fn plans_are_shared_and_runs_are_repeatable() {
         .build();
     let xv = rng.tensor(&x, -1.0, 1.0);
     let exe = check(m, std::slice::from_ref(&xv), 0.0, fft_atol(30));
-    let (a, b) = (run(&exe, std::slice::from_ref(&xv)), run(&exe, std::slice::from_ref(&xv)));
+    let (a, b) = (
+        run(&exe, std::slice::from_ref(&xv)),
+        run(&exe, std::slice::from_ref(&xv)),
+    );
     assert_eq!(a[0].bytes(), b[0].bytes());
     // The round trip gives the signal back.
     for (p, q) in a[0].to_f32_vec().iter().zip(xv.to_f32_vec()) {
         assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+    }
+}
+
+#[test]
+fn mel_weight_matrix_with_run_time_rate_and_edges() {
+    for (out, rate_dt, edge_dt) in [
+        (DType::F32, DType::I64, DType::F32),
+        (DType::F64, DType::I32, DType::F64),
+        (DType::U8, DType::I64, DType::F32),
+        (DType::F16, DType::I32, DType::F16),
+    ] {
+        let m = ModelBuilder::new("mel", 17)
+            .initializer("bins", &Tensor::i64(vec![], &[20]))
+            .initializer("n", &Tensor::i64(vec![], &[512]))
+            .input("sr", rate_dt, &[])
+            .input("lo", edge_dt, &[])
+            .input("hi", edge_dt, &[])
+            .output("y", out, &dims(&[1]))
+            .node(
+                "mel",
+                "MelWeightMatrix",
+                &["bins", "n", "sr", "lo", "hi"],
+                &["y"],
+                vec![("output_datatype", Attr::Int(i64::from(out.to_onnx())))],
+            )
+            .build();
+        let g = import(&m);
+        for (sr, lo, hi) in [(16000.0, 20.0, 8000.0), (8000.0, 0.0, 3000.0)] {
+            let inputs = [
+                Tensor::from_f64(rate_dt, vec![], &[sr]),
+                Tensor::from_f64(edge_dt, vec![], &[lo]),
+                Tensor::from_f64(edge_dt, vec![], &[hi]),
+            ];
+            let exe = check_graph(&g, &inputs, 0.0, 1e-6);
+            let y = run(&exe, &inputs).remove(0);
+            assert_eq!(y.shape(), &[257, 20]);
+            assert_eq!(y.dtype(), out);
+        }
+        // Edges the reference refuses: NaN for a float output, zeros for an integer one.
+        let inputs = [
+            Tensor::from_f64(rate_dt, vec![], &[1000.0]),
+            Tensor::from_f64(edge_dt, vec![], &[0.0]),
+            Tensor::from_f64(edge_dt, vec![], &[8000.0]),
+        ];
+        let plan = plan_arena(&g, &PlanOptions::default()).expect("plans");
+        let exe = compile(&g, &plan).expect("compiles");
+        let y = run(&exe, &inputs).remove(0).to_f64_vec();
+        if out.is_float() {
+            assert!(y.iter().all(|v| v.is_nan()));
+        } else {
+            assert!(y.iter().all(|&v| v == 0.0));
+        }
     }
 }

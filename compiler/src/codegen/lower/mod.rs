@@ -415,10 +415,7 @@ pub(super) fn node(
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
         Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
-        Op::MelWeightMatrix(_) => Err(cx.err(
-            "no kernel for MelWeightMatrix with a run-time sample rate or edge frequency yet: \
-             give those inputs as constants (the node then folds at import)",
-        )),
+        Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }

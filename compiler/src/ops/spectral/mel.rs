@@ -1,13 +1,12 @@
 //! MelWeightMatrix (opset 17): `[dft_length / 2 + 1, num_mel_bins]` triangular filters on the
-//! mel scale `2595 log10(1 + f / 700)`, computed as onnx's reference does (its band edges
-//! `num_mel_bins + 2` steps of `(mel(upper) - mel(lower)) / (num_mel_bins + 2)` from
-//! `mel(lower)`, each turned into the spectrogram bin `floor((dft_length + 1) hz /
-//! sample_rate)`; each triangle rises from its left edge to 1 at its centre and falls to 0 at
-//! its right edge). `num_mel_bins` and `dft_length` decide the shape (constants); the sample
-//! rate and the edges are data (the node folds when they are constants, as usual).
+//! mel scale, computed as onnx's reference does ([`crate::fft::mel`] holds the formula, shared
+//! with the run-time kernel). `num_mel_bins` and `dft_length` decide the shape (constants);
+//! the sample rate and the edges are data (the node folds when they are constants, as usual,
+//! else `arenac_mel` computes it at run time).
 
 use super::positive;
 use crate::error::OpError;
+use crate::fft::mel::{MelShape, mel_fill};
 use crate::ir::types::{DType, TensorType};
 use crate::ops::Op;
 use crate::ops::ctx::NodeCtx;
@@ -61,6 +60,16 @@ fn out_shape(a: &MelAttrs) -> Vec<usize> {
     vec![a.dft_length / 2 + 1, a.num_mel_bins]
 }
 
+impl MelAttrs {
+    /// The sizes, for the kernel.
+    pub fn mel_shape(&self) -> MelShape {
+        MelShape {
+            bands: self.num_mel_bins,
+            dft_length: self.dft_length,
+        }
+    }
+}
+
 /// Inference: inputs sample_rate (int32/int64), lower and upper edge (one float type), each
 /// one element.
 pub(super) fn infer(a: &MelAttrs, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
@@ -86,23 +95,9 @@ pub(super) fn infer(a: &MelAttrs, inputs: &[TensorType]) -> Result<Vec<TensorTyp
     Ok(vec![TensorType::new(a.dtype, out_shape(a))])
 }
 
-/// numpy's float floor division (`a // b`: `(a - fmod(a, b)) / b`, floored and corrected),
-/// which the reference applies to the edge frequencies.
-fn floor_div(a: f64, b: f64) -> f64 {
-    let m = a % b;
-    let mut div = (a - m) / b;
-    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
-        div -= 1.0;
-    }
-    let f = div.floor();
-    if div - f > 0.5 { f + 1.0 } else { f }
-}
-
 /// The matrix (row-major `[dft_length / 2 + 1, num_mel_bins]`) for `sample_rate` and the edge
-/// frequencies. `edges_f32`: the edges are float32, whose `mel(f)` the reference computes in
-/// float32 (numpy keeps the input's type) before the rest in float64. An edge landing outside
-/// the bins (negative frequencies, an upper edge far above the Nyquist frequency) is an error,
-/// as it is for the reference.
+/// frequencies, by [`crate::fft::mel::mel_fill`] (`edges_f32`: the edges are float32, whose
+/// mel value the reference computes in float32). Edges outside the bins are an error.
 pub fn mel_weights(
     a: &MelAttrs,
     sample_rate: f64,
@@ -110,47 +105,13 @@ pub fn mel_weights(
     upper: f64,
     edges_f32: bool,
 ) -> Result<Vec<f64>, OpError> {
-    let ln10 = std::f64::consts::LN_10;
-    let mel = |hz: f64| {
-        if edges_f32 {
-            f64::from(2595.0f32 * (hz as f32 / 700.0f32).ln_1p()) / ln10
-        } else {
-            2595.0 * (hz / 700.0).ln_1p() / ln10
+    let shape = a.mel_shape();
+    let mut out = vec![0.0f64; shape.rows() * shape.bands];
+    mel_fill(shape, sample_rate, lower, upper, edges_f32, |i, v| {
+        if let Some(o) = out.get_mut(i) {
+            *o = v;
         }
-    };
-    let bands = a.num_mel_bins;
-    let rows = a.dft_length / 2 + 1;
-    let (low, high) = (mel(lower), mel(upper));
-    let step = (high - low) / (bands + 2) as f64;
-    let edges: Vec<i64> = (0..bands + 2)
-        .map(|j| {
-            let hz = 700.0 * ((j as f64 * step + low) / 2595.0 * ln10).exp_m1();
-            floor_div((a.dft_length as f64 + 1.0) * hz, sample_rate) as i64
-        })
-        .collect();
-    let bad = |e: i64| e < 0 || e >= rows as i64;
-    if sample_rate <= 0.0 || edges.iter().any(|&e| bad(e)) {
-        return Err(OpError::Unsupported(format!(
-            "mel band edges {edges:?} fall outside the {rows} spectrogram bins (sample_rate \
-             {sample_rate}, edges {lower}..{upper} Hz)"
-        )));
-    }
-    let mut out = vec![0.0f64; rows * bands];
-    for i in 0..bands {
-        let (l, c, h) = (edges[i], edges[i + 1], edges[i + 2]);
-        let mut set = |row: i64, v: f64| out[row as usize * bands + i] = v;
-        if c == l {
-            set(c, 1.0);
-        } else {
-            for j in l..=c {
-                set(j, (j - l) as f64 / (c - l) as f64);
-            }
-        }
-        if h > c {
-            for j in c..h {
-                set(j, (h - j) as f64 / (h - c) as f64);
-            }
-        }
-    }
+    })
+    .map_err(OpError::Unsupported)?;
     Ok(out)
 }
