@@ -17,6 +17,7 @@ mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod qlinear;
 mod quant;
 mod reduce;
 mod resize;
