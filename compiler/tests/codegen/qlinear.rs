@@ -213,35 +213,38 @@ fn conv_integer_is_exact() {
 #[test]
 fn conv_integer_worst_case_products_stay_exact() {
     // Every product is 255 * 255 = 65025 (uint8 x = 255, zero point 0; w = 0, zero point 255:
-    // -255): 512 channels * 9 taps = 4608 products, 2^24 * 17.9; the f32 sum would be off
-    // without the split. Run-time weights (bounds from the types) and constant ones (measured).
-    let g = Geo {
-        x: [1, 512, 3, 3],
-        m: 2,
-        k: [3, 3],
-        group: 1,
-        pads: [1, 1, 1, 1],
-        strides: [1, 1],
-    };
-    let xv = vec![255i64; 512 * 9];
-    let wv = vec![0i64; 2 * 512 * 9];
-    let w = Tensor::from_i64(DType::U8, g.w().to_vec(), &wv);
-    let wz = Tensor::from_i64(DType::U8, vec![], &[255]);
-    for constant in [false, true] {
-        let model = conv_integer_model(&g, DType::U8, DType::U8, &w, &wz, constant);
-        let mut inputs = vec![
-            Tensor::from_i64(DType::U8, g.x.to_vec(), &xv),
-            Tensor::from_i64(DType::U8, vec![], &[0]),
-        ];
-        if !constant {
-            inputs.push(w.clone());
-            inputs.push(wz.clone());
+    // -255): 512 channels (per group) * 9 taps = 4608 products, 2^24 * 17.9; the f32 sum would
+    // be off without the split (nibbles and two chunks of channels, per group when grouped).
+    // Run-time weights (bounds from the types) and constant ones (measured).
+    for group in [1, 2] {
+        let g = Geo {
+            x: [1, 512 * group, 3, 3],
+            m: 2,
+            k: [3, 3],
+            group,
+            pads: [1, 1, 1, 1],
+            strides: [1, 1],
+        };
+        let xv = vec![255i64; g.x.iter().product()];
+        let wv = vec![0i64; g.w().iter().product()];
+        let w = Tensor::from_i64(DType::U8, g.w().to_vec(), &wv);
+        let wz = Tensor::from_i64(DType::U8, vec![], &[255]);
+        for constant in [false, true] {
+            let model = conv_integer_model(&g, DType::U8, DType::U8, &w, &wz, constant);
+            let mut inputs = vec![
+                Tensor::from_i64(DType::U8, g.x.to_vec(), &xv),
+                Tensor::from_i64(DType::U8, vec![], &[0]),
+            ];
+            if !constant {
+                inputs.push(w.clone());
+                inputs.push(wz.clone());
+            }
+            let exe = check(model, &inputs, 0.0, 0.0);
+            let got = run(&exe, &inputs).remove(0).to_i64_vec();
+            let want = g.conv(&xv, 0, &wv, &[255]);
+            assert_eq!(want[4], -65025 * 4608);
+            assert_eq!(got, want, "group {group} constant {constant}");
         }
-        let exe = check(model, &inputs, 0.0, 0.0);
-        let got = run(&exe, &inputs).remove(0).to_i64_vec();
-        let want = g.conv(&xv, 0, &wv, &[255]);
-        assert_eq!(want[4], -65025 * 4608);
-        assert_eq!(got, want, "constant {constant}");
     }
 }
 

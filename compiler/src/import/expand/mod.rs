@@ -45,9 +45,10 @@ pub const EXPANDED: [(&str, i64); 11] = [
     ("QLinearMatMul", 10),
 ];
 
-/// The opset the nodes of an expansion are written against: they are imported at the model's
-/// opset or this one, whichever is higher (so a QLinearConv of an opset-10 model may use Round,
-/// and Clip's bounds as inputs).
+/// The lowest opset the nodes of an expansion are written for: they are written for and
+/// imported at the model's opset or this one, whichever is higher (so a QLinearConv of an
+/// opset-10 model may use Round, and Clip's bounds as inputs; a loss of an opset-12 model is
+/// written with opset 13's Unsqueeze).
 pub const EXPANSION_OPSET: i64 = 13;
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
@@ -74,7 +75,8 @@ pub fn expand(
             node.op_type()
         )));
     }
-    let ctx = NodeCtx::new(node, opset, inputs);
+    // The nodes are written for, and imported at, the opset they will be read at.
+    let ctx = NodeCtx::new(node, opset.max(EXPANSION_OPSET), inputs);
     let mut e = Emitter::new(label);
     match node.op_type() {
         "Attention" => attention::expand(&ctx, node, &mut e)?,
