@@ -14,6 +14,7 @@ pub mod analysis;
 pub mod arena;
 pub mod codegen;
 pub mod error;
+pub mod fft;
 pub mod gemm;
 pub mod import;
 pub mod ir;

@@ -60,6 +60,10 @@ pub struct Executable {
     /// `extern "C" fn(arena, weights)`.
     entry: unsafe extern "C" fn(*mut u8, *const u8),
     weights: weights::WeightsRegion,
+    /// Compile-time objects the code points to (FFT kernels): never read here, only kept
+    /// alive as long as the code; dropped after it.
+    #[allow(dead_code)]
+    host: Vec<program::HostObject>,
     /// Distinct kernels compiled.
     kernels: usize,
     /// Wall-clock time of `compile`.
@@ -71,8 +75,9 @@ pub struct Executable {
 // SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
 // only to free its code memory in `drop` (which has exclusive access), the entry pointer is
 // immutable finalized code, and the weights region is read-only. The generated code keeps no
-// state between calls: it reads the weights and reads/writes only the arena passed to `run`
-// (the gemm core's kernel choice is a `OnceLock`). So an `Executable` may move to another
+// state between calls: it reads the weights and the host objects (immutable FFT kernels,
+// `Send + Sync`) and reads/writes only the arena passed to `run` (the gemm core's kernel
+// choice is a `OnceLock`). So an `Executable` may move to another
 // thread, and several threads may call `run` at once, each with its own arena.
 unsafe impl Send for Executable {}
 // SAFETY: see `Send` above: `&Executable` only allows `run` (stateless code over the
@@ -292,7 +297,7 @@ pub fn compile_releasing(
         what: "to make the weights region read-only".into(),
         source,
     })?;
-    let (module, entry) = prog.finish()?;
+    let (module, entry, host) = prog.finish()?;
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
     // with exactly this signature (two pointer parameters, no result, the host's C ABI).
     let entry: unsafe extern "C" fn(*mut u8, *const u8) = unsafe { std::mem::transmute(entry) };
@@ -304,6 +309,7 @@ pub fn compile_releasing(
         module: Some(module),
         entry,
         weights,
+        host,
         kernels,
         compile_time: started.elapsed(),
         threads: plan.options.liveness.threads.max(1),

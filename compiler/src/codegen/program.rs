@@ -69,6 +69,8 @@ pub enum Operand {
     Null,
     /// An integer passed as is (a checking kernel's node tag, see [`super::fault`]).
     Imm(u64),
+    /// An absolute address: a compile-time object the executable owns ([`Program::keep`]).
+    Host(usize),
 }
 
 /// One step of the entry function.
@@ -88,6 +90,11 @@ enum Step {
     },
 }
 
+/// A compile-time object the generated code points to (an FFT kernel with its plan): owned by
+/// the program, then by the executable, so it outlives every run. Immutable once made, hence
+/// shareable between threads running the executable at once.
+pub type HostObject = Box<dyn std::any::Any + Send + Sync>;
+
 /// Function references of the Rust helpers, declared in the kernel being built.
 pub struct Externs {
     /// `arenac_sgemm`.
@@ -100,6 +107,10 @@ pub struct Externs {
     pub conv2d: FuncRef,
     /// `arenac_pool2d`.
     pub pool2d: FuncRef,
+    /// `arenac_dft`.
+    pub dft: FuncRef,
+    /// `arenac_mel`.
+    pub mel: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -119,7 +130,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 6] {
+fn extern_defs() -> [ExternDef; 8] {
     [
         (
             "arenac_sgemm",
@@ -152,6 +163,18 @@ fn extern_defs() -> [ExternDef; 6] {
             &[I64, I64, I64, I64, I64],
             None,
         ),
+        (
+            "arenac_dft",
+            crate::fft::arenac_dft as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_mel",
+            crate::fft::arenac_mel as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -168,6 +191,7 @@ pub struct Program {
     checked: Vec<CheckedNode>,
     /// Arena offset of the fault record, used once a node checks.
     fault_offset: usize,
+    host: Vec<HostObject>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -214,6 +238,7 @@ impl Program {
             calls: Vec::new(),
             checked: Vec::new(),
             fault_offset: 0,
+            host: Vec::new(),
             kernels_compiled: 0,
         })
     }
@@ -284,12 +309,14 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d, pool2d) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
             self.extern_id("arenac_conv2d")?,
             self.extern_id("arenac_pool2d")?,
+            self.extern_id("arenac_dft")?,
+            self.extern_id("arenac_mel")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
@@ -297,6 +324,8 @@ impl Program {
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
             pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
+            dft: self.module.declare_func_in_func(dft, &mut self.ctx.func),
+            mel: self.module.declare_func_in_func(mel, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -318,6 +347,14 @@ impl Program {
         Ok(id)
     }
 
+    /// Keeps `obj` for the executable's lifetime; returns its address for [`Operand::Host`]
+    /// (stable: the box's contents never move).
+    pub fn keep<T: std::any::Any + Send + Sync>(&mut self, obj: Box<T>) -> Operand {
+        let addr = std::ptr::from_ref::<T>(&obj) as usize;
+        self.host.push(obj);
+        Operand::Host(addr)
+    }
+
     /// Appends a call of `f` with `args` to the entry function.
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
         self.calls.push(Step::Call(f, args));
@@ -329,8 +366,9 @@ impl Program {
         self.calls.push(Step::Rows { desc, full, tail });
     }
 
-    /// Builds the entry function, checks every imported symbol is registered, finalizes.
-    pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
+    /// Builds the entry function, checks every imported symbol is registered, finalizes;
+    /// returns the module, the entry address and the objects the code points to.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8, Vec<HostObject>), Error> {
         let sig = self.ptr_sig(2);
         let id = self
             .module
@@ -366,6 +404,7 @@ impl Program {
                                 Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
                                 Operand::Null => b.ins().iconst(I64, 0),
                                 Operand::Imm(v) => b.ins().iconst(I64, v as i64),
+                                Operand::Host(a) => b.ins().iconst(I64, a as i64),
                             })
                             .collect();
                         b.ins().call(refs[f], &vals);
@@ -394,6 +433,7 @@ impl Program {
         }
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
-        Ok((self.module.into_inner(), entry))
+        let host = std::mem::take(&mut self.host);
+        Ok((self.module.into_inner(), entry, host))
     }
 }

@@ -314,6 +314,9 @@ struct Importer {
     /// Bytes of constants produced by folding so far, and the cap.
     folded_bytes: usize,
     max_fold_bytes: usize,
+    /// While the nodes of an expansion are imported: the opset they are read at (the model's,
+    /// or [`expand::EXPANSION_OPSET`] when that is higher: expansions are written against it).
+    node_opset: Option<i64>,
 }
 
 impl Importer {
@@ -331,6 +334,7 @@ impl Importer {
             domain_opsets: HashMap::new(),
             folded_bytes: 0,
             max_fold_bytes: MAX_FOLD_BYTES,
+            node_opset: None,
         }
     }
 
@@ -483,7 +487,7 @@ impl Importer {
         if rnn::is_recurrent(&op_type) {
             return rnn::expand(self, node, index, &label);
         }
-        let opset = self.graph.opset;
+        let opset = self.node_opset.unwrap_or(self.graph.opset);
         let def = ops::lookup(&op_type, opset).ok_or_else(|| {
             // An op arenac knows at other opsets: the model's opset is what is unsupported.
             let ranges: Vec<String> = ops::registry()
@@ -535,7 +539,7 @@ impl Importer {
                 },
             });
         }
-        let mut ctx = NodeCtx::new(node, self.graph.opset, ctx_inputs);
+        let mut ctx = NodeCtx::new(node, opset, ctx_inputs);
         let op: Op = (def.convert)(&mut ctx).map_err(node_err)?;
         let data_ids: Vec<ValueId> = ctx
             .data_inputs()

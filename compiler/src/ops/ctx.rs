@@ -105,6 +105,11 @@ impl<'a> NodeCtx<'a> {
         Ok(())
     }
 
+    /// The value of input `i` when known at compile time (without taking it).
+    pub fn input_value(&self, i: usize) -> Option<&Tensor> {
+        self.inputs.get(i).and_then(|x| x.value.as_ref())
+    }
+
     /// Takes input `i` as a compile-time constant: it becomes part of the op, not a data input.
     /// `Ok(None)` when the optional input is omitted; [`OpError::NotConstant`] when it is given
     /// but not known at compile time.

@@ -20,6 +20,7 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod spectral;
 #[cfg(test)]
 pub(crate) mod test_util;
 pub mod util;
@@ -45,6 +46,7 @@ pub use reduce::scan::CumAttrs;
 pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
+pub use spectral::{DftAttrs, MelAttrs, StftAttrs};
 
 /// An op with its attributes. Closed: every pass and backend matches exhaustively.
 #[derive(Clone, Debug, PartialEq)]
@@ -295,6 +297,13 @@ pub enum Op {
     // --- resize.rs
     /// Resize (nearest, linear) to a static output shape.
     Resize(ResizeAttrs),
+    // --- spectral/: the signal ops
+    /// DFT along one axis (real or complex input, forward or inverse, one-sided or not).
+    Dft(DftAttrs),
+    /// Short-time Fourier transform of a real or complex signal, with an optional window.
+    Stft(StftAttrs),
+    /// Mel filter bank matrix (inputs: sample rate, lower and upper edge frequency).
+    MelWeightMatrix(MelAttrs),
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
@@ -355,6 +364,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         movement::index::DEFS,
         constant::DEFS,
         resize::DEFS,
+        spectral::DEFS,
     ]
     .into_iter()
     .flatten()
@@ -378,6 +388,7 @@ enum Family {
     Movement,
     Constant,
     Resize,
+    Spectral,
     Fused,
 }
 
@@ -430,6 +441,7 @@ impl Op {
             | Op::Range { .. }
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
+            Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => Family::Spectral,
             Op::FusedElementwise(_) => Family::Fused,
         }
     }
@@ -447,6 +459,7 @@ impl Op {
             Family::Movement => movement::name(self),
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
+            Family::Spectral => spectral::name(self),
             Family::Fused => fused::name(self),
         }
     }
@@ -464,6 +477,7 @@ impl Op {
             Family::Movement => movement::infer(self, inputs),
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
+            Family::Spectral => spectral::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
         }
     }
@@ -482,6 +496,7 @@ impl Op {
             Family::Movement => movement::eval(self, inputs),
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
+            Family::Spectral => spectral::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
         }
     }
@@ -499,6 +514,7 @@ impl Op {
             Family::Movement => movement::attrs(self),
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
+            Family::Spectral => spectral::attrs(self),
             Family::Fused => fused::attrs(self),
         }
     }
@@ -539,6 +555,8 @@ impl Op {
     ///   plus a runtime transposed A's copy and the GEMM core's A scratch, once per thread
     ///   ([`Op::matmul_scratch_layout`]);
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
+    /// - DFT, STFT: the frame buffer and the FFT plan's own scratch
+    ///   ([`spectral::scratch_bytes`], the layout of `crate::fft::DftKernel`);
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
     ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
     ///   output is planned over the input;
@@ -590,6 +608,7 @@ impl Op {
                     .saturating_add(crate::gemm::a_scratch_floats(mk, cg).saturating_mul(elem))
             }
             Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant, threads).1,
+            Op::Dft(_) | Op::Stft(_) => spectral::scratch_bytes(self, inputs),
             // The ring of the in-place kernel, always planned (whether or not the liveness
             // puts the output over the input): one rule for the planner and the lowering.
             Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {

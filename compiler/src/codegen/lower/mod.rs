@@ -8,6 +8,7 @@ mod indexing;
 mod movement;
 mod norm;
 mod reduce;
+mod spectral;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -241,7 +242,9 @@ fn rows_call(
     let threads = cx.threads();
     let total = split.rows.saturating_mul(split.row_elems.max(1));
     let chunks = (total / PAR_MIN_CHUNK_ELEMS).min(threads);
-    let immediate = args.iter().any(|a| matches!(a, Operand::Imm(_)));
+    let immediate = args
+        .iter()
+        .any(|a| matches!(a, Operand::Imm(_) | Operand::Host(_)));
     if chunks < 2 || immediate || args.len() > MAX_ARGS || args.len() != split.steps.len() {
         let f = make(prog, split.rows)?;
         prog.call(f, args);
@@ -273,7 +276,7 @@ fn rows_call(
         let (base, offset) = match *a {
             Operand::Arena(o) => (Base::Arena, o),
             Operand::Weights(o) => (Base::Weights, o),
-            Operand::Null | Operand::Imm(_) => (Base::Null, 0),
+            Operand::Null | Operand::Imm(_) | Operand::Host(_) => (Base::Null, 0),
         };
         *slot = RowArg {
             base: base as u64,
@@ -555,6 +558,8 @@ pub(super) fn node(
         Op::GlobalMaxPool => global_max_pool(&cx, prog),
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
+        Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
+        Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }

@@ -31,6 +31,7 @@ pub(super) fn shifted(cx: &Ctx<'_>, op: Operand, bytes: i64) -> Result<Operand, 
         Operand::Weights(o) => Operand::Weights(add(o)?),
         Operand::Null => Operand::Null,
         Operand::Imm(_) => return Err(cx.err("an immediate is not an address")),
+        Operand::Host(_) => return Err(cx.err("internal: a host object is not a tensor")),
     })
 }
 
