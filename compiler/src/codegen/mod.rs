@@ -12,12 +12,17 @@
 //!   else im2col tiles packed for the GEMM core; bias and a fused activation in the epilogue),
 //!   Max/Average/GlobalAverage pooling, strided copies (Transpose, Slice,
 //!   Concat, Split, views of constants) and Gather;
-//! - `lower`: what each node becomes (kernel calls with operands).
+//! - `lower`: what each node becomes (kernel calls with operands);
+//! - [`profile`]: the per-node profiling marks and what a profile knows at compile time.
 
 pub mod kernels;
 mod lower;
+pub mod profile;
 pub mod program;
 pub mod weights;
+
+use std::collections::HashMap;
+use std::time::Instant;
 
 use crate::arena::ArenaPlan;
 use crate::error::{Error, OpError};
@@ -26,6 +31,15 @@ use crate::ir::types::TensorType;
 
 /// Alignment of the arena base and of every tensor in the weights region.
 pub const ARENA_ALIGN: usize = 64;
+
+/// What to generate besides the model's kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CodegenOptions {
+    /// Per-node profiling: the entry function calls [`profile::arenac_profile_mark`] between
+    /// executed nodes, and the executable carries a [`profile::ProfileInfo`]. Off (the
+    /// default), the entry has no hook call at all.
+    pub profile: bool,
+}
 
 /// Where a graph input or output lives in the arena.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,13 +63,19 @@ pub struct Executable {
     outputs: Vec<IoSlot>,
     /// The JIT module owning the code (taken on drop to free it).
     module: Option<cranelift_jit::JITModule>,
-    /// `extern "C" fn(arena, weights)`.
-    entry: unsafe extern "C" fn(*mut u8, *const u8),
+    /// `extern "C" fn(arena, weights, sink)`.
+    entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink),
     weights: weights::WeightsRegion,
     /// Distinct kernels compiled.
     kernels: usize,
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
+    /// When `compile` started.
+    compile_started: Instant,
+    /// The profile's static half (compiled with [`CodegenOptions::profile`]).
+    profile: Option<profile::ProfileInfo>,
+    /// Calls in the entry function's IR.
+    entry_calls: program::EntryCalls,
 }
 
 // SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
@@ -117,7 +137,40 @@ impl Executable {
         // SAFETY: the entry function reads and writes the arena only inside the plan's
         // buffers (all below `arena_bytes`) and reads the weights region it was compiled
         // against, which `self` owns; the caller guarantees the arena's contract above.
-        unsafe { (self.entry)(arena, self.weights.as_ptr()) }
+        unsafe { (self.entry)(arena, self.weights.as_ptr(), std::ptr::null_mut()) }
+    }
+
+    /// [`Executable::run`], and when compiled with [`CodegenOptions::profile`], writes the
+    /// nanoseconds since `origin` at each node boundary: `stamps[k]` when node `k` of
+    /// [`profile::ProfileInfo::nodes`] starts, `stamps[nodes]` at the end. Slots past
+    /// `stamps.len()` are not written. Allocates nothing.
+    ///
+    /// # Safety
+    /// As for [`Executable::run`].
+    pub unsafe fn run_profiled(&self, arena: *mut u8, origin: Instant, stamps: &mut [u64]) {
+        let mut sink = profile::MarkSink {
+            origin,
+            stamps: stamps.as_mut_ptr(),
+            len: stamps.len(),
+        };
+        // SAFETY: as in `run`; the sink lives on this frame for the whole call and its stamps
+        // are an exclusively borrowed slice of `len` elements.
+        unsafe { (self.entry)(arena, self.weights.as_ptr(), &mut sink) }
+    }
+
+    /// The profile's static half: `Some` when compiled with [`CodegenOptions::profile`].
+    pub fn profile(&self) -> Option<&profile::ProfileInfo> {
+        self.profile.as_ref()
+    }
+
+    /// Calls in the entry function, counted in its IR (kernels and profiling hooks).
+    pub fn entry_calls(&self) -> program::EntryCalls {
+        self.entry_calls
+    }
+
+    /// When `compile` started (time zero of a profile's trace).
+    pub fn compile_started(&self) -> Instant {
+        self.compile_started
     }
 
     /// Bytes of the read-only weights region.
@@ -166,7 +219,17 @@ pub fn compile_releasing(
     plan: &ArenaPlan,
     release: &mut dyn FnMut(),
 ) -> Result<Executable, Error> {
-    let started = std::time::Instant::now();
+    compile_with(g, plan, &CodegenOptions::default(), release)
+}
+
+/// [`compile_releasing`] with options (profiling).
+pub fn compile_with(
+    g: &Graph,
+    plan: &ArenaPlan,
+    opts: &CodegenOptions,
+    release: &mut dyn FnMut(),
+) -> Result<Executable, Error> {
+    let started = Instant::now();
     // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
     // tensors: a plan made without either cannot be compiled (found by the `jit_diff` fuzzer).
     if !plan.options.liveness.scratch || !plan.options.align.is_multiple_of(ARENA_ALIGN) {
@@ -204,8 +267,26 @@ pub fn compile_releasing(
     let mut prog = program::Program::new()?;
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     let mut consumed = 0usize;
-    for &id in &plan.schedule {
+    let (live, node_index) = if opts.profile {
+        let index: HashMap<_, _> = g.nodes().enumerate().map(|(i, (id, _))| (id, i)).collect();
+        (profile::live_bytes_per_step(plan), index)
+    } else {
+        (Vec::new(), HashMap::new())
+    };
+    let mut profiled = Vec::new();
+    for (step, &id) in plan.schedule.iter().enumerate() {
+        let before = prog.call_count();
         lower::node(g, plan, id, &mut prog, &mut w)?;
+        if opts.profile && prog.call_count() > before {
+            prog.mark(before, profiled.len() as u64);
+            profiled.push(profile::node_profile(
+                g,
+                (id, node_index.get(&id).copied().unwrap_or(step)),
+                step,
+                lower::epilogue_activation(g, plan, id),
+                live.get(step).copied().unwrap_or_default(),
+            ));
+        }
         // Once a few MiB of constants have been copied or packed into the weights region,
         // their source pages (often the mapped model file) may go.
         consumed += constant_bytes(g, id);
@@ -215,16 +296,24 @@ pub fn compile_releasing(
         }
     }
     release();
+    if opts.profile {
+        prog.mark(prog.call_count(), profiled.len() as u64);
+    }
     let kernels = prog.kernels_compiled;
     // Sealed before the program is finalized, so a failure here leaves no module to free.
     let weights = w.finish().map_err(|source| Error::System {
         what: "to make the weights region read-only".into(),
         source,
     })?;
-    let (module, entry) = prog.finish()?;
+    let (module, entry, entry_calls) = prog.finish()?;
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
-    // with exactly this signature (two pointer parameters, no result, the host's C ABI).
-    let entry: unsafe extern "C" fn(*mut u8, *const u8) = unsafe { std::mem::transmute(entry) };
+    // with exactly this signature (three pointer parameters, no result, the host's C ABI).
+    let entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink) =
+        unsafe { std::mem::transmute(entry) };
+    let profile = opts.profile.then_some(profile::ProfileInfo {
+        nodes: profiled,
+        hook_calls: entry_calls.hook,
+    });
     Ok(Executable {
         arena_bytes: plan.arena_bytes,
         inputs,
@@ -234,6 +323,9 @@ pub fn compile_releasing(
         weights,
         kernels,
         compile_time: started.elapsed(),
+        compile_started: started,
+        profile,
+        entry_calls,
     })
 }
 

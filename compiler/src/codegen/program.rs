@@ -1,7 +1,8 @@
 //! The JIT module of one executable: kernels (Cranelift functions of pointer parameters,
 //! cached by a key of op, types and attributes) and the entry function
-//! `extern "C" fn(arena: *mut u8, weights: *const u8)` that calls them in schedule order with
-//! addresses `base + constant offset`.
+//! `extern "C" fn(arena: *mut u8, weights: *const u8, sink: *mut MarkSink)` that calls them in
+//! schedule order with addresses `base + constant offset`. `sink` is read only by the
+//! profiling marks ([`Program::mark`]); a program without marks ignores it.
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -99,7 +100,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 5] {
+fn extern_defs() -> [ExternDef; 6] {
     [
         (
             "arenac_sgemm",
@@ -126,6 +127,12 @@ fn extern_defs() -> [ExternDef; 5] {
             &[I64, I64, I64],
             None,
         ),
+        (
+            "arenac_profile_mark",
+            super::profile::arenac_profile_mark as *const u8,
+            &[I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -138,6 +145,8 @@ pub struct Program {
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
     calls: Vec<(FuncId, Vec<Operand>)>,
+    /// Profiling marks: `(position in calls, mark index)`, positions non-decreasing.
+    marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -182,6 +191,7 @@ impl Program {
             externs,
             registered,
             calls: Vec::new(),
+            marks: Vec::new(),
             kernels_compiled: 0,
         })
     }
@@ -266,9 +276,22 @@ impl Program {
         self.calls.push((f, args));
     }
 
+    /// Calls appended so far (the position the next call takes).
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Puts a call of the profiling hook `arenac_profile_mark(sink, index)` before the call at
+    /// `position` (after the last call when `position` is [`Program::call_count`]). Marks must
+    /// be added in order of position.
+    pub fn mark(&mut self, position: usize, index: u64) {
+        self.marks.push((position, index));
+    }
+
     /// Builds the entry function, checks every imported symbol is registered, finalizes.
-    pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
-        let sig = self.ptr_sig(2);
+    /// Returns the module, the entry's address and the calls in the entry's IR.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8, EntryCalls), Error> {
+        let sig = self.ptr_sig(3);
         let id = self
             .module
             .declare_function("arenac_entry", Linkage::Local, &sig)
@@ -276,6 +299,12 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let hook = if self.marks.is_empty() {
+            None
+        } else {
+            let id = self.extern_id("arenac_profile_mark")?;
+            Some(self.module.declare_func_in_func(id, &mut self.ctx.func))
+        };
         {
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
             for (f, _) in &self.calls {
@@ -288,8 +317,23 @@ impl Program {
             let entry = b.create_block();
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
-            let (arena, weights) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            for (f, args) in &self.calls {
+            let params = b.block_params(entry).to_vec();
+            let (arena, weights, sink) = (params[0], params[1], params[2]);
+            let mut marks = self.marks.iter().peekable();
+            let mut mark_until = |b: &mut FunctionBuilder<'_>, pos: usize| {
+                while let Some(&&(at, index)) = marks.peek() {
+                    if at > pos {
+                        break;
+                    }
+                    marks.next();
+                    if let Some(hook) = hook {
+                        let i = b.ins().iconst(I64, index as i64);
+                        b.ins().call(hook, &[sink, i]);
+                    }
+                }
+            };
+            for (pos, (f, args)) in self.calls.iter().enumerate() {
+                mark_until(&mut b, pos);
                 let vals: Vec<Value> = args
                     .iter()
                     .map(|a| match *a {
@@ -300,10 +344,15 @@ impl Program {
                     .collect();
                 b.ins().call(refs[f], &vals);
             }
+            mark_until(&mut b, usize::MAX);
             b.ins().return_(&[]);
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
         }
+        let entry_calls = EntryCalls {
+            all: count_calls(&self.ctx.func, None),
+            hook: hook.map_or(0, |h| count_calls(&self.ctx.func, Some(h))),
+        };
         self.module
             .define_function(id, &mut self.ctx)
             .map_err(|e| program_error(format!("{e:?}")))?;
@@ -315,6 +364,28 @@ impl Program {
         }
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
-        Ok((self.module.into_inner(), entry))
+        Ok((self.module.into_inner(), entry, entry_calls))
     }
+}
+
+/// Call instructions in the entry function, counted in its IR.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryCalls {
+    /// Every call (kernels and hooks).
+    pub all: usize,
+    /// Calls of the profiling hook `arenac_profile_mark`.
+    pub hook: usize,
+}
+
+/// Calls in `func`'s instructions: all of them, or those of `target`.
+fn count_calls(func: &cranelift_codegen::ir::Function, target: Option<FuncRef>) -> usize {
+    use cranelift_codegen::ir::InstructionData;
+    func.layout
+        .blocks()
+        .flat_map(|b| func.layout.block_insts(b))
+        .filter(|&inst| match func.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } => target.is_none_or(|t| t == func_ref),
+            _ => false,
+        })
+        .count()
 }
