@@ -14,8 +14,10 @@ does not take the CPU from arenac's next run). At T = 1 both are pinned to one c
 (`taskset -c 0`); at T = 2 both may use every core. After the warm-up runs they are asked for
 one timed run each, alternately, `--runs` times; the table shows the medians, their ratio,
 arenac's compile time and onnxruntime's session creation time, arena + weights bytes, both
-processes' peak RSS (VmHWM; a Python process with onnxruntime imported starts near 54 MiB) and,
-at T > 1, CPU time / wall time of the timed runs.
+processes' peak RSS (VmHWM; a Python process with onnxruntime imported starts near 54 MiB);
+at T = 1 also the median CPU time of the thread running the model (the time it was on a CPU:
+unlike wall time, it leaves out preemption by other processes, the main noise on a shared
+machine), at T > 1 the processes' CPU time / wall time over the timed runs.
 
 Models: a few tiny ones (scripts/bench_tiny.py: Gemms on one row, ~0.01-0.2 ms, so the fixed
 cost per run shows), the light models with random weights (`--light`, default
@@ -98,14 +100,17 @@ def ort_server(threads, model, inputs):
         if line == "rss":
             print(json.dumps({"peak_rss_bytes": peak_rss()}), flush=True)
             continue
-        times = []
+        times, thread_times = [], []
         cpu = time.process_time()
         for _ in range(int(line)):
+            c = time.thread_time()
             t = time.perf_counter()
             sess.run(None, feeds)
             times.append((time.perf_counter() - t) * 1e3)
+            thread_times.append((time.thread_time() - c) * 1e3)
         cpu_ms = (time.process_time() - cpu) * 1e3
-        print(json.dumps({"times_ms": times, "cpu_ms": cpu_ms}), flush=True)
+        print(json.dumps({"times_ms": times, "thread_cpu_ms": thread_times, "cpu_ms": cpu_ms}),
+              flush=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -167,17 +172,21 @@ def bench_model(server_bin, model, inputs, runs, warmup, threads):
     try:
         ours.ask(warmup)
         theirs.ask(warmup)
-        a, b, a_cpu, b_cpu = [], [], 0.0, 0.0
+        a, b, a_cpu, b_cpu, a_thread, b_thread = [], [], 0.0, 0.0, [], []
         for _ in range(runs):
             r = ours.ask(1)
             a += r["times_ms"]
+            a_thread += r["thread_cpu_ms"]
             a_cpu += r["cpu_ms"]
             r = theirs.ask(1)
             b += r["times_ms"]
+            b_thread += r["thread_cpu_ms"]
             b_cpu += r["cpu_ms"]
         return {
             "arenac_ms": statistics.median(a),
             "ort_ms": statistics.median(b),
+            "arenac_thread_ms": statistics.median(a_thread),
+            "ort_thread_ms": statistics.median(b_thread),
             "arenac_cpu": a_cpu / sum(a),
             "ort_cpu": b_cpu / sum(b),
             "compile_ms": ours.ready["compile_ms"],
@@ -305,10 +314,13 @@ def bench_table(server_bin, models, args, threads):
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load_avg()} "
           f"at the start; median of {args.runs} alternating single runs after {args.warmup} "
           f"warm-up runs\n")
-    cpu_cols = " | arenac CPU/wall | ORT CPU/wall" if threads > 1 else ""
+    if threads == 1:
+        extra = " | arenac CPU ms | ORT CPU ms | CPU arenac / ORT"
+    else:
+        extra = " | arenac CPU/wall | ORT CPU/wall"
     print("| model | arenac ms | ORT ms | arenac / ORT | arenac compile ms | ORT session ms "
-          f"| arena + weights MiB | arenac peak RSS MiB | ORT peak RSS MiB{cpu_cols} |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if threads > 1 else ""))
+          f"| arena + weights MiB | arenac peak RSS MiB | ORT peak RSS MiB{extra} |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * extra.count("|"))
     results, used = {}, set()
     for name, path, inputs in models:
         try:
@@ -319,16 +331,24 @@ def bench_table(server_bin, models, args, threads):
             continue
         results[name] = r
         used.add(r["arenac_threads"])
-        cpu_vals = f" | {r['arenac_cpu']:.2f} | {r['ort_cpu']:.2f}" if threads > 1 else ""
+        if threads == 1:
+            cpu_vals = (f" | {ms(r['arenac_thread_ms'])} | {ms(r['ort_thread_ms'])} | "
+                        f"{r['arenac_thread_ms'] / r['ort_thread_ms']:.2f}")
+        else:
+            cpu_vals = f" | {r['arenac_cpu']:.2f} | {r['ort_cpu']:.2f}"
         print(f"| {name} | {ms(r['arenac_ms'])} | {ms(r['ort_ms'])} | "
               f"{r['arenac_ms'] / r['ort_ms']:.2f} | {r['compile_ms']:.0f} | "
               f"{r['ort_session_ms']:.0f} | {mib(r['arena_bytes'] + r['weights_bytes'])} | "
               f"{mib(r['arenac_rss'])} | {mib(r['ort_rss'])}{cpu_vals} |", flush=True)
-    ratios = [r["arenac_ms"] / r["ort_ms"] for r in results.values()]
-    if ratios:
-        worst = max(results, key=lambda n: results[n]["arenac_ms"] / results[n]["ort_ms"])
-        print(f"\nGeometric mean arenac / ORT: {geomean(ratios):.2f} over {len(ratios)} models; "
-              f"worst {worst} {max(ratios):.2f}. Load average at the end: {load_avg()}.")
+    for key, what in [("ms", "wall time"), ("thread_ms", "CPU time of the running thread")]:
+        if threads > 1 and key != "ms":
+            continue
+        ratio = {n: r[f"arenac_{key}"] / r[f"ort_{key}"] for n, r in results.items()}
+        if ratio:
+            worst = max(ratio, key=ratio.get)
+            print(f"\nGeometric mean arenac / ORT ({what}): {geomean(ratio.values()):.2f} over "
+                  f"{len(ratio)} models; worst {worst} {ratio[worst]:.2f}.")
+    print(f"\nLoad average at the end: {load_avg()}.")
     if used and max(used) < threads:
         print(f"\n**arenac ran {max(used)} thread(s), not {threads}: this build has no thread "
               f"option yet** (bench_server's `apply_threads`); onnxruntime used {threads}.")

@@ -6,8 +6,9 @@
 //! seeded random data (floats in [-1, 1), integers 0). Prints one JSON line when ready:
 //! `{"compile_ms", "arena_bytes", "weights_bytes", "threads", "inputs": [[name, shape]...]}`
 //! (`threads`: the threads the runs use, see [`apply_threads`]), then reads lines from stdin:
-//! a number `N` runs the model N times and prints `{"times_ms": [...], "cpu_ms": x}` (`cpu_ms`:
-//! CPU time of all the process's threads over those runs); `rss` prints `{"peak_rss_bytes":
+//! a number `N` runs the model N times and prints `{"times_ms": [...], "thread_cpu_ms": [...],
+//! "cpu_ms": x}` (wall time per run; CPU time of the calling thread per run, which leaves out
+//! the time the thread was preempted; CPU time of all the process's threads over the N runs); `rss` prints `{"peak_rss_bytes":
 //! ...}` (VmHWM of this process); end of input exits. Errors are printed as
 //! `{"error": "..."}` with exit code 1.
 
@@ -73,6 +74,7 @@ fn serve() -> Result<(), String> {
     );
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let mut times = Vec::new();
+    let mut thread_times = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| e.to_string())?;
         let line = line.trim();
@@ -81,17 +83,27 @@ fn serve() -> Result<(), String> {
         } else {
             let n: usize = line.parse().map_err(|_| format!("bad request '{line}'"))?;
             times.clear();
-            let cpu0 = cpu_ns();
+            thread_times.clear();
+            let cpu0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
             for _ in 0..n {
+                let c = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
                 let t = Instant::now();
                 session.run_positional(&views).map_err(|e| e.to_string())?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
+                let c = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(c);
+                thread_times.push(c as f64 / 1e6);
             }
-            let cpu_ms = cpu_ns().saturating_sub(cpu0) as f64 / 1e6;
-            let t: Vec<String> = times.iter().map(|x| format!("{x:.4}")).collect();
+            let cpu_ms = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu0) as f64 / 1e6;
+            let fmt = |v: &[f64]| -> String {
+                v.iter()
+                    .map(|x| format!("{x:.4}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             println!(
-                "{{\"times_ms\": [{}], \"cpu_ms\": {cpu_ms:.4}}}",
-                t.join(", ")
+                "{{\"times_ms\": [{}], \"thread_cpu_ms\": [{}], \"cpu_ms\": {cpu_ms:.4}}}",
+                fmt(&times),
+                fmt(&thread_times)
             );
         }
         std::io::stdout().flush().map_err(|e| e.to_string())?;
@@ -107,14 +119,16 @@ fn apply_threads(_opts: &mut CompileOptions, _threads: usize) -> usize {
     1
 }
 
-/// CPU time of every thread of this process so far, nanoseconds (0 where it cannot be read).
-fn cpu_ns() -> u64 {
+/// CPU time of `clock` (`CLOCK_PROCESS_CPUTIME_ID`: every thread of this process;
+/// `CLOCK_THREAD_CPUTIME_ID`: the calling thread) so far, nanoseconds (0 where it cannot be
+/// read).
+fn cpu_ns(clock: libc::clockid_t) -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `t` is a valid, writable timespec; the clock id is a constant Linux knows.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } != 0 {
+    // SAFETY: `t` is a valid, writable timespec; the clock ids are constants Linux knows.
+    if unsafe { libc::clock_gettime(clock, &mut t) } != 0 {
         return 0;
     }
     (t.tv_sec as u64).saturating_mul(1_000_000_000) + t.tv_nsec as u64
