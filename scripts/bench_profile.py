@@ -1,6 +1,8 @@
 """Where the single-thread time goes, per op type and kernel path: arenac's `run --profile` and
 onnxruntime's own profiler on the same model, both pinned to one core (`taskset -c 0`), each
-node's median over the runs. Used by `scripts/bench.py --profile`; alone:
+node's *minimum* over the runs: on a machine shared with builds, a node longer than a
+scheduler tick is often preempted once (its median then carries a whole 4 ms tick), while its
+minimum is its time on the CPU. Used by `scripts/bench.py --profile`; alone:
 
     python scripts/bench_profile.py ARENAC_BIN MODEL.onnx [--runs 30]
 
@@ -23,8 +25,8 @@ def pinned(argv):
     return ["taskset", "-c", "0", *argv]
 
 
-def node_medians(events, key):
-    """{node name: (group key, median dur µs, flops)} from `_kernel_time` events."""
+def node_times(events, key):
+    """{node name: (group key, minimum dur µs, flops)} from `_kernel_time` events."""
     durs, meta = defaultdict(list), {}
     for e in events:
         if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
@@ -32,7 +34,7 @@ def node_medians(events, key):
         a = e.get("args", {})
         durs[e["name"]].append(a.get("dur_ns", e["dur"] * 1000) / 1000)
         meta[e["name"]] = (key(a), a.get("flops", 0))
-    return {n: (meta[n][0], statistics.median(d), meta[n][1]) for n, d in durs.items()}
+    return {n: (meta[n][0], min(d), meta[n][1]) for n, d in durs.items()}
 
 
 def group(medians):
@@ -113,11 +115,11 @@ def breakdown(arenac_bin, model, runs, top=12):
     """Markdown for one model: arenac by op type and by kernel path, onnxruntime by op type."""
     a_events, a_run = arenac_profile(arenac_bin, model, runs)
     o_events, o_run = ort_profile(model, runs)
-    a_op, a_nodes = group(node_medians(a_events, lambda a: a["op_name"]))
-    a_kernel, _ = group(node_medians(a_events, lambda a: a["kernel"]))
-    o_op, o_nodes = group(node_medians(
+    a_op, a_nodes = group(node_times(a_events, lambda a: a["op_name"]))
+    a_kernel, _ = group(node_times(a_events, lambda a: a["kernel"]))
+    o_op, o_nodes = group(node_times(
         o_events, lambda a: ORT_FUSED.get(a["op_name"], a["op_name"])))
-    lines = [f"Sum of per-node medians: arenac {a_nodes:.2f} ms, onnxruntime {o_nodes:.2f} ms "
+    lines = [f"Sum of per-node minima: arenac {a_nodes:.2f} ms, onnxruntime {o_nodes:.2f} ms "
              f"(**{a_nodes / o_nodes:.2f}x**); median whole profiled run: arenac {a_run:.2f} ms, "
              f"onnxruntime {o_run:.2f} ms", ""]
     lines += ["| arenac op type | ms | share | nodes | GFLOP/s |", "|---|---:|---:|---:|---:|"]
