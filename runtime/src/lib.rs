@@ -32,11 +32,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub mod conformance;
 pub mod io;
+pub mod profile;
 pub mod session;
 
+pub use profile::{Profile, ProfileSummary};
 pub use session::{Element, Outputs, RunError, Session, TensorRef};
 
 use arenac_compiler::arena::budget::{default_budget, enforce};
@@ -88,6 +91,10 @@ pub struct CompileOptions {
     /// Trilu's k...) are read at run time and never freeze. Without a value, a shape-deciding
     /// input is an [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
     pub values: HashMap<String, Tensor>,
+    /// Per-node profiling (default `false`): the generated program calls a timer hook between
+    /// nodes, so [`Session::run_profiled`] can record each node's time into a [`Profile`].
+    /// Off, the program has no such call.
+    pub profile: bool,
     /// Threads a run uses (intra-op parallelism; default: the CPUs this process may run on,
     /// [`default_threads`]). The plan gives every parallel kernel one slot of per-thread
     /// scratch per thread, so the arena is exact for this count; a [`Session`] runs on this
@@ -111,6 +118,7 @@ impl Default for CompileOptions {
             codegen: true,
             values: HashMap::new(),
             threads: default_threads(),
+            profile: false,
         }
     }
 }
@@ -197,6 +205,8 @@ pub struct Model {
     executable: Option<Arc<Executable>>,
     warnings: Vec<String>,
     frozen: Vec<FrozenInput>,
+    /// When [`compile_file`] started and how long it took.
+    timing: (Instant, Duration),
 }
 
 /// Sizes of a compiled model.
@@ -249,6 +259,11 @@ impl Model {
         self.executable.as_ref()
     }
 
+    /// When [`compile_file`] started, and how long it took (import, planning, code generation).
+    pub fn compile_timing(&self) -> (Instant, Duration) {
+        self.timing
+    }
+
     /// Creates a [`Session`] (one arena, allocated now) to run this model.
     pub fn session(&self) -> Result<Session, RunError> {
         Session::new(self)
@@ -298,6 +313,7 @@ impl Model {
 /// unless [`CompileOptions::codegen`] is off, generates the program; an op without a kernel
 /// fails with [`Error::Node`] naming the node and op.
 pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> {
+    let started = Instant::now();
     let budget = match &opts.memory_limit {
         Some(spec) => Some(spec.limit.resolve(&spec.text)?),
         None => default_budget(),
@@ -344,9 +360,13 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
                 s.release();
             }
         };
-        Some(Arc::new(arenac_compiler::codegen::compile_releasing(
+        let codegen = arenac_compiler::codegen::CodegenOptions {
+            profile: opts.profile,
+        };
+        Some(Arc::new(arenac_compiler::codegen::compile_with(
             &imported.graph,
             &plan,
+            &codegen,
             &mut release,
         )?))
     } else {
@@ -358,6 +378,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         executable,
         warnings: imported.warnings,
         frozen: imported.frozen,
+        timing: (started, started.elapsed()),
     })
 }
 

@@ -11,6 +11,7 @@ use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel}
 use arenac_compiler::par::Pool;
 
 use crate::Model;
+use crate::profile::Profile;
 
 /// A borrowed view of a tensor: dtype, shape and its little-endian, C-order bytes.
 ///
@@ -247,6 +248,14 @@ pub enum RunError {
         /// Bytes given.
         actual: usize,
     },
+    /// A profile was asked of a model compiled without `CompileOptions::profile`.
+    #[error(
+        "the model was compiled without profiling (CompileOptions::profile / arenac run --profile)"
+    )]
+    NotProfiled,
+    /// [`Session::run_profiled`] was given a profile made for another compiled model.
+    #[error("the profile was made for another compiled model than this session's")]
+    ProfileMismatch,
     /// The model was compiled with `CompileOptions::codegen` off, so there is nothing to run.
     #[error("the model was compiled without code generation (CompileOptions::codegen is false)")]
     NotCompiled,
@@ -385,6 +394,18 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
         check_one(slot, t)?;
     }
     Ok(())
+}
+
+/// A fault a kernel reported as the run's error.
+fn fault_error(f: arenac_compiler::codegen::fault::RunFault<'_>) -> RunError {
+    RunError::OutOfRange {
+        node: f.node.to_string(),
+        op: f.op.to_string(),
+        what: f.what,
+        value: f.value,
+        lo: f.lo,
+        hi: f.hi,
+    }
 }
 
 /// A model ready to run: its compiled program and one arena, allocated once.
@@ -526,6 +547,59 @@ impl Session {
         self.execute()
     }
 
+    /// [`Session::run`], recording the run's node times into `profile` (made for this
+    /// session's model, compiled with `CompileOptions::profile`). Makes no heap allocation. A
+    /// full profile still runs the model and counts the run as dropped. On an error nothing
+    /// ran and nothing was recorded.
+    pub fn run_profiled(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+        profile: &mut Profile,
+    ) -> Result<Outputs<'_>, RunError> {
+        if !Arc::ptr_eq(&profile.exe, &self.exe) {
+            return Err(RunError::ProfileMismatch);
+        }
+        let start = profile.now();
+        validate_named(self.exe.inputs(), inputs)?;
+        for (name, t) in inputs {
+            if let Some(slot) = self.exe.inputs().iter().find(|s| s.name == *name) {
+                self.write(slot.offset, t.data);
+            }
+        }
+        let origin = profile.origin;
+        let pool = self.pool.as_ref();
+        let (recorded, ran) = match profile.next_slots() {
+            Some(slots) => {
+                let n = slots.len();
+                if let Some(first) = slots.first_mut() {
+                    *first = start;
+                }
+                let marks = slots.get_mut(1..n.saturating_sub(1)).unwrap_or_default();
+                // SAFETY: as in `execute`: the arena is aligned, `arena_bytes` long,
+                // exclusively borrowed and holds the inputs just written.
+                let ran = unsafe {
+                    self.exe
+                        .run_profiled(self.arena.as_ptr(), pool, origin, marks)
+                };
+                (true, ran.map_err(fault_error))
+            }
+            None => {
+                // SAFETY: as above.
+                let ran = unsafe { self.exe.run_with(self.arena.as_ptr(), pool) };
+                (false, ran.map_err(fault_error))
+            }
+        };
+        if recorded {
+            let end = profile.now();
+            if let Some(last) = profile.next_slots().and_then(|s| s.last_mut()) {
+                *last = end;
+            }
+        }
+        profile.commit(recorded);
+        ran?;
+        Ok(self.output_views())
+    }
+
     fn write(&mut self, offset: usize, data: &[u8]) {
         // Checked at creation: every slot lies inside the arena; `data` has the slot's size.
         debug_assert!(offset + data.len() <= self.layout.size());
@@ -547,23 +621,18 @@ impl Session {
         // exclusively borrowed through `&mut self`, and holds every input (validated and
         // copied by the caller).
         let ran = unsafe { self.exe.run_with(self.arena.as_ptr(), self.pool.as_ref()) };
-        if let Err(f) = ran {
-            return Err(RunError::OutOfRange {
-                node: f.node.to_string(),
-                op: f.op.to_string(),
-                what: f.what,
-                value: f.value,
-                lo: f.lo,
-                hi: f.hi,
-            });
-        }
+        ran.map_err(fault_error)?;
+        Ok(self.output_views())
+    }
+
+    fn output_views(&self) -> Outputs<'_> {
         // SAFETY: the arena is `layout.size()` initialized bytes (zeroed at creation, then
         // written only by us and the program); the shared borrow lives as long as `&self`.
         let arena = unsafe { std::slice::from_raw_parts(self.arena.as_ptr(), self.layout.size()) };
-        Ok(Outputs {
+        Outputs {
             arena,
             slots: self.exe.outputs(),
-        })
+        }
     }
 }
 

@@ -155,4 +155,27 @@ fn run_allocates_nothing() {
         "Session::run with index checks allocated {n} times in 10 runs"
     );
     assert_eq!(sum, 100.0);
+
+    // Profiled runs write into the profile's preallocated stamps: no allocation either, also
+    // once the profile is full (the later runs are dropped).
+    let opts = arenac::CompileOptions {
+        profile: true,
+        ..arenac::CompileOptions::default()
+    }
+    .with_shape("N", vec![8]);
+    let model = arenac::compile_file(&common::repo("models/digits/digits.onnx"), &opts).unwrap();
+    let mut session = model.session().unwrap();
+    let mut profile = arenac::Profile::for_model(&model, 5).unwrap();
+    session.run(&named).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run_profiled(&named, &mut profile).unwrap();
+            sum += out.get(0).unwrap().get_f32(0).unwrap();
+        }
+        sum
+    });
+    assert_eq!(n, 0, "Session::run_profiled allocated {n} times in 10 runs");
+    assert_eq!((profile.runs(), profile.dropped_runs()), (5, 5));
+    assert!(sum.is_finite());
 }

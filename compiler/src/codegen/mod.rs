@@ -15,13 +15,18 @@
 //! - `lower`: what each node becomes (kernel calls with operands);
 //! - [`fault`]: the record through which kernels report run-time faults (an index out of
 //!   range), checked by [`Executable::run`].
+//! - [`profile`]: the per-node profiling marks and what a profile knows at compile time.
 
 pub mod fault;
 pub mod kernels;
 mod lower;
+pub mod profile;
 pub mod program;
 pub mod rows;
 pub mod weights;
+
+use std::collections::HashMap;
+use std::time::Instant;
 
 use crate::arena::ArenaPlan;
 use crate::error::{Error, OpError};
@@ -30,6 +35,15 @@ use crate::ir::types::TensorType;
 
 /// Alignment of the arena base and of every tensor in the weights region.
 pub const ARENA_ALIGN: usize = 64;
+
+/// What to generate besides the model's kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CodegenOptions {
+    /// Per-node profiling: the entry function calls [`profile::arenac_profile_mark`] between
+    /// executed nodes, and the executable carries a [`profile::ProfileInfo`]. Off (the
+    /// default), the entry has no hook call at all.
+    pub profile: bool,
+}
 
 /// Where a graph input or output lives in the arena.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,8 +71,8 @@ pub struct Executable {
     outputs: Vec<IoSlot>,
     /// The JIT module owning the code (taken on drop to free it).
     module: Option<cranelift_jit::JITModule>,
-    /// `extern "C" fn(arena, weights)`.
-    entry: unsafe extern "C" fn(*mut u8, *const u8),
+    /// `extern "C" fn(arena, weights, sink)`.
+    entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink),
     weights: weights::WeightsRegion,
     /// Compile-time objects the code points to (FFT kernels): never read here, only kept
     /// alive as long as the code; dropped after it.
@@ -70,6 +84,12 @@ pub struct Executable {
     compile_time: std::time::Duration,
     /// Threads the plan sized per-thread scratch for (the most a run may use).
     threads: usize,
+    /// When `compile` started.
+    compile_started: Instant,
+    /// The profile's static half (compiled with [`CodegenOptions::profile`]).
+    profile: Option<profile::ProfileInfo>,
+    /// Calls in the entry function's IR.
+    entry_calls: program::EntryCalls,
 }
 
 // SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
@@ -155,6 +175,44 @@ impl Executable {
         arena: *mut u8,
         pool: Option<&crate::par::Pool>,
     ) -> Result<(), fault::RunFault<'_>> {
+        // SAFETY: the caller's contract; no profile sink.
+        unsafe { self.run_inner(arena, pool, std::ptr::null_mut()) }
+    }
+
+    /// [`Executable::run_with`], and when compiled with [`CodegenOptions::profile`], writes
+    /// the nanoseconds since `origin` at each node boundary: `stamps[k]` when node `k` of
+    /// [`profile::ProfileInfo::nodes`] starts, `stamps[nodes]` at the end. Slots past
+    /// `stamps.len()` are not written. Allocates nothing.
+    ///
+    /// # Safety
+    /// As for [`Executable::run`].
+    pub unsafe fn run_profiled(
+        &self,
+        arena: *mut u8,
+        pool: Option<&crate::par::Pool>,
+        origin: Instant,
+        stamps: &mut [u64],
+    ) -> Result<(), fault::RunFault<'_>> {
+        let mut sink = profile::MarkSink {
+            origin,
+            stamps: stamps.as_mut_ptr(),
+            len: stamps.len(),
+        };
+        // SAFETY: the caller's contract; the sink lives on this frame for the whole call and
+        // its stamps are an exclusively borrowed slice of `len` elements.
+        unsafe { self.run_inner(arena, pool, &mut sink) }
+    }
+
+    /// Runs the entry function with the fault record cleared before and read after.
+    ///
+    /// # Safety
+    /// As [`Executable::run`]; `sink` null or a valid [`profile::MarkSink`] for the call.
+    unsafe fn run_inner(
+        &self,
+        arena: *mut u8,
+        pool: Option<&crate::par::Pool>,
+        sink: *mut profile::MarkSink,
+    ) -> Result<(), fault::RunFault<'_>> {
         if let Some((offset, _)) = &self.faults {
             // SAFETY: the record lies at the end of the arena (`offset + FAULT_RECORD_BYTES
             // == arena_bytes`), 64-aligned; nothing runs yet.
@@ -163,10 +221,10 @@ impl Executable {
         crate::par::with_pool(pool, || {
             // SAFETY: the entry function reads and writes the arena only inside the plan's
             // buffers and the fault record (all below `arena_bytes`; per-thread scratch
-            // sized for `threads` threads, which the kernels never exceed) and reads the
-            // weights region it was compiled against, which `self` owns; the caller
-            // guarantees the arena's contract above.
-            unsafe { (self.entry)(arena, self.weights.as_ptr()) }
+            // sized for `threads` threads, which the kernels never exceed), reads the
+            // weights region it was compiled against, which `self` owns, and passes `sink`
+            // only to the profiling hook; the caller guarantees the arena's contract above.
+            unsafe { (self.entry)(arena, self.weights.as_ptr(), sink) }
         });
         match &self.faults {
             None => Ok(()),
@@ -182,6 +240,21 @@ impl Executable {
     /// kernel's per-thread scratch has this many slots).
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The profile's static half: `Some` when compiled with [`CodegenOptions::profile`].
+    pub fn profile(&self) -> Option<&profile::ProfileInfo> {
+        self.profile.as_ref()
+    }
+
+    /// Calls in the entry function, counted in its IR (kernels and profiling hooks).
+    pub fn entry_calls(&self) -> program::EntryCalls {
+        self.entry_calls
+    }
+
+    /// When `compile` started (time zero of a profile's trace).
+    pub fn compile_started(&self) -> Instant {
+        self.compile_started
     }
 
     /// Bytes of the read-only weights region.
@@ -230,7 +303,17 @@ pub fn compile_releasing(
     plan: &ArenaPlan,
     release: &mut dyn FnMut(),
 ) -> Result<Executable, Error> {
-    let started = std::time::Instant::now();
+    compile_with(g, plan, &CodegenOptions::default(), release)
+}
+
+/// [`compile_releasing`] with options (profiling).
+pub fn compile_with(
+    g: &Graph,
+    plan: &ArenaPlan,
+    opts: &CodegenOptions,
+    release: &mut dyn FnMut(),
+) -> Result<Executable, Error> {
+    let started = Instant::now();
     // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
     // tensors: a plan made without either cannot be compiled (found by the `jit_diff` fuzzer).
     if !plan.options.liveness.scratch || !plan.options.align.is_multiple_of(ARENA_ALIGN) {
@@ -271,8 +354,26 @@ pub fn compile_releasing(
     prog.set_fault_offset(fault_offset);
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     let mut consumed = 0usize;
-    for &id in &plan.schedule {
+    let (live, node_index) = if opts.profile {
+        let index: HashMap<_, _> = g.nodes().enumerate().map(|(i, (id, _))| (id, i)).collect();
+        (profile::live_bytes_per_step(plan), index)
+    } else {
+        (Vec::new(), HashMap::new())
+    };
+    let mut profiled = Vec::new();
+    for (step, &id) in plan.schedule.iter().enumerate() {
+        let before = prog.call_count();
         lower::node(g, plan, id, &mut prog, &mut w)?;
+        if opts.profile && prog.call_count() > before {
+            prog.mark(before, profiled.len() as u64);
+            profiled.push(profile::node_profile(
+                g,
+                (id, node_index.get(&id).copied().unwrap_or(step)),
+                step,
+                lower::epilogue_activation(g, plan, id),
+                live.get(step).copied().unwrap_or_default(),
+            ));
+        }
         // Once a few MiB of constants have been copied or packed into the weights region,
         // their source pages (often the mapped model file) may go.
         consumed += constant_bytes(g, id);
@@ -282,6 +383,9 @@ pub fn compile_releasing(
         }
     }
     release();
+    if opts.profile {
+        prog.mark(prog.call_count(), profiled.len() as u64);
+    }
     let kernels = prog.kernels_compiled;
     let (fault_offset, checked) = prog.take_checked();
     let (arena_bytes, faults) = if checked.is_empty() {
@@ -297,10 +401,15 @@ pub fn compile_releasing(
         what: "to make the weights region read-only".into(),
         source,
     })?;
-    let (module, entry, host) = prog.finish()?;
+    let (module, entry, host, entry_calls) = prog.finish()?;
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
-    // with exactly this signature (two pointer parameters, no result, the host's C ABI).
-    let entry: unsafe extern "C" fn(*mut u8, *const u8) = unsafe { std::mem::transmute(entry) };
+    // with exactly this signature (three pointer parameters, no result, the host's C ABI).
+    let entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink) =
+        unsafe { std::mem::transmute(entry) };
+    let profile = opts.profile.then_some(profile::ProfileInfo {
+        nodes: profiled,
+        hook_calls: entry_calls.hook,
+    });
     Ok(Executable {
         arena_bytes,
         faults,
@@ -313,6 +422,9 @@ pub fn compile_releasing(
         kernels,
         compile_time: started.elapsed(),
         threads: plan.options.liveness.threads.max(1),
+        compile_started: started,
+        profile,
+        entry_calls,
     })
 }
 

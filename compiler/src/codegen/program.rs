@@ -1,7 +1,8 @@
 //! The JIT module of one executable: kernels (Cranelift functions of pointer parameters,
 //! cached by a key of op, types and attributes) and the entry function
-//! `extern "C" fn(arena: *mut u8, weights: *const u8)` that calls them in schedule order with
-//! addresses `base + constant offset`.
+//! `extern "C" fn(arena: *mut u8, weights: *const u8, sink: *mut MarkSink)` that calls them in
+//! schedule order with addresses `base + constant offset`. `sink` is read only by the
+//! profiling marks ([`Program::mark`]); a program without marks ignores it.
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -130,7 +131,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 8] {
+fn extern_defs() -> [ExternDef; 9] {
     [
         (
             "arenac_sgemm",
@@ -175,6 +176,12 @@ fn extern_defs() -> [ExternDef; 8] {
             &[I64, I64, I64, I64, I64],
             None,
         ),
+        (
+            "arenac_profile_mark",
+            super::profile::arenac_profile_mark as *const u8,
+            &[I64, I64],
+            None,
+        ),
     ]
 }
 
@@ -192,6 +199,8 @@ pub struct Program {
     /// Arena offset of the fault record, used once a node checks.
     fault_offset: usize,
     host: Vec<HostObject>,
+    /// Profiling marks: `(position in calls, mark index)`, positions non-decreasing.
+    marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -239,6 +248,7 @@ impl Program {
             checked: Vec::new(),
             fault_offset: 0,
             host: Vec::new(),
+            marks: Vec::new(),
             kernels_compiled: 0,
         })
     }
@@ -366,10 +376,23 @@ impl Program {
         self.calls.push(Step::Rows { desc, full, tail });
     }
 
-    /// Builds the entry function, checks every imported symbol is registered, finalizes;
-    /// returns the module, the entry address and the objects the code points to.
-    pub fn finish(mut self) -> Result<(JITModule, *const u8, Vec<HostObject>), Error> {
-        let sig = self.ptr_sig(2);
+    /// Calls appended so far (the position the next call takes).
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Puts a call of the profiling hook `arenac_profile_mark(sink, index)` before the call at
+    /// `position` (after the last call when `position` is [`Program::call_count`]). Marks must
+    /// be added in order of position.
+    pub fn mark(&mut self, position: usize, index: u64) {
+        self.marks.push((position, index));
+    }
+
+    /// Builds the entry function `fn(arena, weights, profile sink)`, checks every imported
+    /// symbol is registered, finalizes; returns the module, the entry address, the objects
+    /// the code points to and the calls in the entry's IR.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8, Vec<HostObject>, EntryCalls), Error> {
+        let sig = self.ptr_sig(3);
         let id = self
             .module
             .declare_function("arenac_entry", Linkage::Local, &sig)
@@ -378,6 +401,12 @@ impl Program {
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
         let par_rows = self.extern_id("arenac_par_rows")?;
+        let hook = if self.marks.is_empty() {
+            None
+        } else {
+            let id = self.extern_id("arenac_profile_mark")?;
+            Some(self.module.declare_func_in_func(id, &mut self.ctx.func))
+        };
         {
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
             let used = self.calls.iter().flat_map(|s| match s {
@@ -393,8 +422,23 @@ impl Program {
             let entry = b.create_block();
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
-            let (arena, weights) = (b.block_params(entry)[0], b.block_params(entry)[1]);
-            for step in &self.calls {
+            let params = b.block_params(entry).to_vec();
+            let (arena, weights, sink) = (params[0], params[1], params[2]);
+            let mut marks = self.marks.iter().peekable();
+            let mut mark_until = |b: &mut FunctionBuilder<'_>, pos: usize| {
+                while let Some(&&(at, index)) = marks.peek() {
+                    if at > pos {
+                        break;
+                    }
+                    marks.next();
+                    if let Some(hook) = hook {
+                        let i = b.ins().iconst(I64, index as i64);
+                        b.ins().call(hook, &[sink, i]);
+                    }
+                }
+            };
+            for (pos, step) in self.calls.iter().enumerate() {
+                mark_until(&mut b, pos);
                 match step {
                     Step::Call(f, args) => {
                         let vals: Vec<Value> = args
@@ -418,10 +462,15 @@ impl Program {
                     }
                 }
             }
+            mark_until(&mut b, usize::MAX);
             b.ins().return_(&[]);
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
         }
+        let entry_calls = EntryCalls {
+            all: count_calls(&self.ctx.func, None),
+            hook: hook.map_or(0, |h| count_calls(&self.ctx.func, Some(h))),
+        };
         self.module
             .define_function(id, &mut self.ctx)
             .map_err(|e| program_error(format!("{e:?}")))?;
@@ -434,6 +483,28 @@ impl Program {
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
         let host = std::mem::take(&mut self.host);
-        Ok((self.module.into_inner(), entry, host))
+        Ok((self.module.into_inner(), entry, host, entry_calls))
     }
+}
+
+/// Call instructions in the entry function, counted in its IR.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryCalls {
+    /// Every call (kernels and hooks).
+    pub all: usize,
+    /// Calls of the profiling hook `arenac_profile_mark`.
+    pub hook: usize,
+}
+
+/// Calls in `func`'s instructions: all of them, or those of `target`.
+fn count_calls(func: &cranelift_codegen::ir::Function, target: Option<FuncRef>) -> usize {
+    use cranelift_codegen::ir::InstructionData;
+    func.layout
+        .blocks()
+        .flat_map(|b| func.layout.block_insts(b))
+        .filter(|&inst| match func.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } => target.is_none_or(|t| t == func_ref),
+            _ => false,
+        })
+        .count()
 }

@@ -11,6 +11,7 @@
 
 pub mod constant;
 pub mod conv;
+pub mod cost;
 pub mod ctx;
 pub mod elementwise;
 pub mod fused;

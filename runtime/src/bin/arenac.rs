@@ -1,7 +1,7 @@
 //! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--memory-limit X]
 //! [--print-ir]`, `arenac plan MODEL [--shape ...] [--memory-limit X] [--keep-order] [--json]
 //! [--svg FILE]`, `arenac run MODEL [--shape ...] [--input NAME=FILE ...] [--output-dir DIR]
-//! [--repeat N] [--labels FILE]` and `arenac ops`.
+//! [--repeat N] [--labels FILE] [--profile FILE.json]` and `arenac ops`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -121,6 +121,12 @@ enum Command {
         /// use (its affinity mask).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
+        /// Profile every run: write a Chrome trace (ONNX Runtime's profiler layout; open in
+        /// ui.perfetto.dev or chrome://tracing) with one event per node per run and the live
+        /// arena bytes, and print the time per op type and kernel path (medians over runs;
+        /// use --repeat). Compiles timer calls between nodes into the program.
+        #[arg(long, value_name = "FILE.json")]
+        profile: Option<PathBuf>,
     },
     /// The ops table: per op, opsets, dtypes and ONNX node tests passing (from the manifest).
     Ops,
@@ -238,16 +244,21 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             memory_limit,
             no_fuse,
             threads,
+            profile,
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
+            opts.profile = profile.is_some();
             run_model(
                 &model,
                 opts,
                 &inputs,
-                output_dir.as_deref(),
+                RunOutputs {
+                    dir: output_dir.as_deref(),
+                    labels: labels.as_deref(),
+                    profile: profile.as_deref(),
+                },
                 repeat,
-                labels.as_deref(),
                 out,
             )?;
         }
@@ -308,16 +319,30 @@ struct GivenInput {
     tensor: TensorBuf,
 }
 
+/// What `arenac run` writes or checks besides its summary.
+struct RunOutputs<'a> {
+    /// `--output-dir`.
+    dir: Option<&'a Path>,
+    /// `--labels`.
+    labels: Option<&'a Path>,
+    /// `--profile`.
+    profile: Option<&'a Path>,
+}
+
 /// `arenac run`: read inputs, compile (their shapes bind the symbolic dims), run, report.
 fn run_model(
     model: &Path,
     mut opts: CompileOptions,
     input_specs: &[String],
-    output_dir: Option<&Path>,
+    wanted: RunOutputs<'_>,
     repeat: u32,
-    labels: Option<&Path>,
     out: &mut String,
 ) -> anyhow::Result<()> {
+    let RunOutputs {
+        dir: output_dir,
+        labels,
+        profile: profile_file,
+    } = wanted;
     // Read every input (and the labels) before compiling: a bad file fails fast. The
     // model's input names tell NAME=FILE from a file (names may hold '/', ':' or '=').
     let names = if input_specs.is_empty() {
@@ -403,14 +428,24 @@ fn run_model(
 
     let arena_bytes = session.arena_bytes();
     let threads = session.threads();
+    let mut profile = match profile_file {
+        Some(_) => Some(arenac::Profile::for_model(&compiled, repeat as usize)?),
+        None => None,
+    };
     let mut times = Vec::with_capacity(repeat as usize);
     for _ in 1..repeat {
         let t = Instant::now();
-        session.run(&named)?;
+        match profile.as_mut() {
+            Some(p) => session.run_profiled(&named, p)?,
+            None => session.run(&named)?,
+        };
         times.push(t.elapsed());
     }
     let t = Instant::now();
-    let outputs = session.run(&named)?;
+    let outputs = match profile.as_mut() {
+        Some(p) => session.run_profiled(&named, p)?,
+        None => session.run(&named)?,
+    };
     times.push(t.elapsed());
     times.sort();
     let median = times[times.len() / 2];
@@ -451,6 +486,24 @@ fn run_model(
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
     let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
     let _ = writeln!(out, "compiled in {}", duration(compile_time));
+    if let (Some(p), Some(file)) = (&profile, profile_file) {
+        std::fs::write(file, p.to_trace_json())
+            .map_err(|e| anyhow!("--profile: cannot write {}: {e}", file.display()))?;
+        out.push_str(&p.summary().to_text());
+        let dropped = match p.dropped_runs() {
+            0 => String::new(),
+            d => format!(
+                "; {d} later run(s) not kept (at most {} node events)",
+                arenac::profile::MAX_EVENTS
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "wrote profile of {} run(s) to {} (Chrome trace: ui.perfetto.dev or chrome://tracing){dropped}",
+            p.runs(),
+            file.display()
+        );
+    }
 
     if let Some(dir) = output_dir {
         std::fs::create_dir_all(dir).map_err(|source| arenac::Error::Io {

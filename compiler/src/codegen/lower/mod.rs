@@ -293,6 +293,11 @@ fn prod(d: &[usize]) -> usize {
     d.iter().product()
 }
 
+/// The activation node whose work node `id`'s kernel does in its epilogue (a Conv's Relu).
+pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Option<NodeId> {
+    dense::fused_activation(g, plan, id).map(|(act, _)| act)
+}
+
 /// Emits the calls of node `id`.
 pub(super) fn node(
     g: &Graph,
