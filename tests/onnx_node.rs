@@ -144,7 +144,7 @@ fn run_case(dir: &Path, case: &Case) -> (Status, String) {
             Ok(m) => m,
             Err(e) => return (Status::Unsupported, e.to_string()),
         };
-        let frozen: Vec<&str> = model.frozen().iter().map(|(n, _)| n.as_str()).collect();
+        let frozen: Vec<&str> = model.frozen().iter().map(|f| f.name.as_str()).collect();
         let feeds: Vec<(&str, TensorRef<'_>)> = inputs
             .iter()
             .filter(|(_, n)| !frozen.contains(&n.as_str()))

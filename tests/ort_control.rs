@@ -57,7 +57,7 @@ fn read_cases(dir: &Path) -> Vec<Case> {
 
 /// Runs `case` on `model` and compares with onnxruntime; returns a summary line.
 fn run_case(dir: &Path, model: &Model, case: &Case) -> String {
-    let frozen: Vec<&str> = model.frozen().iter().map(|(n, _)| n.as_str()).collect();
+    let frozen: Vec<&str> = model.frozen().iter().map(|f| f.name.as_str()).collect();
     assert_eq!(frozen, case.frozen, "{}: frozen inputs", case.model);
     let bufs: Vec<(String, arenac::io::TensorBuf)> = case
         .inputs

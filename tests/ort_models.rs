@@ -140,3 +140,32 @@ fn light_models_random_weights_match_onnxruntime() {
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
+
+/// Audio front ends (`scripts/make_logmel.py`): the STFT of 1 s of 16 kHz audio, and a log-mel
+/// spectrogram (STFT -> |X|^2 -> MatMul with a MelWeightMatrix -> Log), with the window and
+/// the mel matrix computed in the graph from constants. The script writes them, a seeded input
+/// and onnxruntime's outputs into a temporary directory (needs `ARENAC_PYTHON`).
+#[test]
+fn audio_front_ends_match_onnxruntime() {
+    let Some(py) = std::env::var_os("ARENAC_PYTHON").filter(|p| !p.is_empty()) else {
+        println!("ARENAC_PYTHON is unset: skipping (bash scripts/test.sh sets it)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make_logmel.py");
+    let status = std::process::Command::new(py)
+        .arg(&script)
+        .arg(dir.path())
+        .status()
+        .expect("runs python");
+    assert!(status.success(), "{} failed", script.display());
+    let mut failures = Vec::new();
+    for name in ["stft", "logmel"] {
+        match check(dir.path(), name) {
+            Ok(line) => println!("{line}"),
+            Err(Failure::Compile(e)) => failures.push(format!("{name}: compile: {e}")),
+            Err(Failure::Other(e)) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}

@@ -14,10 +14,12 @@ pub mod analysis;
 pub mod arena;
 pub mod codegen;
 pub mod error;
+pub mod fft;
 pub mod gemm;
 pub mod import;
 pub mod ir;
 pub mod ops;
+pub mod par;
 pub mod plan;
 
 pub use error::{Error, OpError, Result};

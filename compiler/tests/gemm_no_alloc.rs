@@ -79,6 +79,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
                 n,
                 0,
                 scratch.as_mut_ptr(),
+                1,
             )
         };
     }
@@ -99,6 +100,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
                 n,
                 accumulate,
                 scratch.as_mut_ptr(),
+                1,
             )
         };
     }
@@ -247,4 +249,103 @@ fn pool2d_does_not_allocate() {
     // third one (columns 3..=5 of row 0) the NaN.
     assert!((y[0] - 4.0 / 9.0).abs() < 1e-6, "{}", y[0]);
     assert!(y[2].is_nan() && !y[1].is_nan());
+}
+
+#[test]
+fn dft_and_mel_kernels_do_not_allocate() {
+    use arenac_compiler::fft::mel::{MelKernel, MelShape, arenac_mel};
+    use arenac_compiler::fft::{DftGeometry, DftKernel, arenac_dft};
+    use arenac_compiler::ir::types::DType;
+    // Complex, real-input and one-sided inverse transforms at a power of two, a smooth length
+    // and primes (Rader, Bluestein), one windowed STFT; plans made before counting (compile
+    // time), every run counted.
+    let mut kernels = Vec::new();
+    for n in [64usize, 60, 97, 1021] {
+        for (in_c, out_c, inverse, out_len) in [
+            (2, 2, false, n),
+            (1, 2, false, n / 2 + 1),
+            (1, 2, false, n),
+            (2, 1, true, n),
+            (2, 2, true, n),
+        ] {
+            let len_in = if out_c == 1 { n / 2 + 1 } else { n };
+            kernels.push(DftKernel::new(DftGeometry {
+                outer: 2,
+                frames: 1,
+                step: 0,
+                len_in,
+                inner: 3,
+                in_c,
+                n,
+                out_len,
+                out_c,
+                inverse,
+                windowed: false,
+            }));
+        }
+    }
+    kernels.push(DftKernel::new(DftGeometry {
+        outer: 1,
+        frames: 98,
+        step: 160,
+        len_in: 16000,
+        inner: 1,
+        in_c: 1,
+        n: 400,
+        out_len: 201,
+        out_c: 2,
+        inverse: false,
+        windowed: true,
+    }));
+    let kernels: Vec<DftKernel> = kernels.into_iter().map(|k| k.expect("plans")).collect();
+    let x = vec![0.5f32; 16000 * 2 * 3];
+    let w = vec![1.0f32; 400];
+    let mut y = vec![0.0f32; 1 << 16];
+    let mut scratch: Vec<Vec<u64>> = kernels
+        .iter()
+        .map(|k| vec![0u64; k.scratch_bytes().div_ceil(8)])
+        .collect();
+    let mel = MelKernel {
+        shape: MelShape {
+            bands: 40,
+            dft_length: 512,
+        },
+        rate: DType::I64,
+        edges: DType::F32,
+        out: DType::F32,
+    };
+    let (sr, lo, hi) = (16000i64, 20.0f32, 8000.0f32);
+    let mut mel_out = vec![0.0f32; 257 * 40];
+    let before = allocations();
+    for (k, s) in kernels.iter().zip(&mut scratch) {
+        let g = k.geometry();
+        assert!(g.input_floats().unwrap() <= x.len() && g.output_floats().unwrap() <= y.len());
+        let win = if g.windowed {
+            w.as_ptr()
+        } else {
+            std::ptr::null()
+        };
+        // SAFETY: x, w, y and the scratch are at least as large as the geometry and the kernel
+        // ask (checked above), 8-aligned (the scratch), and disjoint.
+        unsafe { arenac_dft(k, x.as_ptr(), win, y.as_mut_ptr(), s.as_mut_ptr().cast()) };
+    }
+    // SAFETY: scalars of the kernel's types; the output holds 257 x 40 f32.
+    unsafe {
+        arenac_mel(
+            &mel,
+            (&raw const sr).cast(),
+            (&raw const lo).cast(),
+            (&raw const hi).cast(),
+            mel_out.as_mut_ptr().cast(),
+        )
+    };
+    let after = allocations();
+    assert_eq!(
+        after - before,
+        0,
+        "allocations inside arenac_dft/arenac_mel"
+    );
+    // The STFT ran last: bin 0 of its first frame is the sum of 400 samples of 0.5.
+    assert_eq!(y[0], 200.0);
+    assert_eq!(mel_out.iter().filter(|&&v| v == 1.0).count(), 40);
 }

@@ -237,7 +237,9 @@ fn reason_for(op: &str, detail: &str) -> String {
     if unknown {
         why_not_imported(op).to_string()
     } else {
-        r.to_string()
+        // Inside `arenac ops` itself the pointer back to it says nothing.
+        r.trim_end_matches("; `arenac ops` lists what is")
+            .to_string()
     }
 }
 
@@ -321,6 +323,13 @@ mod tests {
         assert!(!rows[1].full());
         assert_eq!(rows[1].reason, "not implemented yet");
         assert!(parse_manifest("x\n").is_err());
+        // Another op the case needs: named, without the pointer back to `arenac ops`.
+        let other = "node 'n': op RandomUniformLike (domain '', opset 22) is not supported; \
+                     `arenac ops` lists what is";
+        assert_eq!(
+            reason_for("Bernoulli", other),
+            "op RandomUniformLike (domain '', opset 22) is not supported"
+        );
         assert!(parse_manifest(&format!("{MANIFEST_HEADER}\na\tb\tmaybe\t-\t\n")).is_err());
     }
 

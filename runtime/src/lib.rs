@@ -32,11 +32,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub mod conformance;
 pub mod io;
+pub mod profile;
 pub mod session;
 
+pub use profile::{Profile, ProfileSummary};
 pub use session::{Element, Outputs, RunError, Session, TensorRef};
 
 use arenac_compiler::arena::budget::{default_budget, enforce};
@@ -49,9 +52,11 @@ use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
 pub use arenac_compiler::arena::ArenaPlan;
-pub use arenac_compiler::arena::budget::{BudgetExceeded, Fit, MemoryLimit};
+pub use arenac_compiler::arena::budget::MemoryLimit;
 pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
+pub use arenac_compiler::error::budget::{BudgetExceeded, Fit};
+pub use arenac_compiler::import::FrozenInput;
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
 pub use arenac_compiler::ir::tensor::Tensor;
@@ -78,12 +83,29 @@ pub struct CompileOptions {
     /// Values of graph inputs known when compiling ([`CompileOptions::with_value`]). Their
     /// shapes bind the inputs' shapes. An input whose value decides a shape (a Reshape target,
     /// Slice bounds, Expand/Tile sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...)
-    /// is *frozen*: compiled in as a constant and listed by [`Model::frozen`]. A frozen input is
-    /// no longer an input of the compiled model: a [`Session`] neither needs nor accepts it
-    /// (giving it is [`RunError::UnknownInput`]), so the model computes with the value given
-    /// here. Every other given input stays an input. Without a value, such an input is an
-    /// [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
+    /// is *frozen*: compiled in as a constant and listed by [`Model::frozen`] with the node
+    /// that needed it. A frozen input is no longer an input of the compiled model: a
+    /// [`Session`] neither needs nor accepts it (giving it is [`RunError::UnknownInput`]), so
+    /// the model computes with the value given here, and only that value. Every other given
+    /// input stays an input: operands that decide no shape (Clip's bounds, Pad's fill value,
+    /// Trilu's k...) are read at run time and never freeze. Without a value, a shape-deciding
+    /// input is an [`Error::Node`] whose source is `NotConstant`, naming the node, op and input.
     pub values: HashMap<String, Tensor>,
+    /// Per-node profiling (default `false`): the generated program calls a timer hook between
+    /// nodes, so [`Session::run_profiled`] can record each node's time into a [`Profile`].
+    /// Off, the program has no such call.
+    pub profile: bool,
+    /// Threads a run uses (intra-op parallelism; default: the CPUs this process may run on,
+    /// [`default_threads`]). The plan gives every parallel kernel one slot of per-thread
+    /// scratch per thread, so the arena is exact for this count; a [`Session`] runs on this
+    /// many threads (its pool is made once, when the session is created).
+    pub threads: usize,
+}
+
+/// The default thread count: the CPUs this process may run on
+/// (`std::thread::available_parallelism`, which honours CPU affinity and cgroup quotas).
+pub fn default_threads() -> usize {
+    arenac_compiler::par::default_threads()
 }
 
 impl Default for CompileOptions {
@@ -95,6 +117,8 @@ impl Default for CompileOptions {
             fuse: true,
             codegen: true,
             values: HashMap::new(),
+            threads: default_threads(),
+            profile: false,
         }
     }
 }
@@ -148,6 +172,12 @@ impl CompileOptions {
         self
     }
 
+    /// Sets the thread count (see [`CompileOptions::threads`]; 0 counts as 1).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
     /// Turns code generation off (see [`CompileOptions::codegen`]).
     pub fn without_codegen(mut self) -> Self {
         self.codegen = false;
@@ -156,10 +186,12 @@ impl CompileOptions {
 
     /// The planner's options.
     pub fn plan_options(&self) -> PlanOptions {
+        let d = PlanOptions::default();
         PlanOptions {
             keep_file_order: self.keep_file_order,
             fuse_elementwise: self.fuse,
-            ..PlanOptions::default()
+            liveness: d.liveness.with_threads(self.threads),
+            ..d
         }
     }
 }
@@ -172,7 +204,9 @@ pub struct Model {
     plan: ArenaPlan,
     executable: Option<Arc<Executable>>,
     warnings: Vec<String>,
-    frozen: Vec<(String, TensorType)>,
+    frozen: Vec<FrozenInput>,
+    /// When [`compile_file`] started and how long it took.
+    timing: (Instant, Duration),
 }
 
 /// Sizes of a compiled model.
@@ -207,8 +241,10 @@ impl Model {
     }
 
     /// Graph inputs frozen into constants because their values decide shapes (see
-    /// [`CompileOptions::values`]), with their types: these are not inputs of a [`Session`].
-    pub fn frozen(&self) -> &[(String, TensorType)] {
+    /// [`CompileOptions::values`]), with their types and why ([`FrozenInput::reason`]: which
+    /// node needed which operand). These are not inputs of a [`Session`]: the compiled program
+    /// is specific to the values given and wrong for any other.
+    pub fn frozen(&self) -> &[FrozenInput] {
         &self.frozen
     }
 
@@ -221,6 +257,11 @@ impl Model {
     /// compiled with [`CompileOptions::codegen`] off).
     pub fn executable(&self) -> Option<&Arc<Executable>> {
         self.executable.as_ref()
+    }
+
+    /// When [`compile_file`] started, and how long it took (import, planning, code generation).
+    pub fn compile_timing(&self) -> (Instant, Duration) {
+        self.timing
     }
 
     /// Creates a [`Session`] (one arena, allocated now) to run this model.
@@ -272,6 +313,7 @@ impl Model {
 /// unless [`CompileOptions::codegen`] is off, generates the program; an op without a kernel
 /// fails with [`Error::Node`] naming the node and op.
 pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> {
+    let started = Instant::now();
     let budget = match &opts.memory_limit {
         Some(spec) => Some(spec.limit.resolve(&spec.text)?),
         None => default_budget(),
@@ -318,9 +360,13 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
                 s.release();
             }
         };
-        Some(Arc::new(arenac_compiler::codegen::compile_releasing(
+        let codegen = arenac_compiler::codegen::CodegenOptions {
+            profile: opts.profile,
+        };
+        Some(Arc::new(arenac_compiler::codegen::compile_with(
             &imported.graph,
             &plan,
+            &codegen,
             &mut release,
         )?))
     } else {
@@ -332,6 +378,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         executable,
         warnings: imported.warnings,
         frozen: imported.frozen,
+        timing: (started, started.elapsed()),
     })
 }
 

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
+use arenac_compiler::par::Pool;
 
 use crate::Model;
+use crate::profile::Profile;
 
 /// A borrowed view of a tensor: dtype, shape and its little-endian, C-order bytes.
 ///
@@ -246,6 +248,14 @@ pub enum RunError {
         /// Bytes given.
         actual: usize,
     },
+    /// A profile was asked of a model compiled without `CompileOptions::profile`.
+    #[error(
+        "the model was compiled without profiling (CompileOptions::profile / arenac run --profile)"
+    )]
+    NotProfiled,
+    /// [`Session::run_profiled`] was given a profile made for another compiled model.
+    #[error("the profile was made for another compiled model than this session's")]
+    ProfileMismatch,
     /// The model was compiled with `CompileOptions::codegen` off, so there is nothing to run.
     #[error("the model was compiled without code generation (CompileOptions::codegen is false)")]
     NotCompiled,
@@ -254,6 +264,49 @@ pub enum RunError {
     ArenaAlloc {
         /// Requested size.
         bytes: usize,
+    },
+    /// More threads asked of a session than the model was planned for.
+    #[error(
+        "{asked} threads asked, but the model was compiled for {planned} (its per-thread \
+         scratch has {planned} slots): recompile with --threads {asked} / \
+         CompileOptions::with_threads({asked})"
+    )]
+    TooManyThreads {
+        /// Threads asked.
+        asked: usize,
+        /// Threads planned.
+        planned: usize,
+    },
+    /// The operating system refused a thread.
+    #[error("cannot start a pool of {threads} threads: {reason}")]
+    Threads {
+        /// Threads asked.
+        threads: usize,
+        /// The system's error.
+        reason: String,
+    },
+    /// A kernel found a run-time value out of its range — an index outside its dim (Gather,
+    /// GatherElements, GatherND, ScatterElements, ScatterND) or a sequence length outside
+    /// the time dim (ReverseSequence) — which ONNX calls an error. Kernels replace such values by valid ones,
+    /// so nothing outside the arena was touched, but this run's outputs are not valid. The
+    /// first one reported is named; the session stays usable.
+    #[error(
+        "node '{node}' ({op}): {what} {value} is out of range (valid: {lo} to {hi}); this run's \
+         outputs are not valid"
+    )]
+    OutOfRange {
+        /// Node name.
+        node: String,
+        /// Op type.
+        op: String,
+        /// What was out of range ("index", "sequence length").
+        what: &'static str,
+        /// The value the input held.
+        value: i64,
+        /// Lowest valid value.
+        lo: i64,
+        /// Highest valid value.
+        hi: i64,
     },
     /// An input or output slot lies outside the arena (an arenac bug).
     #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
@@ -343,6 +396,18 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
     Ok(())
 }
 
+/// A fault a kernel reported as the run's error.
+fn fault_error(f: arenac_compiler::codegen::fault::RunFault<'_>) -> RunError {
+    RunError::OutOfRange {
+        node: f.node.to_string(),
+        op: f.op.to_string(),
+        what: f.what,
+        value: f.value,
+        lo: f.lo,
+        hi: f.hi,
+    }
+}
+
 /// A model ready to run: its compiled program and one arena, allocated once.
 ///
 /// `Send`: a session may move to another thread. For parallel runs, create one session per
@@ -353,6 +418,8 @@ pub struct Session {
     exe: Arc<Executable>,
     arena: NonNull<u8>,
     layout: Layout,
+    /// The intra-op pool (`None`: one thread), made once with the session.
+    pool: Option<Pool>,
 }
 
 // SAFETY: a `Session` owns its arena block alone (allocated in `from_executable`, freed in
@@ -364,6 +431,7 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("arena_bytes", &self.layout.size())
+            .field("threads", &self.threads())
             .field("inputs", &self.exe.inputs())
             .field("outputs", &self.exe.outputs())
             .finish()
@@ -371,15 +439,42 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Creates a session: allocates the zeroed arena (aligned to [`ARENA_ALIGN`]). Fails with
-    /// [`RunError::NotCompiled`] when the model was compiled with `codegen` off.
+    /// Creates a session: allocates the zeroed arena (aligned to [`ARENA_ALIGN`]) and starts
+    /// the thread pool of the thread count the model was compiled for
+    /// ([`crate::CompileOptions::threads`]). Fails with [`RunError::NotCompiled`] when the
+    /// model was compiled with `codegen` off.
     pub fn new(model: &Model) -> Result<Session, RunError> {
         let exe = model.executable().ok_or(RunError::NotCompiled)?.clone();
         Session::from_executable(exe)
     }
 
-    /// Creates a session over an executable (shared, e.g. by several sessions).
+    /// Creates a session over an executable (shared, e.g. by several sessions), running on
+    /// the threads it was planned for.
     pub fn from_executable(exe: Arc<Executable>) -> Result<Session, RunError> {
+        let threads = exe.threads();
+        Session::with_threads(exe, threads)
+    }
+
+    /// Creates a session running on `threads` threads: at least 1, at most the count the
+    /// executable was planned for ([`Executable::threads`]; more is
+    /// [`RunError::TooManyThreads`]). The pool's `threads - 1` workers are started now and
+    /// parked between runs.
+    pub fn with_threads(exe: Arc<Executable>, threads: usize) -> Result<Session, RunError> {
+        let threads = threads.max(1);
+        if threads > exe.threads() {
+            return Err(RunError::TooManyThreads {
+                asked: threads,
+                planned: exe.threads(),
+            });
+        }
+        let pool = if threads > 1 {
+            Some(Pool::new(threads).map_err(|e| RunError::Threads {
+                threads,
+                reason: e.to_string(),
+            })?)
+        } else {
+            None
+        };
         let arena_bytes = exe.arena_bytes();
         let (inputs, outputs) = (exe.inputs().iter(), exe.outputs().iter());
         let aligned = inputs.map(|s| (s, ARENA_ALIGN));
@@ -400,7 +495,17 @@ impl Session {
         // SAFETY: `layout` has a non-zero size (at least 1).
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         let arena = NonNull::new(ptr).ok_or(RunError::ArenaAlloc { bytes: size })?;
-        Ok(Session { exe, arena, layout })
+        Ok(Session {
+            exe,
+            arena,
+            layout,
+            pool,
+        })
+    }
+
+    /// Threads a run uses.
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, Pool::threads)
     }
 
     /// The model's inputs (name, type, arena offset), in graph order.
@@ -419,8 +524,9 @@ impl Session {
     }
 
     /// Runs the model on named inputs: each must be a model input, given once, with its exact
-    /// dtype and shape. Makes no heap allocation (unless it fails). On an error nothing ran and
-    /// the session stays usable.
+    /// dtype and shape. Makes no heap allocation (unless it fails). On an input error nothing
+    /// ran; on [`RunError::OutOfRange`] (an index out of range at run time) the run finished
+    /// without valid outputs. Either way the session stays usable.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>, RunError> {
         validate_named(self.exe.inputs(), inputs)?;
         for (name, t) in inputs {
@@ -428,7 +534,7 @@ impl Session {
                 self.write(slot.offset, t.data);
             }
         }
-        Ok(self.execute())
+        self.execute()
     }
 
     /// Runs the model on inputs given in the model's input order (see [`Session::run`]).
@@ -438,7 +544,60 @@ impl Session {
             let offset = self.exe.inputs()[i].offset;
             self.write(offset, t.data);
         }
-        Ok(self.execute())
+        self.execute()
+    }
+
+    /// [`Session::run`], recording the run's node times into `profile` (made for this
+    /// session's model, compiled with `CompileOptions::profile`). Makes no heap allocation. A
+    /// full profile still runs the model and counts the run as dropped. On an error nothing
+    /// ran and nothing was recorded.
+    pub fn run_profiled(
+        &mut self,
+        inputs: &[(&str, TensorRef<'_>)],
+        profile: &mut Profile,
+    ) -> Result<Outputs<'_>, RunError> {
+        if !Arc::ptr_eq(&profile.exe, &self.exe) {
+            return Err(RunError::ProfileMismatch);
+        }
+        let start = profile.now();
+        validate_named(self.exe.inputs(), inputs)?;
+        for (name, t) in inputs {
+            if let Some(slot) = self.exe.inputs().iter().find(|s| s.name == *name) {
+                self.write(slot.offset, t.data);
+            }
+        }
+        let origin = profile.origin;
+        let pool = self.pool.as_ref();
+        let (recorded, ran) = match profile.next_slots() {
+            Some(slots) => {
+                let n = slots.len();
+                if let Some(first) = slots.first_mut() {
+                    *first = start;
+                }
+                let marks = slots.get_mut(1..n.saturating_sub(1)).unwrap_or_default();
+                // SAFETY: as in `execute`: the arena is aligned, `arena_bytes` long,
+                // exclusively borrowed and holds the inputs just written.
+                let ran = unsafe {
+                    self.exe
+                        .run_profiled(self.arena.as_ptr(), pool, origin, marks)
+                };
+                (true, ran.map_err(fault_error))
+            }
+            None => {
+                // SAFETY: as above.
+                let ran = unsafe { self.exe.run_with(self.arena.as_ptr(), pool) };
+                (false, ran.map_err(fault_error))
+            }
+        };
+        if recorded {
+            let end = profile.now();
+            if let Some(last) = profile.next_slots().and_then(|s| s.last_mut()) {
+                *last = end;
+            }
+        }
+        profile.commit(recorded);
+        ran?;
+        Ok(self.output_views())
     }
 
     fn write(&mut self, offset: usize, data: &[u8]) {
@@ -457,11 +616,16 @@ impl Session {
         }
     }
 
-    fn execute(&mut self) -> Outputs<'_> {
+    fn execute(&mut self) -> Result<Outputs<'_>, RunError> {
         // SAFETY: the arena is aligned to ARENA_ALIGN, valid for `arena_bytes` (at least) bytes,
         // exclusively borrowed through `&mut self`, and holds every input (validated and
         // copied by the caller).
-        unsafe { self.exe.run(self.arena.as_ptr()) };
+        let ran = unsafe { self.exe.run_with(self.arena.as_ptr(), self.pool.as_ref()) };
+        ran.map_err(fault_error)?;
+        Ok(self.output_views())
+    }
+
+    fn output_views(&self) -> Outputs<'_> {
         // SAFETY: the arena is `layout.size()` initialized bytes (zeroed at creation, then
         // written only by us and the program); the shared borrow lives as long as `&self`.
         let arena = unsafe { std::slice::from_raw_parts(self.arena.as_ptr(), self.layout.size()) };

@@ -96,3 +96,42 @@ fn plan_that_can_never_fit_physical_memory_is_a_compile_error() {
     assert_eq!(code, 1);
     assert_one_line_error(&err, "memory limit exceeded");
 }
+
+/// A Paddle-style input `[-1, 3, "?", "?"]`: each open dim is its own symbol, named `x[i]` in
+/// the warning, and `--shape x[i]=S` binds one of them.
+#[test]
+fn anonymous_dims_are_bound_one_by_one() {
+    use prost::Message;
+    let m = arenac_compiler::import::text::parse_model_text(
+        r#"<ir_version: 8, opset_import: ["" : 13]>
+        paddle (float[-1, 3, "?", "?"] x) => (float[-1, 3, "?", "?"] y) { y = Relu(x) }"#,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("paddle.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let model = model.to_str().unwrap();
+
+    let (code, out, err) = arenac(&["compile", model]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("x f32[1,3,1,1]"), "{out}");
+    assert_eq!(
+        err.trim(),
+        "warning: unbound symbolic dims default to 1: x[0], x[2], x[3]; bind them with \
+         --shape: an unnamed dim (-1, '?' or none) as x[0]=8, a whole input as x=Dx3xDxD"
+    );
+
+    let (code, out, err) = arenac(&[
+        "compile", model, "--shape", "x[0]=2", "--shape", "x[2]=224", "--shape", "x[3]=160",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("x f32[2,3,224,160]"), "{out}");
+    assert!(err.is_empty(), "{err}");
+
+    let (code, _, err) = arenac(&["compile", model, "--shape", "x[4]=2"]);
+    assert_eq!(code, 1);
+    assert_one_line_error(
+        &err,
+        "--shape x[4]=2: input 'x' has 4 dims ([?,3,?,?]): no dim 4",
+    );
+}

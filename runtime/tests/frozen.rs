@@ -92,11 +92,23 @@ fn library_freezes_shape_inputs_and_runs() {
         let frozen: Vec<String> = compiled
             .frozen()
             .iter()
-            .map(|(n, ty)| format!("{n} {ty}"))
+            .map(|f| format!("{} {} {}", f.name, f.ty, f.reason()))
             .collect();
         assert_eq!(frozen.len(), 2, "{frozen:?}");
         assert!(frozen[0].starts_with("shape "), "{frozen:?}");
         assert!(frozen[1].starts_with("starts "), "{frozen:?}");
+        // Each says which node needed it, and why.
+        assert!(
+            frozen[0].ends_with(
+                "node 'reshape' (Reshape) needs input 1 ('shape') at compile time: it decides \
+                 a shape (or the kernel's structure)"
+            ),
+            "{frozen:?}"
+        );
+        assert!(
+            frozen[1].contains("node 'slice' (Slice) needs input 1 ('starts')"),
+            "{frozen:?}"
+        );
         let mut session = compiled.session().expect("session");
         // x is given but decides no shape: it stays the one input.
         let names: Vec<&str> = session.inputs().iter().map(|s| s.name.as_str()).collect();
@@ -191,6 +203,15 @@ fn cli_run_freezes_given_inputs() {
             out_dir.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{stderr}");
+        // Loud: a warning per frozen input, naming the node that needed it.
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("is frozen")).collect();
+        assert_eq!(warnings.len(), 2, "{stderr}");
+        assert!(
+            warnings[0].starts_with("warning: input 'shape' is frozen")
+                && warnings[0].contains("only right for that value")
+                && warnings[0].contains("node 'reshape' (Reshape)"),
+            "{stderr}"
+        );
         let frozen: Vec<&str> = stdout
             .lines()
             .filter(|l| l.starts_with("frozen:"))
@@ -198,6 +219,10 @@ fn cli_run_freezes_given_inputs() {
         assert_eq!(frozen.len(), 2, "{stdout}");
         assert!(
             frozen[0].contains("shape") && frozen[1].contains("starts"),
+            "{stdout}"
+        );
+        assert!(
+            frozen[1].contains("specific to this value") && frozen[1].contains("'slice' (Slice)"),
             "{stdout}"
         );
         assert!(stdout.contains("input:   x "), "{stdout}");
@@ -244,8 +269,15 @@ fn inputs_upstream_of_a_shape_operand_are_frozen() {
             .with_value("x", TensorRef::from_slice(&[2, 6], &x).unwrap())
             .with_value("dims", TensorRef::from_slice(&[2], &dims).unwrap());
         let model = compile_file(&path, &opts).expect("compiles with dims frozen");
-        let frozen: Vec<&str> = model.frozen().iter().map(|(n, _)| n.as_str()).collect();
+        let frozen: Vec<&str> = model.frozen().iter().map(|f| f.name.as_str()).collect();
         assert_eq!(frozen, ["dims"]);
+        assert!(
+            model.frozen()[0]
+                .reason()
+                .contains("needs input 1 ('target', computed from 'dims')"),
+            "{}",
+            model.frozen()[0].reason()
+        );
         let mut session = model.session().unwrap();
         let out = session
             .run(&[("x", TensorRef::from_slice(&[2, 6], &x).unwrap())])

@@ -84,6 +84,101 @@ fn run_allocates_nothing() {
     assert_eq!(n, 0, "Session::run allocated {n} times in 20 runs");
     assert!(sum.is_finite());
 
+    // With a thread pool: 1, 2 and 4 threads, a model whose kernels go parallel.
+    let file = common::parallel_model();
+    let x: Vec<f32> = (0..16 * 32 * 32)
+        .map(|i| (i % 29) as f32 / 29.0 - 0.5)
+        .collect();
+    let input = TensorRef::from_slice(&[1, 16, 32, 32], &x).unwrap();
+    let mut first: Option<Vec<u8>> = None;
+    for threads in [1, 2, 4] {
+        let opts = arenac::CompileOptions::default().with_threads(threads);
+        let model = arenac::compile_file(file.path(), &opts).unwrap();
+        let mut session = model.session().unwrap();
+        assert_eq!(session.threads(), threads);
+        assert_eq!(session.arena_bytes(), model.summary().arena_bytes);
+        session.run(&[("x", input)]).unwrap();
+        let (n, bytes) = count(|| {
+            let mut last = 0;
+            for _ in 0..10 {
+                let out = session.run(&[("x", input)]).unwrap();
+                last = out.get(0).unwrap().bytes().len();
+            }
+            last
+        });
+        assert_eq!(
+            n, 0,
+            "Session::run on {threads} threads allocated {n} times"
+        );
+        let out = session
+            .run(&[("x", input)])
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .bytes()
+            .to_vec();
+        assert_eq!(out.len(), bytes);
+        match &first {
+            None => first = Some(out),
+            Some(one) => assert!(one == &out, "{threads} threads differ from one"),
+        }
+    }
+
+    // A model whose kernel checks run-time indices (the fault record in the arena): still
+    // nothing allocated per run, after a run that reported a bad index too.
+    let model = common::lookup_model();
+    let mut session = model.session().unwrap();
+    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let table = TensorRef::from_slice(&[6, 2], &table).unwrap();
+    let good = [0i64, -1, 3];
+    let bad = [0i64, 6, 3];
+    let good = [
+        ("table", table),
+        ("ids", TensorRef::from_slice(&[3], &good).unwrap()),
+    ];
+    let bad = [
+        ("table", table),
+        ("ids", TensorRef::from_slice(&[3], &bad).unwrap()),
+    ];
+    assert!(session.run(&bad).is_err());
+    session.run(&good).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run(&good).unwrap();
+            sum += out.get(0).unwrap().get_f32(2).unwrap();
+        }
+        sum
+    });
+    assert_eq!(
+        n, 0,
+        "Session::run with index checks allocated {n} times in 10 runs"
+    );
+    assert_eq!(sum, 100.0);
+
+    // Profiled runs write into the profile's preallocated stamps: no allocation either, also
+    // once the profile is full (the later runs are dropped).
+    let opts = arenac::CompileOptions {
+        profile: true,
+        ..arenac::CompileOptions::default()
+    }
+    .with_shape("N", vec![8]);
+    let model = arenac::compile_file(&common::repo("models/digits/digits.onnx"), &opts).unwrap();
+    let mut session = model.session().unwrap();
+    let mut profile = arenac::Profile::for_model(&model, 5).unwrap();
+    session.run(&named).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run_profiled(&named, &mut profile).unwrap();
+            sum += out.get(0).unwrap().get_f32(0).unwrap();
+        }
+        sum
+    });
+    assert_eq!(n, 0, "Session::run_profiled allocated {n} times in 10 runs");
+    assert_eq!((profile.runs(), profile.dropped_runs()), (5, 5));
+    assert!(sum.is_finite());
+
     // Control flow: a run-time If choosing a branch and an LSTM (a loop in the generated code).
     let src = r#"<ir_version: 8, opset_import: ["" : 14]>
         g (bool c, float[6, 1, 4] x) => (float[1, 1, 3] h)

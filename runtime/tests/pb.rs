@@ -91,3 +91,31 @@ fn bad_files_are_one_line_errors() {
         .to_string();
     assert!(err.starts_with("cannot read"), "{err}");
 }
+
+/// Every dtype, bf16 included, writes and reads back byte for byte (raw data).
+#[test]
+fn every_dtype_round_trips() {
+    use arenac::io::pb::write_pb;
+    use arenac::io::write_output_file;
+    let dir = tempfile::tempdir().unwrap();
+    for dtype in DType::ALL {
+        let shape = vec![2, 3];
+        let data: Vec<u8> = (0..6 * dtype.size())
+            .map(|i| match dtype {
+                DType::Bool => (i % 2) as u8,
+                _ => (i * 53 % 251) as u8,
+            })
+            .collect();
+        let t = TensorBuf::new(dtype, shape, data).unwrap();
+        let (back, name) = decode_pb(&encode_pb("t", &t)).unwrap();
+        assert_eq!((back, name.as_deref()), (t.clone(), Some("t")), "{dtype}");
+        let path = dir.path().join(format!("{dtype}.pb"));
+        write_pb(&path, "out", t.view()).unwrap();
+        assert_eq!(read_pb(&path).unwrap(), (t.clone(), Some("out".into())));
+        // Output files: .npy where numpy has the dtype, .pb for bf16.
+        let written = write_output_file(dir.path(), &format!("o_{dtype}"), "o", t.view()).unwrap();
+        let ext = if dtype == DType::BF16 { "pb" } else { "npy" };
+        assert_eq!(written, dir.path().join(format!("o_{dtype}.{ext}")));
+        assert_eq!(read_tensor_file(&written).unwrap().0, t, "{dtype}");
+    }
+}

@@ -39,9 +39,15 @@ pub fn run_in_arena(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
             std::ptr::copy_nonoverlapping(b.as_ptr(), arena.as_mut_ptr().add(slot.offset), b.len())
         };
     }
+    // A plan for several threads runs on a pool of that size (per-thread scratch slots).
+    let pool = (exe.threads() > 1)
+        .then(|| arenac_compiler::par::Pool::new(exe.threads()).expect("threads"));
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, owned here alone, and every input
     // is written at its slot.
-    unsafe { exe.run(arena.as_mut_ptr()) };
+    let ran = unsafe { exe.run_with(arena.as_mut_ptr(), pool.as_ref()) };
+    if let Err(f) = ran {
+        panic!("the run reported a fault: {f}");
+    }
     exe.outputs()
         .iter()
         .map(|slot| {

@@ -20,7 +20,8 @@ use super::graph_gen::random_model;
 use super::source::Source;
 
 /// Plan options from one byte: file order or schedule, each liveness option (views, in-place,
-/// scratch, in-place Concat), an alignment among 1, 16, 64 and 256.
+/// scratch, in-place Concat), an alignment among 1, 16, 64 and 256, one or three threads
+/// (per-thread scratch).
 pub fn plan_options(byte: u8) -> PlanOptions {
     PlanOptions {
         keep_file_order: byte & 1 != 0,
@@ -29,6 +30,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             in_place: byte & 4 != 0,
             scratch: byte & 8 != 0,
             concat_in_place: byte & 64 != 0,
+            threads: if byte & 128 != 0 { 3 } else { 1 },
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.

@@ -3,8 +3,9 @@
 //!
 //! A group has one output node (its *root*) and grows backwards from it: a node producing a
 //! value that a member reads joins when
-//! - it is fusible: [`Op::Unary`], [`Op::Binary`] (Add, Sub, Mul, Div, Pow, PRelu) or
-//!   [`Op::Variadic`], one output, every input and output f32;
+//! - it is fusible: [`Op::Unary`], [`Op::ClipDynamic`] (its run-time bounds of no higher rank
+//!   than its output), [`Op::Binary`] (Add, Sub, Mul, Div, Pow, PRelu) or [`Op::Variadic`], one
+//!   output, every input and output f32;
 //! - every reader of that value is already a member (so the value is needed nowhere else and
 //!   never has to exist in memory) and the value is not a graph output;
 //! - that value has the root's output shape (inputs from outside the group may broadcast, but
@@ -36,8 +37,14 @@ pub struct FuseStats {
 /// Whether node `n` may be a member of a fused group.
 fn fusible(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
+    let out_rank = n.outputs.first().map_or(0, |&v| g.value(v).ty.shape.len());
     let op_ok = match &n.op {
         Op::Unary(_) | Op::Variadic(_) => true,
+        // A bound of shape [1] on a scalar x would not broadcast in the fused loop nest.
+        Op::ClipDynamic { .. } => n
+            .inputs
+            .iter()
+            .all(|&v| g.value(v).ty.shape.len() <= out_rank),
         Op::Binary(b) => matches!(
             b,
             BinaryOp::Add

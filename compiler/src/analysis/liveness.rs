@@ -72,6 +72,9 @@ pub struct LivenessOptions {
     pub scratch: bool,
     /// Concat inputs are computed straight into their slice of the Concat's output.
     pub concat_in_place: bool,
+    /// Threads the kernels run on: parallel kernels get one slot of per-thread scratch each
+    /// (im2col panels, GEMM A packing), so the planned arena is exact for this count.
+    pub threads: usize,
 }
 
 impl LivenessOptions {
@@ -82,6 +85,7 @@ impl LivenessOptions {
             in_place: false,
             scratch: false,
             concat_in_place: false,
+            threads: 1,
         }
     }
 
@@ -92,6 +96,15 @@ impl LivenessOptions {
             in_place: true,
             scratch: true,
             concat_in_place: true,
+            threads: 1,
+        }
+    }
+
+    /// These options for kernels running on `threads` threads (at least 1).
+    pub fn with_threads(self, threads: usize) -> LivenessOptions {
+        LivenessOptions {
+            threads: threads.max(1),
+            ..self
         }
     }
 }
@@ -160,6 +173,7 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
     matches!(
         op,
         Op::Unary(_)
+            | Op::ClipDynamic { .. }
             | Op::Binary(_)
             | Op::Variadic(_)
             | Op::Where
@@ -191,8 +205,8 @@ pub(crate) fn is_constant(g: &Graph, v: ValueId) -> bool {
     matches!(g.value(v).kind, ValueKind::Constant(_))
 }
 
-/// The scratch bytes a node asks for.
-pub(crate) fn node_scratch(g: &Graph, id: NodeId) -> usize {
+/// The scratch bytes a node asks for when its kernel runs on `threads` threads.
+pub(crate) fn node_scratch(g: &Graph, id: NodeId, threads: usize) -> usize {
     let node = g.node(id);
     let ins: Vec<TensorType> = node.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
     let consts: Vec<bool> = node.inputs.iter().map(|&v| is_constant(g, v)).collect();
@@ -201,7 +215,7 @@ pub(crate) fn node_scratch(g: &Graph, id: NodeId) -> usize {
         .iter()
         .map(|&v| g.value(v).ty.clone())
         .collect();
-    node.op.scratch_bytes(&ins, &outs, &consts)
+    node.op.scratch_bytes(&ins, &outs, &consts, threads)
 }
 
 /// Per-buffer bookkeeping while walking the schedule.
@@ -222,13 +236,13 @@ struct Open {
 /// (`tiles.rs`).
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
     let scratch = if opts.scratch {
-        tiles::decision_scratch(g, order)
+        tiles::decision_scratch(g, order, opts.threads)
     } else {
         Vec::new()
     };
     let mut live = choose(g, order, opts, &scratch);
     if opts.scratch {
-        tiles::relax(g, &mut live);
+        tiles::relax(g, &mut live, opts.threads);
     }
     live
 }
@@ -461,7 +475,12 @@ fn in_place_target(
 ) -> Option<(ValueId, usize)> {
     let node = g.node(id);
     let out = g.value(*node.outputs.first()?);
-    node.inputs.iter().find_map(|&v| {
+    node.inputs.iter().enumerate().find_map(|(k, &v)| {
+        // A run-time Clip on a non-f32 dtype is two kernels (max, then min in place): its
+        // output may take x's buffer, not a bound's (read again after the first write).
+        if k > 0 && matches!(node.op, Op::ClipDynamic { .. }) {
+            return None;
+        }
         let ty = &g.value(v).ty;
         let ok = in_place_compatible(&node.op, ty, &out.ty)
             || (shrink.contains(&id) && shrinking_in_place(&node.op, ty, &out.ty));

@@ -43,6 +43,7 @@
 //! | BatchNormalization, LayerNormalization, InstanceNormalization, GroupNormalization, MeanVarianceNormalization, RMSNormalization, LRN, Softmax, LogSoftmax | yes | f32 kernels |
 //! | Reduce*, ArgMax/ArgMin, Hardmax, CumSum/CumProd, TopK, LpNormalization, LpPool | f16/bf16 only | native f32/f64/integer kernels (ArgMax and TopK widen exactly: the order of values is kept) |
 //! | Resize other than nearest | yes | linear is f32 (nearest is a byte gather: any dtype) |
+//! | DFT, STFT | yes | the FFT kernel (`crate::fft`) is f32 |
 //! | Relu, LeakyRelu, Clip, Sigmoid, Tanh, Erf, Gelu, HardSigmoid, HardSwish, Sqrt, Reciprocal, Exp, Log | yes | f32x4 kernels only |
 //! | PRelu, Mean (variadic) | yes | f32x4 kernels only |
 //! | Neg, Abs, Math ops (Sin, Floor, Celu...), Add/Sub/Mul/Div, Mod, comparisons, Sum/Max/Min, Where, Cast, movement and views | no | typed kernels for every float dtype (Math on f64: exact ones only, the others stay an error) |
@@ -102,6 +103,7 @@ pub fn widens(op: &Op, dt: DType) -> bool {
         | Op::LpNormalization { .. }
         | Op::LpPool(_) => dt != DType::F64,
         Op::Resize(a) => !matches!(a.mode, ResizeMode::Nearest),
+        Op::Dft(_) | Op::Stft(_) => true,
         Op::Unary(u) => matches!(
             u,
             UnaryOp::Relu

@@ -7,18 +7,19 @@
 //! read).
 //!
 //! When a plan does not fit, [`enforce`] builds a [`BudgetExceeded`] naming the peak and, when
-//! a graph input's first dim is a symbol (a free batch dim), binary-searches the largest value
-//! of that symbol whose plan fits, re-importing the model with each candidate binding.
+//! a graph input's first dim is open (a named symbol, or `-1`/`?`: a free batch dim), binary-
+//! searches the largest value of that dim whose plan fits, re-importing the model with each
+//! candidate binding (`--shape N=k`, or `--shape x[0]=k` for an anonymous dim).
 
-use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
 use arenac_proto::ModelProto;
 
-use super::{ArenaPlan, PlanOptions, grouped, human_bytes, plan_graph};
+use super::{ArenaPlan, PlanOptions, human_bytes, plan_graph};
 use crate::error::Error;
-use crate::import::inputs::declared_inputs;
+use crate::error::budget::{BudgetExceeded, Fit};
+use crate::import::inputs::{DeclaredInput, declared_inputs};
 use crate::import::{ImportOptions, import_model};
 use crate::ir::graph::Graph;
 
@@ -146,109 +147,6 @@ pub fn parse_meminfo(text: &str) -> Option<usize> {
     }
 }
 
-/// What would fit within the limit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fit {
-    /// A smaller value of the symbolic batch dim fits.
-    LargestBatch {
-        /// The symbol (e.g. `N`).
-        symbol: String,
-        /// Its value in this compile.
-        current: usize,
-        /// The largest value whose plan fits.
-        largest: usize,
-    },
-    /// Not even `symbol = 1` fits.
-    NoBatchFits {
-        /// The symbol.
-        symbol: String,
-        /// Bytes over the limit at `symbol = 1`.
-        over_at_one: usize,
-    },
-    /// No symbolic batch dim to shrink: how many bytes over the limit the plan is.
-    Over {
-        /// Bytes over.
-        bytes: usize,
-    },
-}
-
-/// Why a plan does not fit in the memory limit (the payload of [`Error::MemoryBudget`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BudgetExceeded {
-    /// The limit in bytes.
-    pub limit: usize,
-    /// Where the limit comes from.
-    pub source: String,
-    /// Arena bytes of the plan.
-    pub arena_bytes: usize,
-    /// Weight bytes.
-    pub weights_bytes: usize,
-    /// The peak step.
-    pub peak_step: usize,
-    /// Steps in the schedule.
-    pub steps: usize,
-    /// The node running at the peak and its op (`None` for a graph without nodes).
-    pub peak_node: Option<(String, String)>,
-    /// The largest buffers live at the peak: `(name, bytes)`, largest first.
-    pub largest: Vec<(String, usize)>,
-    /// What would fit.
-    pub fit: Fit,
-}
-
-fn sized(n: usize) -> String {
-    format!("{} ({} bytes)", human_bytes(n), grouped(n))
-}
-
-impl fmt::Display for BudgetExceeded {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let need = self.arena_bytes.saturating_add(self.weights_bytes);
-        write!(
-            f,
-            "memory limit exceeded: needs {} ({} bytes: arena {} + weights {}), limit {} ({} bytes, {}); peak at step {} of {}",
-            human_bytes(need),
-            grouped(need),
-            human_bytes(self.arena_bytes),
-            human_bytes(self.weights_bytes),
-            human_bytes(self.limit),
-            grouped(self.limit),
-            self.source,
-            self.peak_step,
-            self.steps,
-        )?;
-        if let Some((node, op)) = &self.peak_node {
-            write!(f, ", node '{node}' ({op})")?;
-        }
-        if !self.largest.is_empty() {
-            let list: Vec<String> = self
-                .largest
-                .iter()
-                .map(|(n, b)| format!("'{n}' {}", human_bytes(*b)))
-                .collect();
-            write!(f, "; largest buffers live there: {}", list.join(", "))?;
-        }
-        match &self.fit {
-            Fit::LargestBatch {
-                symbol,
-                current,
-                largest,
-            } => write!(
-                f,
-                "; largest {symbol} that fits: {largest} (compiled with {symbol}={current}; \
-                 pass --shape {symbol}={largest})"
-            ),
-            Fit::NoBatchFits {
-                symbol,
-                over_at_one,
-            } => write!(
-                f,
-                "; nothing fits: even {symbol}=1 is {} over",
-                human_bytes(*over_at_one)
-            ),
-            Fit::Over { bytes } => write!(f, "; {} over the limit", sized(*bytes)),
-        }
-    }
-}
-
 /// Largest buffers listed in a [`BudgetExceeded`].
 pub const LARGEST_LISTED: usize = 3;
 
@@ -302,7 +200,7 @@ fn what_fits(
     let declared = declared_inputs(model.graph.as_ref()?).ok()?;
     let (input, symbol) = declared
         .iter()
-        .find_map(|d| d.leading_symbol().map(|s| (d.name.clone(), s.to_string())))?;
+        .find_map(|d| d.leading_symbol().map(|s| (d.name.clone(), s)))?;
     let current = g
         .inputs
         .iter()
@@ -315,19 +213,21 @@ fn what_fits(
     // Total memory with `symbol = k`; `None` when that binding does not import or plan.
     let need = |k: usize| -> Option<usize> {
         let mut shapes: Vec<(String, Vec<usize>)> = Vec::new();
+        let is_symbol = |label: Option<String>| label.as_deref() == Some(symbol.as_str());
         for (name, dims) in &import.shapes {
-            if *name == symbol {
+            // The user's own binding of the symbol (by its label or as `INPUT[i]`) is replaced.
+            let names_symbol = |d: &DeclaredInput| {
+                (0..d.dims.as_ref().map_or(0, Vec::len))
+                    .any(|i| *name == format!("{}[{i}]", d.name) && is_symbol(d.dim_label(i)))
+            };
+            if *name == symbol || declared.iter().any(names_symbol) {
                 continue;
             }
             let mut dims = dims.clone();
-            if let Some(d) = declared.iter().find(|d| d.name == *name)
-                && let Some(decl) = &d.dims
-            {
-                for (i, dd) in decl.iter().enumerate() {
-                    if matches!(dd, crate::import::inputs::DeclDim::Symbol(s) if *s == symbol)
-                        && i < dims.len()
-                    {
-                        dims[i] = k;
+            if let Some(d) = declared.iter().find(|d| d.name == *name) {
+                for (i, dim) in dims.iter_mut().enumerate() {
+                    if is_symbol(d.dim_label(i)) {
+                        *dim = k;
                     }
                 }
             }

@@ -18,6 +18,7 @@ use crate::analysis::fuse::{FuseStats, fuse_elementwise};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
 use crate::analysis::schedule::{ScheduleOptions, schedule};
 use crate::error::Error;
+pub use crate::error::budget::{grouped, human_bytes};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::plan::offsets::place;
 use crate::plan::verify::{ValueSlot, verify_placement, verify_values};
@@ -326,34 +327,6 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     plan.layer_wise_bound_bytes = layer_wise_bound_bytes;
     plan.fusion = fusion;
     Ok(plan)
-}
-
-/// `12.3 MiB` (binary units; bytes below 1 KiB as `N B`).
-pub fn human_bytes(n: usize) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
-}
-
-/// `12,345,678`.
-pub fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -14,6 +14,10 @@ use crate::ir::graph::{Graph, ValueId, ValueKind};
 /// Version of the JSON schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
+fn one() -> usize {
+    1
+}
+
 /// The whole report (serialized as the JSON document).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {
@@ -27,6 +31,10 @@ pub struct PlanReport {
     pub align: usize,
     /// Whether the file's order was kept (`--keep-order`).
     pub keep_file_order: bool,
+    /// Threads the plan is for (`--threads`): each parallel kernel's scratch holds one
+    /// per-thread slot per thread. Absent in reports written before it existed (read as 1).
+    #[serde(default = "one")]
+    pub threads: usize,
     /// Arena bytes.
     pub arena_bytes: usize,
     /// Lower bound of this schedule and liveness: most bytes live at one step.
@@ -228,6 +236,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         steps: n,
         align: plan.options.align,
         keep_file_order: plan.options.keep_file_order,
+        threads: plan.options.liveness.threads.max(1),
         arena_bytes: plan.arena_bytes,
         lower_bound_bytes: plan.lower_bound_bytes,
         efficiency: plan.efficiency(),
@@ -268,11 +277,13 @@ impl PlanReport {
         };
         let _ = writeln!(
             out,
-            "graph \"{}\": {} steps, {} arena buffers, {}-byte alignment{}",
+            "graph \"{}\": {} steps, {} arena buffers, {}-byte alignment, {} thread{}{}",
             self.graph,
             self.steps,
             self.arena_buffers,
             self.align,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
             if self.keep_file_order {
                 ", file order kept"
             } else {

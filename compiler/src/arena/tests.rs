@@ -1,7 +1,8 @@
-use super::budget::{Budget, Fit, MemoryLimit, enforce, parse_meminfo};
+use super::budget::{Budget, MemoryLimit, enforce, parse_meminfo};
 use super::report::build_report;
 use super::svg::render_svg;
 use super::*;
+use crate::error::budget::Fit;
 use crate::import::builder::{Dim, ModelBuilder};
 use crate::import::{ImportOptions, import_model};
 use crate::ir::tensor::Tensor;
@@ -185,6 +186,52 @@ fn budget_finds_the_largest_batch() {
     };
     let err = enforce(&m, None, &import_opts, &opts, &g, &p, &tiny).unwrap_err();
     assert!(err.to_string().contains("even N=1"), "{err}");
+}
+
+/// A leading dim of `-1` / `"?"` is a free batch dim too: the search binds it as `x[0]`,
+/// whether the user gave the whole shape or that dim alone.
+#[test]
+fn budget_searches_an_anonymous_batch_dim() {
+    let mut m = chain_model();
+    let graph = m.graph.as_mut().unwrap();
+    graph.input[0] =
+        crate::import::builder::value_info("x", DType::F32, &[Dim::Sym("?"), Dim::N(256)]);
+    let opts = PlanOptions::default();
+    let need = |k: usize| {
+        plan_arena(&import(&m, &[("x[0]", k)]), &opts)
+            .unwrap()
+            .total_bytes()
+    };
+    let limit = need(20);
+    assert!(need(21) > limit);
+    let budget = Budget {
+        bytes: limit,
+        source: "test".into(),
+    };
+    for shapes in [
+        vec![("x".to_string(), vec![64, 256])],
+        vec![("x[0]".to_string(), vec![64])],
+    ] {
+        let import_opts = ImportOptions {
+            shapes,
+            ..Default::default()
+        };
+        let g = import_model(&m, None, &import_opts).unwrap().graph;
+        let p = plan_arena(&g, &opts).unwrap();
+        let err = enforce(&m, None, &import_opts, &opts, &g, &p, &budget).unwrap_err();
+        let Error::MemoryBudget(b) = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(
+            b.fit,
+            Fit::LargestBatch {
+                symbol: "x[0]".into(),
+                current: 64,
+                largest: 20
+            }
+        );
+        assert!(err.to_string().contains("pass --shape x[0]=20"), "{err}");
+    }
 }
 
 #[test]

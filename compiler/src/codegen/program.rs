@@ -1,14 +1,16 @@
 //! The JIT module of one executable: kernels (Cranelift functions of pointer parameters,
 //! cached by a key of op, types and attributes) and the entry function
-//! `extern "C" fn(arena: *mut u8, weights: *const u8)` that calls them in schedule order with
-//! addresses `base + constant offset`.
+//! `extern "C" fn(arena: *mut u8, weights: *const u8, sink: *mut MarkSink)` that calls them in
+//! schedule order with addresses `base + constant offset`. `sink` is read only by the
+//! profiling marks ([`Program::mark`]); a program without marks ignores it.
 //!
-//! The entry function is a tree of [`Step`]s: kernel calls, and the control flow of `If`
-//! nodes (a branch on a bool byte in the arena between two blocks of steps) and loops (a
-//! counted loop over a block, optionally stopped by a bool byte, optionally storing its
-//! counter in the arena; [`Operand::Indexed`] addresses move with a loop's counter). Lowering
-//! builds a nested block with [`Program::open`] ... [`Program::close`] and hands it to
-//! [`Program::branch`] or [`Program::repeat`].
+//! The entry function is a tree of [`Step`]s: kernel calls, row-split calls, and the control
+//! flow of `If` nodes (a branch on a bool byte in the arena between two blocks of steps) and
+//! loops (a counted loop over a block, optionally stopped by a bool byte, optionally storing
+//! its counter in the arena; [`Operand::Indexed`] addresses move with a loop's counter).
+//! Lowering builds a nested block with [`Program::open`] ... [`Program::close`] and hands it
+//! to [`Program::branch`] or [`Program::repeat`]. Profiling marks sit between the steps of
+//! the outermost block only (a node with control flow is one step there).
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -25,6 +27,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
+use super::fault::CheckedNode;
 use crate::error::{Error, OpError};
 
 /// `ln(x)` for the generated code (one call per Softmax line, never per element).
@@ -76,6 +79,10 @@ pub enum Operand {
     Weights(usize),
     /// A null pointer (an absent scratch).
     Null,
+    /// An integer passed as is (a checking kernel's node tag, see [`super::fault`]).
+    Imm(u64),
+    /// An absolute address: a compile-time object the executable owns ([`Program::keep`]).
+    Host(usize),
     /// `offset + i * step` bytes from the arena base (or the weights base when `weights`),
     /// where `i` is the counter of the enclosing loop number `level` (0 = outermost): the
     /// slice of a scan input or output that iteration `i` reads or writes.
@@ -91,72 +98,21 @@ pub enum Operand {
     },
 }
 
-/// Function references of the Rust helpers, declared in the kernel being built.
-pub struct Externs {
-    /// `arenac_sgemm`.
-    pub sgemm: FuncRef,
-    /// `arenac_pack_b`.
-    pub pack_b: FuncRef,
-    /// `arenac_logf`.
-    pub logf: FuncRef,
-    /// `arenac_conv2d`.
-    pub conv2d: FuncRef,
-    /// `arenac_pool2d`.
-    pub pool2d: FuncRef,
-}
-
-/// A program-level failure (ISA, symbols, finalization) as an error.
-pub(crate) fn program_error(what: impl std::fmt::Display) -> Error {
-    Error::Node {
-        node: "<program>".into(),
-        op: "codegen".into(),
-        source: OpError::Unsupported(format!("code generation failed: {what}")),
-    }
-}
-
-/// The extern helpers: name, address, parameter types, return type.
-type ExternDef = (
-    &'static str,
-    *const u8,
-    &'static [cranelift_codegen::ir::Type],
-    Option<cranelift_codegen::ir::Type>,
-);
-
-fn extern_defs() -> [ExternDef; 5] {
-    [
-        (
-            "arenac_sgemm",
-            crate::gemm::arenac_sgemm as *const u8,
-            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64],
-            None,
-        ),
-        (
-            "arenac_pack_b",
-            crate::gemm::arenac_pack_b as *const u8,
-            &[I64, I64, I64, I64, I64, I64],
-            None,
-        ),
-        ("arenac_logf", arenac_logf as *const u8, &[F32], Some(F32)),
-        (
-            "arenac_conv2d",
-            crate::gemm::conv::arenac_conv2d as *const u8,
-            &[I64, I64, I64, I64, I64, I64],
-            None,
-        ),
-        (
-            "arenac_pool2d",
-            crate::gemm::pool::arenac_pool2d as *const u8,
-            &[I64, I64, I64],
-            None,
-        ),
-    ]
-}
-
 /// One step of the entry function.
 #[derive(Clone, Debug)]
 enum Step {
-    /// A kernel call with its operands.
+    /// A kernel called with these operands.
     Call(FuncId, Vec<Operand>),
+    /// A row-split call ([`super::rows`]): `arenac_par_rows(weights + desc, arena, weights,
+    /// full, tail)`.
+    Rows {
+        /// Weights offset of the [`super::rows::RowsDesc`].
+        desc: usize,
+        /// The kernel for a whole chunk of rows.
+        full: FuncId,
+        /// The kernel for the last chunk.
+        tail: FuncId,
+    },
     /// `if byte at cond != 0 { then } else { otherwise }`.
     Branch {
         cond: Operand,
@@ -182,6 +138,100 @@ pub struct LoopSpec {
 #[derive(Debug, Default)]
 pub struct Block(Vec<Step>);
 
+/// A compile-time object the generated code points to (an FFT kernel with its plan): owned by
+/// the program, then by the executable, so it outlives every run. Immutable once made, hence
+/// shareable between threads running the executable at once.
+pub type HostObject = Box<dyn std::any::Any + Send + Sync>;
+
+/// Function references of the Rust helpers, declared in the kernel being built.
+pub struct Externs {
+    /// `arenac_sgemm`.
+    pub sgemm: FuncRef,
+    /// `arenac_pack_b`.
+    pub pack_b: FuncRef,
+    /// `arenac_logf`.
+    pub logf: FuncRef,
+    /// `arenac_conv2d`.
+    pub conv2d: FuncRef,
+    /// `arenac_pool2d`.
+    pub pool2d: FuncRef,
+    /// `arenac_dft`.
+    pub dft: FuncRef,
+    /// `arenac_mel`.
+    pub mel: FuncRef,
+}
+
+/// A program-level failure (ISA, symbols, finalization) as an error.
+pub(crate) fn program_error(what: impl std::fmt::Display) -> Error {
+    Error::Node {
+        node: "<program>".into(),
+        op: "codegen".into(),
+        source: OpError::Unsupported(format!("code generation failed: {what}")),
+    }
+}
+
+/// The extern helpers: name, address, parameter types, return type.
+type ExternDef = (
+    &'static str,
+    *const u8,
+    &'static [cranelift_codegen::ir::Type],
+    Option<cranelift_codegen::ir::Type>,
+);
+
+fn extern_defs() -> [ExternDef; 9] {
+    [
+        (
+            "arenac_sgemm",
+            crate::gemm::arenac_sgemm as *const u8,
+            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64, I64],
+            None,
+        ),
+        (
+            "arenac_pack_b",
+            crate::gemm::arenac_pack_b as *const u8,
+            &[I64, I64, I64, I64, I64, I64],
+            None,
+        ),
+        ("arenac_logf", arenac_logf as *const u8, &[F32], Some(F32)),
+        (
+            "arenac_conv2d",
+            crate::gemm::conv::arenac_conv2d as *const u8,
+            &[I64, I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_pool2d",
+            crate::gemm::pool::arenac_pool2d as *const u8,
+            &[I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_par_rows",
+            super::rows::arenac_par_rows as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_dft",
+            crate::fft::arenac_dft as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_mel",
+            crate::fft::arenac_mel as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_profile_mark",
+            super::profile::arenac_profile_mark as *const u8,
+            &[I64, I64],
+            None,
+        ),
+    ]
+}
+
 /// Builds the kernels and the entry function.
 pub struct Program {
     module: OwnedModule,
@@ -192,6 +242,14 @@ pub struct Program {
     registered: Vec<&'static str>,
     /// The entry's steps (first) and the blocks being built inside it.
     blocks: Vec<Vec<Step>>,
+    /// Nodes whose kernels check run-time values, in tag order (tag = position + 1).
+    checked: Vec<CheckedNode>,
+    /// Arena offset of the fault record, used once a node checks.
+    fault_offset: usize,
+    host: Vec<HostObject>,
+    /// Profiling marks: `(position in the entry's own steps, mark index)`, positions
+    /// non-decreasing.
+    marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
 }
@@ -236,8 +294,37 @@ impl Program {
             externs,
             registered,
             blocks: vec![Vec::new()],
+            checked: Vec::new(),
+            fault_offset: 0,
+            host: Vec::new(),
+            marks: Vec::new(),
             kernels_compiled: 0,
         })
+    }
+
+    /// Sets where the fault record goes: a 64-aligned arena offset past every planned buffer.
+    pub fn set_fault_offset(&mut self, offset: usize) {
+        self.fault_offset = offset;
+    }
+
+    /// Registers node `node` (op `op`) as checking `what` at run time, and returns the two
+    /// extra operands its kernel takes, after its others: the fault record's address and the
+    /// node's tag (see [`super::fault`]).
+    pub fn fault_sink(&mut self, node: &str, op: &str, what: &'static str) -> [Operand; 2] {
+        self.checked.push(CheckedNode {
+            node: node.to_string(),
+            op: op.to_string(),
+            what,
+        });
+        [
+            Operand::Arena(self.fault_offset),
+            Operand::Imm(self.checked.len() as u64),
+        ]
+    }
+
+    /// The checked nodes registered so far, in tag order; with the record's offset.
+    pub fn take_checked(&mut self) -> (usize, Vec<CheckedNode>) {
+        (self.fault_offset, std::mem::take(&mut self.checked))
     }
 
     fn ptr_sig(&self, n: usize) -> Signature {
@@ -281,12 +368,14 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d, pool2d) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
             self.extern_id("arenac_conv2d")?,
             self.extern_id("arenac_pool2d")?,
+            self.extern_id("arenac_dft")?,
+            self.extern_id("arenac_mel")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
@@ -294,6 +383,8 @@ impl Program {
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),
             pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
+            dft: self.module.declare_func_in_func(dft, &mut self.ctx.func),
+            mel: self.module.declare_func_in_func(mel, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -315,10 +406,24 @@ impl Program {
         Ok(id)
     }
 
+    /// Keeps `obj` for the executable's lifetime; returns its address for [`Operand::Host`]
+    /// (stable: the box's contents never move).
+    pub fn keep<T: std::any::Any + Send + Sync>(&mut self, obj: Box<T>) -> Operand {
+        let addr = std::ptr::from_ref::<T>(&obj) as usize;
+        self.host.push(obj);
+        Operand::Host(addr)
+    }
+
     /// Appends a call of `f` with `args` to the block being built (the entry function's own
     /// steps when no block is open).
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
         self.push(Step::Call(f, args));
+    }
+
+    /// Appends a row-split call ([`super::rows::arenac_par_rows`]) of the descriptor at
+    /// weights offset `desc` with kernels `full` and `tail`.
+    pub fn call_rows(&mut self, desc: usize, full: FuncId, tail: FuncId) {
+        self.push(Step::Rows { desc, full, tail });
     }
 
     fn push(&mut self, step: Step) {
@@ -356,9 +461,23 @@ impl Program {
         self.push(Step::Loop { spec, body: body.0 });
     }
 
-    /// Builds the entry function, checks every imported symbol is registered, finalizes.
-    pub fn finish(mut self) -> Result<(JITModule, *const u8), Error> {
-        let sig = self.ptr_sig(2);
+    /// Steps in the entry function's own block so far (the position the next one takes).
+    pub fn call_count(&self) -> usize {
+        self.blocks.first().map_or(0, Vec::len)
+    }
+
+    /// Puts a call of the profiling hook `arenac_profile_mark(sink, index)` before the call at
+    /// `position` (after the last call when `position` is [`Program::call_count`]). Marks must
+    /// be added in order of position.
+    pub fn mark(&mut self, position: usize, index: u64) {
+        self.marks.push((position, index));
+    }
+
+    /// Builds the entry function `fn(arena, weights, profile sink)`, checks every imported
+    /// symbol is registered, finalizes; returns the module, the entry address, the objects
+    /// the code points to and the calls in the entry's IR.
+    pub fn finish(mut self) -> Result<(JITModule, *const u8, Vec<HostObject>, EntryCalls), Error> {
+        let sig = self.ptr_sig(3);
         let id = self
             .module
             .declare_function("arenac_entry", Linkage::Local, &sig)
@@ -366,9 +485,16 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let par_rows = self.extern_id("arenac_par_rows")?;
+        let hook = if self.marks.is_empty() {
+            None
+        } else {
+            let id = self.extern_id("arenac_profile_mark")?;
+            Some(self.module.declare_func_in_func(id, &mut self.ctx.func))
+        };
         {
             let steps = self.blocks.first().map(Vec::as_slice).unwrap_or_default();
-            let mut funcs = Vec::new();
+            let mut funcs = vec![par_rows];
             called(steps, &mut funcs);
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
             for f in funcs {
@@ -380,15 +506,45 @@ impl Program {
             let entry = b.create_block();
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
+            let params = b.block_params(entry).to_vec();
             let bases = Bases {
-                arena: b.block_params(entry)[0],
-                weights: b.block_params(entry)[1],
+                arena: params[0],
+                weights: params[1],
+                par_rows,
             };
-            emit_steps(&mut b, steps, &refs, bases, &mut Vec::new());
+            let sink = params[2];
+            let mut marks = self.marks.iter().peekable();
+            let mut mark_until = |b: &mut FunctionBuilder<'_>, pos: usize| {
+                while let Some(&&(at, index)) = marks.peek() {
+                    if at > pos {
+                        break;
+                    }
+                    marks.next();
+                    if let Some(hook) = hook {
+                        let i = b.ins().iconst(I64, index as i64);
+                        b.ins().call(hook, &[sink, i]);
+                    }
+                }
+            };
+            for (pos, step) in steps.iter().enumerate() {
+                mark_until(&mut b, pos);
+                emit_steps(
+                    &mut b,
+                    std::slice::from_ref(step),
+                    &refs,
+                    bases,
+                    &mut Vec::new(),
+                );
+            }
+            mark_until(&mut b, usize::MAX);
             b.ins().return_(&[]);
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
         }
+        let entry_calls = EntryCalls {
+            all: count_calls(&self.ctx.func, None),
+            hook: hook.map_or(0, |h| count_calls(&self.ctx.func, Some(h))),
+        };
         self.module
             .define_function(id, &mut self.ctx)
             .map_err(|e| program_error(format!("{e:?}")))?;
@@ -400,8 +556,31 @@ impl Program {
         }
         self.module.finalize_definitions().map_err(program_error)?;
         let entry = self.module.get_finalized_function(id);
-        Ok((self.module.into_inner(), entry))
+        let host = std::mem::take(&mut self.host);
+        Ok((self.module.into_inner(), entry, host, entry_calls))
     }
+}
+
+/// Call instructions in the entry function, counted in its IR.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryCalls {
+    /// Every call (kernels and hooks).
+    pub all: usize,
+    /// Calls of the profiling hook `arenac_profile_mark`.
+    pub hook: usize,
+}
+
+/// Calls in `func`'s instructions: all of them, or those of `target`.
+fn count_calls(func: &cranelift_codegen::ir::Function, target: Option<FuncRef>) -> usize {
+    use cranelift_codegen::ir::InstructionData;
+    func.layout
+        .blocks()
+        .flat_map(|b| func.layout.block_insts(b))
+        .filter(|&inst| match func.dfg.insts[inst] {
+            InstructionData::Call { func_ref, .. } => target.is_none_or(|t| t == func_ref),
+            _ => false,
+        })
+        .count()
 }
 
 /// Every kernel `steps` call, in order (repeats included).
@@ -409,6 +588,7 @@ fn called(steps: &[Step], out: &mut Vec<FuncId>) {
     for s in steps {
         match s {
             Step::Call(f, _) => out.push(*f),
+            Step::Rows { full, tail, .. } => out.extend([*full, *tail]),
             Step::Branch {
                 then, otherwise, ..
             } => {
@@ -420,11 +600,12 @@ fn called(steps: &[Step], out: &mut Vec<FuncId>) {
     }
 }
 
-/// The entry function's two base addresses.
+/// The entry function's two base addresses, and the row-split helper.
 #[derive(Clone, Copy)]
 struct Bases {
     arena: Value,
     weights: Value,
+    par_rows: FuncId,
 }
 
 /// The address `a` stands for; `counters` are the enclosing loops' counters, outermost first.
@@ -433,6 +614,8 @@ fn address(b: &mut FunctionBuilder<'_>, a: Operand, bases: Bases, counters: &[Va
         Operand::Arena(o) => b.ins().iadd_imm_u(bases.arena, o as i64),
         Operand::Weights(o) => b.ins().iadd_imm_u(bases.weights, o as i64),
         Operand::Null => b.ins().iconst(I64, 0),
+        Operand::Imm(v) => b.ins().iconst(I64, v as i64),
+        Operand::Host(a) => b.ins().iconst(I64, a as i64),
         Operand::Indexed {
             weights,
             offset,
@@ -471,6 +654,17 @@ fn emit_steps(
                     .collect();
                 if let Some(&r) = refs.get(f) {
                     b.ins().call(r, &vals);
+                }
+            }
+            Step::Rows { desc, full, tail } => {
+                if let (Some(&full), Some(&tail), Some(&par)) =
+                    (refs.get(full), refs.get(tail), refs.get(&bases.par_rows))
+                {
+                    let d = b.ins().iadd_imm_u(bases.weights, *desc as i64);
+                    let full = b.ins().func_addr(I64, full);
+                    let tail = b.ins().func_addr(I64, tail);
+                    b.ins()
+                        .call(par, &[d, bases.arena, bases.weights, full, tail]);
                 }
             }
             Step::Branch {

@@ -6,7 +6,7 @@
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
-//!   most [`ConvParams::tile_pixels`] ([`crate::ops::IM2COL_TILE`] unless the planner chose a
+//!   most [`ConvParams::tile_pixels`] ([`IM2COL_TILE`] unless the planner chose a
 //!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
 //!   (`K = C/group * kh * kw` rows, one column per output pixel) is written straight in the packed-B layout of
 //!   [`super::arenac_sgemm`] (16-wide column panels, zero for padding taps and past the tile;
@@ -16,8 +16,8 @@
 //! Every path ends with the same epilogue on data still in cache: the per-channel bias and an
 //! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
 
-use super::{NR, packed_b_len};
-use crate::ops::IM2COL_TILE;
+use super::split::{MIN_TASK_MACS, SyncPtr};
+use super::{IM2COL_TILE, NR, packed_b_len};
 
 /// An activation applied in the convolution's epilogue (after the bias).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -132,6 +132,8 @@ pub struct ConvParams {
     /// Output pixels per im2col tile; 0 means [`IM2COL_TILE`]. The planner may choose a
     /// smaller tile (a smaller scratch) at a memory peak: [`conv2d_tile_for_scratch`].
     pub tile: u64,
+    /// Threads the scratch has slots for (0 counts as 1): the planner's thread count.
+    pub threads: u64,
 }
 
 impl ConvParams {
@@ -160,6 +162,7 @@ impl ConvParams {
             self.act_b,
             self.packed_a,
             self.tile,
+            self.threads,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -295,17 +298,20 @@ fn scratch_parts(p: &ConvParams) -> (usize, usize) {
     let a = if p.packed_a != 0 {
         0
     } else {
-        super::a_scratch_floats((p.m / p.group.max(1)) as usize, k)
+        super::a_scratch_floats((p.m / p.group.max(1)) as usize, k).next_multiple_of(16)
     };
     (panel, a)
 }
 
 /// Scratch bytes [`arenac_conv2d`] needs for `p` (with `packed_a` as [`prepare_weights`] will
-/// set it: see [`ConvParams::packs_a`]). The planner ([`crate::ops::Op::scratch_bytes`]) and
+/// set it: see [`ConvParams::packs_a`]). The planner (`crate::ops::Op::scratch_bytes`) and
 /// the code generator both size the scratch by this function.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
     let (panel, a) = scratch_parts(p);
-    panel.saturating_add(a).saturating_mul(4)
+    panel
+        .saturating_add(a)
+        .saturating_mul(4)
+        .saturating_mul(p.threads.max(1) as usize)
 }
 
 /// The smallest im2col tile the planner may choose (output pixels).
@@ -351,7 +357,14 @@ pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
     }
 }
 
-/// `y = act(conv(x, w) + bias)`.
+/// `y = act(conv(x, w) + bias)`, spread over the current pool ([`crate::par`]).
+///
+/// Work is cut into *units*: one image, one group, one tile of output pixels. With enough
+/// units, whole units go to the threads, each with its own slot of the scratch (panel and A
+/// scratch); with few (a small output plane: ResNet's last stages have one tile), units run
+/// one after the other and each unit's product is split over the threads
+/// ([`super::split::sgemm_split`]). Either way every output element is computed as in a
+/// single-threaded run: results are bit-identical at every thread count.
 ///
 /// # Safety
 /// `p` points to a valid [`ConvParams`] whose output size matches its input geometry and whose
@@ -376,96 +389,153 @@ pub unsafe extern "C" fn arenac_conv2d(
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
         return;
     }
-    let act = Activation::decode(&p);
-    let u = |v: u64| v as usize;
-    let (g, ch, cg) = (u(p.group.max(1)), u(p.c), u(p.c / p.group.max(1)));
-    let (mg, h, wd) = (u(p.m / p.group.max(1)), u(p.h), u(p.w));
-    let (oh, ow) = (u(p.oh), u(p.ow));
-    let k = p.k();
-    let pixels = oh * ow;
-    let pointwise = p.is_pointwise();
-    // The A scratch follows the panel inside the scratch block (unused, and possibly past
-    // its end, when the weights come packed).
-    let a_scratch = scratch.wrapping_add(scratch_parts(&p).0);
-    for img in 0..u(p.n) {
-        for gi in 0..g {
-            // SAFETY: image img, channels gi*cg.. of the input (within n*c*h*w floats).
-            let xg = unsafe { x.add((img * ch + gi * cg) * h * wd) };
-            // SAFETY: output channels gi*mg..(gi+1)*mg of image img (within n*m*oh*ow).
-            let yg = unsafe { y.add((img * u(p.m) + gi * mg) * pixels) };
-            let wg = if p.packed_a != 0 {
-                // Group gi's packed block (prepare_weights' layout, same kernel).
-                super::AView::Packed(w.wrapping_add(gi * super::packed_a_len(mg, k)))
-            } else {
-                // W of group gi is mg x k row-major inside the m * k weights.
-                super::AView::Rows(w.wrapping_add(gi * mg * k), k)
+    let (panel, a_floats) = scratch_parts(&p);
+    let slot = panel + a_floats;
+    let width = (p.threads.max(1) as usize).min(crate::par::threads());
+    let pixels = (p.oh * p.ow) as usize;
+    let tile_px = p.tile_pixels().min(pixels).max(1);
+    let tiles = pixels.div_ceil(tile_px);
+    let units = p.n as usize * p.group.max(1) as usize * tiles;
+    let unit_macs = (p.m / p.group.max(1)) as usize * p.k() * tile_px;
+    let (x, w, bias, y, scratch) = (
+        SyncPtr(x.cast_mut()),
+        SyncPtr(w.cast_mut()),
+        SyncPtr(bias.cast_mut()),
+        SyncPtr(y),
+        SyncPtr(scratch),
+    );
+    if width > 1 && units >= 2 * width && unit_macs >= MIN_TASK_MACS {
+        crate::par::for_each(units, width, |u, t| {
+            // SAFETY: the contract; unit u writes only its own tile of y, thread t < width
+            // uses only its own scratch slot (the planner sized `threads` slots).
+            unsafe {
+                conv_unit(
+                    &p,
+                    (x.get(), w.get(), bias.get(), y.get()),
+                    u,
+                    tiles,
+                    scratch.get().wrapping_add(t * slot),
+                    None,
+                )
             };
-            let kernel = super::selected_kernel();
-            let mut t0 = 0;
-            while t0 < pixels {
-                let tile = p.tile_pixels().min(pixels - t0);
-                if pointwise {
-                    // SAFETY: B is the cg (= k) input planes of `pixels` floats from xg, of
-                    // which columns t0..t0+tile are used (row stride `pixels`); a last partial
-                    // panel (only when pixels % NR != 0, tiles being multiples of NR
-                    // otherwise) is copied into the panel scratch, which then holds k * NR
-                    // floats (scratch_parts); C and the A scratch as below.
-                    unsafe {
-                        super::sgemm_rowmajor_b(
-                            kernel,
-                            mg,
-                            tile,
-                            k,
-                            wg,
-                            xg.add(t0),
-                            pixels,
-                            yg.add(t0),
-                            pixels,
-                            scratch,
-                            a_scratch,
-                        )
-                    };
-                } else {
-                    // SAFETY: packed_b_len(k, tile) <= panel_floats (the panel part of
-                    // scratch_parts), writable by the contract
-                    // and disjoint from x; the input planes of this group lie at xg.
-                    unsafe { im2col_panel(&p, xg, t0, tile, scratch) };
-                    // SAFETY: W of group gi is mg x k (row-major or packed for this kernel);
-                    // the panel holds packed_b_len(k, tile) floats; C is mg rows of tile floats
-                    // at stride pixels inside y; the A scratch has a_scratch_floats(mg, k)
-                    // floats after the panel unless A is packed (then it is not read); y
-                    // overlaps neither weights nor scratch.
-                    unsafe {
-                        super::sgemm_packed_b(
-                            kernel,
-                            mg,
-                            tile,
-                            k,
-                            wg,
-                            scratch,
-                            yg.add(t0),
-                            pixels,
-                            a_scratch,
-                        )
-                    };
-                }
-                if p.has_bias != 0 || act != Activation::None {
-                    for mi in 0..mg {
-                        let b = if p.has_bias != 0 {
-                            // SAFETY: channel gi*mg+mi < m of the bias (m floats).
-                            unsafe { *bias.add(gi * mg + mi) }
-                        } else {
-                            0.0
-                        };
-                        // SAFETY: the tile's part of one output channel row inside y.
-                        let row = unsafe {
-                            std::slice::from_raw_parts_mut(yg.add(mi * pixels + t0), tile)
-                        };
-                        epilogue(row, b, act);
-                    }
-                }
-                t0 += tile;
-            }
+        });
+    } else {
+        for u in 0..units {
+            // SAFETY: the contract; one unit at a time, its product split over `width`
+            // threads with slot-strided A scratch.
+            unsafe {
+                conv_unit(
+                    &p,
+                    (x.get(), w.get(), bias.get(), y.get()),
+                    u,
+                    tiles,
+                    scratch.get(),
+                    Some((slot, width)),
+                )
+            };
+        }
+    }
+}
+
+/// One unit of [`arenac_conv2d`]: image, group and pixel tile `u`, with its panel at
+/// `scratch` and its A scratch after the panel. `split`: spread the unit's product over
+/// `width` threads whose A scratches are `slot` floats apart; `None`: compute it here.
+///
+/// # Safety
+/// That of [`arenac_conv2d`] for the operands; `scratch` writable for one slot (panel + A
+/// scratch), or `width` slots with `split`; nothing else writes this unit's output tile.
+unsafe fn conv_unit(
+    p: &ConvParams,
+    (x, w, bias, y): (*mut f32, *mut f32, *mut f32, *mut f32),
+    u: usize,
+    tiles: usize,
+    scratch: *mut f32,
+    split: Option<(usize, usize)>,
+) {
+    let act = Activation::decode(p);
+    let us = |v: u64| v as usize;
+    let (g, ch, cg) = (us(p.group.max(1)), us(p.c), us(p.c / p.group.max(1)));
+    let (mg, h, wd) = (us(p.m / p.group.max(1)), us(p.h), us(p.w));
+    let pixels = us(p.oh) * us(p.ow);
+    let k = p.k();
+    let (img, gi, ti) = (u / (g * tiles), (u / tiles) % g, u % tiles);
+    let tile_px = p.tile_pixels().min(pixels).max(1);
+    let t0 = ti * tile_px;
+    let tile = tile_px.min(pixels - t0);
+    // Input planes of image img, group gi; output channels gi*mg.. of image img.
+    let xg = x.cast_const().wrapping_add((img * ch + gi * cg) * h * wd);
+    let yg = y.wrapping_add((img * us(p.m) + gi * mg) * pixels);
+    let a = if p.packed_a != 0 {
+        // Group gi's packed block (prepare_weights' layout, same kernel).
+        super::AView::packed(
+            w.cast_const().wrapping_add(gi * super::packed_a_len(mg, k)),
+            mg,
+        )
+    } else {
+        // W of group gi is mg x k row-major inside the m * k weights.
+        super::AView::Rows(w.cast_const().wrapping_add(gi * mg * k), k)
+    };
+    let (panel, _) = scratch_parts(p);
+    let a_scratch = scratch.wrapping_add(panel);
+    let b = if p.is_pointwise() {
+        // SAFETY: B is the cg (= k) input planes of `pixels` floats from xg, of which
+        // columns t0..t0+tile are used (row stride `pixels`); a last partial panel (only
+        // when pixels % NR != 0, tiles being multiples of NR otherwise) is copied into the
+        // panel scratch, which then holds k * NR floats (scratch_parts).
+        unsafe { super::rowmajor_b(k, tile, xg.wrapping_add(t0), pixels, scratch) }
+    } else {
+        // SAFETY: packed_b_len(k, tile) <= panel_floats (the panel part of scratch_parts),
+        // writable by the contract and disjoint from x; the input planes of this group lie
+        // at xg.
+        unsafe { im2col_panel(p, xg, t0, tile, scratch) };
+        super::BView::packed(scratch, k, tile)
+    };
+    let c = yg.wrapping_add(t0);
+    let (yc, bc) = (SyncPtr(c), SyncPtr(bias));
+    let epilogue = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        if p.has_bias == 0 && act == Activation::None {
+            return;
+        }
+        for mi in rows {
+            let b = if p.has_bias != 0 {
+                // SAFETY: channel gi*mg+mi < m of the bias (m floats).
+                unsafe { *bc.get().add(gi * mg + mi) }
+            } else {
+                0.0
+            };
+            // SAFETY: columns `cols` of output channel row mi of this tile, inside y, written
+            // by this block only.
+            let row = unsafe {
+                std::slice::from_raw_parts_mut(
+                    yc.get().wrapping_add(mi * pixels + cols.start),
+                    cols.len(),
+                )
+            };
+            epilogue(row, b, act);
+        }
+    };
+    let kernel = super::selected_kernel();
+    match split {
+        // SAFETY: W of group gi is mg x k (row-major or packed for this kernel); B as built
+        // above; C is mg rows of `tile` floats at stride `pixels` inside y; the A scratch
+        // slots follow each panel (unused when A is packed); y overlaps neither weights nor
+        // scratch.
+        Some((slot, width)) => unsafe {
+            super::split::sgemm_split(
+                kernel,
+                (mg, tile, k),
+                a,
+                b,
+                (c, pixels),
+                false,
+                (a_scratch, slot, width),
+                &epilogue,
+            )
+        },
+        None => {
+            // SAFETY: as above, on this thread with its own A scratch.
+            unsafe { super::sgemm_core(kernel, mg, tile, k, a, b, c, pixels, false, a_scratch) };
+            epilogue(0..mg, 0..tile);
         }
     }
 }

@@ -15,6 +15,7 @@
 //! copies so that LLVM sees contiguous or stride-2 loads.
 
 use super::conv::{Activation, ConvParams};
+use super::split::SyncPtr;
 
 /// The geometry one plane needs.
 #[derive(Clone, Copy)]
@@ -364,7 +365,9 @@ fn selected() -> PlaneFn {
     plane_portable
 }
 
-/// `y = act(depthwise_conv(x, w) + bias)`.
+/// `y = act(depthwise_conv(x, w) + bias)`, its output planes spread over the current pool
+/// ([`crate::par`]) in contiguous runs (each plane computed as single-threaded: bit-identical
+/// results at every thread count).
 ///
 /// # Safety
 /// That of [`super::conv::arenac_conv2d`] (without the scratch), with `C == group`.
@@ -381,28 +384,42 @@ pub(super) unsafe fn run(
     let (c, m) = (p.c as usize, p.m as usize);
     let mult = m / c.max(1);
     let (xplane, yplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
-    for img in 0..p.n as usize {
-        for o in 0..m {
+    let planes = p.n as usize * m;
+    let width = (p.threads.max(1) as usize).min(crate::par::threads());
+    let work = planes.saturating_mul(yplane).saturating_mul(taps);
+    let runs = (work / super::split::MIN_TASK_MACS)
+        .min(width * 4)
+        .clamp(1, planes.max(1));
+    let (x, w, bias, y) = (
+        SyncPtr(x.cast_mut()),
+        SyncPtr(w.cast_mut()),
+        SyncPtr(bias.cast_mut()),
+        SyncPtr(y),
+    );
+    crate::par::for_each(runs, width, |r, _| {
+        for plane in planes * r / runs..planes * (r + 1) / runs {
+            let (img, o) = (plane / m.max(1), plane % m.max(1));
             let ci = o / mult.max(1);
             // SAFETY: input plane (img, ci) with ci < c, output plane (img, o) with o < m,
             // filter o: inside the n*c*h*w, n*m*oh*ow and m*kh*kw floats of the contract; the
-            // output overlaps neither input nor weights.
+            // output overlaps neither input nor weights, and each output plane belongs to
+            // one run only.
             let (xs, ys, ws) = unsafe {
                 (
-                    std::slice::from_raw_parts(x.add((img * c + ci) * xplane), xplane),
-                    std::slice::from_raw_parts_mut(y.add((img * m + o) * yplane), yplane),
-                    std::slice::from_raw_parts(w.add(o * taps), taps),
+                    std::slice::from_raw_parts(x.get().add((img * c + ci) * xplane), xplane),
+                    std::slice::from_raw_parts_mut(y.get().add((img * m + o) * yplane), yplane),
+                    std::slice::from_raw_parts(w.get().add(o * taps), taps),
                 )
             };
             let b = if p.has_bias != 0 {
                 // SAFETY: o < m floats of bias when has_bias != 0.
-                unsafe { *bias.add(o) }
+                unsafe { *bias.get().add(o) }
             } else {
                 0.0
             };
             f(&g, xs, ws, b, act, ys);
         }
-    }
+    });
 }
 
 #[cfg(test)]

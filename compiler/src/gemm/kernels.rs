@@ -296,3 +296,140 @@ pub(crate) mod x86 {
         }
     }
 }
+
+/// The small-`m` kernels of [`super::small`] for x86 (see there for the contract).
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_small {
+    use super::NR;
+    use crate::gemm::small::SmallFn;
+    use core::arch::x86_64::*;
+
+    /// `M x (W * 16)` with AVX-512F: `W` panels at `b + j * bstride`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `a` readable for `M` rows of `kc` floats at `lda`, each of
+    /// the `W` panels for `kc` rows of 16 at `brs`, `c` for `M` rows of `W * 16` at `ldc`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn avx512_mw<const M: usize, const W: usize>(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        bstride: usize,
+        brs: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; M];
+        for p in 0..kc {
+            // SAFETY: row p < kc of each panel, column p of each of the M rows of A: in
+            // bounds by the contract; unaligned loads.
+            unsafe {
+                let bp = b.add(p * brs);
+                let mut bv = [_mm512_setzero_ps(); W];
+                for (j, v) in bv.iter_mut().enumerate() {
+                    *v = _mm512_loadu_ps(bp.add(j * bstride));
+                }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*a.add(i * lda + p));
+                    for (r, &v) in row.iter_mut().zip(&bv) {
+                        *r = _mm512_fmadd_ps(av, v, *r);
+                    }
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (j, &r) in row.iter().enumerate() {
+                // SAFETY: row i < M, columns j*16..j*16+16 of the C tile.
+                unsafe {
+                    let p = c.add(i * ldc + j * NR);
+                    let v = if accumulate {
+                        _mm512_add_ps(r, _mm512_loadu_ps(p))
+                    } else {
+                        r
+                    };
+                    _mm512_storeu_ps(p, v);
+                }
+            }
+        }
+    }
+
+    /// `M x 16` with AVX2 + FMA (two ymm per row).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `a` readable for `M` rows of `kc` floats at `lda`, `b`
+    /// for `kc` rows of 16 at `brs`, `c` for `M` rows of 16 at `ldc`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn avx2_m<const M: usize>(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        _bstride: usize,
+        brs: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
+        for p in 0..kc {
+            // SAFETY: row p < kc of the panel, column p of the M rows of A.
+            unsafe {
+                let bp = b.add(p * brs);
+                let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*a.add(i * lda + p));
+                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row i < M of the C tile, 16 floats.
+            unsafe {
+                let p = c.add(i * ldc);
+                let (mut r0, mut r1) = (row[0], row[1]);
+                if accumulate {
+                    r0 = _mm256_add_ps(r0, _mm256_loadu_ps(p));
+                    r1 = _mm256_add_ps(r1, _mm256_loadu_ps(p.add(8)));
+                }
+                _mm256_storeu_ps(p, r0);
+                _mm256_storeu_ps(p.add(8), r1);
+            }
+        }
+    }
+
+    /// Lists one instantiation per row count (no logic).
+    macro_rules! table {
+        ($f:ident, $w:literal, $m:expr, [$($n:literal),*]) => {
+            match $m {
+                $($n => Some($f::<$n, $w> as SmallFn),)*
+                _ => None,
+            }
+        };
+    }
+
+    /// The AVX-512 small kernel for `m` rows (1..=11) of `panels` (1 or 2) panels.
+    pub(crate) fn avx512(m: usize, panels: usize) -> Option<SmallFn> {
+        match panels {
+            1 => table!(avx512_mw, 1, m, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
+            2 => table!(avx512_mw, 2, m, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]),
+            _ => None,
+        }
+    }
+
+    /// The AVX2 small kernel for `m` rows (1..=5) of one panel.
+    pub(crate) fn avx2(m: usize) -> Option<SmallFn> {
+        match m {
+            1 => Some(avx2_m::<1> as SmallFn),
+            2 => Some(avx2_m::<2> as SmallFn),
+            3 => Some(avx2_m::<3> as SmallFn),
+            4 => Some(avx2_m::<4> as SmallFn),
+            5 => Some(avx2_m::<5> as SmallFn),
+            _ => None,
+        }
+    }
+}

@@ -36,21 +36,24 @@
 //! - single thread, on this machine (examples/gemm_bench.rs): AVX-512 ~195-225 GFLOP/s (this
 //!   CPU runs 512-bit FMAs at full rate, so the 256-bit peak of ~117 is not the ceiling), AVX2
 //!   ~115-124, portable ~25-32.
-//! - `accumulate` applies to the first K block only, later blocks always add;
-//! - at most 4 rows of a row-major A (a batch-1 product, a recurrent step) take `rows.rs`
-//!   instead: each B panel row read once for every row, no packing.
+//! - `accumulate` applies to the first K block only, later blocks always add.
 
 pub mod conv;
 mod depthwise;
 mod kernels;
 pub mod pool;
-mod rows;
+pub(crate) mod small;
+pub(crate) mod split;
 
 use kernels::KernelFn;
 use std::sync::OnceLock;
 
 /// Width of a packed B panel (columns); part of the packed layout.
 pub const NR: usize = 16;
+
+/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
+/// the scratch planned for them is sized by it (see `crate::ops::Op::scratch_bytes`).
+pub const IM2COL_TILE: usize = 256;
 /// Largest K block.
 pub const KC: usize = 384;
 /// Largest M block (a multiple of every kernel's `MR`).
@@ -145,8 +148,6 @@ pub(crate) struct Kernel {
     pub(crate) run: KernelFn,
     /// An `mr x 2NR` kernel over two adjacent panels, if any.
     pub(crate) wide: Option<KernelFn>,
-    /// The product of at most [`rows::ROWS_MAX`] rows of a row-major A ([`rows`]).
-    pub(crate) rows: rows::RowsFn,
 }
 
 const SCALAR: Kernel = Kernel {
@@ -154,7 +155,6 @@ const SCALAR: Kernel = Kernel {
     mr: kernels::SCALAR_MR,
     run: kernels::kernel_scalar,
     wide: None,
-    rows: rows::rows_scalar,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -163,7 +163,6 @@ const AVX2: Kernel = Kernel {
     mr: kernels::x86::AVX2_MR,
     run: kernels::x86::kernel_avx2,
     wide: None,
-    rows: rows::rows_avx2,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -172,7 +171,6 @@ const AVX512: Kernel = Kernel {
     mr: kernels::x86::AVX512_MR,
     run: kernels::x86::kernel_avx512,
     wide: Some(kernels::x86::kernel_avx512_wide),
-    rows: rows::rows_avx512,
 };
 
 const _: () = {
@@ -214,13 +212,20 @@ pub fn kernel_name() -> &'static str {
     selected_kernel().name
 }
 
-/// `C = A * B (+ C when accumulate != 0)`.
+/// Floats between the per-thread A scratch slots of [`arenac_sgemm`] for an `m x k` A:
+/// [`a_scratch_floats`] rounded up to 64 bytes.
+pub fn a_scratch_slot(m: usize, k: usize) -> usize {
+    a_scratch_floats(m, k).next_multiple_of(16)
+}
+
+/// `C = A * B (+ C when accumulate != 0)`, spread over the current pool ([`crate::par`]) on
+/// at most `slots` threads; bit-identical results at every thread count.
 ///
 /// # Safety
 /// `a` valid for reads of `m` rows of `k` floats at row stride `lda`; `packed_b` for
 /// [`packed_b_len`]`(k, n)` floats packed by [`pack_b`]/[`arenac_pack_b`]; `c` valid for reads
-/// and writes of `m` rows of `n` floats at row stride `ldc`; `scratch` for
-/// [`A_SCRATCH_FLOATS`] floats; C must not overlap A, B or scratch.
+/// and writes of `m` rows of `n` floats at row stride `ldc`; `scratch` for `max(slots, 1)`
+/// slots of [`a_scratch_slot`]`(m, k)` floats; C must not overlap A, B or scratch.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn arenac_sgemm(
@@ -234,22 +239,21 @@ pub unsafe extern "C" fn arenac_sgemm(
     ldc: usize,
     accumulate: u32,
     scratch: *mut f32,
+    slots: usize,
 ) {
     let kernel = selected_kernel();
-    // SAFETY: the caller's contract is the one of `sgemm_with`; `kernel` runs on this CPU.
+    // SAFETY: the caller's contract: A, B, C as sgemm_split needs them for the whole
+    // product, `slots` A scratch slots of a_scratch_slot(m, k) floats.
     unsafe {
-        sgemm_with(
+        split::sgemm_split(
             kernel,
-            m,
-            n,
-            k,
-            a,
-            lda,
-            packed_b,
-            c,
-            ldc,
+            (m, n, k),
+            AView::Rows(a, lda),
+            BView::packed(packed_b, k, n),
+            (c, ldc),
             accumulate != 0,
-            scratch,
+            (scratch, a_scratch_slot(m, k), slots.max(1)),
+            &|_, _| {},
         )
     }
 }
@@ -269,7 +273,33 @@ pub(crate) struct BView {
     tail: *const f32,
 }
 
+// SAFETY: as for `AView`: pointers valid by the entry points' contracts, only read.
+unsafe impl Send for BView {}
+// SAFETY: as above.
+unsafe impl Sync for BView {}
+
 impl BView {
+    /// A packed B ([`pack_b`] layout) of `k` rows and `n` columns.
+    pub(crate) fn packed(base: *const f32, k: usize, n: usize) -> BView {
+        BView {
+            base,
+            rs: NR,
+            ps: k * NR,
+            full: n.div_ceil(NR),
+            tail: std::ptr::null(),
+        }
+    }
+
+    /// The view from column `j0` on (a multiple of [`NR`]).
+    pub(crate) fn at_col(self, j0: usize) -> BView {
+        let jp = j0 / NR;
+        BView {
+            base: self.base.wrapping_add(jp * self.ps),
+            full: self.full.saturating_sub(jp),
+            ..self
+        }
+    }
+
     /// Start of row `pc` of panel `jp`, and its row stride.
     fn panel(&self, jp: usize, pc: usize) -> (*const f32, usize) {
         if jp < self.full {
@@ -284,6 +314,7 @@ impl BView {
 ///
 /// # Safety
 /// That of [`arenac_sgemm`], and `kernel` comes from [`available_kernels`].
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sgemm_with(
     kernel: Kernel,
@@ -298,13 +329,7 @@ pub(crate) unsafe fn sgemm_with(
     accumulate: bool,
     scratch: *mut f32,
 ) {
-    let b = BView {
-        base: packed_b,
-        rs: NR,
-        ps: k * NR,
-        full: n.div_ceil(NR),
-        tail: std::ptr::null(),
-    };
+    let b = BView::packed(packed_b, k, n);
     // SAFETY: the caller's contract; every panel is read in place from the packed B.
     unsafe {
         sgemm_core(
@@ -329,6 +354,7 @@ pub(crate) unsafe fn sgemm_with(
 /// That of [`arenac_sgemm`] with A as `a` describes, B readable for `k` rows of `n` floats at stride `ldb`
 /// (`ldb >= n`), `tail` writable for `k * NR` floats and overlapping nothing else, and
 /// `kernel` from [`available_kernels`].
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sgemm_rowmajor_b(
     kernel: Kernel,
@@ -343,21 +369,38 @@ pub(crate) unsafe fn sgemm_rowmajor_b(
     tail: *mut f32,
     scratch: *mut f32,
 ) {
+    // SAFETY: the caller's contract.
+    let view = unsafe { rowmajor_b(k, n, b, ldb, tail) };
+    // SAFETY: the caller's contract; full panels are NR columns of rows at stride ldb.
+    unsafe { sgemm_core(kernel, m, n, k, a, view, c, ldc, false, scratch) }
+}
+
+/// The view of a row-major B (`k x n` at row stride `ldb`): full 16-column panels read in
+/// place, a last partial one copied into `tail` in packed form.
+///
+/// # Safety
+/// B readable for `k` rows of `n` floats at stride `ldb >= n`; `tail` writable for `k * NR`
+/// floats (when `n % NR != 0`) and overlapping nothing else in use.
+pub(crate) unsafe fn rowmajor_b(
+    k: usize,
+    n: usize,
+    b: *const f32,
+    ldb: usize,
+    tail: *mut f32,
+) -> BView {
     let full = n / NR;
     if !n.is_multiple_of(NR) {
         // SAFETY: columns full*NR..n of the k rows of B, readable by the contract; `tail`
         // holds packed_b_len(k, n % NR) = k * NR floats and overlaps nothing.
         unsafe { arenac_pack_b(k, n - full * NR, b.add(full * NR), ldb, 1, tail) };
     }
-    let view = BView {
+    BView {
         base: b,
         rs: ldb,
         ps: NR,
         full,
         tail,
-    };
-    // SAFETY: the caller's contract; full panels are NR columns of rows at stride ldb.
-    unsafe { sgemm_core(kernel, m, n, k, a, view, c, ldc, false, scratch) }
+    }
 }
 
 /// Floats of A once packed by [`pack_a_all`]: `m` rounded up to the selected kernel's `MR`,
@@ -410,15 +453,54 @@ pub fn pack_a_all(m: usize, k: usize, a: &[f32], lda: usize, out: &mut [f32]) {
 pub(crate) enum AView {
     /// Row-major at a row stride.
     Rows(*const f32, usize),
-    /// Packed by [`pack_a_all`].
-    Packed(*const f32),
+    /// Packed by [`pack_a_all`] for a matrix of `m_pad` rows (`m` rounded up to `MR`), of
+    /// which this view starts at row `row0` (a multiple of `MR`).
+    Packed {
+        /// Start of the packed matrix.
+        base: *const f32,
+        /// Its rows rounded up to the kernel's `MR`.
+        m_pad: usize,
+        /// First row of the view.
+        row0: usize,
+    },
 }
+
+impl AView {
+    /// A whole matrix of `m` rows packed by [`pack_a_all`] at `base`.
+    pub(crate) fn packed(base: *const f32, m: usize) -> AView {
+        let mr = selected_kernel().mr;
+        AView::Packed {
+            base,
+            m_pad: m.div_ceil(mr) * mr,
+            row0: 0,
+        }
+    }
+
+    /// The view from row `r0` on (`r0` a multiple of the kernel's `MR` for a packed view).
+    pub(crate) fn at_row(self, r0: usize) -> AView {
+        match self {
+            AView::Rows(a, lda) => AView::Rows(a.wrapping_add(r0 * lda), lda),
+            AView::Packed { base, m_pad, row0 } => AView::Packed {
+                base,
+                m_pad,
+                row0: row0 + r0,
+            },
+        }
+    }
+}
+
+// SAFETY: a view is a pointer into memory whose validity the unsafe GEMM entry points'
+// contracts establish; sharing it between the threads of one product only reads through it.
+unsafe impl Send for AView {}
+// SAFETY: as above.
+unsafe impl Sync for AView {}
 
 /// `C = A * B` for a packed B ([`pack_b`] layout) and A as `a` describes.
 ///
 /// # Safety
 /// That of [`arenac_sgemm`] with A as `a` describes (packed for `kernel`), and `kernel` from
 /// [`available_kernels`].
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn sgemm_packed_b(
     kernel: Kernel,
@@ -431,13 +513,7 @@ pub(crate) unsafe fn sgemm_packed_b(
     ldc: usize,
     scratch: *mut f32,
 ) {
-    let b = BView {
-        base: packed_b,
-        rs: NR,
-        ps: k * NR,
-        full: n.div_ceil(NR),
-        tail: std::ptr::null(),
-    };
+    let b = BView::packed(packed_b, k, n);
     // SAFETY: the caller's contract.
     unsafe { sgemm_core(kernel, m, n, k, a, b, c, ldc, false, scratch) }
 }
@@ -448,7 +524,7 @@ pub(crate) unsafe fn sgemm_packed_b(
 /// That of [`arenac_sgemm`] with A and B as `av` and `b` describe (a packed A for `kernel`,
 /// then the scratch is not used).
 #[allow(clippy::too_many_arguments)]
-unsafe fn sgemm_core(
+pub(crate) unsafe fn sgemm_core(
     kernel: Kernel,
     m: usize,
     n: usize,
@@ -472,10 +548,11 @@ unsafe fn sgemm_core(
         }
         return;
     }
-    if let (AView::Rows(a, lda), true) = (av, m <= rows::ROWS_MAX) {
-        // SAFETY: the caller's contract, for m <= ROWS_MAX rows of a row-major A; the
-        // kernel's forms run on this CPU.
-        unsafe { (kernel.rows)(m, n, k, a, lda, &b, c, ldc, accumulate) };
+    if let AView::Rows(a, lda) = av
+        && small::takes(&kernel, m)
+    {
+        // SAFETY: the caller's contract, A row-major; fewer rows than the micro-kernel.
+        unsafe { small::sgemm_small(&kernel, m, n, k, a, lda, b, c, ldc, accumulate) };
         return;
     }
     let mr = kernel.mr;
@@ -498,8 +575,11 @@ unsafe fn sgemm_core(
                     unsafe { pack_a(mr, mc, kc, a.add(ic * lda + pc), lda, scratch) };
                     scratch.cast_const()
                 }
-                // Block (pc, ic) of pack_a_all's layout (MC is a multiple of mr).
-                AView::Packed(pa) => pa.wrapping_add(pc * m.div_ceil(mr) * mr + ic * kc),
+                // Block (pc, row0 + ic) of pack_a_all's layout (MC and row0 are multiples
+                // of mr).
+                AView::Packed { base, m_pad, row0 } => {
+                    base.wrapping_add(pc * m_pad + (row0 + ic) * kc)
+                }
             };
             let nip = mc.div_ceil(mr);
             let mut jp = 0;
@@ -640,6 +720,7 @@ mod tests {
                 2,
                 1,
                 scratch.as_mut_ptr(),
+                1,
             )
         };
         assert_eq!(c, [59.0, 65.0, 140.0, 155.0]);

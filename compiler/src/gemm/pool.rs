@@ -592,15 +592,58 @@ pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *
     if in_place {
         g.lag = in_place_lag(&p).unwrap_or(0);
     }
-    // The row buffer only when in place (not zeroed otherwise).
-    let mut r = if in_place { Some([0.0f32; CAP]) } else { None };
-    for i in 0..p.planes as usize {
-        // SAFETY: plane i of the input and of the output, inside the sizes of the contract;
-        // they do not overlap, or (in place) the output plane starts at or before the input
-        // plane and `in_place_ok` holds (earlier planes' outputs end before this input
-        // plane); the selected variant's CPU features were detected in `selected`.
-        unsafe { f(&g, x.add(i * xplane), y.add(i * yplane), &mut t, r.as_mut()) };
+    if in_place {
+        // Plane i's output overwrites input planes earlier ones read: one after the other.
+        let mut r = [0.0f32; CAP];
+        for i in 0..p.planes as usize {
+            // SAFETY: plane i of the input and of the output, inside the sizes of the
+            // contract; the output plane starts at or before the input plane and
+            // `in_place_ok` holds (earlier planes' outputs end before this input plane); the
+            // selected variant's CPU features were detected in `selected`.
+            unsafe {
+                f(
+                    &g,
+                    x.add(i * xplane),
+                    y.add(i * yplane),
+                    &mut t,
+                    Some(&mut r),
+                )
+            };
+        }
+        return;
     }
+    // Out of place: runs of planes spread over the current pool (each plane computed as
+    // single-threaded: bit-identical at every thread count).
+    let planes = p.planes as usize;
+    let width = crate::par::threads();
+    let work = planes
+        .saturating_mul(yplane)
+        .saturating_mul((p.kh * p.kw) as usize);
+    let runs = (work / super::split::MIN_TASK_MACS)
+        .min(width * 4)
+        .clamp(1, planes.max(1));
+    let (xs, ys) = (
+        super::split::SyncPtr(x.cast_mut()),
+        super::split::SyncPtr(y),
+    );
+    let g = &g;
+    crate::par::for_each(runs, width, |run, _| {
+        let mut t = [0.0f32; CAP];
+        for i in planes * run / runs..planes * (run + 1) / runs {
+            // SAFETY: plane i of the input and of the output, inside the sizes of the
+            // contract, disjoint (out of place), each output plane in one run only; the
+            // selected variant's CPU features were detected in `selected`.
+            unsafe {
+                f(
+                    g,
+                    xs.get().add(i * xplane),
+                    ys.get().add(i * yplane),
+                    &mut t,
+                    None,
+                )
+            };
+        }
+    });
 }
 
 #[cfg(test)]

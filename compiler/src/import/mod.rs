@@ -45,8 +45,10 @@ pub struct ImportOptions {
     /// bind the inputs' shapes like [`ImportOptions::shapes`] (unless a shape is given there).
     /// An input whose *value* decides a shape (a Reshape target, Slice bounds, Expand/Tile
     /// sizes, Pad amounts, Resize scales, TopK's k, Squeeze axes...) is frozen: it becomes a
-    /// constant, is listed in [`Imported::frozen`] and is no longer a graph input. The other
-    /// given inputs stay inputs.
+    /// constant, is listed in [`Imported::frozen`] with the node that needed it, and is no
+    /// longer a graph input; the graph is then right for that value only. The other given
+    /// inputs stay inputs, including those feeding operands that decide no shape (Clip's
+    /// bounds, Pad's constant_value, Trilu's k: read at run time).
     pub values: HashMap<String, Tensor>,
 }
 
@@ -73,8 +75,52 @@ pub struct Imported {
     /// Things the user should know (dims defaulted to 1...).
     pub warnings: Vec<String>,
     /// Graph inputs frozen into constants because their values decide shapes (from
-    /// [`ImportOptions::values`]), with their types, in the order they were frozen.
-    pub frozen: Vec<(String, TensorType)>,
+    /// [`ImportOptions::values`]), with their types and why, in the order they were frozen.
+    /// The graph is then right only for those values.
+    pub frozen: Vec<FrozenInput>,
+}
+
+/// A graph input compiled in as a constant ([`ImportOptions::values`]) and why: a node's
+/// converter needed the value of an operand computed from it at compile time. The compiled
+/// program is specific to the value given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrozenInput {
+    /// The graph input.
+    pub name: String,
+    /// Its type.
+    pub ty: TensorType,
+    /// The node that needed the value (its name, or `#index`).
+    pub node: String,
+    /// That node's op type.
+    pub op: String,
+    /// The operand's position among the node's inputs.
+    pub input: usize,
+    /// The operand's value name (the input itself, or a value computed from it).
+    pub operand: String,
+    /// Why the value was needed: the operand decides an output shape or the kernel's
+    /// structure ([`OpError::NotConstant`]), or the output's shape depends on the values
+    /// ([`OpError::DataDependent`]: NonZero, Unique, Compress...).
+    pub data_dependent: bool,
+}
+
+impl FrozenInput {
+    /// One line: which node needed which operand, and why.
+    pub fn reason(&self) -> String {
+        let via = if self.operand == self.name {
+            String::new()
+        } else {
+            format!(", computed from '{}'", self.name)
+        };
+        let why = if self.data_dependent {
+            "the output's shape depends on its values"
+        } else {
+            "it decides a shape (or the kernel's structure)"
+        };
+        format!(
+            "node '{}' ({}) needs input {} ('{}'{via}) at compile time: {why}",
+            self.node, self.op, self.input, self.operand
+        )
+    }
 }
 
 /// Reads and decodes a `.onnx` file. The file is memory-mapped and decoded zero-copy: tensor
@@ -138,7 +184,8 @@ pub fn default_opset(model: &ModelProto) -> Result<i64> {
 /// When a converter needs an input as a constant ([`OpError::NotConstant`]) and that input is a
 /// graph input with a value in [`ImportOptions::values`], the input is frozen and the import
 /// starts over with it as a constant (so nodes before the one that needed it fold too); once per
-/// frozen input.
+/// frozen input. [`Imported::frozen`] records each with the node, op and operand that needed
+/// it.
 ///
 /// Last, [`crate::analysis::widen::widen_floats`] rewrites nodes that have an f32 kernel but
 /// none for their f16/bf16/f64 data into Cast → f32 op → Cast.
@@ -164,6 +211,7 @@ pub fn import_model(
         }
     }
     let mut frozen: Vec<(String, Tensor)> = Vec::new();
+    let mut reasons: Vec<FrozenInput> = Vec::new();
     loop {
         let mut external = dir.map(ExternalData::new);
         let mut importer = Importer::new(gp, opset);
@@ -181,8 +229,11 @@ pub fn import_model(
                 },
             ) => {
                 let Error::Node {
-                    source: OpError::NotConstant { name, .. } | OpError::DataDependent { name, .. },
-                    ..
+                    node,
+                    op,
+                    source:
+                        source @ (OpError::NotConstant { input, name }
+                        | OpError::DataDependent { input, name }),
                 } = &e
                 else {
                     return Err(e);
@@ -199,12 +250,22 @@ pub fn import_model(
                     return Err(e);
                 }
                 fresh.sort();
-                for name in fresh {
-                    let value = opts.values[&name].clone();
-                    frozen.push((name, value));
+                for input_name in fresh {
+                    let value = opts.values[&input_name].clone();
+                    reasons.push(FrozenInput {
+                        name: input_name.clone(),
+                        ty: value.ty(),
+                        node: node.clone(),
+                        op: op.clone(),
+                        input: *input,
+                        operand: name.clone(),
+                        data_dependent: matches!(source, OpError::DataDependent { .. }),
+                    });
+                    frozen.push((input_name, value));
                 }
             }
             Ok(mut imported) => {
+                imported.frozen = reasons;
                 // Nodes with an f32 kernel only, on f16/bf16/f64 data: computed in f32.
                 crate::analysis::widen::widen_floats(&mut imported.graph);
                 return Ok(imported);
@@ -272,6 +333,9 @@ struct Importer {
     /// Int64 values known as a run-time base plus constants (for slices moving at run time
     /// by a static length: [`affine`]).
     affine: HashMap<ValueId, affine::Affine>,
+    /// While the nodes of an expansion are imported: the opset they are read at (the model's,
+    /// or [`expand::EXPANSION_OPSET`] when that is higher: expansions are written against it).
+    node_opset: Option<i64>,
 }
 
 impl Importer {
@@ -286,6 +350,7 @@ impl Importer {
             max_fold_bytes: MAX_FOLD_BYTES,
             prefix: String::new(),
             affine: HashMap::new(),
+            node_opset: None,
         }
     }
 
@@ -361,10 +426,11 @@ impl Importer {
             let id = self.output_value(out.name(), id);
             self.graph.outputs.push(id);
         }
+        // The caller (`import_model`) knows why each was frozen and fills `frozen` in.
         Ok(Imported {
             graph: self.graph,
             warnings,
-            frozen: frozen.iter().map(|(n, t)| (n.clone(), t.ty())).collect(),
+            frozen: Vec::new(),
         })
     }
 
@@ -447,7 +513,7 @@ impl Importer {
         if control::is_control(&op_type) {
             return control::import(self, node, &label, external);
         }
-        let opset = self.graph.opset;
+        let opset = self.node_opset.unwrap_or(self.graph.opset);
         let def = ops::lookup(&op_type, opset).ok_or_else(|| {
             // An op arenac knows at other opsets: the model's opset is what is unsupported.
             let ranges: Vec<String> = ops::registry()
@@ -499,7 +565,7 @@ impl Importer {
                 },
             });
         }
-        let mut ctx = NodeCtx::new(node, self.graph.opset, ctx_inputs);
+        let mut ctx = NodeCtx::new(node, opset, ctx_inputs);
         let op: Op = match (def.convert)(&mut ctx) {
             Ok(op) => op,
             // Bounds moving at run time by a static length (`x[i : i + 1]` in a loop body).
@@ -521,6 +587,15 @@ impl Importer {
             .map(|&v| self.graph.value(v).ty.clone())
             .collect();
         let out_types = op.infer(&in_types).map_err(node_err)?;
+        // Constant indices out of range are errors now, not clamped reads at run time.
+        let values: Vec<Option<&Tensor>> = data_ids
+            .iter()
+            .map(|&v| match &self.graph.value(v).kind {
+                ValueKind::Constant(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        ops::movement::check_constant_indices(&op, &in_types, &values).map_err(node_err)?;
         let mut out_bytes = 0usize;
         for t in &out_types {
             out_bytes = t

@@ -247,7 +247,9 @@ impl Scalar {
     }
 }
 
-fn read_f64(dtype: DType, c: &[u8]) -> f64 {
+/// One element of `dtype` from the start of `c` as `f64` (integers converted, bools 0/1).
+/// `c` holds at least `dtype.size()` bytes (shorter is a caller bug: it panics).
+pub fn read_f64(dtype: DType, c: &[u8]) -> f64 {
     match dtype {
         DType::F32 => f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         DType::F64 => f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
@@ -286,6 +288,36 @@ fn push_f64(out: &mut Vec<u8>, dtype: DType, v: f64) {
     }
 }
 
+/// Writes `v` as one element of `dtype` into the first `dtype.size()` bytes of `dst` (nothing
+/// when `dst` is shorter), converted as [`Tensor::from_f64`] converts. Allocates nothing: for
+/// kernels running inside an arena.
+pub fn write_f64(dst: &mut [u8], dtype: DType, v: f64) {
+    fn wide<const N: usize>(b: [u8; N]) -> [u8; 8] {
+        let mut o = [0u8; 8];
+        o[..N].copy_from_slice(&b);
+        o
+    }
+    let i = v as i64;
+    let bytes = match dtype {
+        DType::F32 => wide((v as f32).to_le_bytes()),
+        DType::F64 => v.to_le_bytes(),
+        DType::F16 => wide(f16::from_f64(v).to_le_bytes()),
+        DType::BF16 => wide(bf16::from_f64(v).to_le_bytes()),
+        DType::Bool => wide([u8::from(v != 0.0)]),
+        DType::I8 => wide([i as i8 as u8]),
+        DType::U8 => wide([i as u8]),
+        DType::I16 => wide((i as i16).to_le_bytes()),
+        DType::U16 => wide((i as u16).to_le_bytes()),
+        DType::I32 => wide((i as i32).to_le_bytes()),
+        DType::U32 => wide((i as u32).to_le_bytes()),
+        DType::I64 | DType::U64 => i.to_le_bytes(),
+    };
+    let n = dtype.size();
+    if let (Some(d), Some(s)) = (dst.get_mut(..n), bytes.get(..n)) {
+        d.copy_from_slice(s);
+    }
+}
+
 fn push_i64(out: &mut Vec<u8>, dtype: DType, v: i64) {
     match dtype {
         DType::I8 => out.push(v as i8 as u8),
@@ -313,6 +345,20 @@ mod tests {
         }
         let t = Tensor::from_f64(DType::F16, vec![2], &[1.5, -2.0]);
         assert_eq!(t.to_f64_vec(), vec![1.5, -2.0]);
+    }
+
+    #[test]
+    fn write_f64_converts_as_from_f64() {
+        for dt in DType::ALL {
+            for v in [0.0, 0.75, 1.0, -3.5, 300.25] {
+                let t = Tensor::from_f64(dt, vec![], &[v]);
+                let mut b = vec![0xAAu8; 9];
+                write_f64(&mut b, dt, v);
+                assert_eq!(&b[..dt.size()], t.bytes().as_ref(), "{dt} {v}");
+                assert!(b[dt.size()..].iter().all(|&x| x == 0xAA));
+                assert_eq!(read_f64(dt, &b), t.to_f64_vec()[0]);
+            }
+        }
     }
 
     #[test]

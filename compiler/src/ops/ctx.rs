@@ -70,6 +70,13 @@ impl<'a> NodeCtx<'a> {
         self.inputs.get(i).is_some_and(|x| x.ty.is_some())
     }
 
+    /// Whether input slot `i` is present and its value known at compile time.
+    pub fn is_const(&self, i: usize) -> bool {
+        self.inputs
+            .get(i)
+            .is_some_and(|x| x.ty.is_some() && x.value.is_some())
+    }
+
     /// Type of input `i`, or an arity error when absent.
     pub fn input_type(&self, i: usize) -> Result<&TensorType, OpError> {
         self.inputs
@@ -96,6 +103,11 @@ impl<'a> NodeCtx<'a> {
             });
         }
         Ok(())
+    }
+
+    /// The value of input `i` when known at compile time (without taking it).
+    pub fn input_value(&self, i: usize) -> Option<&Tensor> {
+        self.inputs.get(i).and_then(|x| x.value.as_ref())
     }
 
     /// Takes input `i` as a compile-time constant: it becomes part of the op, not a data input.

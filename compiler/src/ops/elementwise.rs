@@ -244,7 +244,10 @@ fn convert_hard_sigmoid(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     unary(ctx, UnaryOp::HardSigmoid { alpha, beta })
 }
 
-/// Clip-6 has `min`/`max` attributes; Clip-11 on takes them as optional scalar inputs.
+/// Clip-6 has `min`/`max` attributes; Clip-11 on takes them as optional scalar inputs. Bounds
+/// known at compile time become attributes ([`UnaryOp::Clip`], the fast path); when either is
+/// computed at run time (a log-mel front end clips at `max - 80 dB`), every given bound stays
+/// a data input ([`Op::ClipDynamic`]): they decide no shape, so nothing needs their value.
 fn convert_clip(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     if ctx.opset < 11 {
         ctx.expect_inputs(1, 1)?;
@@ -253,30 +256,49 @@ fn convert_clip(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         return Ok(Op::Unary(UnaryOp::Clip { min, max }));
     }
     ctx.expect_inputs(1, 3)?;
-    let min = clip_bound(ctx, 1, "min")?;
-    let max = clip_bound(ctx, 2, "max")?;
+    for (i, what) in [(1, "min"), (2, "max")] {
+        check_clip_bound(ctx, i, what)?;
+    }
+    let known = |ctx: &NodeCtx<'_>, i: usize| !ctx.has_input(i) || ctx.is_const(i);
+    if !(known(ctx, 1) && known(ctx, 2)) {
+        return Ok(Op::ClipDynamic {
+            min: ctx.has_input(1),
+            max: ctx.has_input(2),
+        });
+    }
+    let bound = |ctx: &mut NodeCtx<'_>, i: usize| -> Result<Option<f64>, OpError> {
+        Ok(ctx
+            .take_const(i)?
+            .and_then(|t| t.scalar_at(0))
+            .map(|s| s.as_f64()))
+    };
+    let min = bound(ctx, 1)?;
+    let max = bound(ctx, 2)?;
     Ok(Op::Unary(UnaryOp::Clip { min, max }))
 }
 
-fn clip_bound(ctx: &mut NodeCtx<'_>, i: usize, what: &str) -> Result<Option<f64>, OpError> {
-    let dtype = ctx.input_type(0)?.dtype;
-    let Some(t) = ctx.take_const(i)? else {
-        return Ok(None);
-    };
-    if t.dtype() != dtype {
+/// A given Clip bound must be one element of x's dtype (its shape is known even when its
+/// value is not).
+fn check_clip_bound(ctx: &NodeCtx<'_>, i: usize, what: &str) -> Result<(), OpError> {
+    if !ctx.has_input(i) {
+        return Ok(());
+    }
+    let x = ctx.input_type(0)?;
+    let t = ctx.input_type(i)?;
+    if t.dtype != x.dtype {
         return Err(OpError::DType {
             input: i,
-            dtype: t.dtype(),
-            expected: format!("{dtype} (the dtype of input 0)"),
+            dtype: t.dtype,
+            expected: format!("{} (the dtype of input 0)", x.dtype),
         });
     }
-    if t.numel() != 1 {
+    if t.numel() != Some(1) {
         return Err(OpError::shape(
             format!("Clip's {what} must be a scalar"),
-            &[ctx.input_type(0)?.shape.as_slice(), t.shape()],
+            &[x.shape.as_slice(), t.shape.as_slice()],
         ));
     }
-    Ok(t.scalar_at(0).map(|s| s.as_f64()))
+    Ok(())
 }
 
 fn convert_mod(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
@@ -342,6 +364,7 @@ pub fn name(op: &Op) -> &'static str {
             UnaryOp::Abs => "Abs",
             UnaryOp::Math(m) => m.name(),
         },
+        Op::ClipDynamic { .. } => "Clip",
         Op::Binary(b) => match b {
             BinaryOp::Add => "Add",
             BinaryOp::Sub => "Sub",
@@ -475,6 +498,27 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             }
             Ok(vec![x.clone()])
         }
+        Op::ClipDynamic { min, max } => {
+            expect_arity(inputs, 1 + usize::from(*min) + usize::from(*max))?;
+            let x = &inputs[0];
+            check_dtype(0, x.dtype, Accept::Numeric)?;
+            for (i, t) in inputs.iter().enumerate().skip(1) {
+                if t.dtype != x.dtype {
+                    return Err(OpError::DType {
+                        input: i,
+                        dtype: t.dtype,
+                        expected: format!("{} (the dtype of input 0)", x.dtype),
+                    });
+                }
+                if t.numel() != Some(1) {
+                    return Err(OpError::shape(
+                        "Clip's bounds must be scalars",
+                        &[&x.shape, &t.shape],
+                    ));
+                }
+            }
+            Ok(vec![x.clone()])
+        }
         Op::Binary(b) => {
             expect_arity(inputs, 2)?;
             let (a, c) = (&inputs[0], &inputs[1]);
@@ -580,6 +624,10 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         }
         Op::Unary(UnaryOp::Clip { min, max }) => {
             vec![("min", fmt_bound(*min)), ("max", fmt_bound(*max))]
+        }
+        Op::ClipDynamic { min, max } => {
+            let input = |given: bool| if given { "input" } else { "none" }.to_string();
+            vec![("min", input(*min)), ("max", input(*max))]
         }
         Op::Binary(BinaryOp::Mod { fmod }) => vec![("fmod", u8::from(*fmod).to_string())],
         Op::Unary(UnaryOp::Math(m)) => m.attrs(),

@@ -2,7 +2,7 @@
 //! [`crate::analysis::fuse::fuse_elementwise`]; it has no ONNX op type and no converter.
 //!
 //! The payload is a straight-line program. Step `k` applies an element-wise op ([`Op::Unary`],
-//! [`Op::Binary`] or [`Op::Variadic`]) to arguments that are the node's inputs (`x0, x1...`),
+//! [`Op::ClipDynamic`], [`Op::Binary`] or [`Op::Variadic`]) to arguments that are the node's inputs (`x0, x1...`),
 //! earlier steps (`t0, t1...`) or scalar constants folded in; the last step is the node's
 //! output. Inputs may broadcast; every step's result has the output's shape (the pass only
 //! fuses such groups, [`infer`] checks it).
@@ -31,7 +31,7 @@ pub enum FusedArg {
 /// One step: an element-wise op over its arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FusedStep {
-    /// The op ([`Op::Unary`], [`Op::Binary`] or [`Op::Variadic`]).
+    /// The op ([`Op::Unary`], [`Op::ClipDynamic`], [`Op::Binary`] or [`Op::Variadic`]).
     pub op: Op,
     /// Its arguments in the op's input order.
     pub args: Vec<FusedArg>,
@@ -86,7 +86,10 @@ fn attrs_of(op: &Op) -> Result<&FusedAttrs, OpError> {
 }
 
 fn is_step_op(op: &Op) -> bool {
-    matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Variadic(_))
+    matches!(
+        op,
+        Op::Unary(_) | Op::ClipDynamic { .. } | Op::Binary(_) | Op::Variadic(_)
+    )
 }
 
 /// Op name.

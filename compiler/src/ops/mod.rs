@@ -12,6 +12,7 @@
 pub mod constant;
 pub mod control;
 pub mod conv;
+pub mod cost;
 pub mod ctx;
 pub mod elementwise;
 pub mod fused;
@@ -21,12 +22,14 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod spectral;
 #[cfg(test)]
 pub(crate) mod test_util;
 pub mod util;
 pub mod view;
 
 use crate::error::OpError;
+use crate::gemm::IM2COL_TILE;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ir::types::{DType, TensorType};
 use ctx::NodeCtx;
@@ -45,6 +48,7 @@ pub use reduce::scan::CumAttrs;
 pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
+pub use spectral::{DftAttrs, MelAttrs, StftAttrs};
 
 /// An op with its attributes. Closed: every pass and backend matches exhaustively.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +56,15 @@ pub enum Op {
     // --- elementwise.rs
     /// One-input elementwise math (Relu, Sigmoid, Clip, Exp...).
     Unary(UnaryOp),
+    /// Clip whose bounds are run-time tensors: inputs `x`, then `min` when `min`, then `max`
+    /// when `max` (each one element of x's dtype); `min(max(x, lo), hi)`. When every given
+    /// bound is known at compile time the converter makes [`UnaryOp::Clip`] instead.
+    ClipDynamic {
+        /// The node has a `min` input.
+        min: bool,
+        /// The node has a `max` input.
+        max: bool,
+    },
     /// Two-input elementwise op with numpy broadcasting (Add, Pow, Equal, PRelu...).
     Binary(BinaryOp),
     /// N-input elementwise op with broadcasting (Sum, Mean, Max, Min).
@@ -229,14 +242,15 @@ pub enum Op {
         /// Repeats per dim.
         repeats: Vec<usize>,
     },
-    /// Pad (pads may be negative: cropping).
+    /// Pad (pads may be negative: cropping); inputs x, then the fill value when it is
+    /// [`ScalarArg::Input`] (one element of x's dtype).
     Pad {
         /// Mode.
         mode: PadMode,
         /// `[begin_0.., end_0..]` over every dim.
         pads: Vec<i64>,
-        /// Fill value for constant mode.
-        value: f64,
+        /// Fill value for constant mode (other modes: `Const(0.0)`, unused).
+        value: ScalarArg<f64>,
     },
     /// Index-driven and rearranging movement (GatherElements, GatherND, Scatter*, OneHot,
     /// Trilu, DepthToSpace, SpaceToDepth, ReverseSequence, Compress, EyeLike, and the
@@ -285,6 +299,13 @@ pub enum Op {
     // --- resize.rs
     /// Resize (nearest, linear) to a static output shape.
     Resize(ResizeAttrs),
+    // --- spectral/: the signal ops
+    /// DFT along one axis (real or complex input, forward or inverse, one-sided or not).
+    Dft(DftAttrs),
+    /// Short-time Fourier transform of a real or complex signal, with an optional window.
+    Stft(StftAttrs),
+    /// Mel filter bank matrix (inputs: sample rate, lower and upper edge frequency).
+    MelWeightMatrix(MelAttrs),
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
@@ -295,6 +316,27 @@ pub enum Op {
     /// A body graph run a static number of times with carried state and scan inputs/outputs
     /// (ONNX Loop and Scan; LSTM/GRU/RNN recurrences).
     Loop(Box<control::LoopAttrs>),
+}
+
+/// A scalar operand of an op that decides no shape: known at compile time (kept in the op),
+/// or read at run time from one of the node's data inputs (a one-element tensor; which one
+/// the op's doc says). Such an operand is never frozen: the kernel reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScalarArg<T> {
+    /// Known at compile time.
+    Const(T),
+    /// Read at run time from a data input.
+    Input,
+}
+
+impl<T: std::fmt::Debug> ScalarArg<T> {
+    /// The printed form: the value, or `input`.
+    pub fn fmt_arg(&self) -> String {
+        match self {
+            ScalarArg::Const(v) => format!("{v:?}"),
+            ScalarArg::Input => "input".to_string(),
+        }
+    }
 }
 
 /// How one ONNX op type converts into an [`Op`].
@@ -309,10 +351,6 @@ pub struct OpDef {
     /// The converter.
     pub convert: fn(&mut NodeCtx<'_>) -> Result<Op, OpError>,
 }
-
-/// Conv and ConvTranspose kernels build im2col/col2im panels of at most this many pixels;
-/// the scratch planned for them is sized by it (see [`Op::scratch_bytes`]).
-pub const IM2COL_TILE: usize = 256;
 
 /// Highest default-domain opset arenac reads.
 pub const MAX_OPSET: i64 = 28;
@@ -335,6 +373,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         movement::index::DEFS,
         constant::DEFS,
         resize::DEFS,
+        spectral::DEFS,
     ]
     .into_iter()
     .flatten()
@@ -358,6 +397,7 @@ enum Family {
     Movement,
     Constant,
     Resize,
+    Spectral,
     Fused,
     Control,
 }
@@ -365,9 +405,12 @@ enum Family {
 impl Op {
     fn family(&self) -> Family {
         match self {
-            Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
-                Family::Elementwise
-            }
+            Op::Unary(_)
+            | Op::ClipDynamic { .. }
+            | Op::Binary(_)
+            | Op::Variadic(_)
+            | Op::Where
+            | Op::Cast { .. } => Family::Elementwise,
             Op::Conv(_) | Op::ConvTranspose(_) => Family::Conv,
             Op::MaxPool(_) | Op::AveragePool(_) | Op::GlobalAveragePool | Op::GlobalMaxPool => {
                 Family::Pool
@@ -408,6 +451,7 @@ impl Op {
             | Op::Range { .. }
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
+            Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => Family::Spectral,
             Op::FusedElementwise(_) => Family::Fused,
             Op::If(_) | Op::Loop(_) => Family::Control,
         }
@@ -426,6 +470,7 @@ impl Op {
             Family::Movement => movement::name(self),
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
+            Family::Spectral => spectral::name(self),
             Family::Fused => fused::name(self),
             Family::Control => control::name(self),
         }
@@ -444,6 +489,7 @@ impl Op {
             Family::Movement => movement::infer(self, inputs),
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
+            Family::Spectral => spectral::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
             Family::Control => control::infer(self, inputs),
         }
@@ -463,6 +509,7 @@ impl Op {
             Family::Movement => movement::eval(self, inputs),
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
+            Family::Spectral => spectral::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
             Family::Control => control::eval(self, inputs),
         }
@@ -481,6 +528,7 @@ impl Op {
             Family::Movement => movement::attrs(self),
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
+            Family::Spectral => spectral::attrs(self),
             Family::Fused => fused::attrs(self),
             Family::Control => control::attrs(self),
         }
@@ -500,7 +548,9 @@ impl Op {
     /// Kernel workspace in bytes that a node running this op needs for one step (planned in
     /// the arena as a scratch buffer living only for that step). `inputs` and `outputs` are
     /// the node's data input and output types; `constant[i]` tells whether input `i` is a
-    /// compile-time constant (a weight; missing entries count as not constant). Choices:
+    /// compile-time constant (a weight; missing entries count as not constant); `threads` is
+    /// the thread count the kernels run on: the parallel kernels (Conv, Gemm, MatMul) get
+    /// one slot of their per-thread part per thread (noted below). Choices:
     /// - Conv (f32, 1-d or 2-d): exactly what `crate::gemm::conv::arenac_conv2d` uses on the
     ///   path it will take, by the same function the code generator uses
     ///   (`crate::gemm::conv::conv2d_scratch_bytes`): none for depthwise; for a pointwise
@@ -510,8 +560,9 @@ impl Op {
     ///   smaller tile at a memory peak: `crate::gemm::conv::conv2d_tiles`), packed for the
     ///   GEMM core (`packed_b_len(C/group * prod(kernel), min(prod(out spatial), IM2COL_TILE))` floats,
     ///   rounded up to 64 bytes); plus the GEMM core's A scratch
-    ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats) only when the weights
-    ///   are not constant (constant ones are packed at compile time). A whole-image im2col
+    ///   (`a_scratch_floats(M/group, C/group * prod(kernel))` floats, rounded up to 64
+    ///   bytes) only when the weights are not constant (constant ones are packed at compile
+    ///   time); all of it once per thread. A whole-image im2col
     ///   would make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
     /// - ConvTranspose: for one image, one group and one tile of T input pixels (whole rows of
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
@@ -522,9 +573,11 @@ impl Op {
     ///   rearranged into the GEMM's A blocks (the weights' bytes);
     /// - Gemm and MatMul: a constant B (a weight) is packed at compile time, so 0; a runtime
     ///   B gets a packed copy of one `K x N` matrix (one batch slice at a time), `K*N*elem`;
-    ///   plus a runtime transposed A's copy and the GEMM core's A scratch
+    ///   plus a runtime transposed A's copy and the GEMM core's A scratch, once per thread
     ///   ([`Op::matmul_scratch_layout`]);
     /// - Softmax, LayerNormalization, Reduce: 0 (single pass, partial results in registers);
+    /// - DFT, STFT: the frame buffer and the FFT plan's own scratch
+    ///   ([`spectral::scratch_bytes`], the layout of `crate::fft::DftKernel`);
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
     ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
     ///   output is planned over the input;
@@ -538,6 +591,7 @@ impl Op {
         inputs: &[TensorType],
         outputs: &[TensorType],
         constant: &[bool],
+        threads: usize,
     ) -> usize {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
@@ -550,11 +604,14 @@ impl Op {
         };
         let elem = y.dtype.size();
         match self {
-            Op::Conv(a) => conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false))
-                .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p)),
+            Op::Conv(a) => {
+                conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false), threads)
+                    .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p))
+            }
             // Run-time weights: the kernel rearranges them after the rest of its scratch.
             Op::ConvTranspose(a) if !constant.get(1).copied().unwrap_or(false) => {
-                let rest = Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2]);
+                let rest =
+                    Op::ConvTranspose(a.clone()).scratch_bytes(inputs, outputs, &[true; 2], 1);
                 let w = inputs.get(1).and_then(|t| t.bytes()).unwrap_or(0);
                 (rest.saturating_add(63) & !63).saturating_add(w)
             }
@@ -576,7 +633,8 @@ impl Op {
                     .saturating_add(up(prod(&[mk, tile, elem])))
                     .saturating_add(crate::gemm::a_scratch_floats(mk, cg).saturating_mul(elem))
             }
-            Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant).1,
+            Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant, threads).1,
+            Op::Dft(_) | Op::Stft(_) => spectral::scratch_bytes(self, inputs),
             // The ring of the in-place kernel, always planned (whether or not the liveness
             // puts the output over the input): one rule for the planner and the lowering.
             Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {
@@ -615,13 +673,15 @@ impl Op {
     }
 
     /// Gemm/MatMul scratch: byte offsets of its parts — a runtime B's packed copy (one `K x N`
-    /// slice), a runtime transposed A's row-major copy (Gemm `transA`), the A scratch of
+    /// slice), a runtime transposed A's row-major copy (Gemm `transA`), `threads` slots of
+    /// [`crate::gemm::a_scratch_slot`] floats (one per thread) for the A scratch of
     /// [`crate::gemm::arenac_sgemm`] ([`crate::gemm::A_SCRATCH_FLOATS`] floats) — and the
     /// total bytes. Parts followed by another are rounded up to 64 bytes.
     pub fn matmul_scratch_layout(
         &self,
         inputs: &[TensorType],
         constant: &[bool],
+        threads: usize,
     ) -> ([usize; 3], usize) {
         fn up(x: usize) -> usize {
             x.saturating_add(63) & !63
@@ -657,7 +717,9 @@ impl Op {
                     (_, [.., k]) => *k,
                     _ => 1,
                 };
-                crate::gemm::a_scratch_floats(numel / k.max(1), k).saturating_mul(elem)
+                crate::gemm::a_scratch_slot(numel / k.max(1), k)
+                    .saturating_mul(elem)
+                    .saturating_mul(threads.max(1))
             }
             None => 0,
         };

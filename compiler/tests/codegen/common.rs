@@ -44,6 +44,17 @@ pub(crate) fn dims(s: &[usize]) -> Vec<Dim> {
 /// Runs `exe` on `inputs` in a fresh zeroed 64-aligned arena; returns the outputs (any dtype).
 pub(crate) fn run(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
     let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    run_in(exe, &mut arena, inputs).unwrap_or_else(|f| panic!("the run reported: {f}"))
+}
+
+/// Runs `exe` on `inputs` in `arena` (64-aligned, `exe.arena_bytes()` long): the outputs, or
+/// the fault the run reported, as text.
+pub(crate) fn run_in(
+    exe: &Executable,
+    arena: &mut AlignedBytes,
+    inputs: &[Tensor],
+) -> Result<Vec<Tensor>, String> {
+    assert!(arena.as_slice().len() >= exe.arena_bytes());
     for (slot, t) in exe.inputs().iter().zip(inputs) {
         let b = t.bytes();
         assert!(slot.offset + b.len() <= exe.arena_bytes());
@@ -53,8 +64,10 @@ pub(crate) fn run(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
         };
     }
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
-    unsafe { exe.run(arena.as_mut_ptr()) };
-    exe.outputs()
+    let ran = unsafe { exe.run(arena.as_mut_ptr()) };
+    ran.map_err(|f| f.to_string())?;
+    Ok(exe
+        .outputs()
         .iter()
         .map(|slot| {
             let n = slot.ty.bytes().expect("static");
@@ -63,7 +76,7 @@ pub(crate) fn run(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
             Tensor::from_bytes(slot.ty.dtype, slot.ty.shape.clone(), v.into())
                 .expect("output bytes match the type")
         })
-        .collect()
+        .collect())
 }
 
 pub(crate) fn import(model: &ModelProto) -> Graph {

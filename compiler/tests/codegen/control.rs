@@ -36,7 +36,7 @@ fn shape_deciding_condition_freezes_the_input_and_inlines_the_branch() {
         };
         let imported = import_model(&m, None, &opts).expect("imports");
         assert_eq!(imported.frozen.len(), 1, "sr is frozen");
-        assert_eq!(imported.frozen[0].0, "sr");
+        assert_eq!(imported.frozen[0].name, "sr");
         let g = &imported.graph;
         assert_eq!(g.inputs.len(), 1, "only x stays an input");
         let y = g.outputs[0];

@@ -704,6 +704,7 @@ fn conv_at_the_peak_runs_with_a_smaller_tile() {
             &ty(0),
             &g.value(node.outputs[0]).ty,
             true,
+            1,
         )
         .expect("2-d");
         assert_eq!(conv2d_tile_for_scratch(&p, scratch), Some(CONV_MIN_TILE));

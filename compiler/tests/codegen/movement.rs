@@ -120,7 +120,8 @@ fn gather_embeddings_and_axis() {
         )
     };
     // SAFETY: aligned, sized arena with the input written.
-    unsafe { exe.run(arena.as_mut_ptr()) };
+    let ran = unsafe { exe.run(arena.as_mut_ptr()) };
+    assert_eq!(ran, Ok(()), "indices in range");
     let out = &exe.outputs()[0];
     // SAFETY: the output slot holds 36 floats inside the arena.
     let got: &[f32] =

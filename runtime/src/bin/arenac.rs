@@ -1,7 +1,7 @@
 //! The `arenac` command line: `arenac compile MODEL [--shape NAME=DxD...] [--memory-limit X]
 //! [--print-ir]`, `arenac plan MODEL [--shape ...] [--memory-limit X] [--keep-order] [--json]
 //! [--svg FILE]`, `arenac run MODEL [--shape ...] [--input NAME=FILE ...] [--output-dir DIR]
-//! [--repeat N] [--labels FILE]` and `arenac ops`.
+//! [--repeat N] [--labels FILE] [--profile FILE.json]` and `arenac ops`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use arenac::io::{TensorBuf, npy, read_tensor_file};
+use arenac::io::input_spec::split_input_spec;
+use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
     CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
 };
@@ -34,7 +35,8 @@ enum Command {
     Compile {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM);
@@ -44,12 +46,18 @@ enum Command {
         /// Print the typed IR after import and folding.
         #[arg(long)]
         print_ir: bool,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Plan the arena and report it: sizes, bounds, the peak and a per-buffer table.
     Plan {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
@@ -67,21 +75,31 @@ enum Command {
         /// Also write the arena as an SVG picture to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
     },
     /// Compile a model and run it: inputs from .npy / TensorProto .pb files (or seeded random
     /// ones), outputs summarized and optionally written as .npy.
     Run {
         /// The .onnx file.
         model: PathBuf,
-        /// Bind an input's shape (NAME=1x3x224x224) or a symbolic dim (N=8). Repeatable.
+        /// Bind an input's shape (NAME=1x3x224x224), a symbolic dim (N=8) or one dim of an
+        /// input ('x[2]=224': how -1 and ? dims are named). Repeatable.
         #[arg(long = "shape", value_name = "NAME=DxD")]
         shapes: Vec<String>,
         /// An input from a .npy or TensorProto .pb file: NAME=FILE, or FILE alone for the
-        /// graph inputs in order. Its shape binds the model's symbolic dims. Repeatable.
+        /// graph inputs in order. NAME is matched against the model's input names (the longest
+        /// that SPEC starts with, followed by '='), so names with '/', ':' or '=' work
+        /// (gpu_0/data_0=x.npy); a SPEC naming no input is a file (it may hold '='). Its shape
+        /// binds the model's symbolic dims. Repeatable.
         /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Write each graph output to DIR/output_<i>.npy, in graph-output order.
+        /// Write each graph output to DIR/output_<i>.npy, in graph-output order (bf16 ones,
+        /// which numpy lacks, to DIR/output_<i>.pb, an ONNX TensorProto).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
         /// Run N times and report the median time per run.
@@ -98,6 +116,17 @@ enum Command {
         /// Keep element-wise nodes unfused (one kernel and one buffer per node).
         #[arg(long)]
         no_fuse: bool,
+        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+        /// use (its affinity mask).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
+        /// Profile every run: write a Chrome trace (ONNX Runtime's profiler layout; open in
+        /// ui.perfetto.dev or chrome://tracing) with one event per node per run and the live
+        /// arena bytes, and print the time per op type and kernel path (medians over runs;
+        /// use --repeat). Compiles timer calls between nodes into the program.
+        #[arg(long, value_name = "FILE.json")]
+        profile: Option<PathBuf>,
     },
     /// The ops table: per op, opsets, dtypes and ONNX node tests passing (from the manifest).
     Ops,
@@ -126,8 +155,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             shapes,
             memory_limit,
             print_ir,
+            threads,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), false)?.without_codegen();
+            let opts = options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -182,8 +212,10 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             no_fuse,
             json,
             svg,
+            threads,
         } => {
-            let mut opts = options(&shapes, memory_limit.as_deref(), keep_order)?.without_codegen();
+            let mut opts =
+                options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
@@ -211,16 +243,22 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             labels,
             memory_limit,
             no_fuse,
+            threads,
+            profile,
         } => {
-            let mut opts = options(&shapes, memory_limit.as_deref(), false)?;
+            let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
+            opts.profile = profile.is_some();
             run_model(
                 &model,
                 opts,
                 &inputs,
-                output_dir.as_deref(),
+                RunOutputs {
+                    dir: output_dir.as_deref(),
+                    labels: labels.as_deref(),
+                    profile: profile.as_deref(),
+                },
                 repeat,
-                labels.as_deref(),
                 out,
             )?;
         }
@@ -248,16 +286,21 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Compile options from the CLI's `--shape`, `--memory-limit` and `--keep-order`.
+/// Compile options from the CLI's `--shape`, `--memory-limit`, `--keep-order` and
+/// `--threads`.
 fn options(
     shapes: &[String],
     memory_limit: Option<&str>,
     keep_file_order: bool,
+    threads: Option<u32>,
 ) -> Result<CompileOptions, arenac::Error> {
     let mut opts = CompileOptions {
         keep_file_order,
         ..CompileOptions::default()
     };
+    if let Some(t) = threads {
+        opts = opts.with_threads(t as usize);
+    }
     for spec in shapes {
         let (name, dims) = parse_shape_spec(spec)?;
         opts = opts.with_shape(name, dims);
@@ -276,37 +319,53 @@ struct GivenInput {
     tensor: TensorBuf,
 }
 
+/// What `arenac run` writes or checks besides its summary.
+struct RunOutputs<'a> {
+    /// `--output-dir`.
+    dir: Option<&'a Path>,
+    /// `--labels`.
+    labels: Option<&'a Path>,
+    /// `--profile`.
+    profile: Option<&'a Path>,
+}
+
 /// `arenac run`: read inputs, compile (their shapes bind the symbolic dims), run, report.
 fn run_model(
     model: &Path,
     mut opts: CompileOptions,
     input_specs: &[String],
-    output_dir: Option<&Path>,
+    wanted: RunOutputs<'_>,
     repeat: u32,
-    labels: Option<&Path>,
     out: &mut String,
 ) -> anyhow::Result<()> {
-    // Read every input (and the labels) before compiling: a bad file fails fast.
+    let RunOutputs {
+        dir: output_dir,
+        labels,
+        profile: profile_file,
+    } = wanted;
+    // Read every input (and the labels) before compiling: a bad file fails fast. The
+    // model's input names tell NAME=FILE from a file (names may hold '/', ':' or '=').
+    let names = if input_specs.is_empty() {
+        Vec::new()
+    } else {
+        graph_input_names(model)?
+    };
     let mut given = Vec::new();
     for spec in input_specs {
-        let (name, file) = match spec.split_once('=') {
-            Some((name, file)) if !name.is_empty() && !name.contains(['/', '\\']) => {
-                (Some(name.to_string()), file)
-            }
-            _ => (None, spec.as_str()),
-        };
-        if file.is_empty() {
-            bail!("--input {spec}: no file (expected NAME=FILE or FILE)");
-        }
-        let file = PathBuf::from(file);
+        let split =
+            split_input_spec(spec, &names, |p| Path::new(p).is_file()).map_err(|e| anyhow!(e))?;
+        let file = PathBuf::from(split.file);
         let (tensor, _) = read_tensor_file(&file)?;
-        given.push(GivenInput { name, file, tensor });
+        given.push(GivenInput {
+            name: split.name.map(str::to_string),
+            file,
+            tensor,
+        });
     }
     let labels = labels.map(read_labels).transpose()?;
 
     // Positional inputs take the graph's input names in order.
     if given.iter().any(|g| g.name.is_none()) {
-        let names = graph_input_names(model)?;
         for (k, g) in given.iter_mut().filter(|g| g.name.is_none()).enumerate() {
             let name = names.get(k).ok_or_else(|| {
                 anyhow!(
@@ -348,7 +407,15 @@ fn run_model(
         Vec::new()
     };
     // Frozen inputs are compiled in as constants: not inputs of the session any more.
-    let is_frozen = |name: &str| compiled.frozen().iter().any(|(n, _)| n == name);
+    let is_frozen = |name: &str| compiled.frozen().iter().any(|f| f.name == name);
+    for f in compiled.frozen() {
+        eprintln!(
+            "warning: input '{}' is frozen: its value is compiled in as a constant, so this \
+             compiled program is only right for that value ({})",
+            f.name,
+            f.reason()
+        );
+    }
     let named: Vec<(&str, TensorRef<'_>)> = if given.is_empty() {
         random.iter().map(|(n, t)| (n.as_str(), t.view())).collect()
     } else {
@@ -360,14 +427,25 @@ fn run_model(
     };
 
     let arena_bytes = session.arena_bytes();
+    let threads = session.threads();
+    let mut profile = match profile_file {
+        Some(_) => Some(arenac::Profile::for_model(&compiled, repeat as usize)?),
+        None => None,
+    };
     let mut times = Vec::with_capacity(repeat as usize);
     for _ in 1..repeat {
         let t = Instant::now();
-        session.run(&named)?;
+        match profile.as_mut() {
+            Some(p) => session.run_profiled(&named, p)?,
+            None => session.run(&named)?,
+        };
         times.push(t.elapsed());
     }
     let t = Instant::now();
-    let outputs = session.run(&named)?;
+    let outputs = match profile.as_mut() {
+        Some(p) => session.run_profiled(&named, p)?,
+        None => session.run(&named)?,
+    };
     times.push(t.elapsed());
     times.sort();
     let median = times[times.len() / 2];
@@ -382,10 +460,14 @@ fn run_model(
             .unwrap_or_else(|| "random, seeded".to_string());
         let _ = writeln!(out, "input:   {name} {} ({source})", t.ty());
     }
-    for (name, ty) in compiled.frozen() {
+    for f in compiled.frozen() {
         let _ = writeln!(
             out,
-            "frozen:  {name} {ty} (its value decides a shape: compiled in as a constant)"
+            "frozen:  {} {} (compiled in as a constant: the program is specific to this \
+             value; {})",
+            f.name,
+            f.ty,
+            f.reason()
         );
     }
     for (i, (name, t)) in outputs.iter().enumerate() {
@@ -393,30 +475,62 @@ fn run_model(
     }
     let _ = writeln!(
         out,
-        "time per run: {} (median of {} run{})",
+        "time per run: {} (median of {} run{}, {} thread{})",
         duration(median),
         times.len(),
-        if times.len() == 1 { "" } else { "s" }
+        if times.len() == 1 { "" } else { "s" },
+        threads,
+        if threads == 1 { "" } else { "s" }
     );
     let s = compiled.summary();
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
     let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
     let _ = writeln!(out, "compiled in {}", duration(compile_time));
+    if let (Some(p), Some(file)) = (&profile, profile_file) {
+        std::fs::write(file, p.to_trace_json())
+            .map_err(|e| anyhow!("--profile: cannot write {}: {e}", file.display()))?;
+        out.push_str(&p.summary().to_text());
+        let dropped = match p.dropped_runs() {
+            0 => String::new(),
+            d => format!(
+                "; {d} later run(s) not kept (at most {} node events)",
+                arenac::profile::MAX_EVENTS
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "wrote profile of {} run(s) to {} (Chrome trace: ui.perfetto.dev or chrome://tracing){dropped}",
+            p.runs(),
+            file.display()
+        );
+    }
 
     if let Some(dir) = output_dir {
         std::fs::create_dir_all(dir).map_err(|source| arenac::Error::Io {
             path: dir.to_path_buf(),
             source,
         })?;
-        for (i, (_, t)) in outputs.iter().enumerate() {
-            npy::write_npy(&dir.join(format!("output_{i}.npy")), t)?;
+        let mut as_pb = Vec::new();
+        for (i, (name, t)) in outputs.iter().enumerate() {
+            let path = write_output_file(dir, &format!("output_{i}"), name, t)?;
+            if path.extension().is_some_and(|e| e == "pb") {
+                as_pb.push(format!("output_{i}.pb ({name} {})", t.ty()));
+            }
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
             "wrote {} output(s) to {}",
             outputs.len(),
             dir.display()
         );
+        if !as_pb.is_empty() {
+            let _ = write!(
+                out,
+                "; as ONNX TensorProto .pb, numpy having no bfloat16: {}",
+                as_pb.join(", ")
+            );
+        }
+        out.push('\n');
     }
 
     if let Some(labels) = labels {
@@ -469,9 +583,9 @@ fn run_model(
 /// Reads `--labels`: an integer `.npy`, one label per row.
 fn read_labels(path: &Path) -> anyhow::Result<Vec<i64>> {
     let t = npy::read_npy(path)?;
-    if !matches!(t.dtype(), DType::I64 | DType::I32 | DType::U8) {
+    if !t.dtype().is_int() {
         bail!(
-            "{}: labels must be integers (int64, int32 or uint8), not {}",
+            "{}: labels must be integers (int8 to int64, uint8 to uint64), not {}",
             path.display(),
             t.dtype()
         );

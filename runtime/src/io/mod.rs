@@ -1,12 +1,14 @@
 //! Reading and writing tensors: NumPy `.npy` files ([`npy`]) and ONNX `TensorProto` `.pb`
-//! files ([`pb`]), both into an owned [`TensorBuf`].
+//! files ([`pb`]), both into an owned [`TensorBuf`]. Every arenac dtype reads and writes:
+//! `.npy` for those numpy has, `.pb` for bf16 ([`write_output_file`] picks).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arenac_compiler::ir::types::{DType, TensorType};
 
 use crate::session::{RunError, TensorRef};
 
+pub mod input_spec;
 pub mod npy;
 pub mod pb;
 
@@ -71,6 +73,26 @@ pub fn read_tensor_file(path: &Path) -> Result<(TensorBuf, Option<String>), IoEr
         Ok((npy::read_npy(path)?, None))
     } else {
         pb::read_pb(path)
+    }
+}
+
+/// Writes `t` as `DIR/STEM.npy`, or, for a dtype numpy lacks (bf16), as `DIR/STEM.pb`: a
+/// `TensorProto` named `name` (read it with `onnx.numpy_helper.to_array`). Returns the path
+/// written.
+pub fn write_output_file(
+    dir: &Path,
+    stem: &str,
+    name: &str,
+    t: TensorRef<'_>,
+) -> Result<PathBuf, IoError> {
+    if npy::descr(t.dtype()).is_some() {
+        let path = dir.join(format!("{stem}.npy"));
+        npy::write_npy(&path, t)?;
+        Ok(path)
+    } else {
+        let path = dir.join(format!("{stem}.pb"));
+        pb::write_pb(&path, name, t)?;
+        Ok(path)
     }
 }
 

@@ -1,5 +1,7 @@
-//! NumPy `.npy` files: format versions 1.0, 2.0 (and 3.0, a UTF-8 header), little-endian,
-//! C order, dtypes f32, f64, i64, i32, u8 and bool. Anything else is a clear error.
+//! NumPy `.npy` files: format versions 1.0, 2.0 (and 3.0, a UTF-8 header), C order, every
+//! arenac dtype numpy has (float16/32/64, int8/16/32/64, uint8/16/32/64, bool; big-endian
+//! files are read and swapped). bfloat16 has no numpy dtype: it goes through TensorProto
+//! `.pb` files ([`super::pb`]). Anything else is a clear error.
 
 use std::path::Path;
 
@@ -10,53 +12,68 @@ use crate::session::TensorRef;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
-/// The dtypes `.npy` reading and writing support.
-pub const SUPPORTED: [DType; 6] = [
+/// The dtypes `.npy` reading and writing support: every arenac dtype but bf16.
+pub const SUPPORTED: [DType; 12] = [
     DType::F32,
     DType::F64,
-    DType::I64,
+    DType::F16,
+    DType::I8,
+    DType::I16,
     DType::I32,
+    DType::I64,
     DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
     DType::Bool,
 ];
 
-/// The `descr` numpy writes for a supported dtype.
+/// The `descr` numpy writes for a dtype (`None` for bf16, which numpy lacks).
 pub fn descr(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
         DType::F32 => "<f4",
         DType::F64 => "<f8",
-        DType::I64 => "<i8",
+        DType::F16 => "<f2",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
         DType::I32 => "<i4",
+        DType::I64 => "<i8",
         DType::U8 => "|u1",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
         DType::Bool => "|b1",
-        _ => return None,
+        DType::BF16 => return None,
     })
 }
 
-fn dtype_of(descr: &str) -> Result<DType, String> {
+/// The dtype of a `descr` and whether its data is big-endian.
+fn dtype_of(descr: &str) -> Result<(DType, bool), String> {
     let (order, code) = match descr.chars().next() {
         Some(c @ ('<' | '>' | '|' | '=')) => (c, &descr[1..]),
         _ => ('=', descr),
     };
     let dtype = match code {
+        "f2" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
-        "i8" => DType::I64,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
         "i4" => DType::I32,
+        "i8" => DType::I64,
         "u1" => DType::U8,
+        "u2" => DType::U16,
+        "u4" => DType::U32,
+        "u8" => DType::U64,
         "b1" => DType::Bool,
         _ => {
             return Err(format!(
-                "unsupported dtype '{descr}' (supported: float32, float64, int64, int32, uint8, bool)"
+                "unsupported dtype '{descr}' (supported: float16/32/64, int8/16/32/64, \
+                 uint8/16/32/64, bool; bfloat16 as a TensorProto .pb)"
             ));
         }
     };
-    if order == '>' && dtype.size() > 1 {
-        return Err(format!(
-            "big-endian dtype '{descr}' is not supported (save little-endian data)"
-        ));
-    }
-    Ok(dtype)
+    Ok((dtype, order == '>' && dtype.size() > 1))
 }
 
 /// Reads a `.npy` file.
@@ -96,7 +113,7 @@ pub fn parse_npy(bytes: &[u8]) -> Result<TensorBuf, String> {
         .ok_or(".npy header is truncated")?;
     let header = std::str::from_utf8(header).map_err(|_| ".npy header is not text")?;
     let h = parse_header(header)?;
-    let dtype = dtype_of(&h.descr)?;
+    let (dtype, big_endian) = dtype_of(&h.descr)?;
     if h.fortran_order {
         return Err("Fortran-order arrays are not supported (save a C-order array)".into());
     }
@@ -115,7 +132,13 @@ pub fn parse_npy(bytes: &[u8]) -> Result<TensorBuf, String> {
     if dtype == DType::Bool && data.iter().any(|&b| b > 1) {
         return Err("bool data holds a byte other than 0 or 1".into());
     }
-    TensorBuf::new(dtype, h.shape, data.to_vec()).map_err(|e| e.to_string())
+    let mut data = data.to_vec();
+    if big_endian {
+        for element in data.chunks_exact_mut(dtype.size()) {
+            element.reverse();
+        }
+    }
+    TensorBuf::new(dtype, h.shape, data).map_err(|e| e.to_string())
 }
 
 struct Header {
@@ -251,7 +274,7 @@ impl Parser<'_> {
 pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
     let descr = descr(t.dtype()).ok_or_else(|| {
         format!(
-            "cannot write {} as .npy (supported: f32, f64, i64, i32, u8, bool)",
+            "cannot write {} as .npy (numpy has no such dtype): write a TensorProto .pb",
             t.dtype()
         )
     })?;

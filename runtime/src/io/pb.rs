@@ -8,6 +8,7 @@ use arenac_compiler::import::tensor_proto::tensor_from_proto;
 use arenac_proto::{Message, TensorProto};
 
 use super::{IoError, TensorBuf};
+use crate::session::TensorRef;
 
 /// Reads a `TensorProto` file: the tensor and its stored name (`None` when empty).
 pub fn read_pb(path: &Path) -> Result<(TensorBuf, Option<String>), IoError> {
@@ -36,6 +37,11 @@ pub fn decode_pb(bytes: &[u8]) -> Result<(TensorBuf, Option<String>), String> {
 
 /// Encodes a tensor as a `TensorProto` with raw data (for tests and tools).
 pub fn encode_pb(name: &str, t: &TensorBuf) -> Vec<u8> {
+    encode_pb_view(name, t.view())
+}
+
+/// Encodes a borrowed tensor (a session output) as a `TensorProto` with raw data.
+pub fn encode_pb_view(name: &str, t: TensorRef<'_>) -> Vec<u8> {
     let proto = TensorProto {
         name: Some(name.to_string()),
         data_type: Some(t.dtype().to_onnx()),
@@ -44,4 +50,13 @@ pub fn encode_pb(name: &str, t: &TensorBuf) -> Vec<u8> {
         ..TensorProto::default()
     };
     proto.encode_to_vec()
+}
+
+/// Writes a tensor as a `TensorProto` file named `name` (every dtype, bf16 included).
+pub fn write_pb(path: &Path, name: &str, t: TensorRef<'_>) -> Result<(), IoError> {
+    std::fs::write(path, encode_pb_view(name, t)).map_err(|source| IoError::Io {
+        what: "write",
+        path: path.to_path_buf(),
+        source,
+    })
 }

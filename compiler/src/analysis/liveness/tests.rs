@@ -215,15 +215,16 @@ fn scratch_for_3x3_conv() {
         .collect();
     // Packed im2col panel: (3 channels * 9 taps) rows * 64 output pixels * 4 bytes, then
     // the GEMM core's A scratch (4 rows padded to 12, 27 columns: the weights are not
-    // constant, so not packed at compile time); the 1x1 conv reads its input in place (64
-    // pixels: no partial 16-column panel to copy) and needs only its A scratch.
+    // constant, so not packed at compile time; one slot of a_scratch_slot floats per
+    // thread, one thread here); the 1x1 conv reads its input in place (64 pixels: no partial
+    // 16-column panel to copy) and needs only its A scratch.
     assert_eq!(s.len(), 2);
-    let a_block = crate::gemm::a_scratch_floats(4, 27) * 4;
+    let a_block = crate::gemm::a_scratch_slot(4, 27) * 4;
     assert_eq!(s[0].interval, Interval::new(0, 1, 3 * 9 * 64 * 4 + a_block));
     assert_eq!(s[0].name, format!("{}:scratch", g.node(g.order()[0]).name));
     assert_eq!(s[0].node, Some(g.order()[0]));
     assert!(s[0].values.is_empty());
-    let a_block = crate::gemm::a_scratch_floats(4, 4) * 4;
+    let a_block = crate::gemm::a_scratch_slot(4, 4) * 4;
     assert_eq!(s[1].interval, Interval::new(1, 2, a_block));
     assert_eq!(s[1].node, Some(g.order()[1]));
     let opts = LivenessOptions {
@@ -232,6 +233,23 @@ fn scratch_for_3x3_conv() {
     };
     let l = liveness(&g, g.order(), opts);
     assert!(l.buffers.iter().all(|b| b.kind != BufferKind::Scratch));
+}
+
+#[test]
+fn scratch_has_one_slot_per_thread() {
+    // The conv's panel and A scratch and the MatMul's A scratch are per thread; a run-time
+    // B's packed copy is shared.
+    let g = graph(CONV);
+    let sizes = |threads: usize| -> Vec<usize> {
+        liveness(&g, g.order(), LivenessOptions::full().with_threads(threads))
+            .buffers
+            .iter()
+            .filter(|b| b.kind == BufferKind::Scratch)
+            .map(|b| b.interval.size)
+            .collect()
+    };
+    let (one, three) = (sizes(1), sizes(3));
+    assert_eq!(three, one.iter().map(|s| 3 * s).collect::<Vec<_>>());
 }
 
 #[test]
@@ -256,7 +274,7 @@ mm (float[2, 3] X, float[3, 5] B) => (float[2, 5] Y, float[2, 2] Z)
         .collect();
     // Y packs its runtime B (then, 64-aligned, the A block); Z's constant B was packed at
     // compile time, so it only needs the A block.
-    let a_block = crate::gemm::a_scratch_floats(2, 3) * 4;
+    let a_block = crate::gemm::a_scratch_slot(2, 3) * 4;
     let packed_b = (crate::gemm::packed_b_len(3, 5) * 4).next_multiple_of(64);
     assert_eq!(s, vec![packed_b + a_block, a_block]);
 }
@@ -462,7 +480,7 @@ fn conv_tile_shrinks_only_at_the_peak() {
         .filter(|b| b.kind == BufferKind::Scratch)
         .collect();
     assert_eq!(s.len(), 2);
-    let a_block = |m, k| crate::gemm::a_scratch_floats(m, k) * 4;
+    let a_block = |m, k| crate::gemm::a_scratch_slot(m, k) * 4;
     // Off the peak: the default 256-pixel tile (9 rows). At the peak: the smallest tile.
     let first = crate::gemm::packed_b_len(9, 256) * 4 + a_block(16, 9);
     let second = crate::gemm::packed_b_len(144, CONV_MIN_TILE) * 4 + a_block(16, 144);
@@ -475,7 +493,7 @@ fn conv_tile_shrinks_only_at_the_peak() {
             panic!("a Conv")
         };
         let ty = |v: ValueId| g.value(v).ty.clone();
-        crate::ops::conv::scratch_params(a, &ty(node.inputs[0]), &ty(node.outputs[0]), false)
+        crate::ops::conv::scratch_params(a, &ty(node.inputs[0]), &ty(node.outputs[0]), false, 1)
             .expect("2-d")
     };
     assert_eq!(conv2d_tile_for_scratch(&params(0), first), Some(256));
@@ -517,7 +535,7 @@ fn concat_choice_is_never_above_its_alternatives() {
         let opts = LivenessOptions::full();
         let got = lower_bound(&liveness(&g, g.order(), opts).intervals(), ALIGN).0;
         // The alternatives measured with the same scratch and shrinking writes liveness used.
-        let scratch = tiles::decision_scratch(&g, g.order());
+        let scratch = tiles::decision_scratch(&g, g.order(), 1);
         let shrink = HashSet::new();
         let base = build(
             &g,

@@ -21,7 +21,7 @@ use crate::plan::{ALIGN, align_up};
 
 /// The geometry of a Conv node whose scratch depends on its tile (the im2col path); `None`
 /// for every other node.
-fn tiled_conv(g: &Graph, id: NodeId) -> Option<ConvParams> {
+fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     let node = g.node(id);
     let Op::Conv(a) = &node.op else {
         return None;
@@ -29,7 +29,7 @@ fn tiled_conv(g: &Graph, id: NodeId) -> Option<ConvParams> {
     let x = g.value(*node.inputs.first()?);
     let y = g.value(*node.outputs.first()?);
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
-    let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant)?;
+    let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
     (conv2d_tiles(&p).count() > 1).then_some(p)
 }
 
@@ -43,21 +43,21 @@ fn bytes_at(p: &ConvParams, tile: usize) -> usize {
 
 /// The scratch bytes of each step of `order` while liveness makes its choices: an im2col
 /// Conv's at its smallest tile, every other node's as it asks ([`node_scratch`]).
-pub(super) fn decision_scratch(g: &Graph, order: &[NodeId]) -> Vec<usize> {
+pub(super) fn decision_scratch(g: &Graph, order: &[NodeId], threads: usize) -> Vec<usize> {
     order
         .iter()
-        .map(|&id| match tiled_conv(g, id) {
+        .map(|&id| match tiled_conv(g, id, threads) {
             Some(p) => conv2d_tiles(&p)
                 .last()
-                .map_or_else(|| node_scratch(g, id), |t| bytes_at(&p, t)),
-            None => node_scratch(g, id),
+                .map_or_else(|| node_scratch(g, id, threads), |t| bytes_at(&p, t)),
+            None => node_scratch(g, id, threads),
         })
         .collect()
 }
 
 /// Grows each Conv scratch of `live` to the largest tile whose step stays at or below the
 /// peak of aligned live bytes (the peak itself does not change).
-pub(super) fn relax(g: &Graph, live: &mut Liveness) {
+pub(super) fn relax(g: &Graph, live: &mut Liveness, threads: usize) {
     let n = live.order.len();
     let aligned = |b: usize| align_up(b, ALIGN).unwrap_or(usize::MAX) as i128;
     let mut total = vec![0i128; n + 1];
@@ -72,7 +72,7 @@ pub(super) fn relax(g: &Graph, live: &mut Liveness) {
         if b.kind != BufferKind::Scratch {
             continue;
         }
-        let Some(p) = b.node.and_then(|id| tiled_conv(g, id)) else {
+        let Some(p) = b.node.and_then(|id| tiled_conv(g, id, threads)) else {
             continue;
         };
         let Some(t) = total.get_mut(b.interval.start) else {

@@ -155,7 +155,8 @@ impl Model {
             m.outs.push(outs);
             m.view_of.push(view_of);
             m.in_place.push(in_place);
-            m.scratch.push(aligned(node_scratch(g, id)));
+            // The order does not depend on the thread count: one thread's scratch.
+            m.scratch.push(aligned(node_scratch(g, id, 1)));
         }
         m
     }

@@ -1,5 +1,5 @@
 //! ConvTranspose (f32, 1-d to 3-d spatial, groups): per image and group, the output starts as
-//! the bias (or 0); then per tile of whole input rows (at most [`crate::ops::IM2COL_TILE`]
+//! the bias (or 0); then per tile of whole input rows (at most [`crate::gemm::IM2COL_TILE`]
 //! pixels, at least one row) the tile is packed as GEMM B (`arenac_pack_b`), one
 //! `arenac_sgemm` computes the column panel `col[(m, tap), pixel] = sum_c W[c, m, tap] X[c,
 //! pixel]` from the compile-time rearranged weights, and col2im scatter-adds every panel row
@@ -161,6 +161,7 @@ impl ConvTDesc {
             c(b, tn),
             acc,
             sa,
+            c(b, 1),
         ];
         b.ins().call(ext.sgemm, &args);
         // col2im.

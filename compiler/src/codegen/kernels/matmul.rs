@@ -38,6 +38,8 @@ pub struct MatMulDesc {
     pub accumulate: bool,
     /// Byte offsets in the scratch of the packed B, the transposed A and the sgemm A scratch.
     pub scratch: [usize; 3],
+    /// Threads the sgemm A scratch has slots for.
+    pub threads: usize,
 }
 
 impl MatMulDesc {
@@ -124,6 +126,7 @@ impl MatMulDesc {
             iconst(bld, self.n),
             acc,
             sa,
+            iconst(bld, self.threads.max(1)),
         ];
         bld.ins().call(ext.sgemm, &args);
     }

@@ -6,9 +6,9 @@ use crate::codegen::kernels::convt::ConvTDesc;
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
-use crate::gemm::{a_scratch_floats, packed_b_len};
+use crate::gemm::{IM2COL_TILE, a_scratch_floats, packed_b_len};
 use crate::ir::types::TensorType;
-use crate::ops::{ConvTransposeAttrs, IM2COL_TILE};
+use crate::ops::ConvTransposeAttrs;
 
 fn up64(x: usize) -> usize {
     x.next_multiple_of(64)
@@ -78,7 +78,8 @@ pub(super) fn conv_transpose(
     }
     let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
     let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
-    let planned = n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts);
+    let planned =
+        n.op.scratch_bytes(&tys, &[cx.ty(y).clone()], &consts, cx.threads());
     if planned < need {
         return Err(cx.err(format!(
             "ConvTranspose needs {need} bytes of scratch, {planned} planned"

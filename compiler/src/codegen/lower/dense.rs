@@ -33,7 +33,7 @@ pub(super) fn layout(cx: &Ctx<'_>) -> [usize; 3] {
     let n = cx.g.node(cx.id);
     let tys: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
     let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
-    n.op.matmul_scratch_layout(&tys, &consts).0
+    n.op.matmul_scratch_layout(&tys, &consts, cx.threads()).0
 }
 
 pub(super) fn gemm(
@@ -110,7 +110,7 @@ pub(super) fn gemm(
             ),
         };
         let desc = EwDesc::new(e, &[&cshape], &[m, n]);
-        ew_call(cx, prog, desc, vec![c_op], out)?;
+        ew_call(cx, prog, w, desc, vec![c_op], out)?;
         accumulate = true;
     }
     let desc = MatMulDesc {
@@ -127,18 +127,20 @@ pub(super) fn gemm(
         a_transposed,
         accumulate,
         scratch: layout(cx),
+        threads: cx.threads(),
     };
     mm_call(cx, prog, desc, vec![a_op, b_op, out, cx.scratch()?])?;
     if scale_after {
         let desc = EwDesc::new(Ew::Scale(a.alpha), &[&[m, n]], &[m, n]);
-        ew_call(cx, prog, desc, vec![out], out)?;
+        ew_call(cx, prog, w, desc, vec![out], out)?;
         if let Some(&cv) = cx.g.node(cx.id).inputs.get(2)
             && a.beta != 0.0
         {
             let cshape = cx.ty(cv).shape.clone();
             let beta = Operand::Weights(w.f32s(&[a.beta]));
             let desc = EwDesc::new(Ew::MulAdd, &[&cshape, &[1], &[m, n]], &[m, n]);
-            ew_call(cx, prog, desc, vec![cx.operand(cv, w)?, beta, out], out)?;
+            let c_op = cx.operand(cv, w)?;
+            ew_call(cx, prog, w, desc, vec![c_op, beta, out], out)?;
         }
     }
     Ok(())
@@ -241,6 +243,7 @@ pub(super) fn matmul(
         a_transposed: false,
         accumulate: false,
         scratch: layout(cx),
+        threads: cx.threads(),
     };
     let a_op = cx.operand(av, w)?;
     mm_call(
@@ -407,6 +410,7 @@ pub(super) fn conv(
     )
     .ok_or_else(|| cx.err("no kernel for Conv of this rank yet"))?;
     params.has_bias = u64::from(bias.is_some());
+    params.threads = cx.threads() as u64;
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
     // Constant weights are packed at compile time; run-time ones are read as they are (OIHW
     // rows, packed by the GEMM core into the A part of the scratch as it goes).

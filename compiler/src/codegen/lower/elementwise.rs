@@ -3,7 +3,7 @@
 //! and Cast go to the typed scalar kernels of [`TypedDesc`]. A fused node becomes one
 //! [`FusedDesc`] kernel.
 
-use super::{Ctx, ew_call, variadic};
+use super::{Ctx, ew_call, ew_split, rows_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::fused::{FArg, FusedDesc};
 use crate::codegen::kernels::typed::{TOp, TypedDesc};
@@ -127,7 +127,7 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
             .iter()
             .map(|&v| cx.operand(v, w))
             .collect::<Result<Vec<_>, _>>()?;
-        ew_call(cx, prog, desc, args, cx.arena(y)?)
+        ew_call(cx, prog, w, desc, args, cx.arena(y)?)
     };
     let typed = |op: TOp, prog: &mut Program, w: &mut WeightsBuilder| -> Result<(), Error> {
         let args = ins
@@ -145,6 +145,7 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
     match &n.op {
         Op::Unary(u) if f32_only => vector(unary(u).ok_or_else(no_kernel)?, prog, w),
         Op::Unary(u) => typed(unary_typed(u, dt).ok_or_else(no_kernel)?, prog, w),
+        Op::ClipDynamic { min, max } => clip_dynamic(cx, *min, *max, prog, w),
         Op::Binary(BinaryOp::Pow) => pow(cx, prog, w),
         Op::Binary(BinaryOp::PRelu) if f32_only => vector(Ew::PRelu, prog, w),
         Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div))
@@ -176,6 +177,87 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
         Op::Cast { .. } => typed(TOp::Cast, prog, w),
         _ => Err(no_kernel()),
     }
+}
+
+/// Appends to `out` the f32 steps of a Clip with run-time bounds over operands `x`, then `lo`
+/// when `min`, then `hi` when `max`: `max(x, lo)` then `min(., hi)` (an absent bound's step
+/// left out; neither: a copy).
+fn clip_steps(min: bool, max: bool, x: FArg, bounds: &[FArg], out: &mut Vec<(Ew, Vec<FArg>)>) {
+    let mut acc = x;
+    let mut next = bounds.iter().copied();
+    let first = out.len();
+    for (given, e) in [(min, Ew::Max), (max, Ew::Min)] {
+        if !given {
+            continue;
+        }
+        if let Some(bound) = next.next() {
+            out.push((e, vec![acc, bound]));
+            acc = FArg::Step(out.len() - 1);
+        }
+    }
+    if out.len() == first {
+        out.push((Ew::Copy, vec![x]));
+    }
+}
+
+/// Clip with run-time bounds (one element each, read as broadcast scalars): on f32 one kernel
+/// running `max(x, lo)` then `min(., hi)` on values in registers; on other dtypes the typed
+/// Max then Min kernels, the second in place on the output.
+fn clip_dynamic(
+    cx: &Ctx<'_>,
+    min: bool,
+    max: bool,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let (xt, yt) = (cx.ty(x).clone(), cx.ty(y).clone());
+    let bounds = n.inputs.get(1..).unwrap_or_default();
+    if bounds.len() != usize::from(min) + usize::from(max) {
+        return Err(cx.err("Clip's bound inputs do not match its attributes"));
+    }
+    let mut args = vec![cx.operand(x, w)?];
+    for &v in bounds {
+        args.push(cx.operand(v, w)?);
+    }
+    let out = cx.arena(y)?;
+    // Each bound holds one element: a scalar to the loop nest, whatever its shape.
+    let scalar: &[usize] = &[];
+    if xt.dtype == DType::F32 {
+        let ins: Vec<FArg> = (1..=bounds.len()).map(FArg::In).collect();
+        let mut steps = Vec::new();
+        clip_steps(min, max, FArg::In(0), &ins, &mut steps);
+        let mut shapes: Vec<&[usize]> = vec![&xt.shape];
+        shapes.extend(std::iter::repeat_n(scalar, bounds.len()));
+        let desc = FusedDesc::new(steps, &shapes, &yt.shape).map_err(|e| cx.err(e))?;
+        let (node, op) = cx.label();
+        let f = prog.kernel(
+            format!("fused {desc:?}"),
+            args.len() + 1,
+            (&node, &op),
+            |b, p, _| desc.emit(b, p),
+        )?;
+        args.push(out);
+        prog.call(f, args);
+        return Ok(());
+    }
+    let dt = xt.dtype;
+    let ops: Vec<TOp> = [(min, TOp::Max), (max, TOp::Min)]
+        .into_iter()
+        .filter_map(|(given, op)| given.then_some(op))
+        .collect();
+    if ops.is_empty() {
+        let desc = TypedDesc::new(TOp::Copy, &[(dt, &xt.shape)], dt, &yt.shape);
+        return typed_call(cx, prog, desc, vec![args[0]], out);
+    }
+    let mut cur = args[0];
+    for (op, &bound) in ops.into_iter().zip(&args[1..]) {
+        let desc = TypedDesc::new(op, &[(dt, &xt.shape), (dt, scalar)], dt, &yt.shape);
+        typed_call(cx, prog, desc, vec![cur, bound], out)?;
+        cur = out;
+    }
+    Ok(())
 }
 
 /// Calls the typed kernel of `desc` on `args` then `out` (an error names what has no kernel).
@@ -275,15 +357,16 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
     let (xs, es, ys) = (xt.shape.clone(), et.shape.clone(), yt.shape.clone());
     let xo = cx.operand(x, w)?;
     let out = cx.arena(y)?;
-    let unary =
-        |op: Ew, prog: &mut Program| ew_call(cx, prog, EwDesc::new(op, &[&xs], &ys), vec![xo], out);
+    let unary = |op: Ew, prog: &mut Program, w: &mut WeightsBuilder| {
+        ew_call(cx, prog, w, EwDesc::new(op, &[&xs], &ys), vec![xo], out)
+    };
     let scalar = konst.filter(|t| t.numel() == 1).map(|t| t.to_f64_vec()[0]);
     match scalar {
-        Some(1.0) => return unary(Ew::Copy, prog),
-        Some(0.5) => return unary(Ew::Sqrt, prog),
-        Some(-1.0) => return unary(Ew::Reciprocal, prog),
+        Some(1.0) => return unary(Ew::Copy, prog, w),
+        Some(0.5) => return unary(Ew::Sqrt, prog, w),
+        Some(-1.0) => return unary(Ew::Reciprocal, prog, w),
         Some(k) if k.fract() == 0.0 && k.abs() <= 64.0 => {
-            return unary(Ew::Powi(k as i32), prog);
+            return unary(Ew::Powi(k as i32), prog, w);
         }
         _ => {}
     }
@@ -292,7 +375,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
         _ => cx.operand(e, w)?,
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);
-    ew_call(cx, prog, desc, vec![xo, eo], out)
+    ew_call(cx, prog, w, desc, vec![xo, eo], out)
 }
 
 /// The [`Ew`] steps of one fused step `op` over `args` (already mapped to kernel operands),
@@ -317,6 +400,10 @@ fn fused_step(op: &Op, args: &[FArg], out: &mut Vec<(Ew, Vec<FArg>)>) -> Option<
                 FArg::K(k) if k.fract() == 0.0 && k.abs() <= 64.0 => (Ew::Powi(*k as i32), x),
                 _ => bin(Ew::Pow),
             });
+        }
+        Op::ClipDynamic { min, max } => {
+            let (&x, bounds) = args.split_first()?;
+            clip_steps(*min, *max, x, bounds, out);
         }
         Op::Variadic(v) => {
             let (&first, rest) = args.split_first()?;
@@ -393,12 +480,13 @@ pub(super) fn fused(
         .collect::<Result<Vec<_>, _>>()?;
     args.push(cx.arena(y)?);
     let (node, op) = cx.label();
-    let f = prog.kernel(
-        format!("fused {desc:?}"),
-        n.inputs.len() + 1,
-        (&node, &op),
-        |b, p, _| desc.emit(b, p),
-    )?;
-    prog.call(f, args);
-    Ok(())
+    let split = ew_split(&desc.loops.dims, &desc.loops.strides);
+    let n_ptrs = n.inputs.len() + 1;
+    rows_call(cx, prog, w, split, args, &mut |prog, rows| {
+        let mut d = desc.clone();
+        d.loops.dims[0] = rows;
+        prog.kernel(format!("fused {d:?}"), n_ptrs, (&node, &op), |b, p, _| {
+            d.emit(b, p)
+        })
+    })
 }

@@ -14,7 +14,7 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::types::DType;
 use crate::ops::movement::index::eye_like;
-use crate::ops::{MoveOp, Reduction};
+use crate::ops::{MoveOp, Reduction, ScalarArg};
 
 fn prod(d: &[usize]) -> usize {
     d.iter().product()
@@ -101,6 +101,12 @@ pub(super) fn lower(
                     }
                 };
             }
+            if xt.shape[*axis] == 0 {
+                return Err(cx.err(format!(
+                    "indices into axis {axis} of size 0 (every index is out of range)"
+                )));
+            }
+            let sink = cx.fault_sink(prog, 1, "index")?;
             let desc = ElementsDesc {
                 elem,
                 index_bytes: index_bytes(1)?,
@@ -108,8 +114,10 @@ pub(super) fn lower(
                 data: xt.shape.clone(),
                 axis: *axis,
                 scatter,
+                checked: sink.is_some(),
             };
-            let args = operands(if scatter.is_some() { 3 } else { 2 }, w)?;
+            let mut args = operands(if scatter.is_some() { 3 } else { 2 }, w)?;
+            args.extend(sink.into_iter().flatten());
             call(cx, prog, format!("elements {desc:?}"), args, |b, p| {
                 desc.emit(b, p)
             })
@@ -127,6 +135,7 @@ pub(super) fn lower(
                 return Err(cx.err("indices do not address the data"));
             }
             let st = contiguous(ds);
+            let sink = cx.fault_sink(prog, 1, "index")?;
             let desc = NdDesc {
                 elem,
                 index_bytes: index_bytes(1)?,
@@ -140,8 +149,10 @@ pub(super) fn lower(
                 slice: prod(&ds[batch_dims + k..]),
                 data_batch: prod(&ds[batch_dims..]),
                 scatter,
+                checked: sink.is_some(),
             };
-            let args = operands(if scatter.is_some() { 3 } else { 2 }, w)?;
+            let mut args = operands(if scatter.is_some() { 3 } else { 2 }, w)?;
+            args.extend(sink.into_iter().flatten());
             call(cx, prog, format!("nd {desc:?}"), args, |b, p| {
                 desc.emit(b, p)
             })
@@ -180,15 +191,15 @@ pub(super) fn lower(
                 rows: s[r - 2],
                 cols: s[r - 1],
                 upper: *upper,
-                k: *k,
+                k: match k {
+                    ScalarArg::Const(k) => Some(*k),
+                    ScalarArg::Input => None,
+                },
             };
-            call(
-                cx,
-                prog,
-                format!("trilu {desc:?}"),
-                operands(1, w)?,
-                |b, p| desc.emit(b, p[0], p[1]),
-            )
+            let args = operands(if desc.k.is_none() { 2 } else { 1 }, w)?;
+            call(cx, prog, format!("trilu {desc:?}"), args, |b, p| {
+                desc.emit(b, p)
+            })
         }
         MoveOp::DepthToSpace { .. } | MoveOp::SpaceToDepth { .. } => {
             let (in6, perm) = m
@@ -206,6 +217,7 @@ pub(super) fn lower(
         } => {
             let s = &xt.shape;
             let st = contiguous(s);
+            let sink = cx.fault_sink(prog, 1, "sequence length")?;
             let desc = ReverseDesc {
                 elem,
                 len_bytes: index_bytes(1)?,
@@ -214,14 +226,13 @@ pub(super) fn lower(
                 batch_stride: st[*batch_axis] as usize,
                 time_stride: st[*time_axis] as usize,
                 inner: prod(&s[2..]),
+                checked: sink.is_some(),
             };
-            call(
-                cx,
-                prog,
-                format!("reverse {desc:?}"),
-                operands(2, w)?,
-                |b, p| desc.emit(b, p),
-            )
+            let mut args = operands(2, w)?;
+            args.extend(sink.into_iter().flatten());
+            call(cx, prog, format!("reverse {desc:?}"), args, |b, p| {
+                desc.emit(b, p)
+            })
         }
         MoveOp::Compress { axis, keep } => {
             let (in_shape, maps): (Vec<usize>, Vec<Vec<usize>>) = match axis {

@@ -9,6 +9,7 @@ mod indexing;
 mod movement;
 mod norm;
 mod reduce;
+mod spectral;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};
@@ -26,6 +27,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
 use convt::conv_transpose;
+use cranelift_module::FuncId;
 use dense::{conv, fused_into_conv, gemm, matmul, pool_call, window};
 use movement::{copy_call, movement, resize};
 
@@ -164,6 +166,27 @@ impl Ctx<'_> {
         Ok(Operand::Arena(self.frame.base + offset))
     }
 
+    /// Threads the plan sized per-thread scratch for.
+    fn threads(&self) -> usize {
+        self.plan.options.liveness.threads.max(1)
+    }
+
+    /// The two extra operands of a kernel that checks the run-time values of input `i`
+    /// (`what`: "index"...) through the fault record, or `None` when that input is a constant
+    /// (the import checked its values already).
+    fn fault_sink(
+        &self,
+        prog: &mut Program,
+        i: usize,
+        what: &'static str,
+    ) -> Result<Option<[Operand; 2]>, Error> {
+        if self.constant(self.input(i)?).is_some() {
+            return Ok(None);
+        }
+        let (node, op) = self.label();
+        Ok(Some(prog.fault_sink(&node, &op, what)))
+    }
+
     fn label(&self) -> (String, String) {
         let n = self.g.node(self.id);
         (n.name.clone(), n.op.name().to_string())
@@ -188,22 +211,129 @@ impl Ctx<'_> {
 fn ew_call(
     cx: &Ctx<'_>,
     prog: &mut Program,
+    w: &mut WeightsBuilder,
     desc: EwDesc,
     mut args: Vec<Operand>,
     out: Operand,
 ) -> Result<(), Error> {
     let (node, op) = cx.label();
     let n = desc.strides.len() + 1;
-    let f = prog.kernel(format!("ew {desc:?}"), n, (&node, &op), |b, p, _| {
-        desc.emit(b, p)
-    })?;
     args.push(out);
-    prog.call(f, args);
+    let split = ew_split(&desc.dims, &desc.strides);
+    rows_call(cx, prog, w, split, args, &mut |prog, rows| {
+        let mut d = desc.clone();
+        d.dims[0] = rows;
+        prog.kernel(format!("ew {d:?}"), n, (&node, &op), |b, p, _| d.emit(b, p))
+    })
+}
+
+/// How an element-wise loop nest over `dims` (inputs walked at `strides`, a contiguous
+/// output last) splits into rows: its first dim, whole 4-lane groups when it is the only one.
+fn ew_split(dims: &[usize], strides: &[Vec<usize>]) -> RowSplit {
+    let row_elems = prod(dims.get(1..).unwrap_or_default());
+    let mut steps: Vec<usize> = strides
+        .iter()
+        .map(|s| s.first().copied().unwrap_or(0) * 4)
+        .collect();
+    steps.push(row_elems * 4);
+    RowSplit {
+        rows: dims.first().copied().unwrap_or(1),
+        unit: if dims.len() == 1 { 4 } else { 1 },
+        steps,
+        row_elems,
+    }
+}
+
+/// How a kernel's outermost loop may be cut into chunks of rows ([`crate::codegen::rows`]).
+struct RowSplit {
+    /// Trip count of the outermost loop.
+    rows: usize,
+    /// Chunk sizes are multiples of this (4 when the loop is the vector loop itself, so each
+    /// element takes the same vector or scalar path as in one call).
+    unit: usize,
+    /// Bytes each operand moves per row, in operand order (0: the same data for all rows).
+    steps: Vec<usize>,
+    /// Elements computed per row (the work estimate).
+    row_elems: usize,
+}
+
+/// Fewest elements a row-split chunk gets: below it, the dispatch costs more than it saves.
+const PAR_MIN_CHUNK_ELEMS: usize = 16 * 1024;
+
+/// Emits the kernel `make(rows)` over `args`: one call of the kernel for all rows, or, when
+/// the plan is for several threads and there is enough work, a row-split call of a chunk's
+/// kernel and the last chunk's ([`crate::codegen::rows::arenac_par_rows`]).
+fn rows_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+    split: RowSplit,
+    args: Vec<Operand>,
+    make: &mut dyn FnMut(&mut Program, usize) -> Result<FuncId, Error>,
+) -> Result<(), Error> {
+    use crate::codegen::rows::{Base, MAX_ARGS, RowArg, RowsDesc};
+    let threads = cx.threads();
+    let total = split.rows.saturating_mul(split.row_elems.max(1));
+    let chunks = (total / PAR_MIN_CHUNK_ELEMS).min(threads);
+    let immediate = args.iter().any(|a| {
+        matches!(
+            a,
+            Operand::Imm(_) | Operand::Host(_) | Operand::Indexed { .. }
+        )
+    });
+    if chunks < 2 || immediate || args.len() > MAX_ARGS || args.len() != split.steps.len() {
+        let f = make(prog, split.rows)?;
+        prog.call(f, args);
+        return Ok(());
+    }
+    let unit = split.unit.max(1);
+    let per = split.rows.div_ceil(chunks).div_ceil(unit) * unit;
+    let chunks = split.rows.div_ceil(per.max(1));
+    if chunks < 2 {
+        let f = make(prog, split.rows)?;
+        prog.call(f, args);
+        return Ok(());
+    }
+    let last = split.rows - per * (chunks - 1);
+    let full = make(prog, per)?;
+    let tail = if last == per { full } else { make(prog, last)? };
+    let mut desc = RowsDesc {
+        nargs: args.len() as u64,
+        chunks: chunks as u64,
+        rows: per as u64,
+        width: threads as u64,
+        args: [RowArg {
+            base: Base::Null as u64,
+            offset: 0,
+            step: 0,
+        }; MAX_ARGS],
+    };
+    for (slot, (a, &step)) in desc.args.iter_mut().zip(args.iter().zip(&split.steps)) {
+        let (base, offset) = match *a {
+            Operand::Arena(o) => (Base::Arena, o),
+            Operand::Weights(o) => (Base::Weights, o),
+            Operand::Null | Operand::Imm(_) | Operand::Host(_) | Operand::Indexed { .. } => {
+                (Base::Null, 0)
+            }
+        };
+        *slot = RowArg {
+            base: base as u64,
+            offset: offset as u64,
+            step: if base == Base::Null { 0 } else { step as u64 },
+        };
+    }
+    let at = w.add(&desc.to_bytes());
+    prog.call_rows(at, full, tail);
     Ok(())
 }
 
 fn prod(d: &[usize]) -> usize {
     d.iter().product()
+}
+
+/// The activation node whose work node `id`'s kernel does in its epilogue (a Conv's Relu).
+pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Option<NodeId> {
+    dense::fused_activation(g, plan, id).map(|(act, _)| act)
 }
 
 /// Emits the calls of node `id` of graph `g` (planned by `plan`, placed by `frame`).
@@ -240,9 +370,12 @@ pub(super) fn node(
     let y = cx.output()?;
     let out_shape = cx.ty(y).shape.clone();
     match op {
-        Op::Unary(_) | Op::Binary(_) | Op::Variadic(_) | Op::Where | Op::Cast { .. } => {
-            elementwise::lower(&cx, prog, w)
-        }
+        Op::Unary(_)
+        | Op::ClipDynamic { .. }
+        | Op::Binary(_)
+        | Op::Variadic(_)
+        | Op::Where
+        | Op::Cast { .. } => elementwise::lower(&cx, prog, w),
         Op::FusedElementwise(a) => elementwise::fused(&cx, a, prog, w),
         Op::BatchNormalization { training, .. }
             if training.is_some()
@@ -288,7 +421,7 @@ pub(super) fn node(
                 Operand::Weights(w.f32_vec(s)),
                 Operand::Weights(w.f32_vec(t)),
             ];
-            ew_call(&cx, prog, desc, args, cx.arena(y)?)
+            ew_call(&cx, prog, w, desc, args, cx.arena(y)?)
         }
         Op::Softmax {
             axis,
@@ -315,14 +448,29 @@ pub(super) fn node(
             };
             let x = cx.arena(cx.input(0)?)?;
             let (node, opn) = cx.label();
-            let f = prog.kernel(
-                format!("softmax {desc:?}"),
-                2,
-                (&node, &opn),
-                |b, p, ext| desc.emit(b, p[0], p[1], ext.logf),
-            )?;
-            prog.call(f, vec![x, cx.arena(y)?]);
-            Ok(())
+            let row = desc.len * desc.inner;
+            let split = RowSplit {
+                rows: desc.outer,
+                unit: 1,
+                steps: vec![row * 4, row * 4],
+                row_elems: row,
+            };
+            rows_call(
+                &cx,
+                prog,
+                w,
+                split,
+                vec![x, cx.arena(y)?],
+                &mut |prog, rows| {
+                    let d = SoftmaxDesc {
+                        outer: rows,
+                        ..desc.clone()
+                    };
+                    prog.kernel(format!("softmax {d:?}"), 2, (&node, &opn), |b, p, ext| {
+                        d.emit(b, p[0], p[1], ext.logf)
+                    })
+                },
+            )
         }
         Op::Conv(a) => conv(&cx, a, prog, w),
         Op::MaxPool(a) => {
@@ -428,6 +576,7 @@ pub(super) fn node(
                     dt.dtype.name()
                 )));
             }
+            let sink = cx.fault_sink(prog, 1, "index")?;
             let desc = GatherDesc {
                 elem,
                 index_bytes,
@@ -435,12 +584,18 @@ pub(super) fn node(
                 dim: dt.shape[*axis],
                 count: it.numel().unwrap_or(0),
                 inner: prod(&dt.shape[*axis + 1..]),
+                checked: sink.is_some(),
             };
+            let mut args = vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?];
+            args.extend(sink.into_iter().flatten());
             let (node, opn) = cx.label();
-            let f = prog.kernel(format!("gather {desc:?}"), 3, (&node, &opn), |b, p, _| {
-                desc.emit(b, p[0], p[1], p[2])
-            })?;
-            prog.call(f, vec![cx.operand(d, w)?, cx.operand(i, w)?, cx.arena(y)?]);
+            let f = prog.kernel(
+                format!("gather {desc:?}"),
+                args.len(),
+                (&node, &opn),
+                |b, p, _| desc.emit(b, p),
+            )?;
+            prog.call(f, args);
             Ok(())
         }
         Op::Lrn(a) => lrn(&cx, a, prog),
@@ -449,6 +604,8 @@ pub(super) fn node(
         Op::MatMul => matmul(&cx, prog, w),
         Op::If(a) => control::lower_if(&cx, a, prog, w),
         Op::Loop(a) => control::lower_loop(&cx, a, prog, w),
+        Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
+        Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }
@@ -481,17 +638,19 @@ fn variadic(
     };
     let x0 = ins[first];
     let desc = EwDesc::new(Ew::Copy, &[&cx.ty(x0).shape], &ys);
-    ew_call(cx, prog, desc, vec![cx.operand(x0, w)?], out)?;
+    let x0 = cx.operand(x0, w)?;
+    ew_call(cx, prog, w, desc, vec![x0], out)?;
     for (i, &v) in ins.iter().enumerate() {
         if i == first {
             continue;
         }
         let desc = EwDesc::new(e, &[&ys, &cx.ty(v).shape], &ys);
-        ew_call(cx, prog, desc, vec![out, cx.operand(v, w)?], out)?;
+        let v = cx.operand(v, w)?;
+        ew_call(cx, prog, w, desc, vec![out, v], out)?;
     }
     if kind == VariadicOp::Mean {
         let desc = EwDesc::new(Ew::Scale(1.0 / ins.len() as f32), &[&ys], &ys);
-        ew_call(cx, prog, desc, vec![out], out)?;
+        ew_call(cx, prog, w, desc, vec![out], out)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ops::ResizeAttrs;
 use crate::ops::resize::{AxisTaps, axis_taps, is_gather};
-use crate::ops::{Op, PadMode};
+use crate::ops::{Op, PadMode, ScalarArg};
 
 pub(super) fn contiguous(shape: &[usize]) -> Vec<i64> {
     let mut st = vec![1i64; shape.len()];
@@ -41,6 +41,8 @@ pub(super) fn shifted(cx: &Ctx<'_>, op: Operand, bytes: i64) -> Result<Operand, 
             step,
             level,
         },
+        Operand::Imm(_) => return Err(cx.err("an immediate is not an address")),
+        Operand::Host(_) => return Err(cx.err("internal: a host object is not a tensor")),
     })
 }
 
@@ -203,15 +205,16 @@ pub(super) fn gather_call(
     Ok(())
 }
 
-/// Pad: constant mode fills the output and copies the (cropped) input into its interior;
-/// the other modes are gathers whose per-dim maps fold the mode's index rule.
+/// Pad: constant mode fills the output (with a compile-time value, or one the kernel reads
+/// from the node's second input) and copies the (cropped) input into its interior; the other
+/// modes are gathers whose per-dim maps fold the mode's index rule.
 fn pad(
     cx: &Ctx<'_>,
     prog: &mut Program,
     w: &mut WeightsBuilder,
     mode: PadMode,
     pads: &[i64],
-    value: f64,
+    value: ScalarArg<f64>,
 ) -> Result<(), Error> {
     let (x, y) = (cx.input(0)?, cx.output()?);
     let (xt, ys) = (cx.ty(x).clone(), cx.ty(y).shape.clone());
@@ -238,26 +241,36 @@ fn pad(
         return Ok(());
     }
     if mode == PadMode::Constant {
-        let fill_value = if xt.dtype.is_float() {
-            Scalar::Float(value)
-        } else {
-            Scalar::Int(value as i64)
+        let (bits, mut args) = match value {
+            ScalarArg::Const(v) => {
+                let fill_value = if xt.dtype.is_float() {
+                    Scalar::Float(v)
+                } else {
+                    Scalar::Int(v as i64)
+                };
+                let fill = Tensor::filled(xt.dtype, vec![], fill_value);
+                let mut le = [0u8; 8];
+                for (o, &v) in le.iter_mut().zip(fill.bytes().iter()) {
+                    *o = v;
+                }
+                (Some(u64::from_le_bytes(le)), Vec::new())
+            }
+            ScalarArg::Input => (None, vec![cx.operand(cx.input(1)?, w)?]),
         };
-        let fill = Tensor::filled(xt.dtype, vec![], fill_value);
-        let mut le = [0u8; 8];
-        for (o, &v) in le.iter_mut().zip(fill.bytes().iter()) {
-            *o = v;
-        }
         let fd = FillDesc {
             elem,
             count: ys.iter().product(),
-            bits: u64::from_le_bytes(le),
+            bits,
         };
+        args.push(dst);
         let (node, op) = cx.label();
-        let f = prog.kernel(format!("fill {fd:?}"), 1, (&node, &op), |b, p, _| {
-            fd.emit(b, p[0])
-        })?;
-        prog.call(f, vec![dst]);
+        let f = prog.kernel(
+            format!("fill {fd:?}"),
+            args.len(),
+            (&node, &op),
+            |b, p, _| fd.emit(b, p),
+        )?;
+        prog.call(f, args);
         let kept: Vec<usize> = dims.iter().map(|d| d.2).collect();
         if kept.contains(&0) {
             return Ok(());

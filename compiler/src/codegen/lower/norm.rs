@@ -2,7 +2,7 @@
 //! dims of X are reduced, how its scale and bias move along X's dims (byte steps, 0 where
 //! broadcast), and where its statistics go.
 
-use super::{Ctx, prod};
+use super::{Ctx, RowSplit, prod, rows_call};
 use crate::codegen::kernels::norm::{Level, NormDesc, Stats, merge_levels};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
@@ -226,9 +226,36 @@ pub(super) fn stats_norm(
         ops[3],
     ];
     let (node, opn) = cx.label();
-    let f = prog.kernel(format!("norm {desc:?}"), 8, (&node, &opn), |b, p, _| {
-        desc.emit(b, p)
-    })?;
-    prog.call(f, args);
-    Ok(())
+    // Groups are independent: the outermost group level splits into rows.
+    let split = match desc.outer.first() {
+        Some(l) => {
+            let (x, st) = (l.x, l.stat);
+            RowSplit {
+                rows: l.count,
+                unit: 1,
+                steps: vec![x, l.scale, l.bias, x, st, st, st, st],
+                row_elems: desc.group_len() * prod_counts(&desc.outer[1..]),
+            }
+        }
+        None => RowSplit {
+            rows: 1,
+            unit: 1,
+            steps: vec![0; 8],
+            row_elems: 0,
+        },
+    };
+    rows_call(cx, prog, w, split, args, &mut |prog, rows| {
+        let mut d = desc.clone();
+        if let Some(l) = d.outer.first_mut() {
+            l.count = rows;
+        }
+        prog.kernel(format!("norm {d:?}"), 8, (&node, &opn), |b, p, _| {
+            d.emit(b, p)
+        })
+    })
+}
+
+/// Product of the levels' trip counts.
+fn prod_counts(levels: &[Level]) -> usize {
+    levels.iter().map(|l| l.count).product()
 }

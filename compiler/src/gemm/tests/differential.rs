@@ -101,7 +101,7 @@ fn check(m: usize, n: usize, k: usize, transposed_b: bool, accumulate: bool, rng
                 m,
                 n,
                 k,
-                AView::Packed(pa.as_ptr()),
+                AView::packed(pa.as_ptr(), m),
                 packed.as_ptr(),
                 c.as_mut_ptr(),
                 ldc,
@@ -125,6 +125,7 @@ fn check(m: usize, n: usize, k: usize, transposed_b: bool, accumulate: bool, rng
             ldc,
             u32::from(accumulate),
             scratch.as_mut_ptr(),
+            1,
         )
     };
     runs.push(("arenac_sgemm", c));
@@ -240,6 +241,59 @@ fn packed_layout() {
             let (jp, jj) = (j / NR, j % NR);
             let want = if j < n { b[i * n + j] } else { 0.0 };
             assert_eq!(out[jp * k * NR + i * NR + jj], want);
+        }
+    }
+}
+
+/// `arenac_sgemm` on a pool of `threads` threads (scratch for `threads` slots).
+fn sgemm_on(threads: usize, m: usize, n: usize, k: usize, acc: bool, seed: u64) -> Vec<u32> {
+    let mut rng = Rng(seed);
+    let a: Vec<f32> = (0..m * k).map(|_| rng.next()).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| rng.next()).collect();
+    let mut c: Vec<f32> = (0..m * n).map(|_| rng.next()).collect();
+    let mut packed = vec![0.0; packed_b_len(k, n)];
+    pack_b(k, n, &b, n, 1, &mut packed);
+    let mut scratch = vec![f32::NAN; a_scratch_slot(m, k) * threads];
+    let pool = crate::par::Pool::new(threads).expect("threads");
+    crate::par::with_pool(Some(&pool), || {
+        // SAFETY: buffers sized per the contract (threads slots of scratch).
+        unsafe {
+            arenac_sgemm(
+                m,
+                n,
+                k,
+                a.as_ptr(),
+                k,
+                packed.as_ptr(),
+                c.as_mut_ptr(),
+                n,
+                u32::from(acc),
+                scratch.as_mut_ptr(),
+                threads,
+            )
+        }
+    });
+    c.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn same_bits_at_every_thread_count() {
+    // Shapes that split by rows, by columns and both, with edge tiles and several K blocks.
+    for &(m, n, k) in &[
+        (200usize, 300usize, 256usize),
+        (1, 3000, 512),
+        (1000, 40, 300),
+        (37, 1000, 800),
+        (513, 77, 129),
+    ] {
+        for acc in [false, true] {
+            let one = sgemm_on(1, m, n, k, acc, 42);
+            for threads in [2, 3, 4] {
+                assert!(
+                    one == sgemm_on(threads, m, n, k, acc, 42),
+                    "{m}x{n}x{k} acc={acc}: {threads} threads differ from 1"
+                );
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding,
 //! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, QuantizeLinear, DequantizeLinear,
-//! DynamicQuantizeLinear, MatMulInteger) into nodes of ops
-//! arenac already has, as ONNX's own function bodies do.
+//! DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearConv, QLinearMatMul) into nodes of
+//! ops arenac already has, as ONNX's own function bodies do.
 //!
 //! An expansion reads the node's attributes and its inputs' static types and writes a short
 //! list of ordinary [`NodeProto`]s: every shape it needs is known at import, so shapes, axes and
@@ -11,10 +11,13 @@
 //! still names the original node; their intermediate values are named the same way.
 
 mod attention;
+mod exact;
 mod loss;
 mod rotary;
 // Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger).
 mod quant;
+// Integer convolution, quantized Conv and MatMul (ConvInteger, QLinearConv, QLinearMatMul).
+mod qlinear;
 
 use arenac_proto::{AttributeProto, NodeProto, attribute_proto::AttributeType};
 
@@ -27,7 +30,7 @@ use crate::ops::ctx::{CtxInput, NodeCtx};
 
 /// The op types expanded at import, with the first default-domain opset defining each (they
 /// are handled up to [`crate::ops::MAX_OPSET`]).
-pub const EXPANDED: [(&str, i64); 8] = [
+pub const EXPANDED: [(&str, i64); 11] = [
     ("Attention", 23),
     ("RotaryEmbedding", 23),
     ("NegativeLogLikelihoodLoss", 12),
@@ -37,7 +40,16 @@ pub const EXPANDED: [(&str, i64); 8] = [
     ("DequantizeLinear", 10),
     ("DynamicQuantizeLinear", 11),
     ("MatMulInteger", 10),
+    ("ConvInteger", 10),
+    ("QLinearConv", 10),
+    ("QLinearMatMul", 10),
 ];
+
+/// The lowest opset the nodes of an expansion are written for: they are written for and
+/// imported at the model's opset or this one, whichever is higher (so a QLinearConv of an
+/// opset-10 model may use Round, and Clip's bounds as inputs; a loss of an opset-12 model is
+/// written with opset 13's Unsqueeze).
+pub const EXPANSION_OPSET: i64 = 13;
 
 /// Whether `op_type` (default domain) is expanded at import, and from which opset.
 pub fn expanded_since(op_type: &str) -> Option<i64> {
@@ -63,7 +75,8 @@ pub fn expand(
             node.op_type()
         )));
     }
-    let ctx = NodeCtx::new(node, opset, inputs);
+    // The nodes are written for, and imported at, the opset they will be read at.
+    let ctx = NodeCtx::new(node, opset.max(EXPANSION_OPSET), inputs);
     let mut e = Emitter::new(label);
     match node.op_type() {
         "Attention" => attention::expand(&ctx, node, &mut e)?,
@@ -71,16 +84,13 @@ pub fn expand(
         "NegativeLogLikelihoodLoss" => loss::expand_nll(&ctx, node, &mut e)?,
         "SoftmaxCrossEntropyLoss" => loss::expand_sce(&ctx, node, &mut e)?,
         // Quantization.
-        "QuantizeLinear" if opset < 11 => {
-            return Err(OpError::Unsupported(
-                "QuantizeLinear below opset 11 is not supported (its expansion needs Round)"
-                    .to_string(),
-            ));
-        }
         "QuantizeLinear" => quant::expand_quantize(&ctx, node, &mut e)?,
         "DequantizeLinear" => quant::expand_dequantize(&ctx, node, &mut e)?,
         "DynamicQuantizeLinear" => quant::expand_dynamic(&ctx, node, &mut e)?,
         "MatMulInteger" => quant::expand_matmul_integer(&ctx, node, &mut e)?,
+        "ConvInteger" => qlinear::expand_conv_integer(&ctx, node, &mut e)?,
+        "QLinearConv" => qlinear::expand_qlinear_conv(&ctx, node, &mut e)?,
+        "QLinearMatMul" => qlinear::expand_qlinear_matmul(&ctx, node, &mut e)?,
         other => {
             return Err(OpError::Unsupported(format!(
                 "no import-time expansion for {other}"
@@ -308,9 +318,13 @@ impl super::Importer {
             });
         }
         let nodes = expand(node, label, self.graph.opset, inputs).map_err(node_err)?;
-        for n in &nodes {
-            self.import_node(n, index, None)?;
-        }
-        Ok(())
+        let saved = self
+            .node_opset
+            .replace(self.graph.opset.max(EXPANSION_OPSET));
+        let imported = nodes
+            .iter()
+            .try_for_each(|n| self.import_node(n, index, None));
+        self.node_opset = saved;
+        imported
     }
 }

@@ -2,7 +2,8 @@
 //! zero point → Clip to the output range → Cast), `DequantizeLinear` ((Cast(x) − Cast(zero
 //! point)) × scale → Cast), `DynamicQuantizeLinear` (ONNX's function body: uint8 scale and zero
 //! point from the min/max of x, then the quantization above) and `MatMulInteger` (the
-//! zero-point-shifted operands multiplied exactly by the f32 MatMul, in chunks of the reduction), following onnx's reference implementation.
+//! zero-point-shifted operands multiplied exactly by the f32 MatMul: [`super::exact`]),
+//! following onnx's reference implementation.
 //!
 //! Scale and zero point may be run-time values: per-tensor ones are reshaped to scalars,
 //! per-axis ones to `[1.., C, ..1]`, blocked ones repeated `block_size` times along the axis
@@ -12,6 +13,7 @@
 
 use arenac_proto::NodeProto;
 
+use super::exact::{Exact, Product, shift_bound};
 use super::{Emitter, input, int_attr, output, unsupported};
 use crate::error::OpError;
 use crate::ir::types::{DType, TensorType};
@@ -334,7 +336,9 @@ pub(super) fn expand_dynamic(
     Ok(())
 }
 
-/// Expands one MatMulInteger node: int32 MatMul of `A - a_zero_point` and `B - b_zero_point`.
+/// Expands one MatMulInteger node: int32 MatMul of `A - a_zero_point` and `B - b_zero_point`
+/// (per-tensor or per-row `a_zero_point`, per-tensor or per-column `b_zero_point`), summed
+/// exactly on the f32 MatMul ([`super::exact`]).
 pub(super) fn expand_matmul_integer(
     ctx: &NodeCtx<'_>,
     node: &NodeProto,
@@ -343,78 +347,54 @@ pub(super) fn expand_matmul_integer(
     ctx.expect_inputs(2, 4)?;
     let (a, a_ty) = input(ctx, node, 0).ok_or_else(|| unsupported("A is required"))?;
     let (b, b_ty) = input(ctx, node, 1).ok_or_else(|| unsupported("B is required"))?;
-    let mut shifted =
-        |m: &str, m_ty: &TensorType, slot: usize, row: bool| -> Result<String, OpError> {
-            if !matches!(m_ty.dtype, DType::U8 | DType::I8) {
-                return Err(unsupported(format!(
-                    "MatMulInteger takes int8/uint8 operands (got {})",
-                    m_ty.dtype
-                )));
-            }
-            let m32 = e.cast(m, m_ty.dtype, DType::I32);
-            let Some((z, z_ty)) = input(ctx, node, slot) else {
-                return Ok(m32);
-            };
-            if z_ty.dtype != m_ty.dtype {
-                return Err(unsupported(format!(
-                    "a zero point is {} but its operand is {}",
-                    z_ty.dtype, m_ty.dtype
-                )));
-            }
-            let zs = &z_ty.shape;
-            let rank = m_ty.shape.len();
-            let zb = if zs.iter().product::<usize>() == 1 {
-                e.reshape(z, &[], None)
-            } else if row && zs.len() == 1 && rank >= 2 && zs[0] == m_ty.shape[rank - 2] {
-                // A's per-row zero point [M] → [M, 1].
-                e.reshape(z, &[zs[0], 1], None)
-            } else {
-                z.to_string()
-            };
-            let z32 = e.cast(&zb, z_ty.dtype, DType::I32);
-            Ok(e.op("Sub", &[&m32, &z32], vec![]))
+    let mut shifted = |m: &str, m_ty: &TensorType, slot: usize, zp_slot: usize, row: bool| {
+        if !matches!(m_ty.dtype, DType::U8 | DType::I8) {
+            return Err(unsupported(format!(
+                "MatMulInteger takes int8/uint8 operands (got {})",
+                m_ty.dtype
+            )));
+        }
+        let mf = e.cast(m, m_ty.dtype, DType::F32);
+        let Some((z, z_ty)) = input(ctx, node, zp_slot) else {
+            return Ok((mf, shift_bound(m_ty.dtype, ctx.input_value(slot), None)));
         };
-    let a32 = shifted(a, a_ty, 2, true)?;
-    let b32 = shifted(b, b_ty, 3, false)?;
-    // arenac's MatMul kernel is f32: the shifted operands lie in [-255, 255], so a sum of up
-    // to EXACT_K products stays an integer below 2^24, exact in f32 in any order. Longer rows
-    // are split into chunks of EXACT_K, each product cast back to int32 and summed there.
-    let k = a_ty.shape.last().copied().unwrap_or(0);
-    let b_axis = if b_ty.shape.len() == 1 { 0 } else { -2 };
-    let af = e.cast(&a32, DType::I32, DType::F32);
-    let bf = e.cast(&b32, DType::I32, DType::F32);
-    let y = output(node, 0);
-    let to = || vec![int_attr("to", i64::from(DType::I32.to_onnx()))];
-    if k <= EXACT_K {
-        let m = e.op("MatMul", &[&af, &bf], vec![]);
-        e.op_maybe_to("Cast", &[&m], to(), y);
-        return Ok(());
+        if z_ty.dtype != m_ty.dtype {
+            return Err(unsupported(format!(
+                "a zero point is {} but its operand is {}",
+                z_ty.dtype, m_ty.dtype
+            )));
+        }
+        let zs = &z_ty.shape;
+        let rank = m_ty.shape.len();
+        let zb = if zs.iter().product::<usize>() == 1 {
+            e.reshape(z, &[], None)
+        } else if row && zs.len() == 1 && rank >= 2 && zs[0] == m_ty.shape[rank - 2] {
+            // A's per-row zero point [M] → [M, 1].
+            e.reshape(z, &[zs[0], 1], None)
+        } else {
+            z.to_string()
+        };
+        let zf = e.cast(&zb, z_ty.dtype, DType::F32);
+        let bound = shift_bound(
+            m_ty.dtype,
+            ctx.input_value(slot),
+            Some((z_ty.dtype, ctx.input_value(zp_slot))),
+        );
+        Ok((e.op("Sub", &[&mf, &zf], vec![]), bound))
+    };
+    let (af, a_bound) = shifted(a, a_ty, 0, 2, true)?;
+    let (bf, b_bound) = shifted(b, b_ty, 1, 3, false)?;
+    Exact {
+        a: &af,
+        a_bound,
+        b: &bf,
+        b_bound,
+        units: a_ty.shape.last().copied().unwrap_or(1),
+        per_unit: 1,
+        product: Product::MatMul {
+            b_rank: b_ty.shape.len(),
+        },
     }
-    let chunks = k.div_ceil(EXACT_K);
-    if chunks > MAX_CHUNKS {
-        return Err(unsupported(format!(
-            "a reduction of {k} exceeds the {} this expansion handles",
-            MAX_CHUNKS * EXACT_K
-        )));
-    }
-    let mut sum: Option<String> = None;
-    for c in 0..chunks {
-        let (lo, hi) = ((c * EXACT_K) as i64, ((c + 1) * EXACT_K).min(k) as i64);
-        let ac = e.slice(&af, -1, lo, hi, 1);
-        let bc = e.slice(&bf, b_axis, lo, hi, 1);
-        let m = e.op("MatMul", &[&ac, &bc], vec![]);
-        let mi = e.op("Cast", &[&m], to());
-        sum = Some(match sum {
-            None => mi,
-            Some(prev) if c + 1 == chunks => e.op_maybe_to("Add", &[&prev, &mi], vec![], y),
-            Some(prev) => e.op("Add", &[&prev, &mi], vec![]),
-        });
-    }
+    .emit(e, output(node, 0))?;
     Ok(())
 }
-
-/// The longest reduction whose f32 sums of products in [-65025, 65025] stay exact (< 2^24).
-const EXACT_K: usize = 258;
-
-/// The most chunks of [`EXACT_K`] a MatMulInteger is split into.
-const MAX_CHUNKS: usize = 1024;

@@ -53,6 +53,7 @@ pub fn scratch_params(
     x: &TensorType,
     y: &TensorType,
     constant_weights: bool,
+    threads: usize,
 ) -> Option<crate::gemm::conv::ConvParams> {
     let mut p = crate::gemm::conv::ConvParams::from_shapes(
         &x.shape,
@@ -64,6 +65,7 @@ pub fn scratch_params(
         a.group,
     )?;
     p.packed_a = u64::from(constant_weights && p.packs_a());
+    p.threads = threads.max(1) as u64;
     Some(p)
 }
 

@@ -19,6 +19,11 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         .ok_or_else(|| OpError::Unsupported("elementwise inference gave no output".into()))?;
     let result = match op {
         Op::Unary(u) => eval_unary(*u, inputs[0]),
+        Op::ClipDynamic { min, max } => {
+            let lo = min.then(|| inputs[1]);
+            let hi = max.then(|| inputs[1 + usize::from(*min)]);
+            eval_clip(inputs[0], lo, hi)
+        }
         Op::Binary(b) => eval_binary(*b, inputs[0], inputs[1], out)?,
         Op::Variadic(v) => eval_variadic(*v, inputs, out),
         Op::Where => eval_where(inputs, out),
@@ -140,6 +145,42 @@ fn eval_unary(u: UnaryOp, x: &Tensor) -> Tensor {
         return Tensor::from_i64(DType::Bool, shape, &bits);
     }
     Tensor::from_f64(dtype, shape, &vals)
+}
+
+/// Clip with bounds given as one-element tensors of x's dtype: floats through the constant
+/// Clip's own rule (NaN propagates); integers compared exactly in their own order (u64 as
+/// unsigned), without the round trip through f64 of an attribute bound.
+fn eval_clip(x: &Tensor, lo: Option<&Tensor>, hi: Option<&Tensor>) -> Tensor {
+    let dtype = x.dtype();
+    if dtype.is_float() {
+        let first = |t: Option<&Tensor>| t.and_then(|t| t.to_f64_vec().first().copied());
+        let clip = UnaryOp::Clip {
+            min: first(lo),
+            max: first(hi),
+        };
+        return eval_unary(clip, x);
+    }
+    let first = |t: Option<&Tensor>| t.and_then(|t| t.to_i64_vec().first().copied());
+    let (lo, hi) = (first(lo), first(hi));
+    let vals: Vec<i64> = x
+        .to_i64_vec()
+        .into_iter()
+        .map(|v| {
+            let mut r = v;
+            if let Some(lo) = lo
+                && int_cmp(dtype, r, lo) == Ordering::Less
+            {
+                r = lo;
+            }
+            if let Some(hi) = hi
+                && int_cmp(dtype, r, hi) == Ordering::Greater
+            {
+                r = hi;
+            }
+            r
+        })
+        .collect();
+    Tensor::from_i64(dtype, x.shape().to_vec(), &vals)
 }
 
 fn unary_f64(u: UnaryOp, x: f64) -> f64 {

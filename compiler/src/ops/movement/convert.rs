@@ -3,9 +3,9 @@
 use super::{PadMode, SliceAxis, check_perm};
 use crate::error::OpError;
 use crate::ir::types::DType;
-use crate::ops::Op;
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::fmt_list;
+use crate::ops::{Op, ScalarArg};
 
 /// Rank of input 0.
 fn rank(ctx: &NodeCtx<'_>) -> Result<usize, OpError> {
@@ -248,6 +248,32 @@ pub(super) fn tile(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     Ok(Op::Tile { repeats })
 }
 
+/// Pad's `constant_value` (input 2, opset 11 on): only constant mode reads it (other modes
+/// ignore it, so it is never needed); known at compile time it is kept in the op, otherwise
+/// it stays a data input read by the kernel ([`ScalarArg::Input`]): it decides no shape.
+fn pad_value(ctx: &mut NodeCtx<'_>, mode: PadMode) -> Result<ScalarArg<f64>, OpError> {
+    if mode != PadMode::Constant || !ctx.has_input(2) {
+        ctx.ignore_input(2);
+        return Ok(ScalarArg::Const(0.0));
+    }
+    let dtype = ctx.input_type(0)?.dtype;
+    let ty = ctx.input_type(2)?;
+    if ty.numel() != Some(1) || ty.dtype != dtype {
+        return Err(OpError::attr(
+            "constant_value",
+            format!("must be one {dtype} element (got {ty})"),
+        ));
+    }
+    if !ctx.is_const(2) {
+        return Ok(ScalarArg::Input);
+    }
+    Ok(ScalarArg::Const(
+        ctx.take_const(2)?
+            .and_then(|t| t.scalar_at(0))
+            .map_or(0.0, |s| s.as_f64()),
+    ))
+}
+
 pub(super) fn pad(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let rank = rank(ctx)?;
     let mode = match ctx.attr_string("mode", "constant")?.as_str() {
@@ -265,18 +291,7 @@ pub(super) fn pad(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let (pads, value) = if ctx.opset >= 11 {
         ctx.expect_inputs(2, if ctx.opset >= 18 { 4 } else { 3 })?;
         let pads = const_ints(ctx, 1, "pads")?.unwrap_or_default();
-        let value = match ctx.take_const(2)? {
-            None => 0.0,
-            Some(t) => {
-                if t.numel() != 1 || t.dtype() != ctx.input_type(0)?.dtype {
-                    return Err(OpError::attr(
-                        "constant_value",
-                        format!("must be one {} element", ctx.input_type(0)?.dtype),
-                    ));
-                }
-                t.scalar_at(0).map_or(0.0, |s| s.as_f64())
-            }
-        };
+        let value = pad_value(ctx, mode)?;
         let pads = match const_ints(ctx, 3, "axes")? {
             None => pads,
             Some(axes) => {
@@ -306,7 +321,10 @@ pub(super) fn pad(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         let pads = ctx
             .attr_ints("pads")?
             .ok_or_else(|| OpError::attr("pads", "required"))?;
-        (pads, f64::from(ctx.attr_float("value", 0.0)?))
+        (
+            pads,
+            ScalarArg::Const(f64::from(ctx.attr_float("value", 0.0)?)),
+        )
     };
     if pads.len() != 2 * rank {
         return Err(OpError::attr(

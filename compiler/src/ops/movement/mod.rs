@@ -4,6 +4,7 @@
 //! and builds outputs with [`Tensor::from_bytes`]. Shape-deciding operands (Slice bounds, Pad
 //! pads, Expand's shape, Tile's repeats, Split sizes) are taken as constants by the converters.
 
+mod bounds;
 mod convert;
 pub mod index;
 #[cfg(test)]
@@ -16,7 +17,7 @@ use crate::ir::tensor::{Scalar, Tensor};
 use crate::ir::types::{DType, Shape, TensorType, checked_numel, strides};
 use crate::ops::util::{broadcast_index_map, broadcast_shapes, expect_arity, fmt_list, unravel};
 use crate::ops::util::{fmt_shape, wrong_family};
-use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
+use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef, ScalarArg};
 
 /// One sliced axis, normalized: `start` and `end` clamped to the valid range for `step`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +91,8 @@ impl PadMode {
         }
     }
 }
+
+pub use bounds::check_constant_indices;
 
 /// Converters of this family.
 pub const DEFS: &[OpDef] = &[
@@ -382,9 +385,19 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                 .ok_or_else(|| overflow("Tile", &x.shape))?;
             Ok(vec![checked_type(x.dtype, out, "Tile")?])
         }
-        Op::Pad { mode, pads, .. } => {
-            expect_arity(inputs, 1)?;
+        Op::Pad { mode, pads, value } => {
+            let runtime_value = *value == ScalarArg::Input;
+            expect_arity(inputs, 1 + usize::from(runtime_value))?;
             let x = &inputs[0];
+            if let Some(v) = inputs.get(1)
+                && (v.dtype != x.dtype || v.numel() != Some(1))
+            {
+                return Err(OpError::DType {
+                    input: 1,
+                    dtype: v.dtype,
+                    expected: format!("one {} element (constant_value)", x.dtype),
+                });
+            }
             let dims = pad_dims(pads, &x.shape, *mode)?;
             let out = dims
                 .iter()
@@ -497,10 +510,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             for v in indices.to_i64_vec() {
                 let i = if v < 0 { v + dim as i64 } else { v };
                 if i < 0 || i >= dim as i64 {
-                    return Err(OpError::shape(
-                        format!("Gather index {v} out of range for axis {axis} of size {dim}"),
-                        &[x.shape(), indices.shape()],
-                    ));
+                    return Err(OpError::index(1, v, dim));
                 }
                 norm.push(i as usize);
             }
@@ -530,12 +540,17 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         }
         Op::Pad { mode, pads, value } => {
             let dims = pad_dims(pads, x.shape(), *mode)?;
-            let fill_value = if x.dtype().is_float() {
-                Scalar::Float(*value)
-            } else {
-                Scalar::Int(*value as i64)
+            let fill = match value {
+                ScalarArg::Const(v) if x.dtype().is_float() => {
+                    Tensor::filled(x.dtype(), vec![], Scalar::Float(*v))
+                }
+                ScalarArg::Const(v) => Tensor::filled(x.dtype(), vec![], Scalar::Int(*v as i64)),
+                // The run-time fill value's own bytes (infer checked: one element of x's dtype).
+                ScalarArg::Input => (*inputs.get(1).ok_or_else(|| {
+                    OpError::Unsupported("Pad's constant_value input is missing".into())
+                })?)
+                .clone(),
             };
-            let fill = Tensor::filled(x.dtype(), vec![], fill_value);
             build(x, out_shape(0), Some(fill.bytes()), |o| {
                 let mut idx = Vec::with_capacity(o.len());
                 for (&oi, &[cb, _, pb, _, kept]) in o.iter().zip(&dims) {
@@ -589,7 +604,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         Op::Pad { mode, pads, value } => vec![
             ("mode", mode.name().to_string()),
             ("pads", fmt_list(pads)),
-            ("value", format!("{value:?}")),
+            ("value", value.fmt_arg()),
         ],
         _ => Vec::new(),
     }

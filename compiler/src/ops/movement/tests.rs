@@ -1,4 +1,5 @@
 use super::*;
+use crate::ops::MoveOp;
 use crate::ops::ctx::CtxInput;
 use crate::ops::test_util::{
     absent, cnst, convert_node as convert, data, int_attr, ints_attr, node, str_attr,
@@ -349,13 +350,13 @@ fn pad_modes() {
     let op = Op::Pad {
         mode: PadMode::Reflect,
         pads: vec![1, 0],
-        value: 0.0,
+        value: crate::ops::ScalarArg::Const(0.0),
     };
     assert!(infer(&op, &[ty(DType::F32, &[0])]).is_err());
     let op = Op::Pad {
         mode: PadMode::Constant,
         pads: vec![-2, -2],
-        value: 0.0,
+        value: crate::ops::ScalarArg::Const(0.0),
     };
     assert!(infer(&op, &[ty(DType::F32, &[3])]).is_err());
     let n = node("Pad", 1, vec![str_attr("mode", "wrap")]);
@@ -429,4 +430,106 @@ fn foreign_op() {
     assert!(infer(&Op::MatMul, &[]).is_err());
     assert!(eval(&Op::MatMul, &[]).is_err());
     assert_eq!(name(&Op::MatMul), "?");
+}
+
+#[test]
+fn pad_value_read_at_run_time() {
+    // constant_value computed in the graph: a data input, never a frozen operand.
+    let n = node("Pad", 1, vec![]);
+    let x_ty = ty(DType::F32, &[2]);
+    let v_ty = ty(DType::F32, &[]);
+    let inputs = || {
+        vec![
+            crate::ops::test_util::data_named("x", x_ty.clone()),
+            ints(&[1, 2]),
+            crate::ops::test_util::data_named("v", v_ty.clone()),
+        ]
+    };
+    let (op, data_ins) = convert(&n, 18, inputs()).unwrap();
+    assert_eq!(
+        op,
+        Op::Pad {
+            mode: PadMode::Constant,
+            pads: vec![1, 2],
+            value: ScalarArg::Input,
+        }
+    );
+    assert_eq!(data_ins, vec![0, 2]);
+    let x = Tensor::f32(vec![2], &[1.0, 2.0]);
+    let v = Tensor::f32(vec![], &[-7.5]);
+    assert_eq!(vals(&run(&op, &[&x, &v])[0]), [-7.5, 1.0, 2.0, -7.5, -7.5]);
+    // An integer fill value is copied bit for bit (no round trip through f64).
+    let big = (1i64 << 62) + 3;
+    let xi = Tensor::i64(vec![1], &[5]);
+    let vi = Tensor::i64(vec![1], &[big]);
+    assert_eq!(
+        run(&op, &[&xi, &vi])[0].to_i64_vec(),
+        vec![big, 5, big, big]
+    );
+    // The value must be one element of x's dtype.
+    assert!(infer(&op, &[x_ty.clone(), ty(DType::F32, &[2])]).is_err());
+    assert!(infer(&op, &[x_ty.clone(), ty(DType::F64, &[])]).is_err());
+    assert!(infer(&op, std::slice::from_ref(&x_ty)).is_err());
+    // Other modes ignore constant_value: no data input, no freezing.
+    let n = node("Pad", 1, vec![str_attr("mode", "reflect")]);
+    let (op, data_ins) = convert(&n, 18, inputs()).unwrap();
+    assert_eq!(data_ins, vec![0]);
+    assert!(matches!(
+        op,
+        Op::Pad {
+            value: ScalarArg::Const(_),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn constant_indices_out_of_range_are_errors() {
+    let data_ty = ty(DType::F32, &[3, 4]);
+    let idx = |v: &[i64]| Tensor::i64(vec![v.len()], v);
+    let check = |op: &Op, i: &Tensor| {
+        check_constant_indices(op, &[data_ty.clone(), i.ty()], &[None, Some(i)])
+    };
+    let gather = Op::Gather { axis: 1 };
+    assert_eq!(check(&gather, &idx(&[0, 3, -4])), Ok(()));
+    assert_eq!(
+        check(&gather, &idx(&[1, 4])),
+        Err(OpError::OutOfRange {
+            input: 1,
+            what: "index",
+            value: 4,
+            lo: -4,
+            hi: 3
+        })
+    );
+    assert!(check(&gather, &idx(&[-5])).is_err());
+    // Run-time indices are the kernels' business.
+    assert_eq!(
+        check_constant_indices(
+            &gather,
+            &[data_ty.clone(), ty(DType::I64, &[2])],
+            &[None, None]
+        ),
+        Ok(())
+    );
+    // GatherND rows: entry j indexes dim batch_dims + j.
+    let rows = Tensor::i64(vec![2, 2], &[2, 3, 0, -4]);
+    let nd = Op::Move(MoveOp::GatherNd { batch_dims: 0 });
+    assert_eq!(check(&nd, &rows), Ok(()));
+    let bad = Tensor::i64(vec![2, 2], &[2, 3, 3, 0]);
+    assert!(matches!(
+        check(&nd, &bad),
+        Err(OpError::OutOfRange {
+            value: 3,
+            hi: 2,
+            ..
+        })
+    ));
+    // The error names the input, the value and the range.
+    let e = check(&gather, &idx(&[9])).unwrap_err().to_string();
+    assert!(e.contains("index 9") && e.contains("-4 to 3"), "{e}");
+    // The reference evaluation of a folded Gather says the same.
+    let x = iota(&[3, 4]);
+    let e = eval(&gather, &[&x, &idx(&[7])]).unwrap_err();
+    assert!(matches!(e, OpError::OutOfRange { value: 7, .. }), "{e}");
 }

@@ -137,38 +137,22 @@ impl IndexGatherDesc {
     }
 }
 
-/// `dst[i] = value` for `count` elements of `elem` bytes (`bits`: the element's LE bytes).
+/// `dst[i] = value` for `count` elements of `elem` bytes: the value's LE bits known at compile
+/// time, or loaded once at run time from the kernel's first pointer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FillDesc {
     /// Bytes per element (1, 2, 4 or 8).
     pub elem: usize,
     /// Elements.
     pub count: usize,
-    /// The element's bits.
-    pub bits: u64,
+    /// The element's bits; `None`: read from the first pointer (the output is then the
+    /// second).
+    pub bits: Option<u64>,
 }
 
 impl FillDesc {
-    /// Emits the body for `(dst)`.
-    pub fn emit(&self, b: &mut FunctionBuilder<'_>, dst: Value) {
-        let bytes = self.count * self.elem;
-        // The 16-byte pattern (the element repeated) when it tiles 4-byte words.
-        let word = match self.elem {
-            1 => Some((self.bits & 0xff) as u32 * 0x0101_0101),
-            2 => Some((self.bits & 0xffff) as u32 * 0x0001_0001),
-            4 => Some(self.bits as u32),
-            _ => None,
-        };
-        let mut done = 0;
-        if let Some(wd) = word {
-            let s = b.ins().iconst(I32, i64::from(wd));
-            let v = b.ins().splat(I32X4, s);
-            for_range(b, bytes / 16, &mut |b, i| {
-                let p = offset(b, dst, i, 16);
-                b.ins().store(mem(), v, p, 0);
-            });
-            done = bytes / 16 * 16;
-        }
+    /// Emits the body for `(dst)`, or `(value, dst)` when `bits` is `None`.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) {
         let ty = match self.elem {
             1 => I8,
             2 => I16,
@@ -181,7 +165,34 @@ impl FillDesc {
             8 => u64::MAX,
             _ => 0xffff_ffff,
         };
-        let x = b.ins().iconst(ty, (self.bits & mask) as i64);
+        let (x, dst) = match self.bits {
+            Some(bits) => (b.ins().iconst(ty, (bits & mask) as i64), ptrs[0]),
+            None => (b.ins().load(ty, mem(), ptrs[0], 0), ptrs[1]),
+        };
+        let bytes = self.count * self.elem;
+        // The 16-byte pattern (the element repeated) when it tiles 4-byte words.
+        let word = match self.elem {
+            1 | 2 => {
+                let w = b.ins().uextend(I32, x);
+                let k = if self.elem == 1 {
+                    0x0101_0101
+                } else {
+                    0x0001_0001
+                };
+                Some(b.ins().imul_imm_u(w, k))
+            }
+            4 => Some(x),
+            _ => None,
+        };
+        let mut done = 0;
+        if let Some(wd) = word {
+            let v = b.ins().splat(I32X4, wd);
+            for_range(b, bytes / 16, &mut |b, i| {
+                let p = offset(b, dst, i, 16);
+                b.ins().store(mem(), v, p, 0);
+            });
+            done = bytes / 16 * 16;
+        }
         let rest = (bytes - done) / self.elem;
         if rest == 0 {
             return;

@@ -1,7 +1,10 @@
 //! Kernels of the index-driven movement ops: GatherElements / ScatterElements, GatherND /
 //! ScatterND, OneHot, Trilu, ReverseSequence, Col2Im. Loops run over static shapes; run-time indices
-//! are loaded, negative ones counted from the end, then clamped into the addressed dim so no
-//! access leaves its tensor (ONNX calls out-of-range indices an error; OneHot ignores them).
+//! are loaded, negative ones counted from the end, and an out-of-range one is replaced by 0
+//! so no access leaves its tensor. ONNX calls out-of-range indices (and sequence lengths) an error:
+//! a kernel built `checked` reports the first one through the fault record
+//! ([`crate::codegen::fault`]; two extra params after the output: the record, the node's tag)
+//! and replaces it all the same. OneHot ignores out-of-range indices, as its spec says.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
@@ -11,6 +14,7 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::super::{for_range, mem, offset};
 use super::CopyDesc;
+use crate::codegen::fault::FaultSink;
 use crate::ops::Reduction;
 
 /// How a scatter writes an update: the reduction and how the element's bits are numbers.
@@ -79,15 +83,33 @@ fn load_index(b: &mut FunctionBuilder<'_>, p: Value, bytes: usize) -> Value {
     }
 }
 
-/// `k` (negative counts from the end) clamped into `0..dim` (`dim >= 1`).
-fn wrap_clamp(b: &mut FunctionBuilder<'_>, k: Value, dim: usize) -> Value {
+/// The fault sink of a kernel built `checked`: its last two params, after `n` others.
+pub(crate) fn sink(checked: bool, p: &[Value], n: usize) -> Option<FaultSink> {
+    match (checked, p.get(n), p.get(n + 1)) {
+        (true, Some(&record), Some(&tag)) => Some(FaultSink { record, tag }),
+        _ => None,
+    }
+}
+
+/// Index `k` into a dim of `dim` (`dim >= 1`): negative counts from the end; outside
+/// `-dim..dim` it is reported (with a sink) and replaced by 0, so no access leaves the
+/// tensor. After the wrap, one unsigned compare tells both sides.
+pub(crate) fn index_in(
+    b: &mut FunctionBuilder<'_>,
+    k: Value,
+    dim: usize,
+    sink: Option<&FaultSink>,
+) -> Value {
+    let d = dim as i64;
     let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, k, 0);
-    let wrapped = b.ins().iadd_imm_s(k, dim as i64);
-    let k = b.ins().select(neg, wrapped, k);
+    let wrapped = b.ins().iadd_imm_s(k, d);
+    let w = b.ins().select(neg, wrapped, k);
+    let bad = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, w, d);
+    if let Some(s) = sink {
+        s.report_if(b, bad, k, -d, d - 1);
+    }
     let zero = b.ins().iconst(I64, 0);
-    let top = b.ins().iconst(I64, dim.saturating_sub(1) as i64);
-    let k = b.ins().smax(k, zero);
-    b.ins().smin(k, top)
+    b.ins().select(bad, zero, w)
 }
 
 /// `p + i * scale` with a signed byte scale.
@@ -132,7 +154,8 @@ pub fn byte_strides(shape: &[usize], elem: usize) -> Vec<i64> {
 }
 
 /// GatherElements (`scatter: None`; params data, indices, out) and ScatterElements
-/// (params data, indices, updates, out: the data copied, then the updates combined in).
+/// (params data, indices, updates, out: the data copied, then the updates combined in); then
+/// the fault record and tag when `checked`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElementsDesc {
     /// Bytes per data element.
@@ -147,11 +170,15 @@ pub struct ElementsDesc {
     pub axis: usize,
     /// Scatter combination, `None` for a gather.
     pub scatter: Option<Combine>,
+    /// Out-of-range indices are reported.
+    pub checked: bool,
 }
 
 impl ElementsDesc {
     /// Emits the body for the params listed on the type.
     pub fn emit(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let n = if self.scatter.is_some() { 4 } else { 3 };
+        let sink = sink(self.checked, p, n);
         let e = self.elem;
         let mut dst = byte_strides(&self.data, e);
         let axis_stride = dst[self.axis];
@@ -164,7 +191,7 @@ impl ElementsDesc {
                 let strides = [dst, istr, ostr];
                 nest(b, &self.dims, &strides, &[p[0], p[1], p[2]], &mut |b, q| {
                     let k = load_index(b, q[1], self.index_bytes);
-                    let k = wrap_clamp(b, k, dim);
+                    let k = index_in(b, k, dim, sink.as_ref());
                     let src = add_scaled(b, q[0], k, axis_stride);
                     let v = b.ins().load(int_ty(e), mem(), src, 0);
                     b.ins().store(mem(), v, q[2], 0);
@@ -176,7 +203,7 @@ impl ElementsDesc {
                 let strides = [dst, istr, ostr];
                 nest(b, &self.dims, &strides, &[p[3], p[1], p[2]], &mut |b, q| {
                     let k = load_index(b, q[1], self.index_bytes);
-                    let k = wrap_clamp(b, k, dim);
+                    let k = index_in(b, k, dim, sink.as_ref());
                     let t = add_scaled(b, q[0], k, axis_stride);
                     c.emit(b, e, t, q[2]);
                 });
@@ -186,7 +213,7 @@ impl ElementsDesc {
 }
 
 /// GatherND (`scatter: None`; params data, indices, out) and ScatterND (params data,
-/// indices, updates, out; `batches == 1`).
+/// indices, updates, out; `batches == 1`); then the fault record and tag when `checked`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NdDesc {
     /// Bytes per data element.
@@ -207,16 +234,23 @@ pub struct NdDesc {
     pub data_batch: usize,
     /// Scatter combination, `None` for a gather.
     pub scatter: Option<Combine>,
+    /// Out-of-range indices are reported.
+    pub checked: bool,
 }
 
 impl NdDesc {
     /// Byte offset of the slice index row `row` (a pointer to its `k` indices) addresses.
-    fn row_offset(&self, b: &mut FunctionBuilder<'_>, row: Value) -> Value {
+    fn row_offset(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        row: Value,
+        sink: Option<&FaultSink>,
+    ) -> Value {
         let mut off = b.ins().iconst(I64, 0);
         for (j, (&d, &s)) in self.dims.iter().zip(&self.strides).enumerate() {
             let q = b.ins().iadd_imm_s(row, (j * self.index_bytes) as i64);
             let k = load_index(b, q, self.index_bytes);
-            let k = wrap_clamp(b, k, d);
+            let k = index_in(b, k, d, sink);
             let t = b.ins().imul_imm_s(k, (s * self.elem) as i64);
             off = b.ins().iadd(off, t);
         }
@@ -225,6 +259,9 @@ impl NdDesc {
 
     /// Emits the body for the params listed on the type.
     pub fn emit(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let n = if self.scatter.is_some() { 4 } else { 3 };
+        let sink = sink(self.checked, p, n);
+        let sink = sink.as_ref();
         let (e, k) = (self.elem, self.dims.len());
         let row_bytes = k * self.index_bytes;
         let slice_bytes = self.slice * e;
@@ -236,7 +273,7 @@ impl NdDesc {
                 let op = offset(b, p[2], bt, self.rows * slice_bytes);
                 for_range(b, self.rows, &mut |b, r| {
                     let row = offset(b, ip, r, row_bytes);
-                    let off = self.row_offset(b, row);
+                    let off = self.row_offset(b, row, sink);
                     let src = b.ins().iadd(dp, off);
                     let dst = offset(b, op, r, slice_bytes);
                     copy.emit(b, src, dst);
@@ -247,7 +284,7 @@ impl NdDesc {
                 CopyDesc::new(e, &[n], &[1], &[1]).emit(b, p[0], p[3]);
                 for_range(b, self.rows, &mut |b, r| {
                     let row = offset(b, p[1], r, row_bytes);
-                    let off = self.row_offset(b, row);
+                    let off = self.row_offset(b, row, sink);
                     let t0 = b.ins().iadd(p[3], off);
                     let u0 = offset(b, p[2], r, slice_bytes);
                     if c.reduction == Reduction::None {
@@ -364,7 +401,8 @@ impl OneHotDesc {
     }
 }
 
-/// Trilu over `batch` matrices of `rows x cols`: params x, out.
+/// Trilu over `batch` matrices of `rows x cols`: params x, out; or x, k (an i64 read at run
+/// time), out when `k` is `None`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TriluDesc {
     /// Bytes per element.
@@ -377,13 +415,18 @@ pub struct TriluDesc {
     pub cols: usize,
     /// Keep `j - i >= k` (else `j - i <= k`).
     pub upper: bool,
-    /// Diagonal offset.
-    pub k: i64,
+    /// Diagonal offset; `None`: loaded at run time.
+    pub k: Option<i64>,
 }
 
 impl TriluDesc {
-    /// Emits the body for `(x, out)`.
-    pub fn emit(&self, b: &mut FunctionBuilder<'_>, x: Value, out: Value) {
+    /// Emits the body for the params listed on the type.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let (x, out) = (p[0], p[p.len() - 1]);
+        let k = match self.k {
+            Some(k) => b.ins().iconst(I64, k),
+            None => b.ins().load(I64, mem(), p[1], 0),
+        };
         let (e, ty) = (self.elem, int_ty(self.elem));
         let cc = if self.upper {
             IntCC::SignedGreaterThanOrEqual
@@ -396,7 +439,7 @@ impl TriluDesc {
             let or = offset(b, out, bi, self.cols * e);
             for_range(b, self.cols, &mut |b, j| {
                 let d = b.ins().isub(j, i);
-                let keep = b.ins().icmp_imm_s(cc, d, self.k);
+                let keep = b.ins().icmp(cc, d, k);
                 let src = offset(b, xr, j, e);
                 let v = b.ins().load(ty, mem(), src, 0);
                 let z = b.ins().iconst(ty, 0);
@@ -408,7 +451,8 @@ impl TriluDesc {
     }
 }
 
-/// ReverseSequence: params x, sequence_lens, out.
+/// ReverseSequence: params x, sequence_lens, out; then the fault record and tag when
+/// `checked` (a length outside `0..=steps` is reported).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReverseDesc {
     /// Bytes per element.
@@ -425,16 +469,25 @@ pub struct ReverseDesc {
     pub time_stride: usize,
     /// Elements per (batch, time) row.
     pub inner: usize,
+    /// Out-of-range lengths are reported.
+    pub checked: bool,
 }
 
 impl ReverseDesc {
-    /// Emits the body for `(x, lens, out)`.
+    /// Emits the body for the params listed on the type.
     pub fn emit(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let sink = sink(self.checked, p, 3);
         let e = self.elem;
         let copy = CopyDesc::new(e, &[self.inner], &[1], &[1]);
         for_range(b, self.batch, &mut |b, bi| {
             let lp = offset(b, p[1], bi, self.len_bytes);
             let len = load_index(b, lp, self.len_bytes);
+            if let Some(s) = &sink {
+                // A negative length is huge as unsigned: one compare tells both sides.
+                let steps = self.steps as i64;
+                let bad = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, len, steps);
+                s.report_if(b, bad, len, 0, steps);
+            }
             let zero = b.ins().iconst(I64, 0);
             let top = b.ins().iconst(I64, self.steps as i64);
             let len = b.ins().smax(len, zero);

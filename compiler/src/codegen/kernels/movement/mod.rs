@@ -125,7 +125,8 @@ impl CopyDesc {
 }
 
 /// Gather along an axis with runtime indices (i64 or i32), negative indices counted from
-/// the end, out-of-range ones clamped (memory safety; ONNX calls them an error).
+/// the end, out-of-range ones replaced by 0 (memory safety) and, when `checked`, reported through
+/// the fault record (ONNX calls them an error).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GatherDesc {
     /// Bytes per data element.
@@ -140,12 +141,16 @@ pub struct GatherDesc {
     pub count: usize,
     /// Product of the data dims after the axis.
     pub inner: usize,
+    /// Out-of-range indices are reported (two more params: the fault record, the tag).
+    pub checked: bool,
 }
 
 impl GatherDesc {
-    /// Emits the body for `(data, indices, out)`.
-    pub fn emit(&self, b: &mut FunctionBuilder<'_>, data: Value, idx: Value, out: Value) {
-        use cranelift_codegen::ir::condcodes::IntCC;
+    /// Emits the body for `(data, indices, out)`, then the fault record and tag when
+    /// `checked`.
+    pub fn emit(&self, b: &mut FunctionBuilder<'_>, p: &[Value]) {
+        let (data, idx, out) = (p[0], p[1], p[2]);
+        let sink = index::sink(self.checked, p, 3);
         let row = (self.inner * self.elem) as i64;
         let copy = CopyDesc::new(self.elem, &[self.inner], &[1], &[1]);
         for_range(b, self.outer, &mut |b, o| {
@@ -159,15 +164,7 @@ impl GatherDesc {
                     let k = b.ins().load(I32, mem(), ip, 0);
                     b.ins().sextend(I64, k)
                 };
-                let neg = b.ins().icmp_imm_s(IntCC::SignedLessThan, k, 0);
-                let wrapped = b.ins().iadd_imm_s(k, self.dim as i64);
-                let k = b.ins().select(neg, wrapped, k);
-                let zero = b.ins().iconst(I64, 0);
-                let top = b.ins().iconst(I64, self.dim as i64 - 1);
-                let lo = b.ins().icmp(IntCC::SignedLessThan, k, zero);
-                let k = b.ins().select(lo, zero, k);
-                let hi = b.ins().icmp(IntCC::SignedGreaterThan, k, top);
-                let k = b.ins().select(hi, top, k);
+                let k = index::index_in(b, k, self.dim, sink.as_ref());
                 let src = Self::mul_add(b, dp, k, row);
                 let dst = Self::mul_add(b, op, i, row);
                 copy.emit(b, src, dst);

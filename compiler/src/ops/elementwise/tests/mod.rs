@@ -217,14 +217,81 @@ fn convert_clip() {
             max: Some(7.0)
         })
     );
+    // A bound computed at run time decides no shape: every given bound stays a data input
+    // (the constant one too), never a frozen operand.
+    let (op, data_ins) = convert(
+        "Clip",
+        13,
+        vec![],
+        vec![x_f32(), data("lo", tt(DType::F32, &[]))],
+    )
+    .unwrap();
+    assert_eq!(
+        (op, data_ins),
+        (
+            Op::ClipDynamic {
+                min: true,
+                max: false
+            },
+            vec![0, 1]
+        )
+    );
+    let (op, data_ins) = convert(
+        "Clip",
+        13,
+        vec![],
+        vec![
+            x_f32(),
+            cnst("lo", ft(&[], &[0.0])),
+            data("hi", tt(DType::F32, &[1])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        (op, data_ins),
+        (
+            Op::ClipDynamic {
+                min: true,
+                max: true
+            },
+            vec![0, 1, 2]
+        )
+    );
+    let (op, data_ins) = convert(
+        "Clip",
+        13,
+        vec![],
+        vec![x_f32(), absent(), data("hi", tt(DType::F32, &[]))],
+    )
+    .unwrap();
+    assert_eq!(
+        (op, data_ins),
+        (
+            Op::ClipDynamic {
+                min: false,
+                max: true
+            },
+            vec![0, 2]
+        )
+    );
+    // The shape and dtype of a run-time bound are checked all the same.
     assert!(matches!(
         convert(
             "Clip",
             13,
             vec![],
-            vec![x_f32(), data("lo", tt(DType::F32, &[]))]
+            vec![x_f32(), data("lo", tt(DType::F32, &[2]))]
         ),
-        Err(OpError::NotConstant { input: 1, .. })
+        Err(OpError::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        convert(
+            "Clip",
+            13,
+            vec![],
+            vec![x_f32(), data("lo", tt(DType::F64, &[]))]
+        ),
+        Err(OpError::DType { input: 1, .. })
     ));
     assert!(matches!(
         convert("Clip", 13, vec![], vec![x_i, cnst("lo", ft(&[], &[0.0]))]),
@@ -239,6 +306,69 @@ fn convert_clip() {
         ),
         Err(OpError::ShapeMismatch { .. })
     ));
+}
+
+#[test]
+fn clip_dynamic_matches_constant_clip() {
+    // Floats: the constant Clip's rule (NaN propagates; min > max gives max).
+    let x = ft(&[5], &[-3.0, -0.5, 0.25, 2.0, f64::NAN]);
+    for (lo, hi) in [
+        (Some(-1.0), Some(1.0)),
+        (Some(0.0), None),
+        (None, Some(0.5)),
+    ] {
+        let mut ins = vec![&x];
+        let (tl, th) = (
+            ft(&[], &[lo.unwrap_or(0.0)]),
+            ft(&[1], &[hi.unwrap_or(0.0)]),
+        );
+        if lo.is_some() {
+            ins.push(&tl);
+        }
+        if hi.is_some() {
+            ins.push(&th);
+        }
+        let op = Op::ClipDynamic {
+            min: lo.is_some(),
+            max: hi.is_some(),
+        };
+        let want = run(un(UnaryOp::Clip { min: lo, max: hi }), &[&x]);
+        close(&run(op, &ins), &want.to_f64_vec(), 0.0);
+    }
+    let lo = ft(&[], &[2.0]);
+    let hi = ft(&[], &[1.0]);
+    let both = Op::ClipDynamic {
+        min: true,
+        max: true,
+    };
+    close(
+        &run(both.clone(), &[&x, &lo, &hi]),
+        &[1.0, 1.0, 1.0, 1.0, f64::NAN],
+        0.0,
+    );
+    // Integers compare exactly in their own order, beyond f64's 53 bits, u64 as unsigned.
+    let big = (1i64 << 60) + 1;
+    let xi = it(DType::I64, &[3], &[big + 5, -7, big - 9]);
+    let (li, hi_) = (it(DType::I64, &[], &[-3]), it(DType::I64, &[], &[big]));
+    assert_eq!(
+        run(both.clone(), &[&xi, &li, &hi_]).to_i64_vec(),
+        vec![big, -3, big - 9]
+    );
+    let xu = it(DType::U64, &[2], &[-1, 5]);
+    let (lu, hu) = (it(DType::U64, &[], &[6]), it(DType::U64, &[], &[-2]));
+    assert_eq!(
+        run(both.clone(), &[&xu, &lu, &hu]).to_i64_vec(),
+        vec![-2, 6]
+    );
+    // Bounds must be one element of x's dtype.
+    let two = ft(&[2], &[0.0, 1.0]);
+    assert!(infer(&both, &[x.ty(), two.ty(), hi.ty()]).is_err());
+    assert!(infer(&both, &[x.ty(), li.ty(), hi.ty()]).is_err());
+    assert!(infer(&both, &[x.ty(), lo.ty()]).is_err());
+    assert_eq!(
+        attrs(&both),
+        vec![("min", "input".to_string()), ("max", "input".to_string())]
+    );
 }
 
 // ---------- inference

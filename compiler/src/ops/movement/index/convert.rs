@@ -6,7 +6,7 @@ use crate::error::OpError;
 use crate::ir::types::DType;
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::fmt_list;
-use crate::ops::{Op, PadMode};
+use crate::ops::{Op, PadMode, ScalarArg};
 
 fn rank(ctx: &NodeCtx<'_>) -> Result<usize, OpError> {
     Ok(ctx.input_type(0)?.shape.len())
@@ -93,16 +93,31 @@ pub(super) fn one_hot(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     }))
 }
 
+/// Trilu's `k` (input 1) decides no shape: known at compile time it is kept in the op,
+/// otherwise the kernel reads it ([`ScalarArg::Input`]).
 pub(super) fn trilu(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(1, 2)?;
-    let k = match ctx.take_const_ints(1)? {
-        None => 0,
-        Some(v) if v.len() == 1 => v[0],
-        Some(v) => {
+    if ctx.has_input(1) {
+        let ty = ctx.input_type(1)?;
+        if ty.dtype != DType::I64 || ty.numel() != Some(1) {
             return Err(OpError::attr(
                 "k",
-                format!("{} is not one number", fmt_list(&v)),
+                format!("must be one int64 element (got {ty})"),
             ));
+        }
+    }
+    let k = if ctx.has_input(1) && !ctx.is_const(1) {
+        ScalarArg::Input
+    } else {
+        match ctx.take_const_ints(1)? {
+            None => ScalarArg::Const(0),
+            Some(v) if v.len() == 1 => ScalarArg::Const(v[0]),
+            Some(v) => {
+                return Err(OpError::attr(
+                    "k",
+                    format!("{} is not one number", fmt_list(&v)),
+                ));
+            }
         }
     };
     Ok(Op::Move(MoveOp::Trilu {
@@ -199,7 +214,7 @@ pub(super) fn center_crop_pad(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     Ok(Op::Pad {
         mode: PadMode::Constant,
         pads,
-        value: 0.0,
+        value: ScalarArg::Const(0.0),
     })
 }
 

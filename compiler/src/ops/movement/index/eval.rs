@@ -8,10 +8,12 @@ use super::{MoveOp, Reduction, eye_like, infer};
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{TensorType, strides};
+use crate::ops::ScalarArg;
 use crate::ops::movement::{build, flat};
 use crate::ops::util::unravel;
 
-/// `i` (negative counts from the end) as an index into a dim of `dim`, or an error.
+/// `i` (negative counts from the end) as an index into a dim of `dim`, or an error (the
+/// indices are input 1 of every op here).
 fn norm(i: i64, dim: usize) -> Result<usize, OpError> {
     let j = if i < 0 {
         i.saturating_add(dim as i64)
@@ -21,7 +23,7 @@ fn norm(i: i64, dim: usize) -> Result<usize, OpError> {
     usize::try_from(j)
         .ok()
         .filter(|&j| j < dim)
-        .ok_or_else(|| OpError::Unsupported(format!("index {i} out of range for a dim of {dim}")))
+        .ok_or_else(|| OpError::index(1, i, dim))
 }
 
 fn to_tensor(x: &Tensor, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Tensor, OpError> {
@@ -120,6 +122,14 @@ pub fn eval(op: &MoveOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             to_tensor(values, shape, out)?
         }
         MoveOp::Trilu { upper, k } => {
+            let k = match k {
+                ScalarArg::Const(k) => *k,
+                ScalarArg::Input => inputs
+                    .get(1)
+                    .and_then(|t| t.to_i64_vec().first().copied())
+                    .ok_or_else(|| OpError::Unsupported("Trilu's k input is missing".into()))?,
+            };
+            let k = &k;
             let zero = vec![0u8; x.dtype().size()];
             let r = shape.len();
             build(x, shape, Some(&zero), |o| {
@@ -150,10 +160,14 @@ pub fn eval(op: &MoveOp, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         } => {
             let steps = x.shape()[*time_axis] as i64;
             let lens = inputs[1].to_i64_vec();
-            if let Some(l) = lens.iter().find(|&&l| !(0..=steps).contains(&l)) {
-                return Err(OpError::Unsupported(format!(
-                    "sequence length {l} outside 0..={steps}"
-                )));
+            if let Some(&l) = lens.iter().find(|&&l| !(0..=steps).contains(&l)) {
+                return Err(OpError::OutOfRange {
+                    input: 1,
+                    what: "sequence length",
+                    value: l,
+                    lo: 0,
+                    hi: steps,
+                });
             }
             build(x, shape, None, |o| {
                 let len = *lens.get(o[*batch_axis])?;

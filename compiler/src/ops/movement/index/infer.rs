@@ -5,6 +5,7 @@ use super::MoveOp;
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
+use crate::ops::ScalarArg;
 use crate::ops::movement::{axis_in, checked_type};
 use crate::ops::util::{fmt_list, fmt_shape};
 
@@ -138,8 +139,17 @@ pub fn infer(op: &MoveOp, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpEr
             shape.insert(*axis, *depth);
             Ok(vec![checked_type(v.dtype, shape, name)?])
         }
-        MoveOp::Trilu { .. } => {
-            arity(inputs, 1)?;
+        MoveOp::Trilu { k, .. } => {
+            arity(inputs, 1 + usize::from(*k == ScalarArg::Input))?;
+            if let Some(t) = inputs.get(1)
+                && (t.dtype != DType::I64 || t.numel() != Some(1))
+            {
+                return Err(OpError::DType {
+                    input: 1,
+                    dtype: t.dtype,
+                    expected: "one int64 element (k)".into(),
+                });
+            }
             if inputs[0].shape.len() < 2 {
                 return Err(OpError::shape("Trilu needs rank >= 2", &[&inputs[0].shape]));
             }

@@ -6,8 +6,8 @@
 //! ([`OpError::DataDependent`]).
 //!
 //! Run-time indices follow ONNX: negative ones count from the end; the reference evaluation
-//! rejects out-of-range ones (ONNX calls them an error), the kernels clamp them (memory
-//! safety). OneHot ignores out-of-range indices, as its spec says.
+//! rejects out-of-range ones (ONNX calls them an error), the kernels report them and use a
+//! valid one instead (memory safety). OneHot ignores out-of-range indices, as its spec says.
 
 mod convert;
 mod eval;
@@ -24,7 +24,7 @@ use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::fmt_list;
-use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
+use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef, ScalarArg};
 
 /// How a scatter combines an update with the element already there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,12 +90,13 @@ pub enum MoveOp {
         /// Size of the new dim.
         depth: usize,
     },
-    /// Upper or lower triangle of the last two dims, the rest zero; input x.
+    /// Upper or lower triangle of the last two dims, the rest zero; inputs x, then `k` (an
+    /// i64 scalar) when it is read at run time.
     Trilu {
         /// Keep `j - i >= k` (upper) or `j - i <= k` (lower).
         upper: bool,
         /// Diagonal offset.
-        k: i64,
+        k: ScalarArg<i64>,
     },
     /// NCHW depth to space; input x.
     DepthToSpace {
@@ -292,10 +293,7 @@ impl MoveOp {
                 vec![("axis", axis.to_string()), ("depth", depth.to_string())]
             }
             MoveOp::Trilu { upper, k } => {
-                vec![
-                    ("upper", u8::from(*upper).to_string()),
-                    ("k", k.to_string()),
-                ]
+                vec![("upper", u8::from(*upper).to_string()), ("k", k.fmt_arg())]
             }
             MoveOp::DepthToSpace { block, crd } | MoveOp::SpaceToDepth { block, crd } => vec![
                 ("blocksize", block.to_string()),

@@ -138,7 +138,7 @@ fn center_crop_pad_is_a_centered_pad() {
         Op::Pad {
             mode: crate::ops::PadMode::Constant,
             pads: vec![0, -5, 1, 0, -5, 2],
-            value: 0.0,
+            value: crate::ops::ScalarArg::Const(0.0),
         }
     );
 }
@@ -172,4 +172,61 @@ fn reductions_need_their_opset() {
     let n = node("ScatterElements", 1, vec![str_attr("reduction", "max")]);
     assert!(convert_node(&n, 16, inputs()).is_err());
     assert!(convert_node(&n, 18, inputs()).is_ok());
+}
+
+#[test]
+fn trilu_k_read_at_run_time() {
+    let (op, data) = convert_node(
+        &node("Trilu", 1, vec![]),
+        14,
+        vec![
+            data_named("x", ty(DType::F32, &[3, 3])),
+            data_named("k", ty(DType::I64, &[])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        op,
+        Op::Move(MoveOp::Trilu {
+            upper: true,
+            k: ScalarArg::Input
+        })
+    );
+    assert_eq!(data, vec![0, 1]);
+    let x = Tensor::f32(vec![3, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    let k = Tensor::i64(vec![], &[1]);
+    let y = &crate::ops::Op::eval(&op, &[&x, &k]).unwrap()[0];
+    assert_eq!(
+        y.to_f32_vec(),
+        vec![0.0, 2.0, 3.0, 0.0, 0.0, 6.0, 0.0, 0.0, 0.0]
+    );
+    // A constant k is still folded into the op; k must be one int64.
+    let (op, data) = convert_node(
+        &node("Trilu", 1, vec![]),
+        14,
+        vec![
+            data_named("x", ty(DType::F32, &[3, 3])),
+            cnst_named("k", Tensor::i64(vec![1], &[-1])),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        op,
+        Op::Move(MoveOp::Trilu {
+            upper: true,
+            k: ScalarArg::Const(-1)
+        })
+    );
+    assert_eq!(data, vec![0]);
+    assert!(
+        convert_node(
+            &node("Trilu", 1, vec![]),
+            14,
+            vec![
+                data_named("x", ty(DType::F32, &[3, 3])),
+                data_named("k", ty(DType::I32, &[])),
+            ],
+        )
+        .is_err()
+    );
 }

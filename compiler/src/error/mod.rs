@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+pub mod budget;
+
 use crate::ir::types::{DType, Shape, ShapeDisplay};
 
 /// Result alias for compiler operations.
@@ -73,6 +75,24 @@ pub enum OpError {
         /// Input value name.
         name: String,
     },
+    /// A constant index (Gather, GatherElements, GatherND, the scatters) or sequence length
+    /// (ReverseSequence) outside its valid range: ONNX calls it an error.
+    #[error(
+        "input {input}: {what} {value} is out of range (valid: {lo} to {hi}); fix the model's \
+         constant"
+    )]
+    OutOfRange {
+        /// Input position.
+        input: usize,
+        /// What the value is ("index", "sequence length").
+        what: &'static str,
+        /// The value.
+        value: i64,
+        /// Lowest valid value.
+        lo: i64,
+        /// Highest valid value.
+        hi: i64,
+    },
     /// A valid ONNX construct arenac does not implement (a mode, a dtype, an attribute value).
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -87,6 +107,19 @@ impl OpError {
         OpError::ShapeMismatch {
             detail: detail.into(),
             shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+        }
+    }
+
+    /// [`OpError::OutOfRange`] for index `value` (input `input`) into a dim of `dim`: valid
+    /// `-dim..=dim-1`.
+    pub fn index(input: usize, value: i64, dim: usize) -> OpError {
+        let d = i64::try_from(dim).unwrap_or(i64::MAX);
+        OpError::OutOfRange {
+            input,
+            what: "index",
+            value,
+            lo: -d,
+            hi: d - 1,
         }
     }
 
@@ -269,7 +302,7 @@ pub enum Error {
     /// needed, the peak step and its node, the largest buffers live there, and what would fit:
     /// the largest value of a symbolic batch dim, or how many bytes over it is.
     #[error("{0}")]
-    MemoryBudget(Box<crate::arena::budget::BudgetExceeded>),
+    MemoryBudget(Box<budget::BudgetExceeded>),
     /// A memory limit does not parse (`64MiB`, `1.5GiB`, `500MB`, `123456`, `10%`) or cannot be
     /// resolved (a percentage without a readable `/proc/meminfo`).
     #[error("--memory-limit {spec}: {reason}")]

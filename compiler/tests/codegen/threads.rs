@@ -1,0 +1,230 @@
+//! Threads: every parallel kernel (Conv by units and split products, pointwise and depthwise
+//! Conv, pooling, Gemm/MatMul, row-split element-wise, fused, Softmax and normalization
+//! loops) planned and compiled for 1, 2 and 3 threads, run on a pool of that size: the
+//! outputs are bit-identical to one thread's, and match the reference evaluation.
+
+use arenac_compiler::analysis::liveness::LivenessOptions;
+use arenac_compiler::arena::plan_graph;
+use arenac_compiler::codegen::weights::AlignedBytes;
+use arenac_compiler::par::Pool;
+
+use crate::common::*;
+
+/// Plans `g` for `threads` threads, compiles it and runs it on a pool of that size; returns
+/// the outputs' bits and the arena size. With several threads, some job must have gone to
+/// the pool's workers (else the comparison would prove nothing).
+fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize) {
+    let mut g = g.clone();
+    let opts = PlanOptions {
+        liveness: LivenessOptions::full().with_threads(threads),
+        ..PlanOptions::default()
+    };
+    let plan = plan_graph(&mut g, &opts).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    assert_eq!(exe.threads(), threads);
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    for (slot, t) in exe.inputs().iter().zip(inputs) {
+        let b = t.bytes();
+        arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+    }
+    let pool = Pool::new(threads).expect("threads");
+    // Twice: the second run reuses the parked workers.
+    for _ in 0..2 {
+        // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
+        unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
+    }
+    if threads > 1 {
+        assert!(
+            pool.jobs() >= 2,
+            "no kernel went parallel on {threads} threads"
+        );
+    }
+    let outs = exe
+        .outputs()
+        .iter()
+        .map(|s| {
+            let n = s.ty.bytes().expect("static");
+            arena.as_slice()[s.offset..s.offset + n].to_vec()
+        })
+        .collect();
+    (outs, exe.arena_bytes())
+}
+
+/// The model at 1, 2 and 3 threads: identical bits; one thread against the reference.
+fn same_at_every_count(model: ModelProto, inputs: &[Tensor], rtol: f32, atol: f32) {
+    let g = import(&model);
+    check_graph(&g, inputs, rtol, atol);
+    let (one, arena1) = run_on(&g, inputs, 1);
+    for threads in [2, 3] {
+        let (many, arena) = run_on(&g, inputs, threads);
+        assert!(arena >= arena1, "more threads never shrink the arena");
+        for (o, (a, b)) in one.iter().zip(&many).enumerate() {
+            assert!(a == b, "output {o}: {threads} threads differ from one");
+        }
+    }
+}
+
+fn conv_model(x: &[usize], w: &[usize], attrs: Vec<(&str, Attr)>, rng: &mut Rng) -> ModelProto {
+    let wt = rng.tensor(w, -0.5, 0.5);
+    let bt = rng.tensor(&[w[0]], -0.5, 0.5);
+    ModelBuilder::new("conv", 13)
+        .input("x", DType::F32, &dims(x))
+        .output("y", DType::F32, &[])
+        .initializer("w", &wt)
+        .initializer("b", &bt)
+        .node("c", "Conv", &["x", "w", "b"], &["c"], attrs)
+        .node("r", "Relu", &["c"], &["y"], vec![])
+        .build()
+}
+
+#[test]
+fn convolutions() {
+    let mut rng = Rng(0x7123);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
+    let cases: Vec<Case<'_>> = vec![
+        // Many units (a large plane): whole tiles per thread.
+        (
+            vec![1, 16, 40, 40],
+            vec![32, 16, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // One tile: the product split over threads; edge rows (m = 70).
+        (
+            vec![1, 64, 9, 9],
+            vec![70, 64, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // Pointwise with a partial last panel (pixels % 16 != 0), batch 2.
+        (vec![2, 96, 15, 15], vec![48, 96, 1, 1], vec![]),
+        // Grouped, strided.
+        (
+            vec![1, 32, 30, 30],
+            vec![64, 8, 3, 3],
+            vec![("group", Attr::Int(4)), ("strides", ints(&[2, 2]))],
+        ),
+        // Depthwise.
+        (
+            vec![1, 64, 56, 56],
+            vec![64, 1, 3, 3],
+            vec![("group", Attr::Int(64)), ("pads", ints(&[1, 1, 1, 1]))],
+        ),
+    ];
+    for (x, w, attrs) in cases {
+        let m = conv_model(&x, &w, attrs, &mut rng);
+        let xt = rng.tensor(&x, -1.0, 1.0);
+        same_at_every_count(m, &[xt], 1e-4, 1e-4);
+    }
+}
+
+#[test]
+fn pooling() {
+    let mut rng = Rng(0x9001);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    for op in ["MaxPool", "AveragePool"] {
+        // The input is a graph input (never written over): out of place, parallel planes.
+        let m = ModelBuilder::new("pool", 13)
+            .input("x", DType::F32, &dims(&[2, 64, 40, 40]))
+            .output("y", DType::F32, &[])
+            .node(
+                "p",
+                op,
+                &["x"],
+                &["y"],
+                vec![
+                    ("kernel_shape", ints(&[3, 3])),
+                    ("strides", ints(&[2, 2])),
+                    ("pads", ints(&[1, 1, 1, 1])),
+                ],
+            )
+            .build();
+        let x = rng.tensor(&[2, 64, 40, 40], -1.0, 1.0);
+        same_at_every_count(m, &[x], 1e-5, 1e-6);
+    }
+}
+
+#[test]
+fn products() {
+    let mut rng = Rng(0x4711);
+    // Gemm with M = 1 (a column split), a MatMul of two activations (run-time B), batched.
+    let w = rng.tensor(&[512, 1000], -0.1, 0.1);
+    let m = ModelBuilder::new("gemv", 13)
+        .input("x", DType::F32, &dims(&[1, 512]))
+        .output("y", DType::F32, &[])
+        .initializer("w", &w)
+        .node("g", "Gemm", &["x", "w"], &["y"], vec![])
+        .build();
+    let x = rng.tensor(&[1, 512], -1.0, 1.0);
+    same_at_every_count(m, &[x], 1e-4, 1e-4);
+    let m = ModelBuilder::new("bmm", 13)
+        .input("a", DType::F32, &dims(&[4, 100, 96]))
+        .input("b", DType::F32, &dims(&[4, 96, 130]))
+        .output("y", DType::F32, &[])
+        .node("mm", "MatMul", &["a", "b"], &["y"], vec![])
+        .build();
+    let a = rng.tensor(&[4, 100, 96], -1.0, 1.0);
+    let b = rng.tensor(&[4, 96, 130], -1.0, 1.0);
+    same_at_every_count(m, &[a, b], 1e-4, 1e-4);
+}
+
+#[test]
+fn row_split_loops() {
+    let mut rng = Rng(0x2b2b);
+    // A flat element-wise loop of an odd length (chunks in whole 4-lane groups), a fused
+    // SiLU over rows with a broadcast per-channel operand, Softmax rows, LayerNormalization.
+    let s = [1, 3, 25_001];
+    let m = ModelBuilder::new("add", 13)
+        .input("a", DType::F32, &dims(&s))
+        .input("b", DType::F32, &dims(&s))
+        .output("y", DType::F32, &[])
+        .node("add", "Add", &["a", "b"], &["y"], vec![])
+        .build();
+    let (a, b) = (rng.tensor(&s, -1.0, 1.0), rng.tensor(&s, -1.0, 1.0));
+    same_at_every_count(m, &[a, b], 1e-6, 1e-6);
+
+    let s = [1, 48, 40, 40];
+    let c = rng.tensor(&[1, 48, 1, 1], -1.0, 1.0);
+    let m = ModelBuilder::new("silu", 13)
+        .input("x", DType::F32, &dims(&s))
+        .output("y", DType::F32, &[])
+        .initializer("c", &c)
+        .node("a", "Add", &["x", "c"], &["t"], vec![])
+        .node("s", "Sigmoid", &["t"], &["st"], vec![])
+        .node("m", "Mul", &["t", "st"], &["y"], vec![])
+        .build();
+    let x = rng.tensor(&s, -4.0, 4.0);
+    same_at_every_count(m, &[x], 1e-5, 1e-6);
+
+    let s = [4, 128, 130];
+    let m = ModelBuilder::new("softmax", 13)
+        .input("x", DType::F32, &dims(&s))
+        .output("y", DType::F32, &[])
+        .node(
+            "sm",
+            "Softmax",
+            &["x"],
+            &["y"],
+            vec![("axis", Attr::Int(-1))],
+        )
+        .build();
+    let x = rng.tensor(&s, -4.0, 4.0);
+    same_at_every_count(m, &[x], 1e-5, 1e-6);
+
+    let s = [2, 200, 256];
+    let (g, bt) = (rng.tensor(&[256], 0.5, 1.5), rng.tensor(&[256], -0.5, 0.5));
+    let m = ModelBuilder::new("ln", 17)
+        .input("x", DType::F32, &dims(&s))
+        .output("y", DType::F32, &[])
+        .initializer("g", &g)
+        .initializer("b", &bt)
+        .node(
+            "ln",
+            "LayerNormalization",
+            &["x", "g", "b"],
+            &["y"],
+            vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(1e-5))],
+        )
+        .build();
+    let x = rng.tensor(&s, -2.0, 2.0);
+    same_at_every_count(m, &[x], 1e-4, 1e-5);
+}
