@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
+use arenac_compiler::ir::lowp;
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
 
 use crate::Model;
@@ -14,7 +15,10 @@ use crate::Model;
 /// A borrowed view of a tensor: dtype, shape and its little-endian, C-order bytes.
 ///
 /// The bytes need no particular alignment; [`TensorRef::as_f32`] gives a typed slice when they
-/// happen to be aligned (outputs always are).
+/// happen to be aligned (outputs always are). The storage types (8-/4-bit floats, 4-/2-bit
+/// integers) take one byte per element, their code in the low bits (4-/2-bit integers are
+/// sign- or zero-extended in outputs; inputs are read by their low bits): see
+/// `arenac_compiler::ir::lowp`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TensorRef<'a> {
     dtype: DType,
@@ -138,6 +142,15 @@ impl<'a> TensorRef<'a> {
             DType::I32 => u as u32 as i32 as f32,
             DType::I64 => u as i64 as f32,
             DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => u as f32,
+            DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+                lowp::decode_int(self.dtype, u as u8) as f32
+            }
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => lowp::decode_float(self.dtype, u as u8),
         })
     }
 

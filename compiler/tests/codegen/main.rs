@@ -21,5 +21,6 @@ mod quant;
 mod reduce;
 mod resize;
 mod rnn;
+mod storage;
 mod typed;
 mod widen;
