@@ -185,6 +185,16 @@ impl<'a> TensorRef<'a> {
     }
 }
 
+/// For a dtype numpy has no type for, where to get a tensor of it.
+fn pb_hint(dtype: DType) -> &'static str {
+    if dtype == DType::BF16 || dtype.is_storage() {
+        " (numpy has no such dtype: give it as a TensorProto .pb, e.g. written by \
+         onnx.numpy_helper.from_array)"
+    } else {
+        ""
+    }
+}
+
 /// Why a session could not be created or a run was refused. A refused run leaves the session
 /// usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -212,7 +222,7 @@ pub enum RunError {
         expected: TensorType,
     },
     /// An input of the wrong element type.
-    #[error("input '{name}': expected dtype {expected}, given {given}")]
+    #[error("input '{name}': expected dtype {expected}, given {given}{}", pb_hint(*expected))]
     WrongDType {
         /// The input.
         name: String,

@@ -211,6 +211,31 @@ fn storage_constants_unpack_and_fold() {
             &[x],
         );
         assert_eq!(got[0].to_f64_vec(), w.to_f64_vec(), "{s}");
+        // A Cast of constants folds at import; the folded storage output is copied into the
+        // arena like any constant output.
+        let folded = ModelBuilder::new("fold", 24)
+            .input("x", DType::F32, &dims(&[1]))
+            .initializer("c", &Tensor::f32(vec![5], &[1.0, -2.0, 3.0, 0.5, -1.0]))
+            .node(
+                "k",
+                "Cast",
+                &["c"],
+                &["y"],
+                vec![("to", Attr::Int(i64::from(s.to_onnx())))],
+            )
+            .output("y", s, &dims(&[5]))
+            .build();
+        let g = import(&folded);
+        assert!(
+            g.nodes()
+                .all(|(_, n)| !matches!(n.op, arenac_compiler::ops::Op::Cast { .. })),
+            "{s}: the Cast folds"
+        );
+        let got = run(
+            &compile(&g, &plan_arena(&g, &PlanOptions::default()).expect("plans")).expect("c"),
+            &[Tensor::f32(vec![1], &[0.0])],
+        );
+        assert_eq!(got[0].bytes(), w.bytes(), "{s}: folded output");
     }
 }
 
