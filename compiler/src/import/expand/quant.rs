@@ -194,8 +194,13 @@ impl Quantize<'_> {
         // The division runs in x's type as the reference does (numpy's promotion when the
         // scale's differs), the rest in f32 (f64 for f64): exact on the rounded integers.
         let f = match self.precision {
-            Some(p) if p.is_float() => p,
-            Some(p) => return Err(OpError::attr("precision", format!("{p} is not a float"))),
+            Some(p) if p.is_float() && !p.is_storage() => p,
+            Some(p) => {
+                return Err(OpError::attr(
+                    "precision",
+                    format!("{p} is not a computing float (f32, f16, bf16, f64)"),
+                ));
+            }
             None if x_ty.dtype == s_ty.dtype => x_ty.dtype,
             None if x_ty.dtype == DType::F64 || s_ty.dtype == DType::F64 => DType::F64,
             None => DType::F32,
