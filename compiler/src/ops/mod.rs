@@ -429,10 +429,11 @@ impl Op {
     }
 
     /// Whether the op takes and gives the storage types ([`DType::is_storage`]: 8-/4-bit
-    /// floats, 4-/2-bit integers): Cast converts them, views, Transpose and Expand copy their
-    /// bytes, Shape and Size read only their type. (ONNX allows them on these and on Pad,
-    /// ConstantOfShape and the control-flow ops; QuantizeLinear and DequantizeLinear are
-    /// expanded into Casts.)
+    /// floats, 4-/2-bit integers): Cast converts them; views, Transpose, Expand and Pad copy
+    /// their bytes (Pad's fill value converted like a Cast's); ConstantOfShape repeats its
+    /// value's bytes; Shape and Size read only their type. (ONNX also allows them on the
+    /// control-flow ops and IsNaN/IsInf; QuantizeLinear and DequantizeLinear are expanded
+    /// into Casts.)
     pub fn takes_storage_types(&self) -> bool {
         matches!(
             self,
@@ -444,6 +445,8 @@ impl Op {
                 | Op::Identity
                 | Op::Transpose { .. }
                 | Op::Expand { .. }
+                | Op::Pad { .. }
+                | Op::ConstantOfShape { .. }
                 | Op::Shape { .. }
                 | Op::Size
         )
@@ -456,8 +459,8 @@ impl Op {
         let storage = |what: String, dt: DType| {
             OpError::Unsupported(format!(
                 "{} on {dt} ({what}): arenac keeps 8- and 4-bit floats and 4- and 2-bit \
-                 integers as storage types that only Cast, Reshape, Flatten, Squeeze, \
-                 Unsqueeze, Identity, Transpose and Expand take; Cast to a wider type first",
+                 integers as storage types that only Cast, the views, Transpose, Expand, Pad \
+                 and ConstantOfShape take; Cast to a wider type first",
                 self.name()
             ))
         };

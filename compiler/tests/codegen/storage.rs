@@ -150,12 +150,14 @@ fn cast_to_float8_is_the_lowp_conversion() {
     }
 }
 
-/// Storage tensors move through views and Transpose, stay graph outputs, and cast back.
+/// Storage tensors move through views, Transpose and Pad, come out of ConstantOfShape, stay
+/// graph outputs, and cast back.
 #[test]
 fn views_and_transpose_carry_storage_types() {
     for s in STORAGE {
         let codes: Vec<u8> = (0..24u8).map(|c| lowp::canonical(s, c * 11)).collect();
         let x = Tensor::from_bytes(s, vec![2, 3, 4], codes.into()).expect("codes");
+        let kv = Attr::Tensor(Tensor::from_f64(s, vec![1], &[3.0]));
         let model = ModelBuilder::new("views", 24)
             .input("x", s, &dims(&[2, 3, 4]))
             .initializer("shape", &Tensor::i64(vec![2], &[4, 6]))
@@ -177,8 +179,21 @@ fn views_and_transpose_carry_storage_types() {
                 &["f"],
                 vec![("to", Attr::Int(i64::from(DType::F32.to_onnx())))],
             )
+            .node("p", "Pad", &["y", "pads", "pv"], &["p"], vec![])
+            .initializer("pads", &Tensor::i64(vec![4], &[1, 0, 0, 2]))
+            .initializer("pv", &Tensor::from_f64(s, vec![], &[-1.5]))
+            .node(
+                "k",
+                "ConstantOfShape",
+                &["kshape"],
+                &["k"],
+                vec![("value", kv.clone())],
+            )
+            .initializer("kshape", &Tensor::i64(vec![1], &[3]))
             .output("y", s, &dims(&[4, 6]))
             .output("f", DType::F32, &dims(&[1, 4, 6]))
+            .output("p", s, &dims(&[5, 8]))
+            .output("k", s, &dims(&[3]))
             .build();
         check_bytes(model, &[x], &format!("views of {s}"));
     }
@@ -330,8 +345,8 @@ fn a_nonzero_float8_zero_point_is_an_error() {
     }
 }
 
-/// Ops other than Cast, views, Transpose and Expand refuse the storage types, naming the
-/// node, the op, the type and what to do.
+/// Ops other than Cast, views, Transpose, Expand, Pad and ConstantOfShape refuse the storage
+/// types, naming the node, the op, the type and what to do.
 #[test]
 fn other_ops_refuse_storage_types() {
     let add = ModelBuilder::new("add", 24)
