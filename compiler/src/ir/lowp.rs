@@ -145,29 +145,38 @@ impl Minifloat {
         (if neg { -mag } else { mag }) as f32
     }
 
-    /// The magnitude code of `a` (finite, > 0) rounded to nearest even, possibly beyond
-    /// [`Minifloat::max`].
-    fn round(self, a: f64) -> u64 {
-        let e = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    /// The magnitude code of the finite f32 magnitude with bits `a` (sign cleared), rounded
+    /// to nearest even in integer arithmetic, possibly beyond [`Minifloat::max`].
+    fn round(self, a: u32) -> u32 {
+        if a < 0x0080_0000 {
+            // Zero or an f32 subnormal: below half the smallest subnormal of every format.
+            return 0;
+        }
+        let e = (a >> 23) as i32 - 127;
+        // The 24-bit significand: the value is `full * 2^(e - 23)`.
+        let full = (a & 0x7f_ffff) | 0x80_0000;
         let emin = 1 - self.bias;
-        let q = e.max(emin) - self.mbits as i32;
-        // Scaling by a power of two is exact; the quotient has at most 24 significant bits.
-        let r = (a * pow2(-q)).round_ties_even() as u64;
+        let m = self.mbits as i32;
+        // Quanta of 2^(max(e, emin) - m): `full` shifted right by `s` (at least 23 - m > 0).
+        let s = 23 + e.max(emin) - m - e;
+        if s > 25 {
+            return 0;
+        }
+        let r = full >> s;
+        let rem = full & ((1 << s) - 1);
+        let half = 1 << (s - 1);
+        // Non-short-circuit: the rounding direction is data-dependent, a branch would miss.
+        let n = r + u32::from((rem > half) | ((rem == half) & (r & 1 == 1)));
         if e < emin {
             // Subnormal: the mantissa alone (2^mbits is the smallest normal's code).
-            r
+            n
         } else {
-            let field = (e + self.bias) as u64;
-            (field << self.mbits) + r - (1 << self.mbits)
+            (((e + self.bias) as u32) << self.mbits) + n - (1 << self.mbits)
         }
     }
 
     fn encode(self, x: f32, saturate: bool) -> u8 {
-        let sign = if x.is_sign_negative() {
-            self.sign_bit()
-        } else {
-            0
-        };
+        let sign = (x.to_bits() >> 31) << (self.ebits + self.mbits);
         let emax = (1u32 << self.ebits) - 1;
         if x.is_nan() {
             return match self.special {
@@ -177,16 +186,13 @@ impl Minifloat {
                 Special::Finite => self.sign_bit() ^ sign,
             } as u8;
         }
-        let a = f64::from(x.abs());
         let mag = if x.is_infinite() {
-            u64::MAX
-        } else if a == 0.0 {
-            0
+            u32::MAX
         } else {
-            self.round(a)
+            self.round(x.to_bits() & 0x7fff_ffff)
         };
-        let code = if mag <= u64::from(self.max) {
-            mag as u32
+        let code = if mag <= self.max {
+            mag
         } else if saturate {
             self.max
         } else {
@@ -204,27 +210,61 @@ impl Minifloat {
     }
 }
 
+/// One storage float's conversions with the per-type choices made once (for loops over
+/// many elements): [`FloatCodec::decode`] is [`decode_float`], [`FloatCodec::encode`] is
+/// [`encode_float`] under the codec's mode.
+#[derive(Clone, Copy, Debug)]
+pub struct FloatCodec {
+    /// The minifloat format, `None` for E8M0.
+    format: Option<Minifloat>,
+    mode: CastMode,
+}
+
+impl FloatCodec {
+    /// The codec of `dt` under `mode`; `None` unless `dt` is a storage float.
+    pub fn new(dt: DType, mode: CastMode) -> Option<FloatCodec> {
+        let format = match dt {
+            DType::F8E8M0 => None,
+            _ => Some(minifloat(dt)?),
+        };
+        Some(FloatCodec { format, mode })
+    }
+
+    /// The value of `code` (exact in f32; a NaN code gives the quiet NaN of its sign, as
+    /// ml_dtypes does).
+    #[inline]
+    pub fn decode(&self, code: u8) -> f32 {
+        match self.format {
+            Some(f) => f.decode(code),
+            None => match code {
+                0xff => f32::NAN,
+                // 2^-127, an f32 subnormal.
+                0 => f32::from_bits(0x0040_0000),
+                c => f32::from_bits(u32::from(c) << 23),
+            },
+        }
+    }
+
+    /// The code of `x` (see the module doc).
+    #[inline]
+    pub fn encode(&self, x: f32) -> u8 {
+        match self.format {
+            Some(f) => f.encode(x, self.mode.saturate),
+            None => encode_e8m0(x, self.mode),
+        }
+    }
+}
+
 /// The value of `code` in the storage float `dt` (exact in f32; a NaN code gives the quiet
 /// NaN of its sign, as ml_dtypes does); NaN when `dt` is not one.
 pub fn decode_float(dt: DType, code: u8) -> f32 {
-    if dt == DType::F8E8M0 {
-        return match code {
-            0xff => f32::NAN,
-            // 2^-127, an f32 subnormal.
-            0 => f32::from_bits(0x0040_0000),
-            c => f32::from_bits(u32::from(c) << 23),
-        };
-    }
-    minifloat(dt).map_or(f32::NAN, |f| f.decode(code))
+    FloatCodec::new(dt, CastMode::DEFAULT).map_or(f32::NAN, |c| c.decode(code))
 }
 
 /// The code of `x` in the storage float `dt` under `mode` (see the module doc); 0 when `dt`
 /// is not one.
 pub fn encode_float(dt: DType, x: f32, mode: CastMode) -> u8 {
-    if dt == DType::F8E8M0 {
-        return encode_e8m0(x, mode);
-    }
-    minifloat(dt).map_or(0, |f| f.encode(x, mode.saturate))
+    FloatCodec::new(dt, mode).map_or(0, |c| c.encode(x))
 }
 
 /// `onnx.numpy_helper.to_float8e8m0` on one f32.

@@ -141,67 +141,52 @@ unsafe fn read(dt: DType, p: *const u8, i: usize) -> Val {
     }
 }
 
+/// Stores the `N` bytes `b` as element `i` of an `N`-byte type at `p`.
+///
+/// # Safety
+/// `p` must point to at least `(i + 1) * N` writable bytes.
+#[inline]
+unsafe fn put<const N: usize>(p: *mut u8, i: usize, b: [u8; N]) {
+    // SAFETY: by the caller; `[u8; N]` has no alignment requirement.
+    unsafe { std::ptr::write_unaligned(p.add(i * N).cast::<[u8; N]>(), b) }
+}
+
 /// Writes `v` as element `i` of `dt` at `p`.
 ///
 /// # Safety
 /// `p` must point to at least `(i + 1) * dt.size()` writable bytes.
 unsafe fn write(dt: DType, mode: CastMode, v: Val, p: *mut u8, i: usize) {
-    let mut buf = [0u8; 8];
-    let bytes: &[u8] = match dt {
-        DType::F32 => {
-            buf[..4].copy_from_slice(&v.f32().to_le_bytes());
-            &buf[..4]
-        }
-        DType::F64 => {
-            buf.copy_from_slice(&v.f64().to_le_bytes());
-            &buf
-        }
-        DType::F16 => {
-            buf[..2].copy_from_slice(&f16::from_f32(v.f32()).to_le_bytes());
-            &buf[..2]
-        }
-        DType::BF16 => {
-            buf[..2].copy_from_slice(&bf16::from_f32(v.f32()).to_le_bytes());
-            &buf[..2]
-        }
-        DType::Bool => {
-            buf[0] = u8::from(v.nonzero());
-            &buf[..1]
-        }
-        DType::F8E4M3FN
-        | DType::F8E4M3FNUZ
-        | DType::F8E5M2
-        | DType::F8E5M2FNUZ
-        | DType::F8E8M0
-        | DType::F4E2M1 => {
-            buf[0] = lowp::encode_float(dt, v.f32(), mode);
-            &buf[..1]
-        }
-        DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
-            buf[0] = lowp::encode_int(dt, v.i64());
-            &buf[..1]
-        }
-        DType::I8
-        | DType::U8
-        | DType::I16
-        | DType::U16
-        | DType::I32
-        | DType::U32
-        | DType::I64
-        | DType::U64 => {
-            buf.copy_from_slice(&v.i64().to_le_bytes());
-            &buf[..dt.size()]
-        }
-    };
-    // SAFETY: the caller guarantees element `i` is writable.
+    // SAFETY: each arm writes `dt.size()` bytes of element `i`, writable by the caller.
     unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(i * bytes.len()), bytes.len());
+        match dt {
+            DType::F32 => put(p, i, v.f32().to_le_bytes()),
+            DType::F64 => put(p, i, v.f64().to_le_bytes()),
+            DType::F16 => put(p, i, f16::from_f32(v.f32()).to_le_bytes()),
+            DType::BF16 => put(p, i, bf16::from_f32(v.f32()).to_le_bytes()),
+            DType::Bool => put(p, i, [u8::from(v.nonzero())]),
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => put(p, i, [lowp::encode_float(dt, v.f32(), mode)]),
+            DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+                put(p, i, [lowp::encode_int(dt, v.i64())])
+            }
+            DType::I8 | DType::U8 => put(p, i, [v.i64() as u8]),
+            DType::I16 | DType::U16 => put(p, i, (v.i64() as u16).to_le_bytes()),
+            DType::I32 | DType::U32 => put(p, i, (v.i64() as u32).to_le_bytes()),
+            DType::I64 | DType::U64 => put(p, i, v.i64().to_le_bytes()),
+        }
     }
 }
 
 /// Converts `n` contiguous elements at `src` into `dst` as [`cast_spec`] `spec` describes (an
 /// invalid spec does nothing: the code generator only emits valid ones). Element `i` is read
 /// before it is written, so `dst == src` is allowed when both types have the same size.
+/// f32 to and from the storage types take loops of their own (a storage source of 256
+/// elements or more through a table of its 256 codes); every other pair reads and writes
+/// through [`Val`].
 ///
 /// # Safety
 /// `src` must hold `n` readable elements of the source type and `dst` `n` writable elements
@@ -210,8 +195,46 @@ pub unsafe extern "C" fn arenac_cast_storage(src: *const u8, dst: *mut u8, n: u6
     let Some((from, to, mode)) = parse_spec(spec) else {
         return;
     };
-    for i in 0..n as usize {
-        // SAFETY: `i < n`, within both buffers by the contract above.
+    let n = n as usize;
+    if from == DType::F32
+        && let Some(codec) = lowp::FloatCodec::new(to, mode)
+    {
+        for i in 0..n {
+            // SAFETY: `i < n`: element `i` lies within both buffers (the contract above).
+            unsafe {
+                let x = f32::from_le_bytes(std::ptr::read_unaligned(src.add(4 * i).cast()));
+                put(dst, i, [codec.encode(x)]);
+            }
+        }
+        return;
+    }
+    if from == DType::F32 && to.is_storage() {
+        for i in 0..n {
+            // SAFETY: `i < n`: element `i` lies within both buffers (the contract above).
+            unsafe {
+                let x = f32::from_le_bytes(std::ptr::read_unaligned(src.add(4 * i).cast()));
+                put(dst, i, [lowp::encode_int(to, x as i64)]);
+            }
+        }
+        return;
+    }
+    if to == DType::F32 && from.is_storage() && n >= 256 {
+        let table: [f32; 256] = std::array::from_fn(|c| {
+            let code = c as u8;
+            // SAFETY: `code` is one readable byte, element 0 of a one-byte type.
+            unsafe { read(from, &code, 0) }.f32()
+        });
+        for i in 0..n {
+            // SAFETY: `i < n`: element `i` lies within both buffers (the contract above).
+            unsafe {
+                let c = *src.add(i);
+                put(dst, i, table[usize::from(c)].to_le_bytes());
+            }
+        }
+        return;
+    }
+    for i in 0..n {
+        // SAFETY: `i < n`: element `i` lies within both buffers (the contract above).
         unsafe {
             let v = read(from, src, i);
             write(to, mode, v, dst, i);
