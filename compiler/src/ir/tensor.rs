@@ -6,11 +6,15 @@
 //!
 //! The reference evaluation computes in two domains: floats as `f64` (exact for the basic
 //! arithmetic of every narrower float type once rounded back) and integers/bools as `i64`
-//! (`u64` values above `i64::MAX` wrap; no supported op produces them).
+//! (`u64` values above `i64::MAX` wrap; no supported op produces them). The storage types
+//! (`super::lowp`: 8-/4-bit floats, 4-/2-bit integers) take one byte per element; their
+//! floats are exact in f64 and values are stored into them with `CastMode::DEFAULT`
+//! (saturating, like onnx's `make_tensor`).
 
 use bytes::Bytes;
 use half::{bf16, f16};
 
+use super::lowp::{self, CastMode};
 use super::types::{DType, Shape, ShapeDisplay, TensorType, checked_numel};
 
 /// An immutable, cheaply clonable constant tensor.
@@ -255,6 +259,7 @@ pub fn read_f64(dtype: DType, c: &[u8]) -> f64 {
         DType::F64 => f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
         DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
         DType::BF16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+        dt if dt.is_float() => f64::from(lowp::decode_float(dt, c[0])),
         _ => read_i64(dtype, c) as f64,
     }
 }
@@ -271,7 +276,17 @@ fn read_i64(dtype: DType, c: &[u8]) -> i64 {
         DType::I64 | DType::U64 => {
             i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
         }
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => read_f64(dtype, c) as i64,
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => lowp::decode_int(dtype, c[0]),
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => read_f64(dtype, c) as i64,
     }
 }
 
@@ -282,6 +297,7 @@ fn push_f64(out: &mut Vec<u8>, dtype: DType, v: f64) {
         DType::F16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
         DType::BF16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
         DType::Bool => out.push(u8::from(v != 0.0)),
+        dt if dt.is_storage() => out.push(lowp::encode_f64(dt, v, CastMode::DEFAULT)),
         // Float to int conversion truncates toward zero and saturates, like a C cast on
         // in-range values.
         _ => push_i64(out, dtype, v as i64),
@@ -328,6 +344,16 @@ fn push_i64(out: &mut Vec<u8>, dtype: DType, v: i64) {
         DType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
         DType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
         DType::I64 | DType::U64 => out.extend_from_slice(&v.to_le_bytes()),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => out.push(lowp::encode_i64(dtype, v, CastMode::DEFAULT)),
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 => push_f64(out, dtype, v as f64),
     }
 }

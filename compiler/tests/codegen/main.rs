@@ -26,6 +26,7 @@ mod resize;
 mod rnn;
 mod runtime_operands;
 mod spectral;
+mod storage;
 mod threads;
 mod typed;
 mod widen;
