@@ -81,7 +81,7 @@ pub(super) fn derive(
         | Op::Squeeze { .. }
         | Op::Unsqueeze { .. }
         | Op::Identity => form(g, known, *inputs.first()?)?,
-        Op::Cast { to: DType::I64 } => form(g, known, *inputs.first()?)?,
+        Op::Cast { to: DType::I64, .. } => form(g, known, *inputs.first()?)?,
         Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub)) => {
             let (ba, ea) = form(g, known, *inputs.first()?)?;
             let (bb, eb) = form(g, known, *inputs.get(1)?)?;

@@ -327,6 +327,7 @@ pub fn write_f64(dst: &mut [u8], dtype: DType, v: f64) {
         DType::I32 => wide((i as i32).to_le_bytes()),
         DType::U32 => wide((i as u32).to_le_bytes()),
         DType::I64 | DType::U64 => i.to_le_bytes(),
+        dt => wide([lowp::encode_f64(dt, v, CastMode::DEFAULT)]),
     };
     let n = dtype.size();
     if let (Some(d), Some(s)) = (dst.get_mut(..n), bytes.get(..n)) {
