@@ -398,3 +398,63 @@ fn nested_plans_verify_and_report() {
     let x = Rng(2).tensor(&[2, 3], -1.0, 1.0);
     check_each(&g, &[vec![x.clone(), flag(true)], vec![x, flag(false)]]);
 }
+
+/// An If whose else-branch cannot be imported with these shapes (a MatMul of [1, 4] by
+/// [3, 4]: silero-vad's branch for the other sample rate): the import warns and freezes
+/// nothing, a run whose condition takes the then-branch computes it, and a run taking the
+/// else-branch reports a fault naming the node and the branch; the arena serves the next run.
+#[test]
+fn if_branch_that_cannot_run_faults_only_when_taken() {
+    let path = repo_root().join("tests/fixtures/control/if_unrunnable_branch.onnxtxt");
+    let m = parse(&std::fs::read_to_string(&path).expect("reads the fixture"));
+    let imported = import_model(&m, None, &ImportOptions::default()).expect("imports");
+    assert!(imported.frozen.is_empty());
+    assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
+    let w = &imported.warnings[0];
+    assert!(
+        w.contains("(If)") && w.contains("else_branch") && w.contains("MatMul"),
+        "{w}"
+    );
+    let mut g = imported.graph;
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    let sr = |v: i64| Tensor::i64(vec![1], &[v]);
+    let x = Rng(11).tensor(&[1, 4], -1.0, 1.0);
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let good = |arena: &mut AlignedBytes| {
+        let inputs = [sr(16000), x.clone()];
+        let got = run_in(&exe, arena, &inputs).unwrap_or_else(|f| panic!("faulted: {f}"));
+        let relu: Vec<f32> = x.to_f32_vec().iter().map(|v| v.max(0.0)).collect();
+        assert_eq!(got[0].to_f32_vec(), relu);
+        assert_eq!(
+            eval_graph(&g, &inputs).expect("reference")[0].to_f32_vec(),
+            relu
+        );
+    };
+    good(&mut arena);
+    let e = run_in(&exe, &mut arena, &[sr(8000), x.clone()]).expect_err("else faults");
+    assert!(
+        e.starts_with("node '") && e.contains("(If): the condition chose the else_branch"),
+        "{e}"
+    );
+    assert!(e.contains("MatMul"), "{e}");
+    let eval = eval_graph(&g, &[sr(8000), x.clone()]).expect_err("the reference refuses too");
+    assert!(eval.to_string().contains("else_branch"), "{eval}");
+    good(&mut arena);
+}
+
+/// Both branches failing is the import's error (the first branch's), not a warning.
+#[test]
+fn if_with_no_runnable_branch_is_an_import_error() {
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (bool c, float[1, 4] X) => (float[1, 4] Y)
+        <float[3, 4] W = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}>
+        {
+            Y = If(c) <then_branch = t () => (float[1, 4] a) { a = MatMul(X, W) },
+                       else_branch = e () => (float[1, 4] b) { b = MatMul(W, X) }>
+        }"#,
+    );
+    let err = import_model(&m, None, &ImportOptions::default()).expect_err("no branch runs");
+    assert!(err.to_string().contains("MatMul"), "{err}");
+}
