@@ -597,6 +597,13 @@ impl Importer {
                 }
                 return Err(node_err(e));
             }
+            // `Range(i, i + k, s)` with `i` known at run time only (a loop's counter).
+            Err(e @ OpError::NotConstant { .. }) if op_type == "Range" => {
+                if affine::import_moving_range(self, node, &label)? {
+                    return Ok(());
+                }
+                return Err(node_err(e));
+            }
             Err(e) => return Err(node_err(e)),
         };
         let data_ids: Vec<ValueId> = ctx

@@ -458,3 +458,59 @@ fn if_with_no_runnable_branch_is_an_import_error() {
     let err = import_model(&m, None, &ImportOptions::default()).expect_err("no branch runs");
     assert!(err.to_string().contains("MatMul"), "{err}");
 }
+
+/// A while-loop's carried counter, counted in float (Paddle's exports: SLANet's table
+/// decoder), bounds a Slice and a Range: both get static shapes, and the answer is the
+/// hand-computed one (also onnxruntime's for this fixture).
+#[test]
+fn loop_counter_bounds_slice_and_range() {
+    let g = fixture("loop_counter_range");
+    let x = Rng(13).tensor(&[3, 5], -1.0, 1.0);
+    let exe = check_each(&g, &[vec![x.clone()]]);
+    let out = run(&exe, std::slice::from_ref(&x));
+    let twice: Vec<f32> = x.to_f32_vec().iter().map(|v| 2.0 * v).collect();
+    assert_eq!(out[0].to_f32_vec(), twice);
+    assert_eq!(out[1].to_i64_vec(), vec![0, 1, 2, 3, 4]);
+}
+
+/// A Range whose limit is `min(i + 1, 5)` is compiled as one element `[i]`; a run where the
+/// cap binds (i = 5: ONNX's range is then empty) faults naming the check, not a silent
+/// wrong answer; other runs of the same program answer.
+#[test]
+fn capped_range_limit_is_checked_at_run_time() {
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (int64[1] start, int64[1] stop) => (int64[8] seen)
+        <int64 M = {16}, bool go = {1}, int64[8] s0 = {-1, -1, -1, -1, -1, -1, -1, -1}, int64[1] cap = {5}, float one = {1}, int64 unit = {1}>
+        {
+            i_end, seen = Loop(M, go, start, s0) <body = step (int64 it, bool c, int64[1] i, int64[8] s) => (bool co, int64[1] io, int64[8] so) {
+                fi = Cast <to = 1> (i)
+                fi1 = Add(fi, one)
+                i1 = Cast <to = 7> (fi1)
+                e = Min(cap, i1)
+                si = Squeeze(i)
+                se = Squeeze(e)
+                r = Range(si, se, unit)
+                so = ScatterElements <axis = 0> (s, r, r)
+                io = Identity(i1)
+                more = Less(i1, stop)
+                co = Squeeze(more)
+            }>
+        }"#,
+    );
+    let mut g = import(&m);
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let mut seen = |from: i64, to: i64| {
+        let inputs = [Tensor::i64(vec![1], &[from]), Tensor::i64(vec![1], &[to])];
+        run_in(&exe, &mut arena, &inputs).map(|o| o[0].to_i64_vec())
+    };
+    assert_eq!(seen(0, 5).unwrap(), [0, 1, 2, 3, 4, -1, -1, -1]);
+    // i = 3, 4 run; at i = 5 the cap binds.
+    let e = seen(3, 7).expect_err("the cap binds at i = 5");
+    assert!(e.contains("/limit-check") && e.contains("(Gather)"), "{e}");
+    // From 6 it binds at once (ONNX: an empty range).
+    assert!(seen(6, 7).is_err());
+    assert_eq!(seen(1, 3).unwrap(), [-1, 1, 2, -1, -1, -1, -1, -1]);
+}
