@@ -331,6 +331,18 @@ pub enum RunError {
         /// Highest valid value.
         hi: i64,
     },
+    /// The run took an `If` branch that cannot run with the shapes the program was compiled
+    /// for (its import failed; the compile warned). Nothing outside the arena was touched,
+    /// but this run's outputs are not valid; the session stays usable.
+    #[error("node '{node}' ({op}): {reason}; this run's outputs are not valid")]
+    Unrunnable {
+        /// Node name.
+        node: String,
+        /// Op type.
+        op: String,
+        /// Which branch and why it cannot run.
+        reason: String,
+    },
     /// An input or output slot lies outside the arena (an arenac bug).
     #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
     SlotOutOfBounds {
@@ -421,6 +433,13 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
 
 /// A fault a kernel reported as the run's error.
 fn fault_error(f: arenac_compiler::codegen::fault::RunFault<'_>) -> RunError {
+    if let Some(reason) = f.detail {
+        return RunError::Unrunnable {
+            node: f.node.to_string(),
+            op: f.op.to_string(),
+            reason: reason.to_string(),
+        };
+    }
     RunError::OutOfRange {
         node: f.node.to_string(),
         op: f.op.to_string(),

@@ -311,11 +311,27 @@ impl Program {
     /// extra operands its kernel takes, after its others: the fault record's address and the
     /// node's tag (see [`super::fault`]).
     pub fn fault_sink(&mut self, node: &str, op: &str, what: &'static str) -> [Operand; 2] {
-        self.checked.push(CheckedNode {
+        self.sink(CheckedNode {
             node: node.to_string(),
             op: op.to_string(),
             what,
-        });
+            detail: None,
+        })
+    }
+
+    /// Like [`Program::fault_sink`], for a kernel that only faults, with `detail` as the
+    /// whole message (see [`CheckedNode::detail`]).
+    pub fn trap_sink(&mut self, node: &str, op: &str, detail: String) -> [Operand; 2] {
+        self.sink(CheckedNode {
+            node: node.to_string(),
+            op: op.to_string(),
+            what: "branch",
+            detail: Some(detail),
+        })
+    }
+
+    fn sink(&mut self, entry: CheckedNode) -> [Operand; 2] {
+        self.checked.push(entry);
         [
             Operand::Arena(self.fault_offset),
             Operand::Imm(self.checked.len() as u64),
