@@ -38,6 +38,7 @@ pub mod conformance;
 pub mod io;
 pub mod profile;
 pub mod session;
+pub mod stream;
 
 pub use profile::{Profile, ProfileSummary};
 pub use session::{Element, Outputs, RunError, Session, TensorRef};

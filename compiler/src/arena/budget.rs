@@ -255,8 +255,20 @@ fn what_fits(
             over_at_one,
         });
     }
-    // fits(lo) holds, fits(hi) does not (hi = current, which was just planned over the limit).
-    let (mut lo, mut hi) = (1usize, current);
+    // fits(1) holds, fits(current) does not (it was just planned over the limit).
+    let largest = bisect_largest(1, current, fits);
+    Some(Fit::LargestBatch {
+        symbol,
+        current,
+        largest,
+    })
+}
+
+/// The batch search: the largest `k` in `lo..hi` with `fits(k)`, given that `fits(lo)` holds,
+/// `fits(hi)` does not and `fits` is monotone (true up to some k, false after). Calls `fits`
+/// about log2(hi - lo) times. Used by [`enforce`] and by streaming's `--batch auto`.
+pub fn bisect_largest(lo: usize, hi: usize, mut fits: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (lo, hi.max(lo + 1));
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if fits(mid) {
@@ -265,9 +277,5 @@ fn what_fits(
             hi = mid;
         }
     }
-    Some(Fit::LargestBatch {
-        symbol,
-        current,
-        largest: lo,
-    })
+    lo
 }

@@ -104,8 +104,26 @@ pub fn read_npy(path: &Path) -> Result<TensorBuf, IoError> {
     })
 }
 
-/// Parses the bytes of a `.npy` file; the error is a one-line reason.
-pub fn parse_npy(bytes: &[u8]) -> Result<TensorBuf, String> {
+/// What a `.npy` header says: dtype, byte order, layout, shape and where the data starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Element type.
+    pub dtype: DType,
+    /// Whether the data is big-endian (multi-byte dtypes only).
+    pub big_endian: bool,
+    /// Whether the array is stored in Fortran (column-major) order.
+    pub fortran_order: bool,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Byte offset of the data in the file (numpy pads headers so this is a multiple of 64).
+    pub data_offset: usize,
+    /// Bytes of data the shape needs.
+    pub data_bytes: usize,
+}
+
+/// Parses the header at the start of a `.npy` file's bytes (only as many as the header
+/// takes are read); the error is a one-line reason.
+pub fn parse_npy_header(bytes: &[u8]) -> Result<NpyHeader, String> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err("not a .npy file (no \\x93NUMPY magic)".into());
     }
@@ -129,13 +147,27 @@ pub fn parse_npy(bytes: &[u8]) -> Result<TensorBuf, String> {
     let header = std::str::from_utf8(header).map_err(|_| ".npy header is not text")?;
     let h = parse_header(header)?;
     let (dtype, big_endian) = dtype_of(&h.descr)?;
+    let data_bytes = arenac_compiler::ir::types::checked_numel(&h.shape)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .ok_or_else(|| format!("shape {:?} is too large", h.shape))?;
+    Ok(NpyHeader {
+        dtype,
+        big_endian,
+        fortran_order: h.fortran_order,
+        shape: h.shape,
+        data_offset: start + hlen,
+        data_bytes,
+    })
+}
+
+/// Parses the bytes of a `.npy` file; the error is a one-line reason.
+pub fn parse_npy(bytes: &[u8]) -> Result<TensorBuf, String> {
+    let h = parse_npy_header(bytes)?;
+    let (dtype, big_endian, expected) = (h.dtype, h.big_endian, h.data_bytes);
     if h.fortran_order {
         return Err("Fortran-order arrays are not supported (save a C-order array)".into());
     }
-    let data = &bytes[start + hlen..];
-    let expected = arenac_compiler::ir::types::checked_numel(&h.shape)
-        .and_then(|n| n.checked_mul(dtype.size()))
-        .ok_or_else(|| format!("shape {:?} is too large", h.shape))?;
+    let data = &bytes[h.data_offset..];
     if data.len() != expected {
         return Err(format!(
             "data has {} bytes but {}{} needs {expected}",
@@ -285,15 +317,13 @@ impl Parser<'_> {
     }
 }
 
-/// Encodes a tensor as `.npy` bytes (format 1.0, or 2.0 when the header needs it).
-pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
-    let descr = descr(t.dtype()).ok_or_else(|| {
-        format!(
-            "cannot write {} as .npy (numpy has no such dtype): write a TensorProto .pb",
-            t.dtype()
-        )
+/// The header of a `.npy` file (format 1.0, or 2.0 when the header needs it) holding a
+/// C-order `dtype` array of `shape`: the data follows it. Its length is a multiple of 64.
+pub fn encode_npy_header(dtype: DType, shape: &[usize]) -> Result<Vec<u8>, String> {
+    let descr = descr(dtype).ok_or_else(|| {
+        format!("cannot write {dtype} as .npy (numpy has no such dtype): write a TensorProto .pb")
     })?;
-    let dims: Vec<String> = t.shape().iter().map(usize::to_string).collect();
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
@@ -306,7 +336,7 @@ pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
         header.push(' ');
     }
     header.push('\n');
-    let mut out = Vec::with_capacity(prefix + header.len() + t.bytes().len());
+    let mut out = Vec::with_capacity(prefix + header.len());
     out.extend_from_slice(MAGIC);
     if v1 {
         out.extend_from_slice(&[1, 0]);
@@ -316,6 +346,12 @@ pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
+    Ok(out)
+}
+
+/// Encodes a tensor as `.npy` bytes (format 1.0, or 2.0 when the header needs it).
+pub fn encode_npy(t: TensorRef<'_>) -> Result<Vec<u8>, String> {
+    let mut out = encode_npy_header(t.dtype(), t.shape())?;
     out.extend_from_slice(t.bytes());
     Ok(out)
 }

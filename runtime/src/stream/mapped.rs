@@ -1,0 +1,167 @@
+//! A `.npy` file memory-mapped for streaming: its header parsed, its data read row by row
+//! through the map, pages already consumed given back to the kernel.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use arenac_compiler::ir::types::{DType, ShapeDisplay};
+use memmap2::{Advice, Mmap, UncheckedAdvice};
+
+use crate::io::IoError;
+use crate::io::npy::{NpyHeader, parse_npy_header};
+
+/// A C-order, little-endian `.npy` array of at least one dimension, mapped read-only. Row `r`
+/// is the sub-array at index `r` of the first dim. The file is never read whole: rows are
+/// paged in as they are touched and [`MappedNpy::release_before`] drops the pages behind a
+/// cursor, so a file larger than RAM streams in flat memory.
+///
+/// Contract: the file must not be truncated or rewritten while mapped (as for any memory
+/// map, another process shrinking it makes later reads fault).
+#[derive(Debug)]
+pub struct MappedNpy {
+    path: PathBuf,
+    map: Mmap,
+    header: NpyHeader,
+    row_bytes: usize,
+}
+
+impl MappedNpy {
+    /// Maps `path` and checks its header and length. Errors (one line naming the file): not a
+    /// `.npy` file, Fortran order, big-endian data, a 0-d array (no rows), a dtype numpy has
+    /// but arenac lacks, data shorter (truncated) or longer than the shape says.
+    pub fn open(path: &Path) -> Result<MappedNpy, IoError> {
+        let format = |reason: String| IoError::Format {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let io = |source| IoError::Io {
+            what: "read",
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        // SAFETY: the map is read-only and private; the contract above (the file is not
+        // shrunk while mapped) is documented for callers, as for every mmap-based reader.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        let header = parse_npy_header(&map).map_err(format)?;
+        if header.fortran_order {
+            return Err(format(
+                "Fortran-order arrays cannot be streamed by rows (save a C-order array, e.g. \
+                 np.save(f, np.ascontiguousarray(a)))"
+                    .into(),
+            ));
+        }
+        if header.big_endian {
+            return Err(format(
+                "big-endian data cannot be streamed (save it little-endian, e.g. \
+                 a.astype(a.dtype.newbyteorder('<')))"
+                    .into(),
+            ));
+        }
+        if header.shape.is_empty() {
+            return Err(format(
+                "a 0-d array has no rows to stream (give an array whose first dim is the rows)"
+                    .into(),
+            ));
+        }
+        let have = map.len().saturating_sub(header.data_offset);
+        if have != header.data_bytes {
+            let what = if have < header.data_bytes {
+                "truncated: data has"
+            } else {
+                "data has"
+            };
+            return Err(format(format!(
+                "{what} {have} bytes but {}{} needs {}",
+                header.dtype,
+                ShapeDisplay(&header.shape),
+                header.data_bytes
+            )));
+        }
+        let rows = header.shape[0];
+        let row_bytes = header.data_bytes.checked_div(rows).unwrap_or_else(|| {
+            arenac_compiler::ir::types::checked_numel(&header.shape[1..])
+                .unwrap_or(0)
+                .saturating_mul(header.dtype.size())
+        });
+        // Rows are read once, front to back: ask for read-ahead.
+        let _ = map.advise(Advice::Sequential);
+        Ok(MappedNpy {
+            path: path.to_path_buf(),
+            map,
+            header,
+            row_bytes,
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.header.dtype
+    }
+
+    /// The whole shape (`[rows, ...]`).
+    pub fn shape(&self) -> &[usize] {
+        &self.header.shape
+    }
+
+    /// Number of rows: the first dim.
+    pub fn rows(&self) -> usize {
+        self.header.shape[0]
+    }
+
+    /// The shape of one row (the shape without its first dim).
+    pub fn row_shape(&self) -> &[usize] {
+        &self.header.shape[1..]
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    /// The bytes of `rows` (C order, little-endian); `None` when the range passes the end.
+    pub fn rows_bytes(&self, rows: Range<usize>) -> Option<&[u8]> {
+        let start = self.byte_of(rows.start)?;
+        let end = self.byte_of(rows.end)?;
+        self.map.get(start..end)
+    }
+
+    /// Gives back to the kernel the mapped pages wholly before row `row` (`madvise
+    /// MADV_DONTNEED`): they leave this process's resident set; touching them again would
+    /// read them back from the file. Failures are ignored (the pages merely stay resident).
+    pub fn release_before(&self, row: usize) {
+        let Some(end) = self.byte_of(row.min(self.rows())) else {
+            return;
+        };
+        let page = page_size();
+        let end = end - end % page;
+        if end > 0 {
+            // SAFETY: the map is a read-only private file mapping that we never write, so
+            // dropping its pages loses nothing: a later read of them re-reads the file. No
+            // reference into the map is held across this call by the streaming code, and a
+            // caller's `&[u8]` from `rows_bytes` still reads the same bytes after it.
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(UncheckedAdvice::DontNeed, 0, end)
+            };
+        }
+    }
+
+    fn byte_of(&self, row: usize) -> Option<usize> {
+        row.checked_mul(self.row_bytes)?
+            .checked_add(self.header.data_offset)
+    }
+}
+
+/// The page size (4 KiB where it cannot be read).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
