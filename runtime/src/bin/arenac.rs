@@ -19,6 +19,9 @@ use arenac_compiler::ir::graph::ValueId;
 use arenac_compiler::ir::lowp::{self, CastMode};
 use clap::{Parser, Subcommand};
 
+#[path = "../cli/stream.rs"]
+mod stream_cli;
+
 #[derive(Parser)]
 #[command(
     name = "arenac",
@@ -129,6 +132,12 @@ enum Command {
         /// use --repeat). Compiles timer calls between nodes into the program.
         #[arg(long, value_name = "FILE.json")]
         profile: Option<PathBuf>,
+        /// Stream the rows (first dim) of the .npy inputs through the model in batches of N
+        /// rows, in flat memory: a symbolic batch dim is bound to N (a fixed one is used as
+        /// is), the last batch padded; `auto` = the largest N whose arena + weights + staging
+        /// fit --memory-limit. Outputs go to --output-dir as batches finish.
+        #[arg(long, value_name = "N|auto")]
+        batch: Option<String>,
     },
     /// The ops table: per op, opsets, dtypes and ONNX node tests passing (from the manifest).
     Ops,
@@ -247,9 +256,24 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             no_fuse,
             threads,
             profile,
+            batch,
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
+            if let Some(batch) = batch {
+                if repeat != 1 || profile.is_some() {
+                    bail!("--batch streams every row once: --repeat and --profile do not apply");
+                }
+                let job = stream_cli::Job {
+                    model: &model,
+                    opts,
+                    inputs: &inputs,
+                    batch: &batch,
+                    output_dir: output_dir.as_deref(),
+                    labels: labels.as_deref(),
+                };
+                return stream_cli::run(job, out);
+            }
             opts.profile = profile.is_some();
             run_model(
                 &model,
@@ -616,7 +640,7 @@ fn with_input_hint(e: arenac::Error, model: &Path) -> anyhow::Error {
     e.into()
 }
 
-fn graph_input_names(model: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn graph_input_names(model: &Path) -> anyhow::Result<Vec<String>> {
     let proto = arenac_compiler::import::load_model_file(model)?;
     let graph = proto
         .graph
@@ -676,7 +700,7 @@ fn random_input(slot: &IoSlot, stream: u64) -> TensorBuf {
 }
 
 /// `0.123 ms` / `12.3 ms` / `1.234 s`.
-fn duration(d: Duration) -> String {
+pub(crate) fn duration(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
     if ms < 1.0 {
         format!("{ms:.3} ms")
@@ -688,7 +712,7 @@ fn duration(d: Duration) -> String {
 }
 
 /// `12,345,678 bytes (11.8 MiB)`.
-fn bytes(n: usize) -> String {
+pub(crate) fn bytes(n: usize) -> String {
     let digits = n.to_string();
     let mut grouped = String::new();
     for (i, c) in digits.chars().enumerate() {
