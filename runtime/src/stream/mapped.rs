@@ -153,6 +153,18 @@ impl MappedNpy {
         }
     }
 
+    /// Asks the kernel to start reading `rows` in now (`madvise MADV_WILLNEED`), so they are
+    /// resident when a later batch reads them: called for batch k + 1 before batch k runs.
+    /// Rows past the end are ignored; failures too (the rows are then read on first touch).
+    pub fn prefetch(&self, rows: Range<usize>) {
+        let end = rows.end.min(self.rows());
+        if let (Some(a), Some(b)) = (self.byte_of(rows.start.min(end)), self.byte_of(end))
+            && b > a
+        {
+            let _ = self.map.advise_range(Advice::WillNeed, a, b - a);
+        }
+    }
+
     fn byte_of(&self, row: usize) -> Option<usize> {
         row.checked_mul(self.row_bytes)?
             .checked_add(self.header.data_offset)

@@ -88,7 +88,8 @@ pub struct StreamStats {
 /// copied into a staging buffer whose remaining rows are zero, and the outputs of the
 /// padding rows are dropped. This is exact for every model whose rows do not interact
 /// (no op reduces or mixes across the batch dim), which is what batching a data set assumes.
-/// Every graph input and output must have the batch as its first dim.
+/// Every graph input and output must have the batch as its first dim. While batch k runs,
+/// the kernel reads batch k + 1's rows in (`MADV_WILLNEED`); consumed rows are released.
 #[derive(Debug)]
 pub struct BatchRunner {
     model: Model,
@@ -277,6 +278,10 @@ impl BatchRunner {
                     ))
                 })
                 .collect::<Result<Vec<_>, StreamError>>()?;
+            // The next batch's rows are read in by the kernel while this one runs.
+            for m in &ordered {
+                m.prefetch(start + n..start + n + batch);
+            }
             let outputs = self.session.run(&views)?;
             for (i, (slot, shape)) in self.outputs.iter().zip(&mut out_shape).enumerate() {
                 let t = outputs.get(i).ok_or_else(|| {
