@@ -352,3 +352,30 @@ fn bad_inputs_are_one_line_errors_without_output() {
     ]);
     assert_one_line_error(code, &err, "file/out");
 }
+
+#[test]
+fn progress_lines_when_asked() {
+    let (model, samples) = (
+        repo("models/digits/digits.onnx"),
+        repo("models/digits/samples.npy"),
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", &model, "--input", &samples, "--batch", "32"];
+        args.extend_from_slice(extra);
+        arenac(&args)
+    };
+    // stderr is a pipe here: no bar by default; --progress forces lines; the last flag wins.
+    let (code, _, err) = run(&[]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = run(&["--progress"]);
+    assert_eq!(code, 0, "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("progress: 100/100 rows (") && last.ends_with(" rows/s)"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--progress", "--no-progress"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = run(&["--no-progress", "--progress"]);
+    assert!(code == 0 && err.contains("progress: 100/100"), "{err}");
+}

@@ -138,6 +138,14 @@ enum Command {
         /// fit --memory-limit. Outputs go to --output-dir as batches finish.
         #[arg(long, value_name = "N|auto")]
         batch: Option<String>,
+        /// With --batch: show a progress bar on stderr (rows done/total, rows/s, ETA) even
+        /// when stderr is not a terminal (then as a line every second). Default: a bar when
+        /// stderr is a terminal.
+        #[arg(long, overrides_with = "no_progress")]
+        progress: bool,
+        /// With --batch: no progress bar.
+        #[arg(long, overrides_with = "progress")]
+        no_progress: bool,
     },
     /// The ops table: per op, opsets, dtypes and ONNX node tests passing (from the manifest).
     Ops,
@@ -257,6 +265,8 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             threads,
             profile,
             batch,
+            progress,
+            no_progress,
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
@@ -271,6 +281,11 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
                     batch: &batch,
                     output_dir: output_dir.as_deref(),
                     labels: labels.as_deref(),
+                    progress: match (progress, no_progress) {
+                        (true, _) => Some(true),
+                        (_, true) => Some(false),
+                        _ => None,
+                    },
                 };
                 return stream_cli::run(job, out);
             }

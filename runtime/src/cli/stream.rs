@@ -2,7 +2,9 @@
 //! (`arenac::stream::run_files`), and the closing summary. (A module of the `arenac` binary.)
 
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail};
 use arenac::CompileOptions;
@@ -21,6 +23,61 @@ pub struct Job<'a> {
     pub batch: &'a str,
     pub output_dir: Option<&'a Path>,
     pub labels: Option<&'a Path>,
+    /// `--progress` (`Some(true)`), `--no-progress` (`Some(false)`), or neither: a bar when
+    /// stderr is a terminal.
+    pub progress: Option<bool>,
+}
+
+/// Progress on stderr: an indicatif bar on a terminal, a line a second when forced
+/// elsewhere.
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines { started: Instant, last: Instant },
+}
+
+impl Progress {
+    fn new(wanted: Option<bool>) -> Option<Progress> {
+        let terminal = std::io::stderr().is_terminal();
+        match (wanted, terminal) {
+            (Some(false), _) | (None, false) => None,
+            (_, true) => {
+                let bar = indicatif::ProgressBar::new(0);
+                let style = indicatif::ProgressStyle::with_template(
+                    "{bar:40} {pos}/{len} rows  {per_sec}  ETA {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+                bar.set_style(style);
+                Some(Progress::Bar(bar))
+            }
+            (Some(true), false) => Some(Progress::Lines {
+                started: Instant::now(),
+                last: Instant::now(),
+            }),
+        }
+    }
+
+    fn update(&mut self, done: usize, total: usize) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            }
+            Progress::Lines { started, last } => {
+                if last.elapsed().as_secs_f64() >= 1.0 || done == total {
+                    *last = Instant::now();
+                    let secs = started.elapsed().as_secs_f64();
+                    let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+                    eprintln!("progress: {done}/{total} rows ({rate:.0} rows/s)");
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// Runs the job and appends its summary to `out`.
@@ -57,6 +114,12 @@ pub fn run(job: Job<'_>, out: &mut String) -> anyhow::Result<()> {
         }
         inputs.push((name, PathBuf::from(split.file)));
     }
+    let mut progress = Progress::new(job.progress);
+    let mut update = |done: usize, total: usize| {
+        if let Some(p) = progress.as_mut() {
+            p.update(done, total);
+        }
+    };
     let report = run_files(FileJob {
         model: job.model,
         opts: job.opts,
@@ -64,8 +127,12 @@ pub fn run(job: Job<'_>, out: &mut String) -> anyhow::Result<()> {
         batch,
         output_dir: job.output_dir,
         labels: job.labels,
-        progress: None,
-    })?;
+        progress: Some(&mut update),
+    });
+    if let Some(p) = progress {
+        p.finish();
+    }
+    let report = report?;
 
     let r = &report;
     let _ = writeln!(out, "model:   {}", job.model.display());
