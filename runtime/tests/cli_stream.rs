@@ -335,6 +335,19 @@ fn bad_inputs_are_one_line_errors_without_output() {
         s(&y),
     ]);
     assert_one_line_error(code, &err, "labels must be integers");
+    let few = dir.path().join("few.npy");
+    let l = TensorBuf::new(DType::I64, vec![3], vec![0; 24]).unwrap();
+    npy::write_npy(&few, l.view()).unwrap();
+    let (code, _, err) = run(&[
+        &digits,
+        "--input",
+        &samples,
+        "--batch",
+        "8",
+        "--labels",
+        s(&few),
+    ]);
+    assert_one_line_error(code, &err, "3 labels of shape [3] for 100 input rows");
     assert_no_output(&out_dir);
 
     // An output directory that cannot be created: a one-line error before any batch runs.
