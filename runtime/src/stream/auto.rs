@@ -22,9 +22,12 @@ pub struct AutoBatch {
 
 /// The staging a streaming run of `batch` rows holds besides the arena: the mapped input
 /// rows of the current batch (released behind the cursor) and the padded copy of the tail
-/// batch, so twice a batch of input rows. Outputs are written straight from the arena.
-pub fn staging_bytes(batch: usize, input_row_bytes: usize) -> usize {
-    batch.saturating_mul(input_row_bytes).saturating_mul(2)
+/// batch, so twice a batch of input rows; and the writer thread's two buffers per output
+/// (double buffering: batch k − 1 written while batch k runs), twice a batch of output rows.
+pub fn staging_bytes(batch: usize, input_row_bytes: usize, output_row_bytes: usize) -> usize {
+    batch
+        .saturating_mul(input_row_bytes.saturating_add(output_row_bytes))
+        .saturating_mul(2)
 }
 
 /// The largest batch, at most `max_rows` (the rows to run; at least 1), whose arena +
@@ -57,7 +60,8 @@ pub fn auto_batch(
         text: "none".into(),
     });
     // (plan bytes, model batch) at a binding; compile errors at one row are the user's.
-    let plan_at = |k: Option<usize>| -> Result<(usize, usize), StreamError> {
+    // (plan bytes, staging bytes, model batch) at a binding.
+    let plan_at = |k: Option<usize>| -> Result<(usize, usize, usize), StreamError> {
         let o = match (&symbol, k) {
             (Some(s), Some(k)) => plan_opts.clone().with_shape(s.clone(), vec![k]),
             _ => plan_opts.clone(),
@@ -68,23 +72,28 @@ pub fn auto_batch(
             .inputs
             .first()
             .and_then(|&v| g.value(v).ty.shape.first().copied())
-            .unwrap_or(1);
-        Ok((m.plan().total_bytes(), b))
+            .unwrap_or(1)
+            .max(1);
+        let out_bytes: usize = g
+            .outputs
+            .iter()
+            .map(|&v| g.value(v).ty.bytes().unwrap_or(0))
+            .sum();
+        let staging = staging_bytes(b, input_row_bytes, out_bytes / b);
+        Ok((m.plan().total_bytes(), staging, b))
     };
-    let total = |plan: usize, k: usize| plan.saturating_add(staging_bytes(k, input_row_bytes));
-    let over = |k: usize, plan: usize| {
+    let over = |k: usize, plan: usize, staging: usize| {
         StreamError::Input(format!(
-            "no batch fits {}: {k} row(s) need arena + weights {} + staging {} = {} bytes",
+            "no batch fits {}: {k} row(s) need arena + weights {plan} + staging {staging} = {} \
+             bytes",
             limit.source,
-            plan,
-            staging_bytes(k, input_row_bytes),
-            total(plan, k)
+            plan.saturating_add(staging)
         ))
     };
     let first = if symbol.is_some() { Some(1) } else { None };
-    let (plan1, b1) = plan_at(first)?;
-    if total(plan1, b1) > limit.bytes {
-        return Err(over(b1, plan1));
+    let (plan1, stage1, b1) = plan_at(first)?;
+    if plan1.saturating_add(stage1) > limit.bytes {
+        return Err(over(b1, plan1, stage1));
     }
     let max = max_rows.max(1);
     let batch = if symbol.is_none() || max == 1 {
@@ -93,7 +102,7 @@ pub fn auto_batch(
         let fits = |k: usize| {
             plan_at(Some(k))
                 .ok()
-                .is_some_and(|(p, _)| total(p, k) <= limit.bytes)
+                .is_some_and(|(p, st, _)| p.saturating_add(st) <= limit.bytes)
         };
         if fits(max) {
             max
@@ -101,15 +110,16 @@ pub fn auto_batch(
             bisect_largest(1, max, fits)
         }
     };
-    let plan_bytes = if batch == b1 {
-        plan1
+    let (plan_bytes, staging_bytes) = if batch == b1 {
+        (plan1, stage1)
     } else {
-        plan_at(Some(batch))?.0
+        let (p, st, _) = plan_at(Some(batch))?;
+        (p, st)
     };
     Ok(AutoBatch {
         batch,
         plan_bytes,
-        staging_bytes: staging_bytes(batch, input_row_bytes),
+        staging_bytes,
         limit,
     })
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::drain::Drain;
 use super::{AutoBatch, BatchRunner, MappedNpy, NpyRowWriter, RowSink, StreamError, auto_batch};
 use crate::CompileOptions;
 use crate::session::TensorRef;
@@ -102,8 +103,13 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
             writers.push(NpyRowWriter::create(&path, o.dtype, &o.row_shape, rows)?);
         }
     }
+    let drain = if writers.is_empty() {
+        None
+    } else {
+        Some(Drain::start(writers)?)
+    };
     let mut sink = FileSink {
-        writers,
+        drain,
         labels: labels.as_ref(),
         correct: 0,
         rows,
@@ -113,7 +119,11 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
     let stats = runner.run(&named, &mut sink)?;
     let (correct, has_labels) = (sink.correct, sink.labels.is_some());
     let mut written = Vec::new();
-    for (w, o) in sink.writers.into_iter().zip(runner.outputs()) {
+    let writers = match sink.drain {
+        Some(d) => d.finish()?,
+        None => Vec::new(),
+    };
+    for (w, o) in writers.into_iter().zip(runner.outputs()) {
         written.push((o.name.clone(), w.finish()?));
     }
     Ok(FileReport {
@@ -171,7 +181,7 @@ fn open_labels(path: &Path, rows: usize) -> Result<MappedNpy, StreamError> {
 
 /// The CLI's sink: writers, the label count, progress.
 struct FileSink<'l, 'a> {
-    writers: Vec<NpyRowWriter>,
+    drain: Option<Drain>,
     labels: Option<&'l MappedNpy>,
     correct: usize,
     rows: usize,
@@ -185,8 +195,8 @@ impl RowSink for FileSink<'_, '_> {
         first_row: usize,
         rows: TensorRef<'_>,
     ) -> Result<(), StreamError> {
-        if let Some(w) = self.writers.get_mut(output) {
-            w.write_rows(rows.bytes())?;
+        if let Some(d) = self.drain.as_mut() {
+            d.send(output, rows.bytes())?;
         }
         if output == 0
             && let Some(labels) = self.labels

@@ -37,6 +37,7 @@
 //! ```
 
 mod auto;
+mod drain;
 mod files;
 mod mapped;
 mod runner;
