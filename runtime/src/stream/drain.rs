@@ -89,3 +89,14 @@ impl Drain {
         }
     }
 }
+
+impl Drop for Drain {
+    /// Unfinished (an error elsewhere): stop the thread and wait for it, so its writers are
+    /// dropped (their partial files removed) before this returns.
+    fn drop(&mut self) {
+        self.to_writer = None;
+        if self.handle.is_some() {
+            let _ = self.join();
+        }
+    }
+}
