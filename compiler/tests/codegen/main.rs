@@ -8,6 +8,7 @@ mod common;
 mod concat;
 mod convt;
 mod dense;
+mod einsum;
 mod elementwise;
 mod faults;
 mod fused;
