@@ -104,6 +104,7 @@ pub fn widens(op: &Op, dt: DType) -> bool {
         | Op::LpPool(_) => dt != DType::F64,
         Op::Resize(a) => !matches!(a.mode, ResizeMode::Nearest),
         Op::Dft(_) | Op::Stft(_) => true,
+        Op::Sample(_) => true,
         Op::Unary(u) => matches!(
             u,
             UnaryOp::Relu

@@ -18,6 +18,7 @@
 //! - [`profile`]: the per-node profiling marks and what a profile knows at compile time.
 
 pub mod fault;
+pub mod host;
 pub mod kernels;
 mod lower;
 pub mod profile;

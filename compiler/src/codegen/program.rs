@@ -159,6 +159,8 @@ pub struct Externs {
     pub dft: FuncRef,
     /// `arenac_mel`.
     pub mel: FuncRef,
+    /// `arenac_host` (a precompiled Rust kernel, `super::host`).
+    pub host: FuncRef,
 }
 
 /// A program-level failure (ISA, symbols, finalization) as an error.
@@ -178,7 +180,7 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 9] {
+fn extern_defs() -> [ExternDef; 10] {
     [
         (
             "arenac_sgemm",
@@ -220,6 +222,12 @@ fn extern_defs() -> [ExternDef; 9] {
         (
             "arenac_mel",
             crate::fft::arenac_mel as *const u8,
+            &[I64, I64, I64, I64, I64],
+            None,
+        ),
+        (
+            "arenac_host",
+            super::host::arenac_host as *const u8,
             &[I64, I64, I64, I64, I64],
             None,
         ),
@@ -368,7 +376,7 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel) = (
+        let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel, host) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
             self.extern_id("arenac_logf")?,
@@ -376,6 +384,7 @@ impl Program {
             self.extern_id("arenac_pool2d")?,
             self.extern_id("arenac_dft")?,
             self.extern_id("arenac_mel")?,
+            self.extern_id("arenac_host")?,
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
@@ -385,6 +394,7 @@ impl Program {
             pool2d: self.module.declare_func_in_func(pool2d, &mut self.ctx.func),
             dft: self.module.declare_func_in_func(dft, &mut self.ctx.func),
             mel: self.module.declare_func_in_func(mel, &mut self.ctx.func),
+            host: self.module.declare_func_in_func(host, &mut self.ctx.func),
         };
         {
             let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);

@@ -26,6 +26,7 @@
 use crate::ir::types::TensorType;
 use crate::ops::Op;
 use crate::ops::resize::ResizeMode;
+use crate::ops::sample::{GridMode, SampleOp};
 
 fn numel(t: Option<&TensorType>) -> u64 {
     t.and_then(TensorType::numel).map_or(0, |n| n as u64)
@@ -97,6 +98,22 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
             out.saturating_mul(5 * u64::from(n.ilog2()))
         }
         Op::MelWeightMatrix(_) => 0,
+        // Per output element, a multiply-add per tap (at most 4 per dim).
+        Op::Sample(SampleOp::GridSample(a)) => {
+            let dims = inputs
+                .first()
+                .map_or(0, |x| x.shape.len().saturating_sub(2)) as u32;
+            let per: u64 = match a.mode {
+                GridMode::Nearest => 1,
+                GridMode::Linear => 2,
+                GridMode::Cubic => 4,
+            };
+            out.saturating_mul(per.saturating_pow(dims))
+                .saturating_mul(2)
+        }
+        Op::Sample(SampleOp::AffineGrid { size, .. }) => {
+            out.saturating_mul(2 * (size.len() as u64 + 1))
+        }
         // Control flow: the larger branch; a loop's body once per trip (an early exit is not
         // known at compile time).
         Op::If(a) => graph_flops(&a.then_branch).max(graph_flops(&a.else_branch)),

@@ -22,6 +22,7 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod sample;
 pub mod spectral;
 #[cfg(test)]
 pub(crate) mod test_util;
@@ -48,6 +49,7 @@ pub use reduce::scan::CumAttrs;
 pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
+pub use sample::SampleOp;
 pub use spectral::{DftAttrs, MelAttrs, StftAttrs};
 
 /// An op with its attributes. Closed: every pass and backend matches exhaustively.
@@ -306,6 +308,9 @@ pub enum Op {
     Stft(StftAttrs),
     /// Mel filter bank matrix (inputs: sample rate, lower and upper edge frequency).
     MelWeightMatrix(MelAttrs),
+    // --- sample/: precompiled Rust kernels (GridSample, AffineGrid)
+    /// A sampling or geometry op (`sample::SampleOp`).
+    Sample(SampleOp),
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
@@ -374,6 +379,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         constant::DEFS,
         resize::DEFS,
         spectral::DEFS,
+        sample::DEFS,
     ]
     .into_iter()
     .flatten()
@@ -398,6 +404,7 @@ enum Family {
     Constant,
     Resize,
     Spectral,
+    Sample,
     Fused,
     Control,
 }
@@ -452,6 +459,7 @@ impl Op {
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
             Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => Family::Spectral,
+            Op::Sample(_) => Family::Sample,
             Op::FusedElementwise(_) => Family::Fused,
             Op::If(_) | Op::Loop(_) => Family::Control,
         }
@@ -471,6 +479,7 @@ impl Op {
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
             Family::Spectral => spectral::name(self),
+            Family::Sample => sample::name(self),
             Family::Fused => fused::name(self),
             Family::Control => control::name(self),
         }
@@ -490,6 +499,7 @@ impl Op {
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
             Family::Spectral => spectral::infer(self, inputs),
+            Family::Sample => sample::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
             Family::Control => control::infer(self, inputs),
         }
@@ -510,6 +520,7 @@ impl Op {
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
             Family::Spectral => spectral::eval(self, inputs),
+            Family::Sample => sample::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
             Family::Control => control::eval(self, inputs),
         }
@@ -529,6 +540,7 @@ impl Op {
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
             Family::Spectral => spectral::attrs(self),
+            Family::Sample => sample::attrs(self),
             Family::Fused => fused::attrs(self),
             Family::Control => control::attrs(self),
         }

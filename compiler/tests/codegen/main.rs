@@ -26,6 +26,7 @@ mod reduce;
 mod resize;
 mod rnn;
 mod runtime_operands;
+mod sample;
 mod spectral;
 mod threads;
 mod typed;

@@ -9,6 +9,7 @@ mod indexing;
 mod movement;
 mod norm;
 mod reduce;
+mod sample;
 mod spectral;
 
 use super::kernels::conv::PoolDesc;
@@ -606,6 +607,7 @@ pub(super) fn node(
         Op::Loop(a) => control::lower_loop(&cx, a, prog, w),
         Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
         Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
+        Op::Sample(s) => sample::lower(&cx, s, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
 }

@@ -1,0 +1,149 @@
+//! Sampling and geometry ops computed by precompiled Rust kernels (`crate::codegen::host`):
+//! GridSample and AffineGrid (`grid.rs`). Each op's core is one generic function over
+//! [`Real`] elements, read by the reference evaluation in f64 and by the kernel in f32 (the
+//! difference is the element type only; the kernels are also checked against onnx's numpy
+//! reference through the node tests).
+
+pub mod grid;
+
+pub use grid::{GridAttrs, GridMode, GridPadding};
+
+use crate::error::OpError;
+use crate::ir::tensor::Tensor;
+use crate::ir::types::{DType, TensorType};
+use crate::ops::util::wrong_family;
+use crate::ops::{MAX_OPSET, Op, OpDef};
+
+/// Converters of this family.
+pub const DEFS: &[OpDef] = &[
+    OpDef {
+        op_type: "GridSample",
+        since: 16,
+        until: MAX_OPSET,
+        convert: grid::convert_grid_sample,
+    },
+    OpDef {
+        op_type: "AffineGrid",
+        since: 20,
+        until: MAX_OPSET,
+        convert: grid::convert_affine_grid,
+    },
+];
+
+/// The float types these ops read (f16/bf16/f64 nodes are widened to f32 kernels).
+const FLOATS: &[DType] = &[DType::F32, DType::F64, DType::F16, DType::BF16];
+
+/// One op of this family.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SampleOp {
+    /// GridSample: `X` sampled at the normalized points of `grid`.
+    GridSample(GridAttrs),
+    /// AffineGrid: the sampling grid of affine matrices `theta` over a fixed output size.
+    AffineGrid {
+        /// Corner pixels' centers at -1 and 1 (else their outer edges).
+        align_corners: bool,
+        /// The output's spatial sizes (`size[2..]`; 2 or 3 of them).
+        size: Vec<usize>,
+    },
+}
+
+/// An element type the cores compute on: read as and written from f64.
+pub trait Real: Copy {
+    /// The value as f64.
+    fn get(self) -> f64;
+    /// `v` rounded to this type.
+    fn put(v: f64) -> Self;
+}
+
+impl Real for f32 {
+    fn get(self) -> f64 {
+        f64::from(self)
+    }
+    fn put(v: f64) -> f32 {
+        v as f32
+    }
+}
+
+impl Real for f64 {
+    fn get(self) -> f64 {
+        self
+    }
+    fn put(v: f64) -> f64 {
+        v
+    }
+}
+
+/// Checks that input `i` has a float type.
+fn float_input(i: usize, ty: &TensorType) -> Result<(), OpError> {
+    if FLOATS.contains(&ty.dtype) {
+        Ok(())
+    } else {
+        Err(OpError::DType {
+            input: i,
+            dtype: ty.dtype,
+            expected: "float, float16, bfloat16 or double".into(),
+        })
+    }
+}
+
+fn sample_op(op: &Op) -> Result<&SampleOp, OpError> {
+    match op {
+        Op::Sample(s) => Ok(s),
+        _ => Err(wrong_family(op, "sampling")),
+    }
+}
+
+/// The op's printed name.
+pub fn name(op: &Op) -> &'static str {
+    match op {
+        Op::Sample(SampleOp::GridSample(_)) => "GridSample",
+        Op::Sample(SampleOp::AffineGrid { .. }) => "AffineGrid",
+        _ => "?",
+    }
+}
+
+/// Shape and type inference.
+pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
+    match sample_op(op)? {
+        SampleOp::GridSample(_) => grid::infer_grid_sample(inputs),
+        SampleOp::AffineGrid { size, .. } => grid::infer_affine_grid(size, inputs),
+    }
+}
+
+/// Reference evaluation: the op's core in f64.
+pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let out = infer(op, &types)?.remove(0);
+    let xs: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64_vec()).collect();
+    let mut y = vec![0.0f64; out.numel().unwrap_or(0)];
+    match sample_op(op)? {
+        SampleOp::GridSample(a) => {
+            let g = grid::GridGeometry::new(&types[0].shape, &types[1].shape)?;
+            grid::grid_sample(a, &g, &xs[0], &xs[1], &mut y);
+        }
+        SampleOp::AffineGrid {
+            align_corners,
+            size,
+        } => grid::affine_grid(*align_corners, size, &xs[0], &mut y),
+    }
+    Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
+}
+
+/// Attributes for the printer.
+pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
+    match op {
+        Op::Sample(SampleOp::GridSample(a)) => vec![
+            ("mode", format!("{:?}", a.mode).to_lowercase()),
+            ("padding_mode", format!("{:?}", a.padding).to_lowercase()),
+            ("align_corners", u8::from(a.align_corners).to_string()),
+        ],
+        Op::Sample(SampleOp::AffineGrid {
+            align_corners,
+            size,
+        }) => vec![
+            ("align_corners", u8::from(*align_corners).to_string()),
+            ("size", format!("{size:?}")),
+        ],
+        _ => vec![],
+    }
+}
