@@ -1,13 +1,17 @@
 //! Precompiled kernels written in Rust for ops whose inner loop is data-dependent gathering
 //! (GridSample, AffineGrid, RoiAlign, MaxUnpool, Det, 3-d pooling): a [`HostKernel`] made at
 //! compile time (geometry fixed, a closure over plain slices) and kept by the program, called
-//! from the generated code through [`arenac_host`] with up to four buffer addresses.
+//! from the generated code through [`arenac_host`] with up to six addresses (buffers, then a
+//! checking kernel's fault record and tag: `super::fault::report`).
+
+/// Addresses a host kernel takes.
+pub const SLOTS: usize = 6;
 
 /// One precompiled kernel: called with the node's buffer addresses in the order its lowering
 /// passed them (unused slots are null). The closure knows every buffer's length and reads
 /// or writes only within it; it must not allocate on the hot path it documents.
 pub struct HostKernel {
-    run: Box<dyn Fn([*mut u8; 4]) + Send + Sync>,
+    run: Box<dyn Fn([*mut u8; SLOTS]) + Send + Sync>,
 }
 
 impl HostKernel {
@@ -17,12 +21,12 @@ impl HostKernel {
     /// `run` is called only with addresses the lowering planned for this node: each
     /// readable (inputs) or writable (outputs) for the element counts `run` was made for,
     /// outputs overlapping no input.
-    pub fn new(run: impl Fn([*mut u8; 4]) + Send + Sync + 'static) -> HostKernel {
+    pub fn new(run: impl Fn([*mut u8; SLOTS]) + Send + Sync + 'static) -> HostKernel {
         HostKernel { run: Box::new(run) }
     }
 }
 
-/// Calls the kernel `k` on the buffers `a`..`d`.
+/// Calls the kernel `k` on the addresses `a`..`f`.
 ///
 /// # Safety
 /// `k` points to a live [`HostKernel`]; the addresses satisfy the contract of
@@ -34,10 +38,12 @@ pub unsafe extern "C" fn arenac_host(
     b: *mut u8,
     c: *mut u8,
     d: *mut u8,
+    e: *mut u8,
+    f: *mut u8,
 ) {
     // SAFETY: `k` is live by the contract.
     let k = unsafe { &*k };
-    (k.run)([a, b, c, d]);
+    (k.run)([a, b, c, d, e, f]);
 }
 
 /// `len` elements of `T` at `p` as a slice (empty when `len` is 0).

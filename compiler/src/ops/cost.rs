@@ -114,6 +114,16 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         Op::Sample(SampleOp::AffineGrid { size, .. }) => {
             out.saturating_mul(2 * (size.len() as u64 + 1))
         }
+        // Four taps per sample; the sample count depends on the regions (run time).
+        Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
+        Op::Sample(SampleOp::MaxUnpool(_)) => 0,
+        // LU: m^3 / 3 multiply-adds per matrix.
+        Op::Sample(SampleOp::Det) => {
+            let m = inputs
+                .first()
+                .map_or(0, |x| x.shape.last().copied().unwrap_or(0)) as u64;
+            out.saturating_mul(m.saturating_pow(3) * 2 / 3)
+        }
         // Control flow: the larger branch; a loop's body once per trip (an early exit is not
         // known at compile time).
         Op::If(a) => graph_flops(&a.then_branch).max(graph_flops(&a.else_branch)),

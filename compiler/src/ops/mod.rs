@@ -647,6 +647,7 @@ impl Op {
             }
             Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant, threads).1,
             Op::Dft(_) | Op::Stft(_) => spectral::scratch_bytes(self, inputs),
+            Op::Sample(s) => sample::scratch_bytes(s, x),
             // The ring of the in-place kernel, always planned (whether or not the liveness
             // puts the output over the input): one rule for the planner and the lowering.
             Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {

@@ -13,6 +13,7 @@ mod einsum;
 mod elementwise;
 mod faults;
 mod fused;
+mod geometry;
 mod indexing;
 mod logical;
 mod loss;

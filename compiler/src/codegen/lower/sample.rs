@@ -1,14 +1,34 @@
 //! Lowering of the sampling ops (`ops::sample`): a [`HostKernel`] closing over the node's
-//! geometry, run on f32 buffers through one call of [`crate::codegen::host::arenac_host`]
-//! with the inputs' and the output's addresses.
+//! geometry, run on f32 data (int64 indices) through one call of
+//! [`crate::codegen::host::arenac_host`] with the inputs' and the output's addresses, then
+//! Det's scratch, then — for run-time indices (RoiAlign's batch indices, MaxUnpool's `I`) —
+//! the fault record and tag: an index out of range is reported as the run's fault (and
+//! read as nothing). Constant indices are checked here instead.
 
 use super::Ctx;
-use crate::codegen::host::{HostKernel, input, output};
+use crate::codegen::fault::report;
+use crate::codegen::host::{HostKernel, SLOTS, input, output};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
-use crate::ir::types::TensorType;
-use crate::ops::sample::{SampleOp, grid};
+use crate::ir::types::{DType, TensorType};
+use crate::ops::sample::{SampleOp, det, grid, roi, unpool};
+
+/// Reports the first of `idx` outside `0..n` through the record at `p[at]` (tag `p[at + 1]`;
+/// nothing when the record is null).
+fn check_indices(p: &[*mut u8; SLOTS], at: usize, idx: &[i64], n: usize) {
+    let Some(&rec) = p.get(at).filter(|r| !r.is_null()) else {
+        return;
+    };
+    let tag = p.get(at + 1).map_or(0, |&t| t as u64);
+    if let Some(&bad) = idx
+        .iter()
+        .find(|&&i| usize::try_from(i).map_or(true, |i| i >= n))
+    {
+        // SAFETY: `rec` is the fault record the lowering passed (`Ctx::fault_sink`).
+        unsafe { report(rec, tag, bad, 0, n as i64 - 1) };
+    }
+}
 
 pub(super) fn lower(
     cx: &Ctx<'_>,
@@ -16,20 +36,50 @@ pub(super) fn lower(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
-    cx.all_f32()?;
     let n = cx.g.node(cx.id);
     let types: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
-    let numel = |t: &TensorType| t.numel().unwrap_or(0);
     let out = cx.output()?;
-    let y_len = numel(cx.ty(out));
+    let yt = cx.ty(out).clone();
+    let f32_data = yt.dtype == DType::F32
+        && types
+            .iter()
+            .all(|t| matches!(t.dtype, DType::F32 | DType::I64))
+        && types.first().is_some_and(|t| t.dtype == DType::F32);
+    if !f32_data {
+        return Err(cx.err(format!(
+            "no kernel for {} on {} yet (f32 only)",
+            n.op.name(),
+            yt.dtype.name()
+        )));
+    }
+    let numel = |t: &TensorType| t.numel().unwrap_or(0);
+    let len = |i: usize| types.get(i).map_or(0, numel);
+    let y_len = numel(&yt);
+    let mut sink = None;
+    let mut scratch = None;
+    // A constant index input is checked now; a run-time one by the kernel.
+    let indices = |i: usize, what: &'static str, n: usize, prog: &mut Program| {
+        let v = cx.input(i)?;
+        if let Some(t) = cx.constant(v) {
+            let bad = t
+                .to_f64_vec()
+                .into_iter()
+                .find(|&x| x < 0.0 || x >= n as f64);
+            if let Some(bad) = bad {
+                return Err(cx.err(format!(
+                    "{what} {bad} is out of range 0 to {}",
+                    n as i64 - 1
+                )));
+            }
+            return Ok(None);
+        }
+        cx.fault_sink(prog, i, what)
+    };
+    let err = |e: crate::error::OpError| cx.err(e.to_string());
     let kernel = match op {
         SampleOp::GridSample(a) => {
-            let [xt, gt] = types.as_slice() else {
-                return Err(cx.err("GridSample takes X and grid"));
-            };
-            let g =
-                grid::GridGeometry::new(&xt.shape, &gt.shape).map_err(|e| cx.err(e.to_string()))?;
-            let (a, x_len, g_len) = (*a, numel(xt), numel(gt));
+            let g = grid::GridGeometry::new(&types[0].shape, &types[1].shape).map_err(err)?;
+            let (a, x_len, g_len) = (*a, len(0), len(1));
             HostKernel::new(move |p| {
                 // SAFETY: `arenac_host`'s contract: X, grid and Y planned for these counts.
                 let (x, gr, y) = unsafe {
@@ -46,12 +96,71 @@ pub(super) fn lower(
             align_corners,
             size,
         } => {
-            let (align, size) = (*align_corners, size.clone());
-            let t_len = types.first().map_or(0, numel);
+            let (align, size, t_len) = (*align_corners, size.clone(), len(0));
             HostKernel::new(move |p| {
                 // SAFETY: as above: theta and Y planned for these counts.
                 let (t, y) = unsafe { (input::<f32>(p[0], t_len), output::<f32>(p[1], y_len)) };
                 grid::affine_grid(align, &size, t, y);
+            })
+        }
+        SampleOp::RoiAlign(a) => {
+            let s = &types[0].shape;
+            let xs = [s[0], s[1], s[2], s[3]];
+            sink = indices(2, "batch index", xs[0], prog)?;
+            let (a, x_len, r_len, b_len) = (*a, len(0), len(1), len(2));
+            HostKernel::new(move |p| {
+                // SAFETY: as above: X, rois, batch indices and Y planned for these counts.
+                let (x, rois, b, y) = unsafe {
+                    (
+                        input::<f32>(p[0], x_len),
+                        input::<f32>(p[1], r_len),
+                        input::<i64>(p[2], b_len),
+                        output::<f32>(p[3], y_len),
+                    )
+                };
+                check_indices(&p, 4, b, xs[0]);
+                roi::roi_align(&a, xs, rois, b, x, y);
+            })
+        }
+        SampleOp::MaxUnpool(a) => {
+            let inner = unpool::unpooled(a, &types[0].shape).map_err(err)?;
+            let total = inner.iter().product();
+            sink = indices(1, "index", total, prog)?;
+            let (outer, x_len) = (yt.shape.clone(), len(0));
+            HostKernel::new(move |p| {
+                // SAFETY: as above: X, I and Y planned for these counts.
+                let (x, i, y) = unsafe {
+                    (
+                        input::<f32>(p[0], x_len),
+                        input::<i64>(p[1], x_len),
+                        output::<f32>(p[2], y_len),
+                    )
+                };
+                check_indices(&p, 3, i, total);
+                unpool::max_unpool(&inner, &outer, x, i, y);
+            })
+        }
+        SampleOp::Det => {
+            let m = det::order(&types[0].shape);
+            let planned = super::dense::planned_scratch(cx);
+            if planned < m * m * 8 {
+                return Err(cx.err(format!(
+                    "internal: Det needs {} bytes of scratch, {planned} planned",
+                    m * m * 8
+                )));
+            }
+            scratch = Some(cx.scratch()?);
+            let x_len = len(0);
+            HostKernel::new(move |p| {
+                // SAFETY: as above, and the scratch holds `m * m` f64 (checked when lowering).
+                let (x, y, lu) = unsafe {
+                    (
+                        input::<f32>(p[0], x_len),
+                        output::<f32>(p[1], y_len),
+                        output::<f64>(p[2], m * m),
+                    )
+                };
+                det::det(m, x, y, lu);
             })
         }
     };
@@ -60,14 +169,23 @@ pub(super) fn lower(
         args.push(cx.operand(v, w)?);
     }
     args.push(cx.arena(out)?);
-    if args.len() > 5 {
-        return Err(cx.err("internal: a host kernel takes at most 4 buffers"));
+    args.extend(scratch);
+    if let Some(sink) = sink {
+        args.extend(sink);
     }
-    args.resize(5, Operand::Null);
+    if args.len() > SLOTS + 1 {
+        return Err(cx.err("internal: a host kernel takes at most 6 addresses"));
+    }
+    args.resize(SLOTS + 1, Operand::Null);
     let (node, opname) = cx.label();
-    let f = prog.kernel("host".to_string(), 5, (&node, &opname), |b, p, ext| {
-        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
-    })?;
+    let f = prog.kernel(
+        "host".to_string(),
+        SLOTS + 1,
+        (&node, &opname),
+        |b, p, ext| {
+            cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
+        },
+    )?;
     prog.call(f, args);
     Ok(())
 }

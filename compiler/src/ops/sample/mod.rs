@@ -1,12 +1,18 @@
 //! Sampling and geometry ops computed by precompiled Rust kernels (`crate::codegen::host`):
-//! GridSample and AffineGrid (`grid.rs`). Each op's core is one generic function over
+//! GridSample and AffineGrid (`grid.rs`), RoiAlign (`roi.rs`), MaxUnpool (`unpool.rs`), Det
+//! (`det.rs`). Each op's core is one generic function over
 //! [`Real`] elements, read by the reference evaluation in f64 and by the kernel in f32 (the
 //! difference is the element type only; the kernels are also checked against onnx's numpy
 //! reference through the node tests).
 
+pub mod det;
 pub mod grid;
+pub mod roi;
+pub mod unpool;
 
 pub use grid::{GridAttrs, GridMode, GridPadding};
+pub use roi::RoiAttrs;
+pub use unpool::UnpoolAttrs;
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
@@ -28,6 +34,24 @@ pub const DEFS: &[OpDef] = &[
         until: MAX_OPSET,
         convert: grid::convert_affine_grid,
     },
+    OpDef {
+        op_type: "RoiAlign",
+        since: 10,
+        until: MAX_OPSET,
+        convert: roi::convert,
+    },
+    OpDef {
+        op_type: "MaxUnpool",
+        since: 9,
+        until: MAX_OPSET,
+        convert: unpool::convert,
+    },
+    OpDef {
+        op_type: "Det",
+        since: 11,
+        until: MAX_OPSET,
+        convert: det::convert,
+    },
 ];
 
 /// The float types these ops read (f16/bf16/f64 nodes are widened to f32 kernels).
@@ -45,6 +69,12 @@ pub enum SampleOp {
         /// The output's spatial sizes (`size[2..]`; 2 or 3 of them).
         size: Vec<usize>,
     },
+    /// RoiAlign: regions of interest pooled to a fixed size.
+    RoiAlign(RoiAttrs),
+    /// MaxUnpool: values scattered to MaxPool's indices.
+    MaxUnpool(UnpoolAttrs),
+    /// Det: the determinant of each matrix.
+    Det,
 }
 
 /// An element type the cores compute on: read as and written from f64.
@@ -98,6 +128,9 @@ pub fn name(op: &Op) -> &'static str {
     match op {
         Op::Sample(SampleOp::GridSample(_)) => "GridSample",
         Op::Sample(SampleOp::AffineGrid { .. }) => "AffineGrid",
+        Op::Sample(SampleOp::RoiAlign(_)) => "RoiAlign",
+        Op::Sample(SampleOp::MaxUnpool(_)) => "MaxUnpool",
+        Op::Sample(SampleOp::Det) => "Det",
         _ => "?",
     }
 }
@@ -107,6 +140,9 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
     match sample_op(op)? {
         SampleOp::GridSample(_) => grid::infer_grid_sample(inputs),
         SampleOp::AffineGrid { size, .. } => grid::infer_affine_grid(size, inputs),
+        SampleOp::RoiAlign(a) => roi::infer(a, inputs),
+        SampleOp::MaxUnpool(a) => unpool::infer(a, inputs),
+        SampleOp::Det => det::infer(inputs),
     }
 }
 
@@ -125,6 +161,21 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             align_corners,
             size,
         } => grid::affine_grid(*align_corners, size, &xs[0], &mut y),
+        SampleOp::RoiAlign(a) => {
+            let s = &types[0].shape;
+            let batch: Vec<i64> = xs[2].iter().map(|&v| v as i64).collect();
+            roi::roi_align(a, [s[0], s[1], s[2], s[3]], &xs[1], &batch, &xs[0], &mut y);
+        }
+        SampleOp::MaxUnpool(a) => {
+            let inner = unpool::unpooled(a, &types[0].shape)?;
+            let idx: Vec<i64> = inputs[1].to_f64_vec().iter().map(|&v| v as i64).collect();
+            unpool::max_unpool(&inner, &out.shape, &xs[0], &idx, &mut y);
+        }
+        SampleOp::Det => {
+            let m = det::order(&types[0].shape);
+            let mut lu = vec![0.0; m * m];
+            det::det(m, &xs[0], &mut y, &mut lu);
+        }
     }
     Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
 }
@@ -144,6 +195,39 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             ("align_corners", u8::from(*align_corners).to_string()),
             ("size", format!("{size:?}")),
         ],
+        Op::Sample(SampleOp::RoiAlign(a)) => vec![
+            ("mode", if a.max { "max" } else { "avg" }.to_string()),
+            (
+                "coordinate_transformation_mode",
+                if a.half_pixel {
+                    "half_pixel"
+                } else {
+                    "output_half_pixel"
+                }
+                .to_string(),
+            ),
+            ("output_height", a.out_h.to_string()),
+            ("output_width", a.out_w.to_string()),
+            ("sampling_ratio", a.sampling_ratio.to_string()),
+            ("spatial_scale", a.spatial_scale.to_string()),
+        ],
+        Op::Sample(SampleOp::MaxUnpool(a)) => vec![
+            ("kernel_shape", format!("{:?}", a.kernel)),
+            ("strides", format!("{:?}", a.strides)),
+            ("pads", format!("{:?}", a.pads)),
+            ("output_shape", format!("{:?}", a.output_shape)),
+        ],
         _ => vec![],
+    }
+}
+
+/// Scratch bytes of a node: Det's LU work space (`M * M` f64); none for the others.
+pub fn scratch_bytes(op: &SampleOp, x: &TensorType) -> usize {
+    match op {
+        SampleOp::Det => {
+            let m = det::order(&x.shape);
+            m.saturating_mul(m).saturating_mul(8)
+        }
+        _ => 0,
     }
 }
