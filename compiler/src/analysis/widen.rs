@@ -104,7 +104,8 @@ pub fn widens(op: &Op, dt: DType) -> bool {
         | Op::LpPool(_) => dt != DType::F64,
         Op::Resize(a) => !matches!(a.mode, ResizeMode::Nearest),
         Op::Dft(_) | Op::Stft(_) => true,
-        Op::Sample(_) => true,
+        // Dropout copies bytes of any type.
+        Op::Sample(s) => !matches!(s, crate::ops::SampleOp::Dropout(_)),
         Op::Unary(u) => matches!(
             u,
             UnaryOp::Relu

@@ -42,6 +42,7 @@ pub mod conv;
 mod depthwise;
 mod kernels;
 pub mod pool;
+pub mod pool3d;
 pub(crate) mod small;
 pub(crate) mod split;
 

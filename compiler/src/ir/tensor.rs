@@ -259,7 +259,9 @@ pub fn read_f64(dtype: DType, c: &[u8]) -> f64 {
     }
 }
 
-fn read_i64(dtype: DType, c: &[u8]) -> i64 {
+/// One element of `dtype` at the start of `c` as i64 (floats truncated toward zero; `c` holds at
+/// least `dtype.size()` bytes).
+pub fn read_i64(dtype: DType, c: &[u8]) -> i64 {
     match dtype {
         DType::I8 => i64::from(c[0] as i8),
         DType::U8 => i64::from(c[0]),

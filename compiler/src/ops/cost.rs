@@ -116,7 +116,7 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         }
         // Four taps per sample; the sample count depends on the regions (run time).
         Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
-        Op::Sample(SampleOp::MaxUnpool(_)) => 0,
+        Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_)) => 0,
         // LU: m^3 / 3 multiply-adds per matrix.
         Op::Sample(SampleOp::Det) => {
             let m = inputs
@@ -162,6 +162,7 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         | Op::Squeeze { .. }
         | Op::Unsqueeze { .. }
         | Op::Identity
+        | Op::BitCast { .. }
         | Op::Transpose { .. }
         | Op::Concat { .. }
         | Op::Split { .. }

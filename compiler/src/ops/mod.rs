@@ -206,6 +206,11 @@ pub enum Op {
     },
     /// Identity; also Dropout at inference.
     Identity,
+    /// The bytes reinterpreted as another element type of the same size (BitCast).
+    BitCast {
+        /// The output element type.
+        to: DType,
+    },
     // --- movement.rs
     /// Permute dims.
     Transpose {
@@ -442,7 +447,8 @@ impl Op {
             | Op::Flatten { .. }
             | Op::Squeeze { .. }
             | Op::Unsqueeze { .. }
-            | Op::Identity => Family::View,
+            | Op::Identity
+            | Op::BitCast { .. } => Family::View,
             Op::Transpose { .. }
             | Op::Concat { .. }
             | Op::Split { .. }

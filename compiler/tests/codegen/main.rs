@@ -4,11 +4,13 @@
 //! One test binary, one module per op family.
 
 mod attention;
+mod bitcast;
 mod common;
 mod concat;
 mod control;
 mod convt;
 mod dense;
+mod dropout;
 mod einsum;
 mod elementwise;
 mod faults;
@@ -21,6 +23,8 @@ mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod pool3d;
+mod pow;
 mod qlinear;
 mod quant;
 mod reduce;

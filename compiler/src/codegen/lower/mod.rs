@@ -8,6 +8,8 @@ mod elementwise;
 mod indexing;
 mod movement;
 mod norm;
+mod pool3d;
+mod pow;
 mod reduce;
 mod sample;
 mod spectral;
@@ -479,6 +481,9 @@ pub(super) fn node(
             if n.outputs.len() > 1 {
                 return Err(cx.err("no kernel for MaxPool with Indices yet"));
             }
+            if a.kernel.len() == 3 {
+                return pool3d::lower(&cx, a, true, prog);
+            }
             let x = cx.input(0)?;
             let xs = &cx.ty(x).shape;
             let win = window(
@@ -498,6 +503,9 @@ pub(super) fn node(
         }
         Op::AveragePool(a) => {
             cx.all_f32()?;
+            if a.kernel.len() == 3 {
+                return pool3d::lower(&cx, a, false, prog);
+            }
             let x = cx.input(0)?;
             let xs = &cx.ty(x).shape;
             let win = window(

@@ -12,7 +12,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::sample::{SampleOp, det, grid, roi, unpool};
+use crate::ops::sample::{DropoutAttrs, SampleOp, det, grid, roi, unpool};
 
 /// Reports the first of `idx` outside `0..n` through the record at `p[at]` (tag `p[at + 1]`;
 /// nothing when the record is null).
@@ -36,6 +36,9 @@ pub(super) fn lower(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
+    if let SampleOp::Dropout(a) = op {
+        return dropout(cx, *a, prog, w);
+    }
     let n = cx.g.node(cx.id);
     let types: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
     let out = cx.output()?;
@@ -163,6 +166,7 @@ pub(super) fn lower(
                 det::det(m, x, y, lu);
             })
         }
+        SampleOp::Dropout(_) => return Err(cx.err("internal: Dropout lowered above")),
     };
     let mut args = vec![prog.keep(Box::new(kernel))];
     for &v in &n.inputs {
@@ -173,6 +177,68 @@ pub(super) fn lower(
     if let Some(sink) = sink {
         args.extend(sink);
     }
+    call(cx, prog, args)
+}
+
+/// Dropout's copy (any element type, as bytes), its all-true mask, and the check that a
+/// run-time `training_mode` is false (else the run's fault).
+fn dropout(
+    cx: &Ctx<'_>,
+    a: DropoutAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let x = cx.input(0)?;
+    let bytes = cx.ty(x).bytes().unwrap_or(0);
+    let numel = cx.ty(x).numel().unwrap_or(0);
+    let mut args = vec![Operand::Null, cx.operand(x, w)?];
+    if a.check {
+        args.push(cx.operand(cx.input(1)?, w)?);
+    }
+    let y = *n
+        .outputs
+        .first()
+        .ok_or_else(|| cx.err("missing output 0"))?;
+    args.push(cx.arena(y)?);
+    if a.mask {
+        let m = *n
+            .outputs
+            .get(1)
+            .ok_or_else(|| cx.err("missing output 1 (mask)"))?;
+        args.push(cx.arena(m)?);
+    }
+    let sink = if a.check {
+        cx.fault_sink(prog, 1, "training_mode")?
+    } else {
+        None
+    };
+    if let Some(sink) = sink {
+        args.extend(sink);
+    }
+    // Slots: x, [training], y, [mask], [record, tag].
+    let t = usize::from(a.check);
+    let (ys, ms, rec) = (1 + t, 2 + t, 2 + t + usize::from(a.mask));
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: x and y hold `bytes` bytes, the mask `numel`,
+        // the flag one.
+        unsafe {
+            if t == 1 && input::<u8>(p[1], 1).first().is_some_and(|&b| b != 0) && !p[rec].is_null()
+            {
+                report(p[rec], p[rec + 1] as u64, 1, 0, 0);
+            }
+            output::<u8>(p[ys], bytes).copy_from_slice(input::<u8>(p[0], bytes));
+            if a.mask {
+                output::<u8>(p[ms], numel).fill(1);
+            }
+        }
+    });
+    args[0] = prog.keep(Box::new(kernel));
+    call(cx, prog, args)
+}
+
+/// The call of `arenac_host` with `args` (the kernel, then up to [`SLOTS`] addresses).
+fn call(cx: &Ctx<'_>, prog: &mut Program, mut args: Vec<Operand>) -> Result<(), Error> {
     if args.len() > SLOTS + 1 {
         return Err(cx.err("internal: a host kernel takes at most 6 addresses"));
     }

@@ -6,10 +6,12 @@
 //! reference through the node tests).
 
 pub mod det;
+pub mod dropout;
 pub mod grid;
 pub mod roi;
 pub mod unpool;
 
+pub use dropout::DropoutAttrs;
 pub use grid::{GridAttrs, GridMode, GridPadding};
 pub use roi::RoiAttrs;
 pub use unpool::UnpoolAttrs;
@@ -75,6 +77,8 @@ pub enum SampleOp {
     MaxUnpool(UnpoolAttrs),
     /// Det: the determinant of each matrix.
     Det,
+    /// Dropout at inference with its mask or a run-time `training_mode` (`dropout.rs`).
+    Dropout(DropoutAttrs),
 }
 
 /// An element type the cores compute on: read as and written from f64.
@@ -131,6 +135,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Sample(SampleOp::RoiAlign(_)) => "RoiAlign",
         Op::Sample(SampleOp::MaxUnpool(_)) => "MaxUnpool",
         Op::Sample(SampleOp::Det) => "Det",
+        Op::Sample(SampleOp::Dropout(_)) => "Dropout",
         _ => "?",
     }
 }
@@ -143,11 +148,15 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
         SampleOp::RoiAlign(a) => roi::infer(a, inputs),
         SampleOp::MaxUnpool(a) => unpool::infer(a, inputs),
         SampleOp::Det => det::infer(inputs),
+        SampleOp::Dropout(a) => dropout::infer(a, inputs),
     }
 }
 
 /// Reference evaluation: the op's core in f64.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    if let SampleOp::Dropout(a) = sample_op(op)? {
+        return dropout::eval(a, inputs);
+    }
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
     let out = infer(op, &types)?.remove(0);
     let xs: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64_vec()).collect();
@@ -176,6 +185,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             let mut lu = vec![0.0; m * m];
             det::det(m, &xs[0], &mut y, &mut lu);
         }
+        SampleOp::Dropout(_) => {}
     }
     Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
 }
@@ -216,6 +226,10 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             ("strides", format!("{:?}", a.strides)),
             ("pads", format!("{:?}", a.pads)),
             ("output_shape", format!("{:?}", a.output_shape)),
+        ],
+        Op::Sample(SampleOp::Dropout(a)) => vec![
+            ("check_training", u8::from(a.check).to_string()),
+            ("mask", u8::from(a.mask).to_string()),
         ],
         _ => vec![],
     }
