@@ -1,11 +1,11 @@
 //! Precompiled kernels written in Rust for ops whose inner loop is data-dependent gathering
 //! (GridSample, AffineGrid, RoiAlign, MaxUnpool, Det, 3-d pooling): a [`HostKernel`] made at
 //! compile time (geometry fixed, a closure over plain slices) and kept by the program, called
-//! from the generated code through [`arenac_host`] with up to six addresses (buffers, then a
+//! from the generated code through [`arenac_host`] with up to eight addresses (buffers, then a
 //! checking kernel's fault record and tag: `super::fault::report`).
 
 /// Addresses a host kernel takes.
-pub const SLOTS: usize = 6;
+pub const SLOTS: usize = 8;
 
 /// One precompiled kernel: called with the node's buffer addresses in the order its lowering
 /// passed them (unused slots are null). The closure knows every buffer's length and reads
@@ -26,7 +26,7 @@ impl HostKernel {
     }
 }
 
-/// Calls the kernel `k` on the addresses `a`..`f`.
+/// Calls the kernel `k` on the addresses `a`..`h`.
 ///
 /// # Safety
 /// `k` points to a live [`HostKernel`]; the addresses satisfy the contract of
@@ -40,10 +40,12 @@ pub unsafe extern "C" fn arenac_host(
     d: *mut u8,
     e: *mut u8,
     f: *mut u8,
+    g: *mut u8,
+    h: *mut u8,
 ) {
     // SAFETY: `k` is live by the contract.
     let k = unsafe { &*k };
-    (k.run)([a, b, c, d, e, f]);
+    (k.run)([a, b, c, d, e, f, g, h]);
 }
 
 /// `len` elements of `T` at `p` as a slice (empty when `len` is 0).

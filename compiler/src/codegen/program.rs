@@ -228,7 +228,7 @@ fn extern_defs() -> [ExternDef; 10] {
         (
             "arenac_host",
             super::host::arenac_host as *const u8,
-            &[I64, I64, I64, I64, I64, I64, I64],
+            &[I64, I64, I64, I64, I64, I64, I64, I64, I64],
             None,
         ),
         (

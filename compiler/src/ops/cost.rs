@@ -117,6 +117,15 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         // Four taps per sample; the sample count depends on the regions (run time).
         Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
         Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_)) => 0,
+        // Per step and key/value head: decay, correction, update and reads of the state.
+        Op::Sample(SampleOp::LinearAttention(_)) => {
+            let state = numel(outputs.get(1));
+            let steps = inputs
+                .first()
+                .and_then(|q| q.shape.get(1))
+                .map_or(1, |&t| t as u64);
+            state.saturating_mul(steps).saturating_mul(8)
+        }
         // LU: m^3 / 3 multiply-adds per matrix.
         Op::Sample(SampleOp::Det) => {
             let m = inputs

@@ -618,10 +618,11 @@ mod tests {
         let (op, data_in) = convert(&n, 13, vec![data(&[2]), data(&[]), flag()]).unwrap();
         let check = crate::ops::sample::DropoutAttrs {
             check: true,
+            ratio: true,
             mask: false,
         };
         assert_eq!(op, Op::Sample(crate::ops::SampleOp::Dropout(check)));
-        assert_eq!(data_in, vec![0, 2]);
+        assert_eq!(data_in, vec![0, 1, 2]);
         let ratio0 = cnst(Tensor::f32(vec![], &[0.0]));
         let (op, data_in) = convert(&n, 13, vec![data(&[2]), ratio0, flag()]).unwrap();
         assert_eq!((op, data_in), (Op::Identity, vec![0]));
@@ -631,6 +632,7 @@ mod tests {
         let n = node("Dropout", 2, vec![]);
         let mask = crate::ops::sample::DropoutAttrs {
             check: false,
+            ratio: false,
             mask: true,
         };
         assert_eq!(

@@ -51,3 +51,25 @@ fn dropout_mask_and_run_time_training_mode() {
     assert_eq!(ys[0], x);
     assert_eq!(ys[1].to_i64_vec(), vec![1; 6]);
 }
+
+#[test]
+fn dropout_run_time_ratio_zero_allows_training() {
+    let m = ModelBuilder::new("dropout", 13)
+        .input("x", DType::F32, &dims(&[4]))
+        .input("r", DType::F32, &[])
+        .input("t", DType::Bool, &[])
+        .output("y", DType::F32, &[])
+        .output("m", DType::Bool, &[])
+        .node("my_drop", "Dropout", &["x", "r", "t"], &["y", "m"], vec![])
+        .build();
+    let exe = build(&m);
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let x = Tensor::f32(vec![4], &[1.0, 2.0, 3.0, 4.0]);
+    let r = |v: f32| Tensor::f32(vec![], &[v]);
+    let t = Tensor::from_i64(DType::Bool, vec![], &[1]);
+    let ys = run_in(&exe, &mut arena, &[x.clone(), r(0.0), t.clone()]).expect("ratio 0");
+    assert_eq!(ys[0], x);
+    assert_eq!(ys[1].to_i64_vec(), vec![1; 4]);
+    let e = run_in(&exe, &mut arena, &[x, r(0.25), t]).expect_err("ratio 0.25");
+    assert!(e.contains("my_drop") && e.contains("training_mode"), "{e}");
+}

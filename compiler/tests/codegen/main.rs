@@ -15,6 +15,7 @@ mod einsum;
 mod elementwise;
 mod faults;
 mod fused;
+mod gated;
 mod geometry;
 mod indexing;
 mod logical;

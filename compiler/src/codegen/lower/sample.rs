@@ -12,7 +12,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::sample::{DropoutAttrs, SampleOp, det, grid, roi, unpool};
+use crate::ops::sample::{DropoutAttrs, LinearAttrs, SampleOp, det, grid, linear, roi, unpool};
 
 /// Reports the first of `idx` outside `0..n` through the record at `p[at]` (tag `p[at + 1]`;
 /// nothing when the record is null).
@@ -36,8 +36,10 @@ pub(super) fn lower(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
-    if let SampleOp::Dropout(a) = op {
-        return dropout(cx, *a, prog, w);
+    match op {
+        SampleOp::Dropout(a) => return dropout(cx, *a, prog, w),
+        SampleOp::LinearAttention(a) => return linear(cx, *a, prog, w),
+        _ => {}
     }
     let n = cx.g.node(cx.id);
     let types: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
@@ -166,7 +168,9 @@ pub(super) fn lower(
                 det::det(m, x, y, lu);
             })
         }
-        SampleOp::Dropout(_) => return Err(cx.err("internal: Dropout lowered above")),
+        SampleOp::Dropout(_) | SampleOp::LinearAttention(_) => {
+            return Err(cx.err("internal: lowered above"));
+        }
     };
     let mut args = vec![prog.keep(Box::new(kernel))];
     for &v in &n.inputs {
@@ -193,8 +197,15 @@ fn dropout(
     let bytes = cx.ty(x).bytes().unwrap_or(0);
     let numel = cx.ty(x).numel().unwrap_or(0);
     let mut args = vec![Operand::Null, cx.operand(x, w)?];
-    if a.check {
+    let ratio_type = if a.ratio {
         args.push(cx.operand(cx.input(1)?, w)?);
+        Some(cx.ty(cx.input(1)?).dtype)
+    } else {
+        None
+    };
+    let flag = 1 + usize::from(a.ratio);
+    if a.check {
+        args.push(cx.operand(cx.input(flag)?, w)?);
     }
     let y = *n
         .outputs
@@ -209,22 +220,26 @@ fn dropout(
         args.push(cx.arena(m)?);
     }
     let sink = if a.check {
-        cx.fault_sink(prog, 1, "training_mode")?
+        cx.fault_sink(prog, flag, "training_mode")?
     } else {
         None
     };
     if let Some(sink) = sink {
         args.extend(sink);
     }
-    // Slots: x, [training], y, [mask], [record, tag].
+    // Slots: x, [ratio], [training], y, [mask], [record, tag].
     let t = usize::from(a.check);
-    let (ys, ms, rec) = (1 + t, 2 + t, 2 + t + usize::from(a.mask));
+    let ys = flag + t;
+    let (ms, rec) = (ys + 1, ys + 1 + usize::from(a.mask));
     let kernel = HostKernel::new(move |p| {
         // SAFETY: `arenac_host`'s contract: x and y hold `bytes` bytes, the mask `numel`,
-        // the flag one.
+        // the flag one byte, the ratio one element of its type.
         unsafe {
-            if t == 1 && input::<u8>(p[1], 1).first().is_some_and(|&b| b != 0) && !p[rec].is_null()
-            {
+            let nonzero_ratio = ratio_type.is_none_or(|dt| {
+                crate::ir::tensor::read_f64(dt, input::<u8>(p[1], dt.size())) != 0.0
+            });
+            let training = t == 1 && input::<u8>(p[flag], 1).first().is_some_and(|&b| b != 0);
+            if training && nonzero_ratio && !p[rec].is_null() {
                 report(p[rec], p[rec + 1] as u64, 1, 0, 0);
             }
             output::<u8>(p[ys], bytes).copy_from_slice(input::<u8>(p[0], bytes));
@@ -237,10 +252,59 @@ fn dropout(
     call(cx, prog, args)
 }
 
+/// LinearAttention (f32): the recurrence over the node's inputs, writing the output and the
+/// present state (the state is updated in place there).
+fn linear(
+    cx: &Ctx<'_>,
+    a: LinearAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let types: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let outs: Vec<TensorType> = n.outputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    if types.iter().chain(&outs).any(|t| t.dtype != DType::F32) || outs.len() != 2 {
+        return Err(cx.err("no kernel for LinearAttention on these types yet (f32 only)"));
+    }
+    let g = linear::LinearGeometry::new(&a, &types).map_err(|e| cx.err(e.to_string()))?;
+    let lens: Vec<usize> = types.iter().map(|t| t.numel().unwrap_or(0)).collect();
+    let (ny, ns) = (outs[0].numel().unwrap_or(0), outs[1].numel().unwrap_or(0));
+    let k = lens.len();
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: the inputs then the output and the state,
+        // planned for these element counts.
+        unsafe {
+            let get = |i: usize| input::<f32>(p[i], lens[i]);
+            let mut rest = 3..k;
+            let mut next = |on: bool| if on { rest.next().map(get) } else { None };
+            let (past, decay, beta) = (next(a.past), next(a.gating), next(a.delta));
+            let x = linear::LinearInputs {
+                q: get(0),
+                k: get(1),
+                v: get(2),
+                past,
+                decay,
+                beta,
+            };
+            let y = output::<f32>(p[k], ny);
+            let state = output::<f32>(p[k + 1], ns);
+            linear::linear_attention(&a, &g, &x, y, state);
+        }
+    });
+    let mut args = vec![prog.keep(Box::new(kernel))];
+    for &v in &n.inputs {
+        args.push(cx.operand(v, w)?);
+    }
+    for &v in &n.outputs {
+        args.push(cx.arena(v)?);
+    }
+    call(cx, prog, args)
+}
+
 /// The call of `arenac_host` with `args` (the kernel, then up to [`SLOTS`] addresses).
 fn call(cx: &Ctx<'_>, prog: &mut Program, mut args: Vec<Operand>) -> Result<(), Error> {
     if args.len() > SLOTS + 1 {
-        return Err(cx.err("internal: a host kernel takes at most 6 addresses"));
+        return Err(cx.err("internal: a host kernel takes at most 8 addresses"));
     }
     args.resize(SLOTS + 1, Operand::Null);
     let (node, opname) = cx.label();

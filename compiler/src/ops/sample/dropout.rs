@@ -12,32 +12,50 @@ use crate::ops::Op;
 use crate::ops::ctx::NodeCtx;
 use crate::ops::sample::SampleOp;
 
-/// The Dropout op's shape: data inputs `x` then (`check`) the run-time `training_mode`;
-/// outputs `y` then (`mask`) the mask.
+/// The Dropout op's shape: data inputs `x`, then (`ratio`) a run-time ratio, then (`check`)
+/// the run-time `training_mode`; outputs `y` then (`mask`) the mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropoutAttrs {
-    /// The second data input is a run-time `training_mode` that must be false.
+    /// A run-time `training_mode` input that must be false (unless the ratio is 0).
     pub check: bool,
+    /// A run-time ratio input (read only with `check`: training is fine at ratio 0).
+    pub ratio: bool,
     /// The mask output is produced.
     pub mask: bool,
+}
+
+/// What is known of the ratio when compiling.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ratio {
+    Zero,
+    NonZero,
+    RunTime,
 }
 
 /// Dropout's converter (every opset): `Op::Identity` when that is all it is.
 pub fn convert(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     let mask = ctx.has_output(1);
-    let mut check = false;
+    let (mut check, mut run_ratio) = (false, false);
     if ctx.opset >= 12 {
         ctx.expect_inputs(1, 3)?;
-        // Ratio: a constant scalar, omitted (0.5), or unknown until run time.
-        let ratio_zero = match ctx.take_const(1) {
-            Ok(Some(t)) => t.to_f64_vec().iter().all(|&r| r == 0.0),
-            Ok(None) => false,
+        // Ratio: a constant scalar, omitted (0.5), or known only at run time.
+        let ratio = match ctx.take_const(1) {
+            Ok(Some(t)) if t.to_f64_vec().iter().all(|&r| r == 0.0) => Ratio::Zero,
+            Ok(_) => Ratio::NonZero,
             Err(OpError::NotConstant { .. }) => {
-                ctx.ignore_input(1);
-                false
+                let ty = ctx.input_type(1)?;
+                if !ty.dtype.is_float() || ty.numel() != Some(1) {
+                    return Err(OpError::DType {
+                        input: 1,
+                        dtype: ty.dtype,
+                        expected: "a float scalar ratio".into(),
+                    });
+                }
+                Ratio::RunTime
             }
             Err(e) => return Err(e),
         };
+        let ratio_zero = ratio == Ratio::Zero;
         if ctx.has_input(2) {
             let ty = ctx.input_type(2)?.clone();
             if ty.dtype != DType::Bool || ty.numel() != Some(1) {
@@ -59,9 +77,15 @@ pub fn convert(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
                     }
                 }
                 Err(OpError::NotConstant { .. }) if ratio_zero => ctx.ignore_input(2),
-                Err(OpError::NotConstant { .. }) => check = true,
+                Err(OpError::NotConstant { .. }) => {
+                    check = true;
+                    run_ratio = ratio == Ratio::RunTime;
+                }
                 Err(e) => return Err(e),
             }
+        }
+        if ratio == Ratio::RunTime && !run_ratio {
+            ctx.ignore_input(1);
         }
     } else {
         ctx.expect_inputs(1, 1)?;
@@ -69,11 +93,15 @@ pub fn convert(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     if !check && !mask {
         return Ok(Op::Identity);
     }
-    Ok(Op::Sample(SampleOp::Dropout(DropoutAttrs { check, mask })))
+    Ok(Op::Sample(SampleOp::Dropout(DropoutAttrs {
+        check,
+        ratio: run_ratio,
+        mask,
+    })))
 }
 
 pub(super) fn infer(a: &DropoutAttrs, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
-    let want = 1 + usize::from(a.check);
+    let want = 1 + usize::from(a.check) + usize::from(a.ratio);
     let Some(x) = inputs.first().filter(|_| inputs.len() == want) else {
         return Err(OpError::Arity {
             expected: want.to_string(),
@@ -87,15 +115,15 @@ pub(super) fn infer(a: &DropoutAttrs, inputs: &[TensorType]) -> Result<Vec<Tenso
     Ok(out)
 }
 
-/// Reference evaluation: `y = x`, the mask all true; a true `training_mode` is an error.
+/// Reference evaluation: `y = x`, the mask all true; a true `training_mode` with a nonzero
+/// ratio is an error.
 pub(super) fn eval(a: &DropoutAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
     let out = infer(a, &types)?;
-    if a.check
-        && inputs
-            .get(1)
-            .is_some_and(|t| t.to_i64_vec().iter().any(|&v| v != 0))
-    {
+    let nonzero = |t: &&Tensor| t.to_f64_vec().iter().any(|&v| v != 0.0);
+    let ratio = !a.ratio || inputs.get(1).is_some_and(nonzero);
+    let training = inputs.get(1 + usize::from(a.ratio)).is_some_and(nonzero);
+    if a.check && training && ratio {
         return Err(OpError::Unsupported(
             "Dropout with training_mode=true (random; only inference is supported)".into(),
         ));

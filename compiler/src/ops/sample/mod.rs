@@ -8,11 +8,13 @@
 pub mod det;
 pub mod dropout;
 pub mod grid;
+pub mod linear;
 pub mod roi;
 pub mod unpool;
 
 pub use dropout::DropoutAttrs;
 pub use grid::{GridAttrs, GridMode, GridPadding};
+pub use linear::LinearAttrs;
 pub use roi::RoiAttrs;
 pub use unpool::UnpoolAttrs;
 
@@ -54,6 +56,12 @@ pub const DEFS: &[OpDef] = &[
         until: MAX_OPSET,
         convert: det::convert,
     },
+    OpDef {
+        op_type: "LinearAttention",
+        since: 27,
+        until: MAX_OPSET,
+        convert: linear::convert,
+    },
 ];
 
 /// The float types these ops read (f16/bf16/f64 nodes are widened to f32 kernels).
@@ -79,6 +87,8 @@ pub enum SampleOp {
     Det,
     /// Dropout at inference with its mask or a run-time `training_mode` (`dropout.rs`).
     Dropout(DropoutAttrs),
+    /// LinearAttention: the linear-attention recurrence (`linear.rs`).
+    LinearAttention(LinearAttrs),
 }
 
 /// An element type the cores compute on: read as and written from f64.
@@ -136,6 +146,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Sample(SampleOp::MaxUnpool(_)) => "MaxUnpool",
         Op::Sample(SampleOp::Det) => "Det",
         Op::Sample(SampleOp::Dropout(_)) => "Dropout",
+        Op::Sample(SampleOp::LinearAttention(_)) => "LinearAttention",
         _ => "?",
     }
 }
@@ -149,13 +160,16 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
         SampleOp::MaxUnpool(a) => unpool::infer(a, inputs),
         SampleOp::Det => det::infer(inputs),
         SampleOp::Dropout(a) => dropout::infer(a, inputs),
+        SampleOp::LinearAttention(a) => linear::infer(a, inputs),
     }
 }
 
 /// Reference evaluation: the op's core in f64.
 pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
-    if let SampleOp::Dropout(a) = sample_op(op)? {
-        return dropout::eval(a, inputs);
+    match sample_op(op)? {
+        SampleOp::Dropout(a) => return dropout::eval(a, inputs),
+        SampleOp::LinearAttention(a) => return eval_linear(a, inputs),
+        _ => {}
     }
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
     let out = infer(op, &types)?.remove(0);
@@ -185,7 +199,7 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             let mut lu = vec![0.0; m * m];
             det::det(m, &xs[0], &mut y, &mut lu);
         }
-        SampleOp::Dropout(_) => {}
+        SampleOp::Dropout(_) | SampleOp::LinearAttention(_) => {}
     }
     Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
 }
@@ -227,6 +241,14 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             ("pads", format!("{:?}", a.pads)),
             ("output_shape", format!("{:?}", a.output_shape)),
         ],
+        Op::Sample(SampleOp::LinearAttention(a)) => vec![
+            ("q_num_heads", a.q_heads.to_string()),
+            ("kv_num_heads", a.kv_heads.to_string()),
+            ("scale", a.scale.to_string()),
+            ("past", u8::from(a.past).to_string()),
+            ("gating", u8::from(a.gating).to_string()),
+            ("delta", u8::from(a.delta).to_string()),
+        ],
         Op::Sample(SampleOp::Dropout(a)) => vec![
             ("check_training", u8::from(a.check).to_string()),
             ("mask", u8::from(a.mask).to_string()),
@@ -244,4 +266,31 @@ pub fn scratch_bytes(op: &SampleOp, x: &TensorType) -> usize {
         }
         _ => 0,
     }
+}
+
+/// LinearAttention's reference: the recurrence in f64.
+fn eval_linear(a: &LinearAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let out = linear::infer(a, &types)?;
+    let g = linear::LinearGeometry::new(a, &types)?;
+    let xs: Vec<Vec<f64>> = inputs.iter().map(|t| t.to_f64_vec()).collect();
+    let mut rest = xs[3..].iter().map(Vec::as_slice);
+    let past = if a.past { rest.next() } else { None };
+    let decay = if a.gating { rest.next() } else { None };
+    let beta = if a.delta { rest.next() } else { None };
+    let x = linear::LinearInputs {
+        q: &xs[0],
+        k: &xs[1],
+        v: &xs[2],
+        past,
+        decay,
+        beta,
+    };
+    let mut y = vec![0.0; out[0].numel().unwrap_or(0)];
+    let mut state = vec![0.0; out[1].numel().unwrap_or(0)];
+    linear::linear_attention(a, &g, &x, &mut y, &mut state);
+    Ok(vec![
+        Tensor::from_f64(out[0].dtype, out[0].shape.clone(), &y),
+        Tensor::from_f64(out[1].dtype, out[1].shape.clone(), &state),
+    ])
 }
