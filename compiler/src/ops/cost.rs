@@ -116,7 +116,8 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         }
         // Four taps per sample; the sample count depends on the regions (run time).
         Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
-        Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_)) => 0,
+        Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_) | SampleOp::TensorScatter(_)) => 0,
+        Op::Sample(SampleOp::MaxPoolIndices(a)) => out.saturating_mul(product(&a.pool.kernel)),
         // Per step and key/value head: decay, correction, update and reads of the state.
         Op::Sample(SampleOp::LinearAttention(_)) => {
             let state = numel(outputs.get(1));

@@ -133,14 +133,19 @@ fn read_pool(ctx: &NodeCtx<'_>, dilations_since: i64) -> Result<PoolAttrs, OpErr
 }
 
 fn convert_max_pool(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let pool = read_pool(ctx, 10)?;
     if ctx.has_output(1) {
-        return Err(OpError::Unsupported(
-            "MaxPool's second output (Indices) is not implemented; only the pooled values are"
-                .into(),
-        ));
+        // With Indices: a host kernel (`sample::argmax`); storage_order orders them.
+        let column_major = match ctx.attr_int("storage_order", 0)? {
+            0 => false,
+            1 => true,
+            v => return Err(OpError::attr("storage_order", format!("{v} is not 0 or 1"))),
+        };
+        return Ok(Op::Sample(crate::ops::SampleOp::MaxPoolIndices(
+            crate::ops::sample::ArgmaxAttrs { pool, column_major },
+        )));
     }
-    // storage_order only affects Indices.
-    Ok(Op::MaxPool(read_pool(ctx, 10)?))
+    Ok(Op::MaxPool(pool))
 }
 
 fn convert_average_pool(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {

@@ -18,6 +18,7 @@ mod fused;
 mod gated;
 mod geometry;
 mod indexing;
+mod kvcache;
 mod logical;
 mod loss;
 mod lrn;

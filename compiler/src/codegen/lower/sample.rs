@@ -12,7 +12,10 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::sample::{DropoutAttrs, LinearAttrs, SampleOp, det, grid, linear, roi, unpool};
+use crate::ops::sample::{
+    ArgmaxAttrs, DropoutAttrs, LinearAttrs, SampleOp, ScatterAttrs, argmax, det, grid, linear, roi,
+    scatter, unpool,
+};
 
 /// Reports the first of `idx` outside `0..n` through the record at `p[at]` (tag `p[at + 1]`;
 /// nothing when the record is null).
@@ -39,6 +42,8 @@ pub(super) fn lower(
     match op {
         SampleOp::Dropout(a) => return dropout(cx, *a, prog, w),
         SampleOp::LinearAttention(a) => return linear(cx, *a, prog, w),
+        SampleOp::TensorScatter(a) => return tensor_scatter(cx, *a, prog, w),
+        SampleOp::MaxPoolIndices(a) => return max_pool_indices(cx, a, prog),
         _ => {}
     }
     let n = cx.g.node(cx.id);
@@ -168,7 +173,10 @@ pub(super) fn lower(
                 det::det(m, x, y, lu);
             })
         }
-        SampleOp::Dropout(_) | SampleOp::LinearAttention(_) => {
+        SampleOp::Dropout(_)
+        | SampleOp::LinearAttention(_)
+        | SampleOp::TensorScatter(_)
+        | SampleOp::MaxPoolIndices(_) => {
             return Err(cx.err("internal: lowered above"));
         }
     };
@@ -298,6 +306,100 @@ fn linear(
     for &v in &n.outputs {
         args.push(cx.arena(v)?);
     }
+    call(cx, prog, args)
+}
+
+/// TensorScatter (any element type): the cache copied, the update's rows written; a
+/// run-time linear-mode index outside the cache is the run's fault.
+fn tensor_scatter(
+    cx: &Ctx<'_>,
+    a: ScatterAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let types: Vec<TensorType> = n.inputs.iter().map(|&v| cx.ty(v).clone()).collect();
+    let g = scatter::ScatterGeometry::new(&a, &types).map_err(|e| cx.err(e.to_string()))?;
+    let elem = types[0].dtype.size();
+    let (np, nu) = (types[0].bytes().unwrap_or(0), types[1].bytes().unwrap_or(0));
+    let mut sink = None;
+    if a.indices {
+        let v = cx.input(2)?;
+        if let Some(t) = cx.constant(v) {
+            if let Some(bad) = scatter::bad_index(&a, &g, &t.to_i64_vec()) {
+                return Err(cx.err(format!(
+                    "write index {bad} is out of range 0 to {}",
+                    g.max - g.len
+                )));
+            }
+        } else {
+            sink = cx.fault_sink(prog, 2, "write index")?;
+        }
+    }
+    let k = 2 + usize::from(a.indices);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: the cache and the output hold `np` bytes, the
+        // update `nu`, the indices one int64 per batch.
+        unsafe {
+            let idx = if a.indices {
+                Some(input::<i64>(p[2], g.batch))
+            } else {
+                None
+            };
+            if let (Some(v), Some(&rec)) = (idx, p.get(k + 1).filter(|r| !r.is_null()))
+                && let Some(bad) = scatter::bad_index(&a, &g, v)
+            {
+                let tag = p.get(k + 2).map_or(0, |&t| t as u64);
+                report(rec, tag, bad, 0, (g.max - g.len) as i64);
+            }
+            let out = output::<u8>(p[k], np);
+            scatter::tensor_scatter(&a, &g, elem, input(p[0], np), input(p[1], nu), idx, out);
+        }
+    });
+    let mut args = vec![prog.keep(Box::new(kernel))];
+    for &v in &n.inputs {
+        args.push(cx.operand(v, w)?);
+    }
+    args.push(cx.arena(cx.output()?)?);
+    if let Some(sink) = sink {
+        args.extend(sink);
+    }
+    call(cx, prog, args)
+}
+
+/// MaxPool with Indices (f32 values, int64 indices).
+fn max_pool_indices(cx: &Ctx<'_>, a: &ArgmaxAttrs, prog: &mut Program) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let x = cx.input(0)?;
+    let (Some(&y), Some(&i)) = (n.outputs.first(), n.outputs.get(1)) else {
+        return Err(cx.err("MaxPool with Indices has two outputs"));
+    };
+    if cx.ty(x).dtype != DType::F32 || cx.ty(y).dtype != DType::F32 {
+        return Err(cx.err(format!(
+            "no kernel for MaxPool with Indices on {} yet (f32 only)",
+            cx.ty(x).dtype.name()
+        )));
+    }
+    let g = argmax::geometry(a, &cx.ty(x).shape, &cx.ty(y).shape)
+        .ok_or_else(|| cx.err("MaxPool with Indices: 1 to 3 spatial dims"))?;
+    let (nx, ny, column_major) = (g.input_len(), g.output_len(), a.column_major);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X, Y and the indices planned for these counts.
+        let (xv, yv, iv) = unsafe {
+            (
+                input::<f32>(p[0], nx),
+                output::<f32>(p[1], ny),
+                output::<i64>(p[2], ny),
+            )
+        };
+        argmax::max_pool_indices(&g, column_major, xv, yv, iv);
+    });
+    let args = vec![
+        prog.keep(Box::new(kernel)),
+        cx.arena(x)?,
+        cx.arena(y)?,
+        cx.arena(i)?,
+    ];
     call(cx, prog, args)
 }
 

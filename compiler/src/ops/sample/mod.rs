@@ -5,17 +5,21 @@
 //! difference is the element type only; the kernels are also checked against onnx's numpy
 //! reference through the node tests).
 
+pub mod argmax;
 pub mod det;
 pub mod dropout;
 pub mod grid;
 pub mod linear;
 pub mod roi;
+pub mod scatter;
 pub mod unpool;
 
+pub use argmax::ArgmaxAttrs;
 pub use dropout::DropoutAttrs;
 pub use grid::{GridAttrs, GridMode, GridPadding};
 pub use linear::LinearAttrs;
 pub use roi::RoiAttrs;
+pub use scatter::ScatterAttrs;
 pub use unpool::UnpoolAttrs;
 
 use crate::error::OpError;
@@ -62,6 +66,12 @@ pub const DEFS: &[OpDef] = &[
         until: MAX_OPSET,
         convert: linear::convert,
     },
+    OpDef {
+        op_type: "TensorScatter",
+        since: 24,
+        until: MAX_OPSET,
+        convert: scatter::convert,
+    },
 ];
 
 /// The float types these ops read (f16/bf16/f64 nodes are widened to f32 kernels).
@@ -89,6 +99,10 @@ pub enum SampleOp {
     Dropout(DropoutAttrs),
     /// LinearAttention: the linear-attention recurrence (`linear.rs`).
     LinearAttention(LinearAttrs),
+    /// TensorScatter: a KV-cache update (`scatter.rs`).
+    TensorScatter(ScatterAttrs),
+    /// MaxPool with its Indices output (`argmax.rs`).
+    MaxPoolIndices(ArgmaxAttrs),
 }
 
 /// An element type the cores compute on: read as and written from f64.
@@ -147,6 +161,8 @@ pub fn name(op: &Op) -> &'static str {
         Op::Sample(SampleOp::Det) => "Det",
         Op::Sample(SampleOp::Dropout(_)) => "Dropout",
         Op::Sample(SampleOp::LinearAttention(_)) => "LinearAttention",
+        Op::Sample(SampleOp::TensorScatter(_)) => "TensorScatter",
+        Op::Sample(SampleOp::MaxPoolIndices(_)) => "MaxPool",
         _ => "?",
     }
 }
@@ -161,6 +177,8 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
         SampleOp::Det => det::infer(inputs),
         SampleOp::Dropout(a) => dropout::infer(a, inputs),
         SampleOp::LinearAttention(a) => linear::infer(a, inputs),
+        SampleOp::TensorScatter(a) => scatter::infer(a, inputs),
+        SampleOp::MaxPoolIndices(a) => argmax::infer(a, inputs),
     }
 }
 
@@ -169,6 +187,8 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
     match sample_op(op)? {
         SampleOp::Dropout(a) => return dropout::eval(a, inputs),
         SampleOp::LinearAttention(a) => return eval_linear(a, inputs),
+        SampleOp::TensorScatter(a) => return eval_scatter(a, inputs),
+        SampleOp::MaxPoolIndices(a) => return eval_argmax(a, inputs),
         _ => {}
     }
     let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
@@ -199,7 +219,10 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             let mut lu = vec![0.0; m * m];
             det::det(m, &xs[0], &mut y, &mut lu);
         }
-        SampleOp::Dropout(_) | SampleOp::LinearAttention(_) => {}
+        SampleOp::Dropout(_)
+        | SampleOp::LinearAttention(_)
+        | SampleOp::TensorScatter(_)
+        | SampleOp::MaxPoolIndices(_) => {}
     }
     Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
 }
@@ -249,6 +272,18 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             ("gating", u8::from(a.gating).to_string()),
             ("delta", u8::from(a.delta).to_string()),
         ],
+        Op::Sample(SampleOp::TensorScatter(a)) => vec![
+            ("axis", a.axis.to_string()),
+            (
+                "mode",
+                if a.circular { "circular" } else { "linear" }.to_string(),
+            ),
+        ],
+        Op::Sample(SampleOp::MaxPoolIndices(a)) => {
+            let mut v = crate::ops::pool::attrs(&Op::MaxPool(a.pool.clone()));
+            v.push(("storage_order", u8::from(a.column_major).to_string()));
+            v
+        }
         Op::Sample(SampleOp::Dropout(a)) => vec![
             ("check_training", u8::from(a.check).to_string()),
             ("mask", u8::from(a.mask).to_string()),
@@ -292,5 +327,50 @@ fn eval_linear(a: &LinearAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpErr
     Ok(vec![
         Tensor::from_f64(out[0].dtype, out[0].shape.clone(), &y),
         Tensor::from_f64(out[1].dtype, out[1].shape.clone(), &state),
+    ])
+}
+
+/// TensorScatter's reference: the byte moves, a linear-mode index outside the cache an error.
+fn eval_scatter(a: &ScatterAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let g = scatter::ScatterGeometry::new(a, &types)?;
+    let idx = inputs.get(2).map(|t| t.to_i64_vec());
+    if let Some(bad) = idx.as_deref().and_then(|v| scatter::bad_index(a, &g, v)) {
+        return Err(OpError::index(2, bad, g.max - g.len + 1));
+    }
+    let mut out = vec![0u8; inputs[0].bytes().len()];
+    let elem = types[0].dtype.size();
+    scatter::tensor_scatter(
+        a,
+        &g,
+        elem,
+        inputs[0].bytes(),
+        inputs[1].bytes(),
+        idx.as_deref(),
+        &mut out,
+    );
+    Tensor::from_bytes(types[0].dtype, types[0].shape.clone(), out.into())
+        .map_err(|e| OpError::Unsupported(format!("TensorScatter: {e}")))
+        .map(|t| vec![t])
+}
+
+/// MaxPool with Indices: the reference in f64.
+fn eval_argmax(a: &ArgmaxAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
+    let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+    let out = argmax::infer(a, &types)?;
+    let g = argmax::geometry(a, &types[0].shape, &out[0].shape)
+        .ok_or_else(|| OpError::Unsupported("MaxPool Indices: 1 to 3 spatial dims".into()))?;
+    let n = out[0].numel().unwrap_or(0);
+    let (mut y, mut idx) = (vec![0.0; n], vec![0i64; n]);
+    argmax::max_pool_indices(
+        &g,
+        a.column_major,
+        &inputs[0].to_f64_vec(),
+        &mut y,
+        &mut idx,
+    );
+    Ok(vec![
+        Tensor::from_f64(out[0].dtype, out[0].shape.clone(), &y),
+        Tensor::from_i64(DType::I64, out[1].shape.clone(), &idx),
     ])
 }
