@@ -117,6 +117,18 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         // Four taps per sample; the sample count depends on the regions (run time).
         Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
         Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_) | SampleOp::TensorScatter(_)) => 0,
+        // Per output: a bilinear sample (4 multiply-adds) and a multiply-add per tap and
+        // input channel of the group.
+        Op::Sample(SampleOp::DeformConv(a)) => {
+            let icg = inputs
+                .get(1)
+                .and_then(|w| w.shape.get(1))
+                .map_or(0, |&c| c as u64);
+            let taps = (a.kernel[0] * a.kernel[1]) as u64;
+            out.saturating_mul(icg)
+                .saturating_mul(taps)
+                .saturating_mul(10)
+        }
         Op::Sample(SampleOp::MaxPoolIndices(a)) => out.saturating_mul(product(&a.pool.kernel)),
         // Per step and key/value head: decay, correction, update and reads of the state.
         Op::Sample(SampleOp::LinearAttention(_)) => {

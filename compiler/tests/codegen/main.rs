@@ -9,6 +9,7 @@ mod common;
 mod concat;
 mod control;
 mod convt;
+mod deform;
 mod dense;
 mod dropout;
 mod einsum;

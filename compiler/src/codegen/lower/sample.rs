@@ -13,8 +13,8 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::sample::{
-    ArgmaxAttrs, DropoutAttrs, LinearAttrs, SampleOp, ScatterAttrs, argmax, det, grid, linear, roi,
-    scatter, unpool,
+    ArgmaxAttrs, DropoutAttrs, LinearAttrs, SampleOp, ScatterAttrs, argmax, deform, det, grid,
+    linear, roi, scatter, unpool,
 };
 
 /// Reports the first of `idx` outside `0..n` through the record at `p[at]` (tag `p[at + 1]`;
@@ -171,6 +171,29 @@ pub(super) fn lower(
                     )
                 };
                 det::det(m, x, y, lu);
+            })
+        }
+        SampleOp::DeformConv(a) => {
+            let g = deform::DeformGeometry::new(a, &types).map_err(err)?;
+            let a = (**a).clone();
+            let lens: Vec<usize> = types.iter().map(numel).collect();
+            let k = lens.len();
+            HostKernel::new(move |p| {
+                // SAFETY: as above: the inputs and Y planned for these counts.
+                unsafe {
+                    let get = |i: usize| input::<f32>(p[i], lens[i]);
+                    let mut rest = 3..k;
+                    let mut next = |on: bool| if on { rest.next().map(get) } else { None };
+                    let (bias, mask) = (next(a.bias), next(a.mask));
+                    let d = deform::DeformInputs {
+                        x: get(0),
+                        w: get(1),
+                        offset: get(2),
+                        bias,
+                        mask,
+                    };
+                    deform::deform_conv(&a, &g, &d, output::<f32>(p[k], y_len));
+                }
             })
         }
         SampleOp::Dropout(_)

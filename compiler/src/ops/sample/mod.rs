@@ -6,6 +6,7 @@
 //! reference through the node tests).
 
 pub mod argmax;
+pub mod deform;
 pub mod det;
 pub mod dropout;
 pub mod grid;
@@ -15,6 +16,7 @@ pub mod scatter;
 pub mod unpool;
 
 pub use argmax::ArgmaxAttrs;
+pub use deform::DeformAttrs;
 pub use dropout::DropoutAttrs;
 pub use grid::{GridAttrs, GridMode, GridPadding};
 pub use linear::LinearAttrs;
@@ -72,6 +74,12 @@ pub const DEFS: &[OpDef] = &[
         until: MAX_OPSET,
         convert: scatter::convert,
     },
+    OpDef {
+        op_type: "DeformConv",
+        since: 19,
+        until: MAX_OPSET,
+        convert: deform::convert,
+    },
 ];
 
 /// The float types these ops read (f16/bf16/f64 nodes are widened to f32 kernels).
@@ -103,6 +111,8 @@ pub enum SampleOp {
     TensorScatter(ScatterAttrs),
     /// MaxPool with its Indices output (`argmax.rs`).
     MaxPoolIndices(ArgmaxAttrs),
+    /// DeformConv, 2-d (`deform.rs`).
+    DeformConv(Box<DeformAttrs>),
 }
 
 /// An element type the cores compute on: read as and written from f64.
@@ -163,6 +173,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Sample(SampleOp::LinearAttention(_)) => "LinearAttention",
         Op::Sample(SampleOp::TensorScatter(_)) => "TensorScatter",
         Op::Sample(SampleOp::MaxPoolIndices(_)) => "MaxPool",
+        Op::Sample(SampleOp::DeformConv(_)) => "DeformConv",
         _ => "?",
     }
 }
@@ -179,6 +190,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
         SampleOp::LinearAttention(a) => linear::infer(a, inputs),
         SampleOp::TensorScatter(a) => scatter::infer(a, inputs),
         SampleOp::MaxPoolIndices(a) => argmax::infer(a, inputs),
+        SampleOp::DeformConv(a) => deform::infer(a, inputs),
     }
 }
 
@@ -223,6 +235,20 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         | SampleOp::LinearAttention(_)
         | SampleOp::TensorScatter(_)
         | SampleOp::MaxPoolIndices(_) => {}
+        SampleOp::DeformConv(a) => {
+            let g = deform::DeformGeometry::new(a, &types)?;
+            let mut rest = xs[3..].iter().map(Vec::as_slice);
+            let bias = if a.bias { rest.next() } else { None };
+            let mask = if a.mask { rest.next() } else { None };
+            let d = deform::DeformInputs {
+                x: &xs[0],
+                w: &xs[1],
+                offset: &xs[2],
+                bias,
+                mask,
+            };
+            deform::deform_conv(a, &g, &d, &mut y);
+        }
     }
     Ok(vec![Tensor::from_f64(out.dtype, out.shape, &y)])
 }
@@ -284,6 +310,14 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             v.push(("storage_order", u8::from(a.column_major).to_string()));
             v
         }
+        Op::Sample(SampleOp::DeformConv(a)) => vec![
+            ("kernel_shape", format!("{:?}", a.kernel)),
+            ("strides", format!("{:?}", a.strides)),
+            ("dilations", format!("{:?}", a.dilations)),
+            ("pads", format!("{:?}", a.pads)),
+            ("group", a.group.to_string()),
+            ("offset_group", a.offset_group.to_string()),
+        ],
         Op::Sample(SampleOp::Dropout(a)) => vec![
             ("check_training", u8::from(a.check).to_string()),
             ("mask", u8::from(a.mask).to_string()),
