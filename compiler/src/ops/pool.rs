@@ -628,8 +628,16 @@ mod tests {
         let e = convert("MaxPool", 12, vec![], std::slice::from_ref(&x), 1);
         assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
         let k = || vec![("kernel_shape", A::Is(vec![2, 2]))];
+        // With Indices: the host kernel's op; storage_order 0 or 1.
         let e = convert("MaxPool", 12, k(), std::slice::from_ref(&x), 2);
-        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let indices = |e: &Result<Op, OpError>| {
+            matches!(e, Ok(Op::Sample(crate::ops::SampleOp::MaxPoolIndices(_))))
+        };
+        assert!(indices(&e), "{e:?}");
+        let mut bad = k();
+        bad.push(("storage_order", A::I(2)));
+        let e = convert("MaxPool", 12, bad, std::slice::from_ref(&x), 2);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })), "{e:?}");
         let e = convert(
             "MaxPool",
             12,
