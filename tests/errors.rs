@@ -401,6 +401,8 @@ fn dropout_mask_is_dropped_unless_read() {
     };
     let g = import(&base().build()).unwrap().graph;
     assert_eq!(g.node_count(), 1);
+    let text = arenac_compiler::ir::print::print_graph(&g);
+    assert!(text.contains("Identity("), "{text}");
     // Dropout's mask, when read, is produced (all true at inference).
     let g = import(&base().output("mask", DType::Bool, &[]).build())
         .unwrap()
