@@ -14,73 +14,12 @@
 //!   product writes the output tile.
 //!
 //! Every path ends with the same epilogue on data still in cache: the per-channel bias and an
-//! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
+//! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu, Sigmoid, SiLU, Tanh,
+//! HardSigmoid, HardSwish; [`super::act::bias_act`]).
 
+pub use super::act::Activation;
 use super::split::{MIN_TASK_MACS, SyncPtr};
 use super::{IM2COL_TILE, NR, packed_b_len};
-
-/// An activation applied in the convolution's epilogue (after the bias).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Activation {
-    /// None.
-    None,
-    /// `x > 0 ? x : 0`.
-    Relu,
-    /// `min(max(x, lo), hi)` in the elementwise kernels' order (NaN becomes `lo`).
-    Clip(f32, f32),
-    /// `x < 0 ? alpha * x : x`.
-    LeakyRelu(f32),
-}
-
-impl Activation {
-    /// The `(act, act_a, act_b)` fields of [`ConvParams`].
-    pub fn encode(self) -> [u64; 3] {
-        let b = |x: f32| u64::from(x.to_bits());
-        match self {
-            Activation::None => [0, 0, 0],
-            Activation::Relu => [1, 0, 0],
-            Activation::Clip(lo, hi) => [2, b(lo), b(hi)],
-            Activation::LeakyRelu(a) => [3, b(a), 0],
-        }
-    }
-
-    /// Reads the fields written by [`Activation::encode`] (unknown kinds are `None`).
-    pub fn decode(p: &ConvParams) -> Self {
-        let f = |x: u64| f32::from_bits(x as u32);
-        match p.act {
-            1 => Activation::Relu,
-            2 => Activation::Clip(f(p.act_a), f(p.act_b)),
-            3 => Activation::LeakyRelu(f(p.act_a)),
-            _ => Activation::None,
-        }
-    }
-
-    /// The activation of one value.
-    #[inline(always)]
-    pub fn apply(self, x: f32) -> f32 {
-        match self {
-            Activation::None => x,
-            Activation::Relu => {
-                if x > 0.0 {
-                    x
-                } else {
-                    0.0
-                }
-            }
-            Activation::Clip(lo, hi) => {
-                let t = if x > lo { x } else { lo };
-                if t < hi { t } else { hi }
-            }
-            Activation::LeakyRelu(a) => {
-                if x < 0.0 {
-                    x * a
-                } else {
-                    x
-                }
-            }
-        }
-    }
-}
 
 /// Geometry of one 2-d convolution (all sizes in elements; NCHW input, OIHW weights).
 #[repr(C)]
@@ -167,6 +106,11 @@ impl ConvParams {
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect()
+    }
+
+    /// The fused activation ([`Activation::encode`]'s fields).
+    pub fn activation(&self) -> Activation {
+        Activation::decode(self.act, self.act_a, self.act_b)
     }
 
     /// Rows of one group's im2col matrix: `C/group * kh * kw`.
@@ -344,19 +288,6 @@ pub fn conv2d_tile_for_scratch(p: &ConvParams, bytes: usize) -> Option<usize> {
     })
 }
 
-/// Adds `bias` to every element of `row` and applies `act`.
-#[inline]
-pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
-    match act {
-        Activation::None => row.iter_mut().for_each(|v| *v += bias),
-        Activation::Relu => row
-            .iter_mut()
-            .for_each(|v| *v = Activation::Relu.apply(*v + bias)),
-        a @ Activation::Clip(..) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
-        a @ Activation::LeakyRelu(_) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
-    }
-}
-
 /// `y = act(conv(x, w) + bias)`, spread over the current pool ([`crate::par`]).
 ///
 /// Work is cut into *units*: one image, one group, one tile of output pixels. With enough
@@ -452,7 +383,7 @@ unsafe fn conv_unit(
     scratch: *mut f32,
     split: Option<(usize, usize)>,
 ) {
-    let act = Activation::decode(p);
+    let act = p.activation();
     let us = |v: u64| v as usize;
     let (g, ch, cg) = (us(p.group.max(1)), us(p.c), us(p.c / p.group.max(1)));
     let (mg, h, wd) = (us(p.m / p.group.max(1)), us(p.h), us(p.w));
@@ -511,7 +442,7 @@ unsafe fn conv_unit(
                     cols.len(),
                 )
             };
-            epilogue(row, b, act);
+            super::act::bias_act(row, b, act);
         }
     };
     let kernel = super::selected_kernel();

@@ -7,7 +7,8 @@
 //! (`acc[i] += w * x[iy, (ox + i) * sw + kx * dw - pl]`), the last chunk shifted back to end
 //! at the interior's end (recomputing a few columns is harmless: the output is only written);
 //! the borders and narrow rows are computed one column at a time with bounds checks. Bias and
-//! the fused activation are applied before the store.
+//! the fused activation are applied before the store (an activation with an exp, by the
+//! variants without AVX-512, in a second pass over the plane).
 //!
 //! The body is one generic function inlined into `#[target_feature]` variants (AVX-512F,
 //! AVX2+FMA, each using fused multiply-adds) and a portable one, picked at run time like the
@@ -208,13 +209,33 @@ fn plane_any<const FMA: bool>(
 
 type PlaneFn = fn(&Geom, &[f32], &[f32], f32, Activation, &mut [f32]);
 
+/// [`plane_any`] with a cheap activation ([`Activation::is_cheap`]) applied per value, any
+/// other in a second pass over the plane ([`super::act::bias_act`], still in cache).
+#[inline(always)]
+fn plane_then_act<const FMA: bool>(
+    g: &Geom,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+) {
+    if act.is_cheap() {
+        plane_any::<FMA>(g, x, wt, bias, act, y);
+    } else {
+        plane_any::<FMA>(g, x, wt, bias, Activation::None, y);
+        super::act::bias_act(y, 0.0, act);
+    }
+}
+
 fn plane_portable(g: &Geom, x: &[f32], wt: &[f32], bias: f32, act: Activation, y: &mut [f32]) {
-    plane_any::<false>(g, x, wt, bias, act, y);
+    plane_then_act::<false>(g, x, wt, bias, act, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Activation, Geom, plane_any};
+    use super::{Activation, Geom, plane_then_act};
+    use crate::gemm::act::x86::act512;
     use core::arch::x86_64::*;
 
     /// The AVX2+FMA variant.
@@ -230,7 +251,7 @@ mod x86 {
         act: Activation,
         y: &mut [f32],
     ) {
-        plane_any::<true>(g, x, wt, bias, act, y);
+        plane_then_act::<true>(g, x, wt, bias, act, y);
     }
 
     /// The AVX-512F variant: strides 1 and 2 by masked loads (see [`plane_avx512_masked`]),
@@ -252,7 +273,7 @@ mod x86 {
             1 => unsafe { plane_avx512_masked::<1>(g, x, wt, bias, act, y) },
             // SAFETY: as above.
             2 => unsafe { plane_avx512_masked::<2>(g, x, wt, bias, act, y) },
-            _ => plane_any::<true>(g, x, wt, bias, act, y),
+            _ => plane_then_act::<true>(g, x, wt, bias, act, y),
         }
     }
 
@@ -286,7 +307,6 @@ mod x86 {
     ) {
         let (w, ow) = (g.w as isize, g.ow);
         let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let zero = _mm512_setzero_ps();
         for (oy, yrow) in y.chunks_exact_mut(ow.max(1)).take(g.oh).enumerate() {
             // Taps ky0..ky1 fall inside the input (iy grows with ky).
             let iy_of = |ky: usize| (oy * g.sh + ky * g.dh) as isize - g.pt as isize;
@@ -325,17 +345,7 @@ mod x86 {
                         acc = _mm512_fmadd_ps(wv, v, acc);
                     }
                 }
-                acc = match act {
-                    Activation::None => acc,
-                    Activation::Relu => _mm512_max_ps(acc, zero),
-                    Activation::Clip(lo, hi) => {
-                        _mm512_min_ps(_mm512_max_ps(acc, _mm512_set1_ps(lo)), _mm512_set1_ps(hi))
-                    }
-                    Activation::LeakyRelu(a) => {
-                        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(acc, zero);
-                        _mm512_mask_mul_ps(acc, neg, acc, _mm512_set1_ps(a))
-                    }
-                };
+                acc = act512(act, acc);
                 let n = (ow - ox).min(16);
                 let m = lanes(0, n as isize);
                 // SAFETY: columns ox..ox+n of this output row, inside `yrow`.
@@ -379,7 +389,7 @@ pub(super) unsafe fn run(
     y: *mut f32,
 ) {
     let g = Geom::new(p);
-    let act = Activation::decode(p);
+    let act = p.activation();
     let f = selected();
     let (c, m) = (p.c as usize, p.m as usize);
     let mult = m / c.max(1);
@@ -496,12 +506,18 @@ mod tests {
             let x: Vec<f32> = (0..h * w).map(|_| rnd(next())).collect();
             let wt: Vec<f32> = (0..kh * kw).map(|_| rnd(next())).collect();
             let bias = rnd(next());
-            let act = [
+            let acts = [
                 Activation::None,
                 Activation::Relu,
                 Activation::Clip(0.0, 0.1),
                 Activation::LeakyRelu(0.2),
-            ][case % 4];
+                Activation::Sigmoid,
+                Activation::Silu,
+                Activation::Tanh,
+                Activation::HardSigmoid(0.3, 0.4),
+                Activation::HardSwish,
+            ];
+            let act = acts[case % acts.len()];
             let mut want = vec![0.0f32; u(oh * ow)];
             for oy in 0..u(oh) {
                 for ox in 0..u(ow) {
@@ -516,7 +532,7 @@ mod tests {
                             }
                         }
                     }
-                    want[oy * u(ow) + ox] = act.apply(acc as f32);
+                    want[oy * u(ow) + ox] = crate::gemm::act::reference(act, acc) as f32;
                 }
             }
             for (name, f) in variants() {

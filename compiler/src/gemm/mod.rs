@@ -38,6 +38,7 @@
 //!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
+pub mod act;
 pub mod conv;
 mod depthwise;
 mod kernels;

@@ -64,17 +64,31 @@ fn same_at_every_count(model: ModelProto, inputs: &[Tensor], rtol: f32, atol: f3
     }
 }
 
-fn conv_model(x: &[usize], w: &[usize], attrs: Vec<(&str, Attr)>, rng: &mut Rng) -> ModelProto {
+/// Conv + Relu, or with `silu` Conv + Sigmoid + Mul (fused into the conv's epilogue, whose
+/// vectorized exp must give the same bits however the product is cut).
+fn conv_model(
+    x: &[usize],
+    w: &[usize],
+    attrs: Vec<(&str, Attr)>,
+    silu: bool,
+    rng: &mut Rng,
+) -> ModelProto {
     let wt = rng.tensor(w, -0.5, 0.5);
     let bt = rng.tensor(&[w[0]], -0.5, 0.5);
-    ModelBuilder::new("conv", 13)
+    let mb = ModelBuilder::new("conv", 13)
         .input("x", DType::F32, &dims(x))
         .output("y", DType::F32, &[])
         .initializer("w", &wt)
         .initializer("b", &bt)
-        .node("c", "Conv", &["x", "w", "b"], &["c"], attrs)
-        .node("r", "Relu", &["c"], &["y"], vec![])
-        .build()
+        .node("c", "Conv", &["x", "w", "b"], &["c"], attrs);
+    if silu {
+        mb.node("s", "Sigmoid", &["c"], &["s"], vec![])
+            .node("m", "Mul", &["c", "s"], &["m"], vec![])
+            .node("n", "Neg", &["m"], &["y"], vec![])
+            .build()
+    } else {
+        mb.node("r", "Relu", &["c"], &["y"], vec![]).build()
+    }
 }
 
 #[test]
@@ -111,9 +125,11 @@ fn convolutions() {
         ),
     ];
     for (x, w, attrs) in cases {
-        let m = conv_model(&x, &w, attrs, &mut rng);
-        let xt = rng.tensor(&x, -1.0, 1.0);
-        same_at_every_count(m, &[xt], 1e-4, 1e-4);
+        for silu in [false, true] {
+            let m = conv_model(&x, &w, attrs.clone(), silu, &mut rng);
+            let xt = rng.tensor(&x, -1.0, 1.0);
+            same_at_every_count(m, &[xt], 1e-4, 1e-4);
+        }
     }
 }
 
