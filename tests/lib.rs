@@ -193,7 +193,7 @@ pub fn render_plan(fx: &Fixture) -> Result<String, String> {
     }
     s.push('\n');
     for line in build_report(&g, &plan).to_text().lines() {
-        if !line.starts_with("planning time") {
+        if !line.trim_start().starts_with("planning time") {
             s.push_str(line);
             s.push('\n');
         }

@@ -415,13 +415,24 @@ pub fn supported_ops() -> Vec<OpSupport> {
         since: arenac_compiler::ops::MIN_OPSET,
         until: arenac_compiler::ops::MAX_OPSET,
     });
-    // Recurrent ops are unrolled at import (compiler/src/import/rnn), not in the registry.
+    // Recurrent ops become a Scan per direction at import (compiler/src/import/rnn), not in
+    // the registry.
     ops.extend(
         arenac_compiler::import::rnn::OPS
             .iter()
             .map(|&op_type| OpSupport {
                 op_type,
                 since: arenac_compiler::ops::MIN_OPSET,
+                until: arenac_compiler::ops::MAX_OPSET,
+            }),
+    );
+    // Control flow (compiler/src/import/control): bodies imported as nested graphs.
+    ops.extend(
+        arenac_compiler::import::control::OPS
+            .iter()
+            .map(|&(op_type, since)| OpSupport {
+                op_type,
+                since,
                 until: arenac_compiler::ops::MAX_OPSET,
             }),
     );

@@ -178,4 +178,45 @@ fn run_allocates_nothing() {
     assert_eq!(n, 0, "Session::run_profiled allocated {n} times in 10 runs");
     assert_eq!((profile.runs(), profile.dropped_runs()), (5, 5));
     assert!(sum.is_finite());
+
+    // Control flow: a run-time If choosing a branch and an LSTM (a loop in the generated code).
+    let src = r#"<ir_version: 8, opset_import: ["" : 14]>
+        g (bool c, float[6, 1, 4] x) => (float[1, 1, 3] h)
+        <int64[3] ws = {1, 12, 4}, int64[3] rs = {1, 12, 3}>
+        {
+            W = ConstantOfShape <value = float[1] {0.1}> (ws)
+            R = ConstantOfShape <value = float[1] {0.2}> (rs)
+            y = If(c) <then_branch = t () => (float[6, 1, 4] a) { a = Relu(x) },
+                       else_branch = e () => (float[6, 1, 4] b) { b = Neg(x) }>
+            s, h = LSTM(y, W, R) <hidden_size = 3>
+        }"#;
+    let proto = arenac_compiler::import::text::parse_model_text(src).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("control.onnx");
+    std::fs::write(&path, prost::Message::encode_to_vec(&proto)).unwrap();
+    let model = arenac::compile_file(&path, &arenac::CompileOptions::default()).unwrap();
+    let mut session = model.session().unwrap();
+    let xs: Vec<f32> = (0..24).map(|i| (i % 5) as f32 / 4.0 - 0.5).collect();
+    let x = TensorRef::from_slice(&[6, 1, 4], &xs).unwrap();
+    let flags = [true, false];
+    let conds: Vec<TensorRef<'_>> = flags
+        .iter()
+        .map(|b| TensorRef::from_slice(&[], std::slice::from_ref(b)).unwrap())
+        .collect();
+    session.run(&[("c", conds[0]), ("x", x)]).unwrap();
+    let (n, sums) = count(|| {
+        let mut sums = [0.0f32; 2];
+        for _ in 0..10 {
+            for (k, &c) in conds.iter().enumerate() {
+                let out = session.run(&[("c", c), ("x", x)]).unwrap();
+                sums[k] += out.get(0).unwrap().get_f32(0).unwrap();
+            }
+        }
+        sums
+    });
+    assert_eq!(
+        n, 0,
+        "Session::run of If and LSTM allocated {n} times in 20 runs"
+    );
+    assert_ne!(sums[0], sums[1], "both branches taken");
 }

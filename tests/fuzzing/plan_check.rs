@@ -122,7 +122,7 @@ pub fn check_plan(g: &Graph, plan: &ArenaPlan) {
     for v in g.value_ids() {
         let val = g.value(v);
         let start = match val.kind {
-            ValueKind::Constant(_) => continue,
+            ValueKind::Constant(_) | ValueKind::Outer(_) => continue,
             ValueKind::Input => 0,
             ValueKind::Computed(p) => step[&p],
         };

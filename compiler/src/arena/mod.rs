@@ -7,6 +7,7 @@
 //! ```
 
 pub mod budget;
+pub mod control;
 pub mod report;
 pub mod svg;
 
@@ -59,14 +60,22 @@ pub struct WeightStats {
     pub bytes: usize,
 }
 
-/// Counts the constants `g` reads, each distinct byte buffer once.
+/// Counts the constants `g` reads (its subgraphs' included), each distinct byte buffer once.
 pub fn weight_stats(g: &Graph) -> WeightStats {
+    let mut stats = WeightStats::default();
+    let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+    count_weights(g, &mut stats, &mut seen);
+    stats
+}
+
+fn count_weights(g: &Graph, stats: &mut WeightStats, seen: &mut BTreeSet<(usize, usize)>) {
     let mut read: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
     for (_, n) in g.nodes() {
         read.extend(n.inputs.iter().copied());
+        for (_, sub) in n.op.subgraphs() {
+            count_weights(sub, stats, seen);
+        }
     }
-    let mut stats = WeightStats::default();
-    let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
     for &v in &read {
         if let ValueKind::Constant(t) = &g.value(v).kind {
             stats.tensors += 1;
@@ -75,7 +84,6 @@ pub fn weight_stats(g: &Graph) -> WeightStats {
             }
         }
     }
-    stats
 }
 
 /// A verified arena plan and the figures it is measured against.
@@ -107,6 +115,10 @@ pub struct ArenaPlan {
     /// What element-wise fusion did before planning (zero unless planned by [`plan_graph`]
     /// with [`PlanOptions::fuse_elementwise`]).
     pub fusion: FuseStats,
+    /// The plans of the graphs control-flow nodes hold (an `If`'s branches), by node, in
+    /// [`crate::ops::Op::subgraphs`] order ([`control`]): each from offset 0 of its own arena,
+    /// which is the node's scratch buffer in this one.
+    pub sub_plans: control::SubPlans,
 }
 
 impl ArenaPlan {
@@ -160,10 +172,19 @@ impl ArenaPlan {
     }
 }
 
-/// Plans `g`'s arena: schedule, liveness, offsets, then the independent verifier (always: it
+/// Plans `g`'s arena: the subgraphs of its control nodes first (each as it is, recursively:
+/// [`control`]), then schedule, liveness, offsets, then the independent verifier (always: it
 /// costs O(n log n) plus the pairs live together). A verifier failure is
 /// [`Error::PlanInternal`].
 pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
+    let (sub_plans, patched) = control::plan_as_is(g, opts)?;
+    let mut plan = plan_flat(patched.as_ref().unwrap_or(g), opts)?;
+    plan.sub_plans = sub_plans;
+    Ok(plan)
+}
+
+/// [`plan_arena`] of `g` alone, its control nodes' scratch taken as recorded in their ops.
+fn plan_flat(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
     if !opts.align.is_power_of_two() {
         return Err(Error::PlanInternal(format!(
             "alignment {} is not a power of two",
@@ -213,6 +234,7 @@ pub fn plan_arena(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         weights: weight_stats(g),
         planning_time,
         fusion: FuseStats::default(),
+        sub_plans: control::SubPlans::new(),
     })
 }
 
@@ -276,7 +298,9 @@ fn layer_wise(g: &Graph, align: usize) -> (usize, usize) {
 
 /// The planning pipeline: the graph passes that precede planning, in order, then
 /// [`plan_arena`]. The passes rewrite `g` in place (code generation must then use this `g`):
-/// 1. [`fuse_elementwise`], when [`PlanOptions::fuse_elementwise`].
+/// 1. [`fuse_elementwise`], when [`PlanOptions::fuse_elementwise`];
+/// 2. the subgraphs of control nodes, each through this same pipeline, their sub-arenas
+///    recorded in their ops ([`control`]).
 ///
 /// The naive sum and the layer-wise bound stay those of the graph as given (before the
 /// passes): they measure a runtime without arenac's rewrites. In debug builds the rewritten
@@ -296,7 +320,9 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     } else {
         FuseStats::default()
     };
-    let mut plan = plan_arena(g, opts)?;
+    let sub_plans = control::plan_in_place(g, opts)?;
+    let mut plan = plan_flat(g, opts)?;
+    plan.sub_plans = sub_plans;
     plan.naive_bytes = naive_bytes;
     plan.layer_wise_bound_bytes = layer_wise_bound_bytes;
     plan.fusion = fusion;

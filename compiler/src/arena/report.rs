@@ -63,6 +63,37 @@ pub struct PlanReport {
     pub arena_buffers: usize,
     /// One entry per value in the arena and per scratch buffer, sorted by first step.
     pub buffers: Vec<BufferEntry>,
+    /// The plans of the graphs control-flow nodes hold (an `If`'s branches), in schedule
+    /// order of their nodes; empty for a graph without any.
+    #[serde(default)]
+    pub subgraphs: Vec<SubgraphEntry>,
+}
+
+/// The plan of one graph held by a control-flow node: its own arena lives in the node's
+/// scratch buffer, at `offset` of the enclosing arena; its report's offsets count from there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubgraphEntry {
+    /// The holding node.
+    pub node: String,
+    /// Its op type.
+    pub op: String,
+    /// Which graph of the node (`then_branch`, `else_branch`).
+    pub role: String,
+    /// Offset of the sub-arena in the enclosing arena.
+    pub offset: usize,
+    /// The subgraph's plan report.
+    pub report: PlanReport,
+}
+
+/// Offset of node `id`'s scratch buffer in `plan`'s arena (a control node's sub-arena).
+pub fn scratch_offset(plan: &ArenaPlan, id: crate::ir::graph::NodeId) -> Option<usize> {
+    let (i, _) = plan
+        .liveness
+        .buffers
+        .iter()
+        .enumerate()
+        .find(|(_, b)| b.kind == BufferKind::Scratch && b.node == Some(id))?;
+    plan.placement.offsets.get(i).copied()
 }
 
 /// One value (or scratch buffer) in the arena.
@@ -183,6 +214,22 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         ))
     });
     let peak = plan.peak_node().map(|id| g.node(id));
+    let mut subgraphs = Vec::new();
+    for &id in &plan.schedule {
+        let Some(subs) = plan.sub_plans.get(&id) else {
+            continue;
+        };
+        let node = g.node(id);
+        for ((role, sg), sp) in node.op.subgraphs().into_iter().zip(subs) {
+            subgraphs.push(SubgraphEntry {
+                node: node.name.clone(),
+                op: node.op.name().to_string(),
+                role: role.to_string(),
+                offset: scratch_offset(plan, id).unwrap_or(0),
+                report: build_report(sg, sp),
+            });
+        }
+    }
     PlanReport {
         schema_version: SCHEMA_VERSION,
         graph: g.name.clone(),
@@ -205,6 +252,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         planning_ms: (plan.planning_time.as_secs_f64() * 1e6).round() / 1e3,
         arena_buffers: live.buffers.len(),
         buffers,
+        subgraphs,
     }
 }
 
@@ -304,6 +352,23 @@ impl PlanReport {
                 b.kind,
                 alias
             );
+        }
+        for sub in &self.subgraphs {
+            let _ = writeln!(
+                out,
+                "\n{} of node '{}' ({}): its own arena, in the node's scratch at offset {}",
+                sub.role,
+                sub.node,
+                sub.op,
+                grouped(sub.offset)
+            );
+            for line in sub.report.to_text().lines() {
+                if line.is_empty() {
+                    out.push('\n');
+                } else {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
         }
         out
     }

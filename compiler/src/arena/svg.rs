@@ -6,6 +6,11 @@
 //!
 //! Only `<rect>` elements draw buffers (the frame, grid and markers are `<path>`/`<line>`), so
 //! the number of `<rect` tags equals the number of arena buffers.
+//!
+//! A plan with subgraphs (an `If`'s branches) gets one more panel of the same size below for
+//! each subgraph plan, depth first, titled with the node and branch and the offset of its
+//! sub-arena (the node's scratch buffer) in the enclosing arena. The `<rect` count is then the
+//! buffers of every plan.
 
 use std::fmt::Write as _;
 
@@ -66,8 +71,51 @@ fn tick_step(range: f64, target: f64) -> f64 {
     m * mag
 }
 
-/// The SVG document for `plan` of `g`.
+/// The SVG document for `plan` of `g`: one panel for the plan, then one per subgraph plan.
 pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
+    let mut panels: Vec<(String, &Graph, &ArenaPlan)> = Vec::new();
+    collect_panels(g, plan, String::new(), &mut panels);
+    let total = H * panels.len() as f64;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {total}" width="{W}" height="{total}" font-family="sans-serif" font-size="13">"#
+    );
+    for (i, (title, pg, pp)) in panels.iter().enumerate() {
+        let _ = writeln!(s, r#"<g transform="translate(0 {})">"#, H * i as f64);
+        panel(&mut s, pg, pp, title);
+        let _ = writeln!(s, "</g>");
+    }
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// `plan` and its subgraph plans, depth first, each with the title prefix of its panel.
+fn collect_panels<'a>(
+    g: &'a Graph,
+    plan: &'a ArenaPlan,
+    title: String,
+    out: &mut Vec<(String, &'a Graph, &'a ArenaPlan)>,
+) {
+    out.push((title.clone(), g, plan));
+    for (&id, subs) in &plan.sub_plans {
+        let node = g.node(id);
+        let base = super::report::scratch_offset(plan, id).unwrap_or(0);
+        for ((what, sg), sp) in node.op.subgraphs().into_iter().zip(subs) {
+            let t = format!(
+                "{title}{} of '{}' ({}) at offset {} — ",
+                what,
+                node.name,
+                node.op.name(),
+                grouped(base)
+            );
+            collect_panels(sg, sp, t, out);
+        }
+    }
+}
+
+/// One panel (a `W x H` picture) of `plan` of `g`, its title prefixed by `title`.
+fn panel(s: &mut String, g: &Graph, plan: &ArenaPlan, title: &str) {
     let steps = plan.schedule.len().max(1) as f64;
     let arena = plan.arena_bytes.max(1) as f64;
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
@@ -80,11 +128,6 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
         ("KiB", 1024.0)
     };
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="13">"#
-    );
     let _ = writeln!(s, r##"<path d="M0 0H{W}V{H}H0Z" fill="#ffffff"/>"##);
     let _ = writeln!(
         s,
@@ -95,7 +138,8 @@ pub fn render_svg(g: &Graph, plan: &ArenaPlan) -> String {
     // Title.
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="22" font-size="16" font-weight="bold">{}: arena {} — lower bound {} — efficiency {:.3} — {} ({} buffers, {} steps)</text>"#,
+        r#"<text x="{LEFT}" y="22" font-size="16" font-weight="bold">{}{}: arena {} — lower bound {} — efficiency {:.3} — {} ({} buffers, {} steps)</text>"#,
+        esc(title),
         esc(&g.name),
         human_bytes(plan.arena_bytes),
         human_bytes(plan.lower_bound_bytes),
@@ -265,6 +309,4 @@ steps {}..{} ({:?}){}</title></rect>"#,
         );
         lx += 28.0 + 8.0 * label.len() as f64;
     }
-    let _ = writeln!(s, "</svg>");
-    s
 }

@@ -354,6 +354,7 @@ pub fn compile_with(
     prog.set_fault_offset(fault_offset);
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
     let mut consumed = 0usize;
+    let root = lower::Frame::root();
     let (live, node_index) = if opts.profile {
         let index: HashMap<_, _> = g.nodes().enumerate().map(|(i, (id, _))| (id, i)).collect();
         (profile::live_bytes_per_step(plan), index)
@@ -363,7 +364,7 @@ pub fn compile_with(
     let mut profiled = Vec::new();
     for (step, &id) in plan.schedule.iter().enumerate() {
         let before = prog.call_count();
-        lower::node(g, plan, id, &mut prog, &mut w)?;
+        lower::node(g, plan, &root, id, &mut prog, &mut w)?;
         if opts.profile && prog.call_count() > before {
             prog.mark(before, profiled.len() as u64);
             profiled.push(profile::node_profile(

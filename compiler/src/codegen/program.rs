@@ -3,13 +3,24 @@
 //! `extern "C" fn(arena: *mut u8, weights: *const u8, sink: *mut MarkSink)` that calls them in
 //! schedule order with addresses `base + constant offset`. `sink` is read only by the
 //! profiling marks ([`Program::mark`]); a program without marks ignores it.
+//!
+//! The entry function is a tree of [`Step`]s: kernel calls, row-split calls, and the control
+//! flow of `If` nodes (a branch on a bool byte in the arena between two blocks of steps) and
+//! loops (a counted loop over a block, optionally stopped by a bool byte, optionally storing
+//! its counter in the arena; [`Operand::Indexed`] addresses move with a loop's counter).
+//! Lowering builds a nested block with [`Program::open`] ... [`Program::close`] and hands it
+//! to [`Program::branch`] or [`Program::repeat`]. Profiling marks sit between the steps of
+//! the outermost block only (a node with control flow is one step there).
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
-use cranelift_codegen::ir::types::{F32, I32, I64};
-use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Signature, UserFuncName, Value};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F32, I8, I32, I64};
+use cranelift_codegen::ir::{
+    AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, isa::CallConv};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -72,6 +83,19 @@ pub enum Operand {
     Imm(u64),
     /// An absolute address: a compile-time object the executable owns ([`Program::keep`]).
     Host(usize),
+    /// `offset + i * step` bytes from the arena base (or the weights base when `weights`),
+    /// where `i` is the counter of the enclosing loop number `level` (0 = outermost): the
+    /// slice of a scan input or output that iteration `i` reads or writes.
+    Indexed {
+        /// From the weights base instead of the arena base.
+        weights: bool,
+        /// Address at iteration 0.
+        offset: usize,
+        /// Bytes added per iteration (negative for a reversed scan).
+        step: isize,
+        /// Which enclosing loop's counter.
+        level: usize,
+    },
 }
 
 /// One step of the entry function.
@@ -89,7 +113,30 @@ enum Step {
         /// The kernel for the last chunk.
         tail: FuncId,
     },
+    /// `if byte at cond != 0 { then } else { otherwise }`.
+    Branch {
+        cond: Operand,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+    /// `for i in 0..trips { if byte at cond == 0 { break } store i at iter; body }`.
+    Loop { spec: LoopSpec, body: Vec<Step> },
 }
+
+/// A counted loop of the entry function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopSpec {
+    /// Most iterations.
+    pub trips: usize,
+    /// Where each iteration first stores its counter (an i64), if anywhere.
+    pub iter: Option<Operand>,
+    /// A bool byte checked before each iteration: the loop stops when it is 0.
+    pub cond: Option<Operand>,
+}
+
+/// A block of steps built between [`Program::open`] and [`Program::close`].
+#[derive(Debug, Default)]
+pub struct Block(Vec<Step>);
 
 /// A compile-time object the generated code points to (an FFT kernel with its plan): owned by
 /// the program, then by the executable, so it outlives every run. Immutable once made, hence
@@ -193,13 +240,15 @@ pub struct Program {
     cache: HashMap<String, FuncId>,
     externs: Vec<(&'static str, FuncId)>,
     registered: Vec<&'static str>,
-    calls: Vec<Step>,
+    /// The entry's steps (first) and the blocks being built inside it.
+    blocks: Vec<Vec<Step>>,
     /// Nodes whose kernels check run-time values, in tag order (tag = position + 1).
     checked: Vec<CheckedNode>,
     /// Arena offset of the fault record, used once a node checks.
     fault_offset: usize,
     host: Vec<HostObject>,
-    /// Profiling marks: `(position in calls, mark index)`, positions non-decreasing.
+    /// Profiling marks: `(position in the entry's own steps, mark index)`, positions
+    /// non-decreasing.
     marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
@@ -244,7 +293,7 @@ impl Program {
             cache: HashMap::new(),
             externs,
             registered,
-            calls: Vec::new(),
+            blocks: vec![Vec::new()],
             checked: Vec::new(),
             fault_offset: 0,
             host: Vec::new(),
@@ -365,20 +414,56 @@ impl Program {
         Operand::Host(addr)
     }
 
-    /// Appends a call of `f` with `args` to the entry function.
+    /// Appends a call of `f` with `args` to the block being built (the entry function's own
+    /// steps when no block is open).
     pub fn call(&mut self, f: FuncId, args: Vec<Operand>) {
-        self.calls.push(Step::Call(f, args));
+        self.push(Step::Call(f, args));
     }
 
     /// Appends a row-split call ([`super::rows::arenac_par_rows`]) of the descriptor at
     /// weights offset `desc` with kernels `full` and `tail`.
     pub fn call_rows(&mut self, desc: usize, full: FuncId, tail: FuncId) {
-        self.calls.push(Step::Rows { desc, full, tail });
+        self.push(Step::Rows { desc, full, tail });
     }
 
-    /// Calls appended so far (the position the next call takes).
+    fn push(&mut self, step: Step) {
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(step);
+        }
+    }
+
+    /// Starts a nested block: the following calls go into it until [`Program::close`].
+    pub fn open(&mut self) {
+        self.blocks.push(Vec::new());
+    }
+
+    /// Ends the block started by the matching [`Program::open`] and returns it.
+    pub fn close(&mut self) -> Block {
+        if self.blocks.len() > 1 {
+            Block(self.blocks.pop().unwrap_or_default())
+        } else {
+            Block::default()
+        }
+    }
+
+    /// Appends `if byte at cond != 0 { then } else { otherwise }`.
+    pub fn branch(&mut self, cond: Operand, then: Block, otherwise: Block) {
+        self.push(Step::Branch {
+            cond,
+            then: then.0,
+            otherwise: otherwise.0,
+        });
+    }
+
+    /// Appends the loop `spec` over `body` (whose [`Operand::Indexed`] operands of this loop's
+    /// level move with its counter).
+    pub fn repeat(&mut self, spec: LoopSpec, body: Block) {
+        self.push(Step::Loop { spec, body: body.0 });
+    }
+
+    /// Steps in the entry function's own block so far (the position the next one takes).
     pub fn call_count(&self) -> usize {
-        self.calls.len()
+        self.blocks.first().map_or(0, Vec::len)
     }
 
     /// Puts a call of the profiling hook `arenac_profile_mark(sink, index)` before the call at
@@ -408,12 +493,11 @@ impl Program {
             Some(self.module.declare_func_in_func(id, &mut self.ctx.func))
         };
         {
+            let steps = self.blocks.first().map(Vec::as_slice).unwrap_or_default();
+            let mut funcs = vec![par_rows];
+            called(steps, &mut funcs);
             let mut refs: HashMap<FuncId, FuncRef> = HashMap::new();
-            let used = self.calls.iter().flat_map(|s| match s {
-                Step::Call(f, _) => vec![*f],
-                Step::Rows { full, tail, .. } => vec![*full, *tail],
-            });
-            for f in used.chain(std::iter::once(par_rows)) {
+            for f in funcs {
                 if let std::collections::hash_map::Entry::Vacant(e) = refs.entry(f) {
                     e.insert(self.module.declare_func_in_func(f, &mut self.ctx.func));
                 }
@@ -423,7 +507,12 @@ impl Program {
             b.append_block_params_for_function_params(entry);
             b.switch_to_block(entry);
             let params = b.block_params(entry).to_vec();
-            let (arena, weights, sink) = (params[0], params[1], params[2]);
+            let bases = Bases {
+                arena: params[0],
+                weights: params[1],
+                par_rows,
+            };
+            let sink = params[2];
             let mut marks = self.marks.iter().peekable();
             let mut mark_until = |b: &mut FunctionBuilder<'_>, pos: usize| {
                 while let Some(&&(at, index)) = marks.peek() {
@@ -437,30 +526,15 @@ impl Program {
                     }
                 }
             };
-            for (pos, step) in self.calls.iter().enumerate() {
+            for (pos, step) in steps.iter().enumerate() {
                 mark_until(&mut b, pos);
-                match step {
-                    Step::Call(f, args) => {
-                        let vals: Vec<Value> = args
-                            .iter()
-                            .map(|a| match *a {
-                                Operand::Arena(o) => b.ins().iadd_imm_u(arena, o as i64),
-                                Operand::Weights(o) => b.ins().iadd_imm_u(weights, o as i64),
-                                Operand::Null => b.ins().iconst(I64, 0),
-                                Operand::Imm(v) => b.ins().iconst(I64, v as i64),
-                                Operand::Host(a) => b.ins().iconst(I64, a as i64),
-                            })
-                            .collect();
-                        b.ins().call(refs[f], &vals);
-                    }
-                    Step::Rows { desc, full, tail } => {
-                        let d = b.ins().iadd_imm_u(weights, *desc as i64);
-                        let full = b.ins().func_addr(I64, refs[full]);
-                        let tail = b.ins().func_addr(I64, refs[tail]);
-                        b.ins()
-                            .call(refs[&par_rows], &[d, arena, weights, full, tail]);
-                    }
-                }
+                emit_steps(
+                    &mut b,
+                    std::slice::from_ref(step),
+                    &refs,
+                    bases,
+                    &mut Vec::new(),
+                );
             }
             mark_until(&mut b, usize::MAX);
             b.ins().return_(&[]);
@@ -507,4 +581,144 @@ fn count_calls(func: &cranelift_codegen::ir::Function, target: Option<FuncRef>) 
             _ => false,
         })
         .count()
+}
+
+/// Every kernel `steps` call, in order (repeats included).
+fn called(steps: &[Step], out: &mut Vec<FuncId>) {
+    for s in steps {
+        match s {
+            Step::Call(f, _) => out.push(*f),
+            Step::Rows { full, tail, .. } => out.extend([*full, *tail]),
+            Step::Branch {
+                then, otherwise, ..
+            } => {
+                called(then, out);
+                called(otherwise, out);
+            }
+            Step::Loop { body, .. } => called(body, out),
+        }
+    }
+}
+
+/// The entry function's two base addresses, and the row-split helper.
+#[derive(Clone, Copy)]
+struct Bases {
+    arena: Value,
+    weights: Value,
+    par_rows: FuncId,
+}
+
+/// The address `a` stands for; `counters` are the enclosing loops' counters, outermost first.
+fn address(b: &mut FunctionBuilder<'_>, a: Operand, bases: Bases, counters: &[Value]) -> Value {
+    match a {
+        Operand::Arena(o) => b.ins().iadd_imm_u(bases.arena, o as i64),
+        Operand::Weights(o) => b.ins().iadd_imm_u(bases.weights, o as i64),
+        Operand::Null => b.ins().iconst(I64, 0),
+        Operand::Imm(v) => b.ins().iconst(I64, v as i64),
+        Operand::Host(a) => b.ins().iconst(I64, a as i64),
+        Operand::Indexed {
+            weights,
+            offset,
+            step,
+            level,
+        } => {
+            let base = if weights { bases.weights } else { bases.arena };
+            let at = b.ins().iadd_imm_u(base, offset as i64);
+            match counters.get(level) {
+                Some(&i) => {
+                    let by = b.ins().imul_imm_s(i, step as i64);
+                    b.ins().iadd(at, by)
+                }
+                // Lowering only indexes by a loop it is inside of.
+                None => at,
+            }
+        }
+    }
+}
+
+/// Emits `steps` at the builder's current block; the builder ends in a block that follows
+/// them.
+fn emit_steps(
+    b: &mut FunctionBuilder<'_>,
+    steps: &[Step],
+    refs: &HashMap<FuncId, FuncRef>,
+    bases: Bases,
+    counters: &mut Vec<Value>,
+) {
+    for s in steps {
+        match s {
+            Step::Call(f, args) => {
+                let vals: Vec<Value> = args
+                    .iter()
+                    .map(|&a| address(b, a, bases, counters))
+                    .collect();
+                if let Some(&r) = refs.get(f) {
+                    b.ins().call(r, &vals);
+                }
+            }
+            Step::Rows { desc, full, tail } => {
+                if let (Some(&full), Some(&tail), Some(&par)) =
+                    (refs.get(full), refs.get(tail), refs.get(&bases.par_rows))
+                {
+                    let d = b.ins().iadd_imm_u(bases.weights, *desc as i64);
+                    let full = b.ins().func_addr(I64, full);
+                    let tail = b.ins().func_addr(I64, tail);
+                    b.ins()
+                        .call(par, &[d, bases.arena, bases.weights, full, tail]);
+                }
+            }
+            Step::Branch {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let p = address(b, *cond, bases, counters);
+                let c = b.ins().load(I8, MemFlagsData::new().with_notrap(), p, 0);
+                let (t, e, merge) = (b.create_block(), b.create_block(), b.create_block());
+                b.ins().brif(c, t, &[], e, &[]);
+                b.switch_to_block(t);
+                emit_steps(b, then, refs, bases, counters);
+                b.ins().jump(merge, &[]);
+                b.switch_to_block(e);
+                emit_steps(b, otherwise, refs, bases, counters);
+                b.ins().jump(merge, &[]);
+                b.switch_to_block(merge);
+            }
+            Step::Loop { spec, body } => {
+                let (header, run, exit) = (b.create_block(), b.create_block(), b.create_block());
+                b.append_block_param(header, I64);
+                let zero = b.ins().iconst(I64, 0);
+                b.ins().jump(header, &[BlockArg::Value(zero)]);
+                b.switch_to_block(header);
+                let i = b.block_params(header)[0];
+                let more = b
+                    .ins()
+                    .icmp_imm_u(IntCC::UnsignedLessThan, i, spec.trips as i64);
+                match spec.cond {
+                    Some(cond) => {
+                        let check = b.create_block();
+                        b.ins().brif(more, check, &[], exit, &[]);
+                        b.switch_to_block(check);
+                        let p = address(b, cond, bases, counters);
+                        let c = b.ins().load(I8, MemFlagsData::new().with_notrap(), p, 0);
+                        b.ins().brif(c, run, &[], exit, &[]);
+                    }
+                    None => {
+                        b.ins().brif(more, run, &[], exit, &[]);
+                    }
+                }
+                b.switch_to_block(run);
+                if let Some(iter) = spec.iter {
+                    let p = address(b, iter, bases, counters);
+                    b.ins().store(MemFlagsData::new().with_notrap(), i, p, 0);
+                }
+                counters.push(i);
+                emit_steps(b, body, refs, bases, counters);
+                counters.pop();
+                let next = b.ins().iadd_imm_s(i, 1);
+                b.ins().jump(header, &[BlockArg::Value(next)]);
+                b.switch_to_block(exit);
+            }
+        }
+    }
 }

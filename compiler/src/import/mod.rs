@@ -7,10 +7,13 @@
 //! data input is a constant, or when its op is computable from input types alone (Shape).
 //! Folded nodes do not appear in the graph; their outputs are constant values.
 
+mod affine;
 pub mod builder;
+pub mod control;
 pub mod expand;
 pub mod inputs;
 pub mod rnn;
+pub mod scope;
 pub mod tensor_proto;
 pub mod text;
 
@@ -273,13 +276,22 @@ pub fn import_model(
 }
 
 /// The names `name` is computed from in `gp`: itself and every value upstream of it through
-/// the nodes that produce them (graph inputs among them).
+/// the nodes that produce them (graph inputs among them). Nodes of subgraphs count too (a value
+/// computed inside a branch or a loop body), and a node's implicit inputs (the outer values its
+/// subgraphs read) are among what its outputs are computed from.
 fn upstream_inputs(gp: &GraphProto, name: &str) -> BTreeSet<String> {
-    let producer: HashMap<&str, &NodeProto> = gp
-        .node
-        .iter()
-        .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
-        .collect();
+    fn producers<'g>(g: &'g GraphProto, map: &mut HashMap<&'g str, &'g NodeProto>) {
+        for n in &g.node {
+            for o in &n.output {
+                map.insert(o.as_str(), n);
+            }
+            for sub in scope::subgraphs(n) {
+                producers(sub, map);
+            }
+        }
+    }
+    let mut producer: HashMap<&str, &NodeProto> = HashMap::new();
+    producers(gp, &mut producer);
     let mut seen = BTreeSet::new();
     let mut stack = vec![name.to_string()];
     while let Some(v) = stack.pop() {
@@ -287,16 +299,17 @@ fn upstream_inputs(gp: &GraphProto, name: &str) -> BTreeSet<String> {
             continue;
         }
         if let Some(node) = producer.get(v.as_str()) {
-            stack.extend(node.input.iter().cloned());
+            stack.extend(scope::all_inputs(node));
         }
     }
     seen
 }
 
-/// Name of node `i` for messages: its name, or `#i` when it has none.
-fn node_label(node: &NodeProto, i: usize) -> String {
+/// Name of node `i` for messages: its name, or `#i` when it has none (`<prefix>#i` for a node
+/// of a subgraph, `prefix` naming the node holding it and the branch or body).
+fn node_label(node: &NodeProto, i: usize, prefix: &str) -> String {
     if node.name().is_empty() {
-        format!("#{i}")
+        format!("{prefix}#{i}")
     } else {
         node.name().to_string()
     }
@@ -314,6 +327,12 @@ struct Importer {
     /// Bytes of constants produced by folding so far, and the cap.
     folded_bytes: usize,
     max_fold_bytes: usize,
+    /// Prefix of the labels of unnamed nodes (empty in the main graph; `<node>/then` and the
+    /// like while importing a subgraph's nodes).
+    prefix: String,
+    /// Int64 values known as a run-time base plus constants (for slices moving at run time
+    /// by a static length: [`affine`]).
+    affine: HashMap<ValueId, affine::Affine>,
     /// While the nodes of an expansion are imported: the opset they are read at (the model's,
     /// or [`expand::EXPANSION_OPSET`] when that is higher: expansions are written against it).
     node_opset: Option<i64>,
@@ -325,15 +344,12 @@ impl Importer {
             graph: Graph::new(gp.name(), opset),
             by_name: HashMap::new(),
             definer: HashMap::new(),
-            read_names: gp
-                .node
-                .iter()
-                .flat_map(|n| n.input.iter().cloned())
-                .chain(gp.output.iter().map(|o| o.name().to_string()))
-                .collect(),
+            read_names: scope::read_names(gp),
             domain_opsets: HashMap::new(),
             folded_bytes: 0,
             max_fold_bytes: MAX_FOLD_BYTES,
+            prefix: String::new(),
+            affine: HashMap::new(),
             node_opset: None,
         }
     }
@@ -397,7 +413,7 @@ impl Importer {
             )?;
         }
 
-        for i in topological_order(gp, &self.by_name)? {
+        for i in topological_order(gp, &self.by_name, "")? {
             let node = &gp.node[i];
             self.import_node(node, i, external.as_deref_mut())?;
         }
@@ -407,7 +423,7 @@ impl Importer {
                 .by_name
                 .get(out.name())
                 .ok_or_else(|| Error::MissingOutput(out.name().to_string()))?;
-            let id = self.materialize_constant_output(id);
+            let id = self.output_value(out.name(), id);
             self.graph.outputs.push(id);
         }
         // The caller (`import_model`) knows why each was frozen and fills `frozen` in.
@@ -418,33 +434,40 @@ impl Importer {
         })
     }
 
-    /// A graph output that folded to a constant (a Shape, a Constant, a ConstantOfShape...)
-    /// still needs bytes in the arena, where outputs are read: the constant is renamed and an
-    /// identity `Expand` node copies it from the weights into an arena value that takes the
-    /// output's name. Other values are returned unchanged.
-    fn materialize_constant_output(&mut self, id: ValueId) -> ValueId {
+    /// The value graph output `name` reads from the arena, given the value `id` the name
+    /// resolves to. A graph output that folded to a constant (a Shape, a Constant, a
+    /// ConstantOfShape...) still needs bytes in the arena, where outputs are read: an identity
+    /// `Expand` node copies it from the weights into an arena value named `name` (the constant
+    /// renamed when it had that name). A value known under another name (an output of an `If`
+    /// whose taken branch was inlined is the branch's value) gets an `Identity` view named
+    /// `name`. Other values are returned unchanged.
+    fn output_value(&mut self, name: &str, id: ValueId) -> ValueId {
         let val = self.graph.value(id);
-        if !matches!(val.kind, ValueKind::Constant(_)) {
+        let ty = val.ty.clone();
+        let is_constant = matches!(val.kind, ValueKind::Constant(_));
+        if !is_constant && val.name == name {
             return id;
         }
-        let name = val.name.clone();
-        let ty = val.ty.clone();
-        let mut fresh = format!("{name}.constant");
-        while self.by_name.contains_key(&fresh) {
-            fresh.push('_');
+        if is_constant && val.name == name {
+            let mut fresh = format!("{name}.constant");
+            while self.by_name.contains_key(&fresh) {
+                fresh.push('_');
+            }
+            self.graph.rename_value(id, fresh.clone());
+            self.by_name.insert(fresh, id);
         }
-        self.graph.rename_value(id, fresh.clone());
-        self.by_name.insert(fresh, id);
-        let node = self.graph.add_node(
-            format!("{name}.copy"),
+        let op = if is_constant {
             Op::Expand {
                 shape: ty.shape.clone(),
-            },
-            &[id],
-            &[(name.clone(), ty)],
-        );
+            }
+        } else {
+            Op::Identity
+        };
+        let node =
+            self.graph
+                .add_node(format!("{name}.copy"), op, &[id], &[(name.to_string(), ty)]);
         let out = self.graph.node(node).outputs[0];
-        self.by_name.insert(name, out);
+        self.by_name.insert(name.to_string(), out);
         out
     }
 
@@ -454,7 +477,7 @@ impl Importer {
         index: usize,
         external: Option<&mut ExternalData>,
     ) -> Result<()> {
-        let label = node_label(node, index);
+        let label = node_label(node, index, &self.prefix);
         let op_type = node.op_type().to_string();
         let node_err = |source: OpError| Error::Node {
             node: label.clone(),
@@ -486,6 +509,9 @@ impl Importer {
         }
         if rnn::is_recurrent(&op_type) {
             return rnn::expand(self, node, index, &label);
+        }
+        if control::is_control(&op_type) {
+            return control::import(self, node, &label, external);
         }
         let opset = self.node_opset.unwrap_or(self.graph.opset);
         let def = ops::lookup(&op_type, opset).ok_or_else(|| {
@@ -540,7 +566,17 @@ impl Importer {
             });
         }
         let mut ctx = NodeCtx::new(node, opset, ctx_inputs);
-        let op: Op = (def.convert)(&mut ctx).map_err(node_err)?;
+        let op: Op = match (def.convert)(&mut ctx) {
+            Ok(op) => op,
+            // Bounds moving at run time by a static length (`x[i : i + 1]` in a loop body).
+            Err(e @ OpError::NotConstant { .. }) if op_type == "Slice" && opset >= 10 => {
+                if affine::import_moving_slice(self, node, &label)? {
+                    return Ok(());
+                }
+                return Err(node_err(e));
+            }
+            Err(e) => return Err(node_err(e)),
+        };
         let data_ids: Vec<ValueId> = ctx
             .data_inputs()
             .into_iter()
@@ -654,8 +690,12 @@ impl Importer {
                         (name, t.clone())
                     })
                     .collect();
+                let moving = affine::derive(&self.graph, &self.affine, &op, &data_ids);
                 let nid = self.graph.add_node(label.clone(), op, &data_ids, &outputs);
                 let out_ids = self.graph.node(nid).outputs.clone();
+                if let (Some(a), Some(&out)) = (moving, out_ids.first()) {
+                    self.affine.insert(out, a);
+                }
                 for (k, name) in declared {
                     self.by_name.insert(name.to_string(), out_ids[k]);
                     self.definer.insert(name.to_string(), by.clone());
@@ -701,22 +741,29 @@ fn constant_node_value(
 
 /// A topological order of the nodes that keeps file order wherever dependencies allow
 /// (Kahn's algorithm taking the lowest file index first). Reports undefined inputs and cycles.
-fn topological_order(gp: &GraphProto, known: &HashMap<String, ValueId>) -> Result<Vec<usize>> {
+///
+/// A node depends on the producers of its inputs and of its implicit inputs (the outer values
+/// its subgraphs read, [`scope::implicit_inputs`]). `prefix` labels unnamed nodes in messages.
+fn topological_order(
+    gp: &GraphProto,
+    known: &HashMap<String, ValueId>,
+    prefix: &str,
+) -> Result<Vec<usize>> {
     let mut producer: HashMap<&str, usize> = HashMap::new();
     for (i, n) in gp.node.iter().enumerate() {
         for o in n.output.iter().filter(|o| !o.is_empty()) {
             if let Some(&j) = producer.get(o.as_str()) {
                 return Err(Error::DuplicateValue {
                     name: o.clone(),
-                    first: format!("node '{}'", node_label(&gp.node[j], j)),
-                    second: format!("node '{}'", node_label(n, i)),
+                    first: format!("node '{}'", node_label(&gp.node[j], j, prefix)),
+                    second: format!("node '{}'", node_label(n, i, prefix)),
                 });
             }
             if known.contains_key(o) {
                 return Err(Error::DuplicateValue {
                     name: o.clone(),
                     first: "a graph input or initializer".into(),
-                    second: format!("node '{}'", node_label(n, i)),
+                    second: format!("node '{}'", node_label(n, i, prefix)),
                 });
             }
             producer.insert(o, i);
@@ -727,17 +774,17 @@ fn topological_order(gp: &GraphProto, known: &HashMap<String, ValueId>) -> Resul
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in gp.node.iter().enumerate() {
         let mut deps = BTreeSet::new();
-        for name in node.input.iter().filter(|s| !s.is_empty()) {
+        for name in scope::all_inputs(node) {
             match producer.get(name.as_str()) {
                 Some(&p) => {
                     deps.insert(p);
                 }
-                None if known.contains_key(name) => {}
+                None if known.contains_key(&name) => {}
                 None => {
                     return Err(Error::MissingValue {
-                        node: node_label(node, i),
+                        node: node_label(node, i, prefix),
                         op: node.op_type().to_string(),
-                        value: name.clone(),
+                        value: name,
                     });
                 }
             }
@@ -761,7 +808,7 @@ fn topological_order(gp: &GraphProto, known: &HashMap<String, ValueId>) -> Resul
     if order.len() < n {
         let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
         return Err(Error::Cycle {
-            node: node_label(&gp.node[stuck], stuck),
+            node: node_label(&gp.node[stuck], stuck, prefix),
         });
     }
     Ok(order)

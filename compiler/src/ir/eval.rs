@@ -10,6 +10,16 @@ use crate::error::{Error, OpError};
 /// Evaluates the graph on `inputs` (one tensor per graph input, in order) and returns the graph
 /// outputs in order. Input types must equal the graph's input types.
 pub fn eval_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
+    eval_graph_outer(g, inputs, &[])
+}
+
+/// [`eval_graph`] for a subgraph: its outer values ([`ValueKind::Outer`]`(k)`) are `outer[k]`,
+/// the holding node's inputs.
+pub fn eval_graph_outer(
+    g: &Graph,
+    inputs: &[Tensor],
+    outer: &[&Tensor],
+) -> Result<Vec<Tensor>, Error> {
     if inputs.len() != g.inputs.len() {
         return Err(Error::InvalidModel(format!(
             "graph has {} inputs, {} given",
@@ -30,8 +40,21 @@ pub fn eval_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, Error> {
         env.insert(id, t.clone());
     }
     for id in g.value_ids() {
-        if let ValueKind::Constant(t) = &g.value(id).kind {
-            env.insert(id, t.clone());
+        match &g.value(id).kind {
+            ValueKind::Constant(t) => {
+                env.insert(id, t.clone());
+            }
+            ValueKind::Outer(k) => {
+                let t = outer.get(*k).ok_or_else(|| {
+                    Error::InvalidModel(format!(
+                        "outer value '{}' reads input {k} of a node with {}",
+                        g.value(id).name,
+                        outer.len()
+                    ))
+                })?;
+                env.insert(id, (*t).clone());
+            }
+            _ => {}
         }
     }
     for (_, n) in g.nodes() {

@@ -2,7 +2,8 @@
 //!
 //! Invariants (checked by [`crate::ir::verify::verify`]):
 //! - every value has a dtype and a static shape;
-//! - every node input is a graph input, a constant or the output of an earlier node in
+//! - every node input is a graph input, a constant, an outer value (in a subgraph: see
+//!   [`ValueKind::Outer`]) or the output of an earlier node in
 //!   [`Graph::order`], which is a topological order of all nodes;
 //! - each value has at most one producer; an edge `a -> b` carrying value `v` exists for every
 //!   use of `v` (output of `a`) as an input of `b`.
@@ -44,6 +45,11 @@ pub enum ValueKind {
     Constant(Tensor),
     /// Computed by a node.
     Computed(NodeId),
+    /// In a subgraph (a branch of an `If`, the body of a `Loop`): a value of the enclosing
+    /// graph, read in place (no buffer of its own, like a constant): the enclosing node's
+    /// input number `k`. The enclosing graph sees it as an ordinary input of that node, so it
+    /// stays live across the node.
+    Outer(usize),
 }
 
 /// A value: an SSA tensor with a static type.
@@ -84,6 +90,23 @@ pub struct Graph {
     pub inputs: Vec<ValueId>,
     /// Graph outputs, in file order.
     pub outputs: Vec<ValueId>,
+}
+
+/// Graphs are equal when they have the same name, opset, values, inputs, outputs and the same
+/// nodes in the same order (what the printer shows); node ids are not compared.
+impl PartialEq for Graph {
+    fn eq(&self, other: &Graph) -> bool {
+        self.name == other.name
+            && self.opset == other.opset
+            && self.values == other.values
+            && self.inputs == other.inputs
+            && self.outputs == other.outputs
+            && self.order.len() == other.order.len()
+            && self
+                .nodes()
+                .zip(other.nodes())
+                .all(|((_, a), (_, b))| a == b)
+    }
 }
 
 impl Graph {
@@ -157,6 +180,12 @@ impl Graph {
     /// The node with this id.
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0]
+    }
+
+    /// The op of node `id`, to rewrite its attributes in place (planning records a control
+    /// op's sub-arena there). The caller keeps the op's inferred types unchanged.
+    pub fn op_mut(&mut self, id: NodeId) -> &mut Op {
+        &mut self.nodes[id.0].op
     }
 
     /// Every value, indexed by `ValueId::index`.

@@ -11,6 +11,19 @@
 //! ```
 //! Constants with at most [`MAX_PRINTED_ELEMENTS`] elements print their values. Only constants
 //! that some node or output uses are listed.
+//!
+//! A node holding graphs (an `If`) is followed by each of them, indented under it, with its
+//! own value numbering; an outer value prints the node input it reads:
+//!
+//! ```text
+//!   %2 "y": f32[4] = If(%1, %0)  # node "if"
+//!     then_branch "t"
+//!       outer %0 "x": f32[4] = node input 1
+//!       %1 "a": f32[4] = Relu(%0)  # node "if/then#0"
+//!       output %1 "a": f32[4]
+//!     else_branch "e"
+//!       ...
+//! ```
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -25,9 +38,26 @@ pub const MAX_PRINTED_ELEMENTS: usize = 16;
 pub fn print_graph(g: &Graph) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "graph \"{}\" opset {}", g.name, g.opset);
+    write_body(&mut s, g, "  ");
+    s
+}
+
+/// The inputs, outer values, used constants, nodes (with their subgraphs) and outputs of `g`,
+/// each line starting with `pad`.
+fn write_body(s: &mut String, g: &Graph, pad: &str) {
     for &v in &g.inputs {
         let val = g.value(v);
-        let _ = writeln!(s, "  input {v} \"{}\": {}", val.name, val.ty);
+        let _ = writeln!(s, "{pad}input {v} \"{}\": {}", val.name, val.ty);
+    }
+    for v in g.value_ids() {
+        let val = g.value(v);
+        if let ValueKind::Outer(k) = val.kind {
+            let _ = writeln!(
+                s,
+                "{pad}outer {v} \"{}\": {} = node input {k}",
+                val.name, val.ty
+            );
+        }
     }
     let mut used: BTreeSet<ValueId> = g.outputs.iter().copied().collect();
     for (_, n) in g.nodes() {
@@ -36,7 +66,7 @@ pub fn print_graph(g: &Graph) -> String {
     for v in used {
         let val = g.value(v);
         if let ValueKind::Constant(t) = &val.kind {
-            let _ = write!(s, "  const {v} \"{}\": {}", val.name, val.ty);
+            let _ = write!(s, "{pad}const {v} \"{}\": {}", val.name, val.ty);
             if t.numel() <= MAX_PRINTED_ELEMENTS {
                 let _ = write!(s, " = {}", tensor_values(t));
             }
@@ -44,7 +74,7 @@ pub fn print_graph(g: &Graph) -> String {
         }
     }
     for (_, n) in g.nodes() {
-        s.push_str("  ");
+        s.push_str(pad);
         for (i, &o) in n.outputs.iter().enumerate() {
             if i > 0 {
                 s.push_str(", ");
@@ -60,11 +90,19 @@ pub fn print_graph(g: &Graph) -> String {
             let _ = write!(s, " {{{}}}", parts.join(", "));
         }
         let _ = writeln!(s, "  # node \"{}\"", n.name);
+        for (what, sub) in n.op.subgraphs() {
+            let _ = writeln!(s, "{pad}  {what} \"{}\"", sub.name);
+            write_body(s, sub, &format!("{pad}    "));
+        }
     }
     for &v in &g.outputs {
-        let _ = writeln!(s, "  output {v} \"{}\": {}", g.value(v).name, g.value(v).ty);
+        let _ = writeln!(
+            s,
+            "{pad}output {v} \"{}\": {}",
+            g.value(v).name,
+            g.value(v).ty
+        );
     }
-    s
 }
 
 /// `[1,2,3]` for a tensor's elements (flattened), floats in shortest round-trip form.

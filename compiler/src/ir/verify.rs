@@ -3,7 +3,10 @@
 //!    node earlier in the order);
 //! 2. every node output is recorded as computed by that node, and values have one producer;
 //! 3. each node's output types equal what its op infers from its input types;
-//! 4. graph outputs exist.
+//! 4. graph outputs exist;
+//! 5. the subgraphs a node holds (an `If`'s branches) satisfy all of this themselves; outer
+//!    values ([`ValueKind::Outer`]) are defined from the start, and what ties them to the node
+//!    (their types, which inputs they read) is checked by the node's inference (rule 3).
 //!
 //! Runs after import in tests and debug builds.
 
@@ -16,7 +19,10 @@ use super::types::TensorType;
 pub fn verify(g: &Graph) -> Result<(), String> {
     let mut defined: BTreeSet<ValueId> = BTreeSet::new();
     for v in g.value_ids() {
-        if matches!(g.value(v).kind, ValueKind::Input | ValueKind::Constant(_)) {
+        if matches!(
+            g.value(v).kind,
+            ValueKind::Input | ValueKind::Constant(_) | ValueKind::Outer(_)
+        ) {
             defined.insert(v);
         }
     }
@@ -52,6 +58,9 @@ pub fn verify(g: &Graph) -> Result<(), String> {
                 ));
             }
             Err(e) => return Err(format!("node '{}' ({}): {e}", n.name, n.op.name())),
+        }
+        for (what, sub) in n.op.subgraphs() {
+            verify(sub).map_err(|e| format!("node '{}' ({}), {what}: {e}", n.name, n.op.name()))?;
         }
     }
     for &o in &g.outputs {

@@ -15,6 +15,8 @@
 //!   shift); Softmax 3 (max, exp-sum, divide); LpNormalization 3;
 //! - **reductions** and scans: one per input element; TopK, Arg*, Hardmax likewise;
 //! - **Resize**: one per output element per interpolation tap (nearest: none);
+//! - **control flow**: If, the larger branch's nodes; Loop/Scan, the body's nodes times the
+//!   trip count;
 //! - **DFT/STFT**: `5 log2(n)` per output element, `n` the input's element count (an upper
 //!   bound of the transform length); MelWeightMatrix 0;
 //! - **data movement** and views (Transpose, Concat, Gather, Pad...), constants: 0.
@@ -32,6 +34,15 @@ fn numel(t: Option<&TensorType>) -> u64 {
 fn product(dims: &[usize]) -> u64 {
     dims.iter()
         .fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+}
+
+/// FLOPs of every node of `g` (subgraphs included).
+fn graph_flops(g: &crate::ir::graph::Graph) -> u64 {
+    g.nodes().fold(0u64, |acc, (_, n)| {
+        let ins: Vec<TensorType> = n.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+        let outs: Vec<TensorType> = n.outputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+        acc.saturating_add(flops(&n.op, &ins, &outs))
+    })
 }
 
 /// FLOPs node work: `op` reading `inputs` and writing `outputs` (see the module doc).
@@ -86,6 +97,10 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
             out.saturating_mul(5 * u64::from(n.ilog2()))
         }
         Op::MelWeightMatrix(_) => 0,
+        // Control flow: the larger branch; a loop's body once per trip (an early exit is not
+        // known at compile time).
+        Op::If(a) => graph_flops(&a.then_branch).max(graph_flops(&a.else_branch)),
+        Op::Loop(a) => graph_flops(&a.body).saturating_mul(a.trips as u64),
         Op::Variadic(_) => out.saturating_mul(inputs.len().saturating_sub(1) as u64),
         Op::FusedElementwise(f) => out.saturating_mul(f.steps.len() as u64),
         Op::MaxPool(a) | Op::AveragePool(a) => out.saturating_mul(product(&a.kernel)),

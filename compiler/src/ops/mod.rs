@@ -10,6 +10,7 @@
 //! constant inputs (see [`ctx::NodeCtx::take_const`]), so inference needs only input types.
 
 pub mod constant;
+pub mod control;
 pub mod conv;
 pub mod cost;
 pub mod ctx;
@@ -308,6 +309,13 @@ pub enum Op {
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
+    // --- control/: ops holding graphs, imported by `import::control`
+    /// One of two branches, chosen at run time by a bool (inputs: the condition, then the
+    /// captured outer values).
+    If(Box<control::IfAttrs>),
+    /// A body graph run a static number of times with carried state and scan inputs/outputs
+    /// (ONNX Loop and Scan; LSTM/GRU/RNN recurrences).
+    Loop(Box<control::LoopAttrs>),
 }
 
 /// A scalar operand of an op that decides no shape: known at compile time (kept in the op),
@@ -391,6 +399,7 @@ enum Family {
     Resize,
     Spectral,
     Fused,
+    Control,
 }
 
 impl Op {
@@ -444,6 +453,7 @@ impl Op {
             Op::Resize(_) => Family::Resize,
             Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => Family::Spectral,
             Op::FusedElementwise(_) => Family::Fused,
+            Op::If(_) | Op::Loop(_) => Family::Control,
         }
     }
 
@@ -462,6 +472,7 @@ impl Op {
             Family::Resize => resize::name(self),
             Family::Spectral => spectral::name(self),
             Family::Fused => fused::name(self),
+            Family::Control => control::name(self),
         }
     }
 
@@ -480,6 +491,7 @@ impl Op {
             Family::Resize => resize::infer(self, inputs),
             Family::Spectral => spectral::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
+            Family::Control => control::infer(self, inputs),
         }
     }
 
@@ -499,6 +511,7 @@ impl Op {
             Family::Resize => resize::eval(self, inputs),
             Family::Spectral => spectral::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
+            Family::Control => control::eval(self, inputs),
         }
     }
 
@@ -517,7 +530,14 @@ impl Op {
             Family::Resize => resize::attrs(self),
             Family::Spectral => spectral::attrs(self),
             Family::Fused => fused::attrs(self),
+            Family::Control => control::attrs(self),
         }
+    }
+
+    /// The graphs this op holds (an `If`'s branches, a `Loop`'s body), each with its role, in a
+    /// fixed order; empty for every other op.
+    pub fn subgraphs(&self) -> Vec<(&'static str, &crate::ir::graph::Graph)> {
+        control::subgraphs(self)
     }
 
     /// True when the output is the input reinterpreted (same bytes, another shape).
@@ -561,6 +581,8 @@ impl Op {
     /// - LRN (f32): the ring of its in-place kernel, `floor((size-1)/2) + 1` channel planes
     ///   ([`crate::codegen::kernels::lrn::lrn_scratch_bytes`]), planned whether or not the
     ///   output is planned over the input;
+    /// - If, Loop: the arena its subgraphs were planned in ([`control::IfAttrs::arena_bytes`],
+    ///   [`control::LoopAttrs::arena_bytes`]);
     /// - everything else: 0.
     ///
     /// Saturates instead of overflowing; types `infer` rejected give 0.
@@ -573,6 +595,9 @@ impl Op {
     ) -> usize {
         fn prod(dims: &[usize]) -> usize {
             dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
+        }
+        if matches!(self, Op::If(_) | Op::Loop(_)) {
+            return control::recorded_arena(self);
         }
         let (Some(x), Some(y)) = (inputs.first(), outputs.first()) else {
             return 0;

@@ -6,6 +6,7 @@
 mod attention;
 mod common;
 mod concat;
+mod control;
 mod conv_act;
 mod convt;
 mod dense;

@@ -1,6 +1,7 @@
 //! What each node becomes: kernel calls (from the cache or freshly compiled) with the
 //! addresses of its operands.
 
+mod control;
 mod convt;
 mod dense;
 mod elementwise;
@@ -32,10 +33,34 @@ use dense::{conv, gemm, matmul, pool_call, window};
 use epilogue::fused_into_conv;
 use movement::{copy_call, movement, resize};
 
+/// Where a graph being lowered sits: the main graph, or a subgraph of a control node.
+pub(super) struct Frame {
+    /// Arena offset of the graph's own arena (its plan's offset 0): 0 for the main graph, the
+    /// holding node's scratch buffer for a subgraph.
+    base: usize,
+    /// For a subgraph, the operands of the holding node's inputs, by input number (what
+    /// [`ValueKind::Outer`] values read).
+    outer: Vec<Operand>,
+    /// Loops around the graph (a loop body: one more than its loop node's graph).
+    depth: usize,
+}
+
+impl Frame {
+    /// The main graph's frame.
+    pub(super) fn root() -> Frame {
+        Frame {
+            base: 0,
+            outer: Vec::new(),
+            depth: 0,
+        }
+    }
+}
+
 struct Ctx<'a> {
     g: &'a Graph,
     plan: &'a ArenaPlan,
     id: NodeId,
+    frame: &'a Frame,
 }
 
 impl Ctx<'_> {
@@ -69,16 +94,24 @@ impl Ctx<'_> {
     }
 
     /// The arena address of `v`: its buffer's offset plus its offset within the buffer
-    /// (a Concat slice), checked to lie inside the arena with all of `v`'s bytes.
+    /// (a Concat slice), checked to lie inside the arena with all of `v`'s bytes. An outer
+    /// value of a subgraph is the holding node's input's operand.
     fn arena(&self, v: ValueId) -> Result<Operand, Error> {
         let name = &self.g.value(v).name;
+        if let ValueKind::Outer(k) = self.g.value(v).kind {
+            return self.frame.outer.get(k).copied().ok_or_else(|| {
+                self.err(format!(
+                    "outer value '{name}' reads a missing node input {k}"
+                ))
+            });
+        }
         let offset = self
             .plan
             .value_offset(v)
             .ok_or_else(|| self.err(format!("value '{name}' has no arena buffer")))?;
         let bytes = self.ty(v).bytes();
         self.inside(offset, bytes, name)?;
-        Ok(Operand::Arena(offset))
+        Ok(Operand::Arena(self.frame.base + offset))
     }
 
     /// Checks that `[offset, offset + bytes)` lies inside the arena.
@@ -132,7 +165,7 @@ impl Ctx<'_> {
             .copied()
             .ok_or_else(|| self.err(format!("scratch '{}' has no offset", b.name)))?;
         self.inside(offset, Some(b.interval.size), &b.name)?;
-        Ok(Operand::Arena(offset))
+        Ok(Operand::Arena(self.frame.base + offset))
     }
 
     /// Threads the plan sized per-thread scratch for.
@@ -244,9 +277,12 @@ fn rows_call(
     let threads = cx.threads();
     let total = split.rows.saturating_mul(split.row_elems.max(1));
     let chunks = (total / PAR_MIN_CHUNK_ELEMS).min(threads);
-    let immediate = args
-        .iter()
-        .any(|a| matches!(a, Operand::Imm(_) | Operand::Host(_)));
+    let immediate = args.iter().any(|a| {
+        matches!(
+            a,
+            Operand::Imm(_) | Operand::Host(_) | Operand::Indexed { .. }
+        )
+    });
     if chunks < 2 || immediate || args.len() > MAX_ARGS || args.len() != split.steps.len() {
         let f = make(prog, split.rows)?;
         prog.call(f, args);
@@ -278,7 +314,9 @@ fn rows_call(
         let (base, offset) = match *a {
             Operand::Arena(o) => (Base::Arena, o),
             Operand::Weights(o) => (Base::Weights, o),
-            Operand::Null | Operand::Imm(_) | Operand::Host(_) => (Base::Null, 0),
+            Operand::Null | Operand::Imm(_) | Operand::Host(_) | Operand::Indexed { .. } => {
+                (Base::Null, 0)
+            }
         };
         *slot = RowArg {
             base: base as u64,
@@ -301,15 +339,16 @@ pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Ve
     epilogue::fused_activation(g, plan, id).map_or_else(Vec::new, |f| f.nodes)
 }
 
-/// Emits the calls of node `id`.
+/// Emits the calls of node `id` of graph `g` (planned by `plan`, placed by `frame`).
 pub(super) fn node(
     g: &Graph,
     plan: &ArenaPlan,
+    frame: &Frame,
     id: NodeId,
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
-    let cx = Ctx { g, plan, id };
+    let cx = Ctx { g, plan, id, frame };
     let n = g.node(id);
     let op = &n.op;
     // An activation applied in place by its producer's conv epilogue: nothing left to do.
@@ -566,6 +605,8 @@ pub(super) fn node(
         Op::GlobalMaxPool => global_max_pool(&cx, prog),
         Op::Gemm(attrs) => gemm(&cx, attrs, prog, w),
         Op::MatMul => matmul(&cx, prog, w),
+        Op::If(a) => control::lower_if(&cx, a, prog, w),
+        Op::Loop(a) => control::lower_loop(&cx, a, prog, w),
         Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
         Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),

@@ -30,6 +30,17 @@ pub(super) fn shifted(cx: &Ctx<'_>, op: Operand, bytes: i64) -> Result<Operand, 
         Operand::Arena(o) => Operand::Arena(add(o)?),
         Operand::Weights(o) => Operand::Weights(add(o)?),
         Operand::Null => Operand::Null,
+        Operand::Indexed {
+            weights,
+            offset,
+            step,
+            level,
+        } => Operand::Indexed {
+            weights,
+            offset: add(offset)?,
+            step,
+            level,
+        },
         Operand::Imm(_) => return Err(cx.err("an immediate is not an address")),
         Operand::Host(_) => return Err(cx.err("internal: a host object is not a tensor")),
     })

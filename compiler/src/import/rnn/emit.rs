@@ -1,12 +1,15 @@
-//! Emitting the nodes of an unrolled recurrence through the importer's ordinary path: every
-//! node is a synthetic `NodeProto` handed to `Importer::import_node`, so conversion, shape
-//! inference and folding (weights that are initializers fold at import) apply as for any node
-//! of the file. Names derive from the recurrent node's label, so an error names it.
+//! Emitting the nodes of a recurrence through the importer's ordinary path: every node is a
+//! synthetic `NodeProto` handed to `Importer::import_node`, so conversion, shape inference and
+//! folding (weights that are initializers fold at import) apply as for any node of the file.
+//! Between [`Emitter::begin_body`] and [`Emitter::end_body`] the nodes are collected into the
+//! body graph of a `Scan` instead ([`Emitter::scan`] imports it); the constants they read are
+//! still defined in the enclosing graph (the body reads them as outer constants). Names derive
+//! from the recurrent node's label, so an error names it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use arenac_proto::attribute_proto::AttributeType;
-use arenac_proto::{AttributeProto, NodeProto};
+use arenac_proto::{AttributeProto, GraphProto, NodeProto, ValueInfoProto};
 
 use crate::error::Result;
 use crate::ir::graph::ValueKind;
@@ -61,6 +64,10 @@ pub(super) struct Emitter<'a> {
     pub(super) dtype: DType,
     /// Index and scalar constants made so far, by value, shared by every step.
     cache: HashMap<ConstKey, String>,
+    /// While a body is being built: its nodes, in order.
+    body: Option<Vec<NodeProto>>,
+    /// Names defined by body nodes so far (not in the importer until the body is imported).
+    body_names: HashSet<String>,
 }
 
 /// A constant that is made once and reused: i64 indices (scalar or 1-d), or a scalar of X's
@@ -71,6 +78,7 @@ enum ConstKey {
     Range(usize, usize),
     Scalar(u64),
     Shape(Vec<usize>),
+    Zeros(Vec<usize>),
 }
 
 impl<'a> Emitter<'a> {
@@ -83,6 +91,8 @@ impl<'a> Emitter<'a> {
             scope: String::new(),
             dtype,
             cache: HashMap::new(),
+            body: None,
+            body_names: HashSet::new(),
         }
     }
 
@@ -93,7 +103,11 @@ impl<'a> Emitter<'a> {
         } else {
             format!("{}/{}.{what}", self.label, self.scope)
         };
-        let taken = |n: &str| self.imp.by_name.contains_key(n) || self.imp.read_names.contains(n);
+        let taken = |n: &str| {
+            self.imp.by_name.contains_key(n)
+                || self.imp.read_names.contains(n)
+                || self.body_names.contains(n)
+        };
         if !taken(&base) {
             return base;
         }
@@ -125,8 +139,96 @@ impl<'a> Emitter<'a> {
             attribute: attrs.into_iter().map(|(k, v)| attribute(k, v)).collect(),
             ..NodeProto::default()
         };
-        self.imp.import_node(&proto, self.index, None)?;
+        match &mut self.body {
+            Some(body) => {
+                body.push(proto);
+                self.body_names.insert(out.clone());
+            }
+            None => self.imp.import_node(&proto, self.index, None)?,
+        }
         Ok(out)
+    }
+
+    /// Starts collecting the nodes of a loop body.
+    pub(super) fn begin_body(&mut self) {
+        self.body = Some(Vec::new());
+    }
+
+    /// A fresh name for an input of the body being built.
+    pub(super) fn body_input(&mut self, what: &str) -> String {
+        let name = self.fresh(what);
+        self.body_names.insert(name.clone());
+        name
+    }
+
+    /// The body collected since [`Emitter::begin_body`], with these inputs and outputs (their
+    /// types come from the loop's operands when it is imported).
+    pub(super) fn end_body(&mut self, inputs: &[String], outputs: &[String]) -> GraphProto {
+        let info = |n: &String| ValueInfoProto {
+            name: Some(n.clone()),
+            ..ValueInfoProto::default()
+        };
+        GraphProto {
+            name: Some(format!("{}/{}", self.label, self.scope)),
+            node: self.body.take().unwrap_or_default(),
+            input: inputs.iter().map(info).collect(),
+            output: outputs.iter().map(info).collect(),
+            ..GraphProto::default()
+        }
+    }
+
+    /// Imports `Scan(inputs)` over `body`: the first `inputs.len() - 1` inputs are carried,
+    /// the last is scanned along `axis` (backwards when `reverse`), and the body's last output
+    /// is stacked along the same axis in time order. Returns the output names: the carried
+    /// values' final values, then the stacked output.
+    pub(super) fn scan(
+        &mut self,
+        inputs: &[&str],
+        scanned: usize,
+        axis: usize,
+        reverse: bool,
+        body: GraphProto,
+    ) -> Result<Vec<String>> {
+        let carried = inputs.len().saturating_sub(scanned);
+        let mut outputs: Vec<String> = (0..carried)
+            .map(|k| self.fresh(&format!("last{k}")))
+            .collect();
+        outputs.push(self.fresh("seq"));
+        let ints = |name: &str, v: Vec<i64>| attribute(name, A::Ints(v));
+        let mut graph = AttributeProto {
+            name: Some("body".into()),
+            g: Some(body),
+            ..AttributeProto::default()
+        };
+        graph.set_type(AttributeType::Graph);
+        let dir = i64::from(reverse);
+        let proto = NodeProto {
+            name: Some(self.fresh("scan")),
+            op_type: Some("Scan".into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.clone(),
+            attribute: vec![
+                graph,
+                attribute("num_scan_inputs", A::Int(scanned as i64)),
+                ints("scan_input_axes", vec![axis as i64; scanned]),
+                ints("scan_input_directions", vec![dir; scanned]),
+                ints("scan_output_axes", vec![axis as i64]),
+                ints("scan_output_directions", vec![dir]),
+            ],
+            ..NodeProto::default()
+        };
+        let label = proto.name().to_string();
+        crate::import::control::import_recurrence(self.imp, &proto, &label)?;
+        Ok(outputs)
+    }
+
+    /// Zeros of X's dtype in `shape` (an absent initial state).
+    pub(super) fn zeros(&mut self, shape: &[usize]) -> Result<String> {
+        let dtype = self.dtype;
+        let n: usize = shape.iter().product();
+        self.cached(ConstKey::Zeros(shape.to_vec()), "zeros", || {
+            Tensor::from_f64(dtype, shape.to_vec(), &vec![0.0; n])
+        })
     }
 
     /// Defines a constant value and returns its name.

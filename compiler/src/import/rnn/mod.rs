@@ -1,15 +1,18 @@
-//! LSTM, GRU and RNN by unrolling at import: shapes are static, so the sequence length is
-//! known and each recurrent node becomes a subgraph of ordinary ops — a Gather per time step
-//! of the input projection (one MatMul over the whole sequence), a MatMul with the recurrent
-//! weights, Add/Mul/Sub and the activations per gate, Reshape + Concat for `Y`, `Y_h`, `Y_c`.
-//! The nodes go through the importer's ordinary path ([`emit`]), so weights that are
-//! initializers fold at import and every node is inferred and verified like any other.
+//! LSTM, GRU and RNN as loops, expanded at import: per direction, the input projection of
+//! every step is one MatMul over the whole sequence; then a `Scan` over the time axis runs one
+//! body per step — a MatMul of the previous hidden state with the recurrent weights (a
+//! constant transposed once at import and packed once at compile time, shared by every step),
+//! Add/Mul/Sub and the activations per gate — carrying the hidden (and cell) state and
+//! stacking the hidden states; Reshape + Concat give `Y`, `Y_h`, `Y_c`. So compile time and
+//! memory do not grow with the sequence length. The nodes go through the importer's ordinary
+//! path ([`emit`]), so weights that are initializers fold at import and every node is inferred
+//! and verified like any other.
 //!
 //! Covered (ONNX opsets 7 to 28): directions forward / reverse / bidirectional, layout 0 and 1,
 //! `initial_h`, `initial_c`, `B`, peepholes `P`, `linear_before_reset`, `activations` (with
 //! `activation_alpha` / `activation_beta`), `clip`, `input_forget`, omitted optional outputs.
 //! `sequence_lens` is accepted when every entry equals the sequence length; variable lengths
-//! are a typed error. At most [`MAX_STEPS`] unrolled steps (sequence length × directions).
+//! are a typed error.
 
 mod act;
 mod cells;
@@ -27,9 +30,6 @@ use crate::ops::{MAX_OPSET, MIN_OPSET};
 use super::Importer;
 use act::Act;
 use emit::Emitter;
-
-/// Most unrolled steps (sequence length × directions) one recurrent node may become.
-pub const MAX_STEPS: usize = 4096;
 
 /// The ops this module expands (from opset [`MIN_OPSET`] to [`MAX_OPSET`]); they are not in
 /// the op registry (`ops::registry`), whose entries convert to one [`crate::ops::Op`].
@@ -73,7 +73,7 @@ impl Kind {
     }
 }
 
-/// Everything the unrolling needs, checked.
+/// Everything the expansion needs, checked.
 struct Spec {
     kind: Kind,
     dtype: DType,
@@ -107,7 +107,7 @@ impl Spec {
     }
 }
 
-/// Unrolls recurrent node `node` (file position `index`, message label `label`) into the graph.
+/// Expands recurrent node `node` (file position `index`, message label `label`) into the graph.
 pub(super) fn expand(
     imp: &mut Importer,
     node: &NodeProto,
@@ -141,12 +141,13 @@ pub(super) fn expand(
         let mut per_dir = Vec::with_capacity(dirs.len());
         for (d, dir) in dirs.iter().enumerate() {
             em.scope = format!("d{d}");
-            let shape: &[usize] = if l == 0 { &[1, 1, b, h] } else { &[b, 1, 1, h] };
-            let mut parts = Vec::with_capacity(dir.hs.len());
-            for (t, ht) in dir.hs.iter().enumerate() {
-                parts.push(em.reshape(&format!("y{t}"), ht, shape)?);
-            }
-            per_dir.push(em.concat("Y", &parts, l, None)?);
+            let seq = spec.seq;
+            let shape: &[usize] = if l == 0 {
+                &[seq, 1, b, h]
+            } else {
+                &[b, seq, 1, h]
+            };
+            per_dir.push(em.reshape("Y", &dir.y, shape)?);
         }
         em.scope.clear();
         em.concat("Y", &per_dir, l + 1, Some(name))?;
@@ -288,12 +289,6 @@ fn parse(imp: &Importer, node: &NodeProto) -> Result<Spec, OpError> {
         return Err(OpError::Unsupported(format!(
             "an empty sequence, batch or hidden size (X {:?}, R {:?})",
             xt.shape, rt.shape
-        )));
-    }
-    if seq.saturating_mul(nd) > MAX_STEPS {
-        return Err(OpError::Unsupported(format!(
-            "a sequence of {seq} steps × {nd} direction(s) would unroll into more than \
-             {MAX_STEPS} steps; compile with a shorter sequence"
         )));
     }
     // Optional inputs with their expected shapes.

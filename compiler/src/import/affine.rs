@@ -1,0 +1,320 @@
+//! Slices whose bounds move at run time by a known length: `x[i : i + k]`, where `i` is
+//! known only at run time (typically a loop's iteration number) but `k` is a constant.
+//!
+//! The importer tracks int64 values that are a run-time *base* (a one-element int64 value)
+//! plus constants, element by element ([`Affine`]): the base itself, `Add`/`Sub` with a
+//! constant, views (Unsqueeze, Squeeze, Reshape, Identity, Flatten) and `Concat` with
+//! constants or other values of the same base. A `Slice` whose starts and ends are not
+//! constants but, axis by axis, either both constants or both the same base plus constants,
+//! has a static shape: it becomes a `Slice` over the constant axes, then per moving axis a
+//! `Gather` of the indices `base + start + j * step` (`j < length`).
+//!
+//! Contract: the slice must stay inside the tensor at run time (ONNX would then shorten it,
+//! which a static shape cannot do); within it, negative starts count from the back as in
+//! `Slice`.
+
+use std::collections::HashMap;
+
+use arenac_proto::NodeProto;
+use arenac_proto::attribute_proto::AttributeType;
+
+use super::Importer;
+use crate::error::Result;
+use crate::ir::graph::{Graph, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
+use crate::ir::types::DType;
+use crate::ops::{Op, SliceAxis};
+
+/// One element of a tracked value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Elem {
+    /// A constant.
+    Const(i64),
+    /// The base plus a constant.
+    Base(i64),
+}
+
+/// An int64 value whose elements are constants or one run-time base plus constants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Affine {
+    /// A one-element int64 value known only at run time.
+    base: ValueId,
+    /// The elements, flattened.
+    elems: Vec<Elem>,
+}
+
+/// The tracked form of `v`: recorded, a one-element non-constant int64 value (its own base),
+/// or a constant (all `Const`, with no base: `None` base is returned as `v`'s own id).
+fn form(
+    g: &Graph,
+    known: &HashMap<ValueId, Affine>,
+    v: ValueId,
+) -> Option<(Option<ValueId>, Vec<Elem>)> {
+    if let Some(a) = known.get(&v) {
+        return Some((Some(a.base), a.elems.clone()));
+    }
+    let val = g.value(v);
+    if val.ty.dtype != DType::I64 {
+        return None;
+    }
+    match &val.kind {
+        ValueKind::Constant(t) => {
+            Some((None, t.to_i64_vec().into_iter().map(Elem::Const).collect()))
+        }
+        _ if val.ty.numel() == Some(1) => Some((Some(v), vec![Elem::Base(0)])),
+        _ => None,
+    }
+}
+
+/// The tracked form of the output of `op` over `inputs`, when it has one (and depends on a
+/// base: constants fold anyway).
+pub(super) fn derive(
+    g: &Graph,
+    known: &HashMap<ValueId, Affine>,
+    op: &Op,
+    inputs: &[ValueId],
+) -> Option<Affine> {
+    use crate::ops::BinaryOp;
+    let (base, elems) = match op {
+        Op::Reshape { .. }
+        | Op::Flatten { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Identity => form(g, known, *inputs.first()?)?,
+        Op::Cast { to: DType::I64 } => form(g, known, *inputs.first()?)?,
+        Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub)) => {
+            let (ba, ea) = form(g, known, *inputs.first()?)?;
+            let (bb, eb) = form(g, known, *inputs.get(1)?)?;
+            let n = ea.len().max(eb.len());
+            let at = |e: &[Elem], i: usize| e.get(if e.len() == 1 { 0 } else { i }).copied();
+            if !(ea.len() == n || ea.len() == 1) || !(eb.len() == n || eb.len() == 1) {
+                return None;
+            }
+            let sub = matches!(b, BinaryOp::Sub);
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                out.push(match (at(&ea, i)?, at(&eb, i)?) {
+                    (Elem::Const(x), Elem::Const(y)) => Elem::Const(if sub {
+                        x.checked_sub(y)?
+                    } else {
+                        x.checked_add(y)?
+                    }),
+                    (Elem::Base(x), Elem::Const(y)) => Elem::Base(if sub {
+                        x.checked_sub(y)?
+                    } else {
+                        x.checked_add(y)?
+                    }),
+                    (Elem::Const(x), Elem::Base(y)) if !sub => Elem::Base(x.checked_add(y)?),
+                    _ => return None,
+                });
+            }
+            (one_base(ba, bb)?, out)
+        }
+        Op::Concat { axis: 0 } => {
+            let mut base = None;
+            let mut out = Vec::new();
+            for &v in inputs {
+                let (b, e) = form(g, known, v)?;
+                base = one_base(base, b)?;
+                out.extend(e);
+            }
+            (base, out)
+        }
+        _ => return None,
+    };
+    Some(Affine { base: base?, elems })
+}
+
+/// The common base of two forms (`None`: constants), or `None` when they differ.
+fn one_base(a: Option<ValueId>, b: Option<ValueId>) -> Option<Option<ValueId>> {
+    match (a, b) {
+        (Some(x), Some(y)) if x != y => None,
+        (x, y) => Some(x.or(y)),
+    }
+}
+
+/// An int64 constant's elements as a list, or a tracked value's elements.
+fn ints(imp: &Importer, name: &str) -> Option<(Option<ValueId>, Vec<Elem>)> {
+    let id = *imp.by_name.get(name)?;
+    form(&imp.graph, &imp.affine, id)
+}
+
+/// Imports `Slice` node `node` (opset 10 on) whose starts or ends are run-time values moving
+/// together, as described in the module doc. Returns `Ok(false)` when the node is not such
+/// a slice (the caller reports its ordinary error).
+pub(super) fn import_moving_slice(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+) -> Result<bool> {
+    let arg = |i: usize| node.input.get(i).filter(|s| !s.is_empty());
+    let (Some(x), Some(s), Some(e)) = (arg(0), arg(1), arg(2)) else {
+        return Ok(false);
+    };
+    let Some(&xid) = imp.by_name.get(x) else {
+        return Ok(false);
+    };
+    let shape = imp.graph.value(xid).ty.shape.clone();
+    let (Some((bs, starts)), Some((be, ends))) = (ints(imp, s), ints(imp, e)) else {
+        return Ok(false);
+    };
+    let Some(Some(base)) = one_base(bs, be) else {
+        return Ok(false);
+    };
+    let constant = |i: usize| -> Option<Option<Vec<i64>>> {
+        match arg(i) {
+            None => Some(None),
+            Some(n) => match ints(imp, n)? {
+                (None, v) => Some(Some(
+                    v.into_iter()
+                        .map(|x| match x {
+                            Elem::Const(c) => Some(c),
+                            Elem::Base(_) => None,
+                        })
+                        .collect::<Option<Vec<i64>>>()?,
+                )),
+                _ => None,
+            },
+        }
+    };
+    let (Some(axes), Some(steps)) = (constant(3), constant(4)) else {
+        return Ok(false);
+    };
+    let n = starts.len();
+    let axes: Vec<i64> = axes.unwrap_or_else(|| (0..n as i64).collect());
+    let steps: Vec<i64> = steps.unwrap_or_else(|| vec![1; n]);
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return Ok(false);
+    }
+    // Split into constant axes (an ordinary Slice) and moving ones (a Gather each).
+    let (mut cs, mut ce, mut ca, mut cst) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut moving: Vec<(usize, Vec<i64>)> = Vec::new();
+    for k in 0..n {
+        let rank = shape.len() as i64;
+        let Some(axis) = Some(axes[k]).filter(|a| (-rank..rank).contains(a)) else {
+            return Ok(false);
+        };
+        let axis = if axis < 0 { axis + rank } else { axis } as usize;
+        match (starts[k], ends[k]) {
+            (Elem::Const(a), Elem::Const(b)) => {
+                cs.push(a);
+                ce.push(b);
+                ca.push(axis as i64);
+                cst.push(steps[k]);
+            }
+            (Elem::Base(a), Elem::Base(b)) if steps[k] != 0 => {
+                let len = SliceAxis {
+                    axis,
+                    start: a,
+                    end: b,
+                    step: steps[k],
+                }
+                .len();
+                let idx: Vec<i64> = (0..len as i64).map(|j| a + j * steps[k]).collect();
+                moving.push((axis, idx));
+            }
+            _ => return Ok(false),
+        }
+    }
+    let out = node.output.first().cloned().unwrap_or_default();
+    let mut emit = Emit {
+        imp,
+        label: label.to_string(),
+        k: 0,
+    };
+    let mut cur = x.clone();
+    if !cs.is_empty() {
+        let args = [
+            emit.constant(Tensor::i64(vec![cs.len()], &cs))?,
+            emit.constant(Tensor::i64(vec![ce.len()], &ce))?,
+            emit.constant(Tensor::i64(vec![ca.len()], &ca))?,
+            emit.constant(Tensor::i64(vec![cst.len()], &cst))?,
+        ];
+        let target = if moving.is_empty() {
+            Some(out.clone())
+        } else {
+            None
+        };
+        cur = emit.node(
+            "Slice",
+            &[&cur, &args[0], &args[1], &args[2], &args[3]],
+            vec![],
+            target,
+        )?;
+    }
+    let base_name = emit.imp.graph.value(base).name.clone();
+    let base1 = {
+        let shape1 = emit.constant(Tensor::i64(vec![1], &[1]))?;
+        emit.node("Reshape", &[&base_name, &shape1], vec![], None)?
+    };
+    let last = moving.len();
+    for (m, (axis, idx)) in moving.into_iter().enumerate() {
+        let offsets = emit.constant(Tensor::i64(vec![idx.len()], &idx))?;
+        let at = emit.node("Add", &[&base1, &offsets], vec![], None)?;
+        let target = (m + 1 == last).then(|| out.clone());
+        cur = emit.node("Gather", &[&cur, &at], vec![("axis", axis as i64)], target)?;
+    }
+    Ok(true)
+}
+
+/// Emits the nodes of one rewritten slice through the importer's ordinary path.
+struct Emit<'a> {
+    imp: &'a mut Importer,
+    label: String,
+    k: usize,
+}
+
+impl Emit<'_> {
+    fn fresh(&mut self, what: &str) -> String {
+        loop {
+            let name = format!("{}/{what}{}", self.label, self.k);
+            self.k += 1;
+            if !self.imp.by_name.contains_key(&name) && !self.imp.read_names.contains(&name) {
+                return name;
+            }
+        }
+    }
+
+    fn constant(&mut self, t: Tensor) -> Result<String> {
+        let name = self.fresh("c");
+        let by = format!("the rewrite of node '{}'", self.label);
+        self.imp.define(&name, by, t.ty(), ValueKind::Constant(t))?;
+        Ok(name)
+    }
+
+    fn node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        ints: Vec<(&str, i64)>,
+        out: Option<String>,
+    ) -> Result<String> {
+        let out = match out {
+            Some(o) => o,
+            None => self.fresh(&op.to_ascii_lowercase()),
+        };
+        let attribute = ints
+            .into_iter()
+            .map(|(k, v)| {
+                let mut a = arenac_proto::AttributeProto {
+                    name: Some(k.to_string()),
+                    i: Some(v),
+                    ..Default::default()
+                };
+                a.set_type(AttributeType::Int);
+                a
+            })
+            .collect();
+        let proto = NodeProto {
+            name: Some(format!("{}/{op}{}", self.label, self.k)),
+            op_type: Some(op.to_string()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.clone()],
+            attribute,
+            ..NodeProto::default()
+        };
+        self.k += 1;
+        self.imp.import_node(&proto, 0, None)?;
+        Ok(out)
+    }
+}
