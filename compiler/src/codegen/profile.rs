@@ -172,6 +172,9 @@ fn kernel_class(g: &Graph, id: NodeId) -> String {
                 "depthwise"
             } else if p.is_pointwise() {
                 "pointwise"
+            } else if (ConvParams { packed_a: 1, ..p }).is_direct() {
+                // (with constant weights, packed at compile time)
+                "direct"
             } else if p.group > 1 {
                 "grouped im2col"
             } else {

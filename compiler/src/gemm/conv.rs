@@ -5,6 +5,7 @@
 //!   a direct kernel vectorized along the output width;
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
+//! - direct (stride 1, no groups, wide output rows, AVX-512): [`super::direct`], no im2col;
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
 //!   most [`ConvParams::tile_pixels`] ([`IM2COL_TILE`] unless the planner chose a
 //!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
@@ -66,7 +67,8 @@ pub struct ConvParams {
     /// Second activation parameter (f32 bits).
     pub act_b: u64,
     /// Non-zero when the weights (not depthwise) come packed by [`prepare_weights`]: per
-    /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout.
+    /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout (1),
+    /// or in the direct path's layout (2, [`ConvParams::is_direct`]: one group).
     pub packed_a: u64,
     /// Output pixels per im2col tile; 0 means [`IM2COL_TILE`]. The planner may choose a
     /// smaller tile (a smaller scratch) at a memory peak: [`conv2d_tile_for_scratch`].
@@ -186,6 +188,13 @@ impl ConvParams {
         self.group > 1 && self.c == self.group
     }
 
+    /// Whether the direct path runs ([`super::direct`]: AVX-512, constant weights, no
+    /// groups, stride 1, rows of at least 14 output pixels); it leaves the planned scratch
+    /// unused.
+    pub fn is_direct(&self) -> bool {
+        super::direct::applies(self)
+    }
+
     /// Whether the pointwise path runs: a `1 x 1` kernel at stride 1 without padding, so the
     /// input planes are the GEMM's B as they are.
     pub fn is_pointwise(&self) -> bool {
@@ -212,11 +221,17 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
     let mg = p.m as usize / g;
     let len = super::packed_a_len(mg, k);
     let mut out = vec![0.0f32; len * g];
+    p.packed_a = 1;
+    if p.is_direct() {
+        // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
+        super::direct::pack(mg, k, &w[..mg * k], &mut out);
+        p.packed_a = super::direct::DIRECT_PACKED;
+        return out;
+    }
     for gi in 0..g {
         let src = &w[gi * mg * k..(gi + 1) * mg * k];
         super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
     }
-    p.packed_a = 1;
     out
 }
 
@@ -318,6 +333,13 @@ pub unsafe extern "C" fn arenac_conv2d(
     if p.is_depthwise() {
         // SAFETY: the contract of `depthwise::run` is this function's, less the scratch.
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
+        return;
+    }
+    if p.packed_a == super::direct::DIRECT_PACKED {
+        // SAFETY: the contract of `direct::run` is this function's, less the scratch; the
+        // weights were packed for it by `prepare_weights`, in this process, where AVX-512
+        // was selected (`is_direct`).
+        unsafe { super::direct::run(&p, x, w, bias, y) };
         return;
     }
     let (panel, a_floats) = scratch_parts(&p);

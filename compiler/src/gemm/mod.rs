@@ -41,6 +41,7 @@
 pub mod act;
 pub mod conv;
 mod depthwise;
+mod direct;
 mod kernels;
 pub mod pool;
 pub(crate) mod small;

@@ -8,6 +8,7 @@ mod common;
 mod concat;
 mod control;
 mod conv_act;
+mod conv_direct;
 mod convt;
 mod dense;
 mod elementwise;

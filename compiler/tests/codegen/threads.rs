@@ -97,11 +97,23 @@ fn convolutions() {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<Case<'_>> = vec![
-        // Many units (a large plane): whole tiles per thread.
+        // Many units (a large plane): whole tiles per thread (im2col: stride 2).
+        (
+            vec![1, 16, 80, 80],
+            vec![32, 16, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        ),
+        // Direct (stride 1, wide rows; AVX-512): rows of 12-channel panels and a last panel
+        // of 4, rows ending mid-vector.
         (
             vec![1, 16, 40, 40],
             vec![32, 16, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            vec![2, 20, 17, 45],
+            vec![70, 20, 3, 5],
+            vec![("pads", ints(&[1, 2, 1, 2]))],
         ),
         // One tile: the product split over threads; edge rows (m = 70).
         (
