@@ -1,5 +1,6 @@
-//! Direct convolution at stride 1 (no im2col): the AVX-512 path of [`super::conv`] for
-//! ungrouped convolutions whose output rows are wide enough to fill 16-lane vectors.
+//! Direct convolution (no im2col): the AVX-512 path of [`super::conv`] for ungrouped
+//! convolutions at horizontal stride 1 or 2 whose output rows are wide enough to fill
+//! 16-lane vectors.
 //!
 //! The weights are packed at compile time ([`pack`], [`super::conv::prepare_weights`] with
 //! `packed_a` = [`DIRECT_PACKED`]): per panel of 12 output channels, each K step's 12 weights
@@ -11,10 +12,11 @@
 //! row is walked in chunks of `NV` 16-pixel vectors; for each chunk an `MB x NV` block of
 //! accumulators (`MB` = 12, 8 or 4 channels: the last panel of `M % 12` rows takes the
 //! smallest that covers it) sums, for every tap `(ci, ky, kx)` in K order, one broadcast
-//! weight times `NV` input vectors loaded at the tap's column offset. Input columns outside
-//! the row (the padding) are masked off the loads (zero), and so are input rows outside the
-//! plane (all lanes: no branch in the loop). Bias and the fused activation ([`super::act::x86::act512`]) are applied in
-//! registers before a masked store.
+//! weight times `NV` input vectors loaded at the tap's column offset (stride 2: the even
+//! lanes of two loads, one permute). Input columns outside the row (the padding) are masked
+//! off the loads (zero); input rows outside the plane are left out of the row's tap range.
+//! Bias and the fused activation ([`super::act::x86::act512`]) are applied in registers
+//! before a masked store.
 //!
 //! Each output element is summed in K order by the same instructions whatever unit, chunk or
 //! thread computes it: results are bit-identical at every thread count.
@@ -45,7 +47,8 @@ pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
     }
 }
 
-/// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups, stride 1,
+/// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups,
+/// horizontal stride 1 (or 2 with at most 4 input channels),
 /// a kernel of at most [`MAX_KW`] columns, not pointwise, output rows of at least 14 pixels
 /// (and `ARENAC_CONV_DIRECT` is not `0`: im2col instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
@@ -55,8 +58,9 @@ pub(super) fn applies(p: &ConvParams) -> bool {
         && p.packed_a != 0
         && super::selected_kernel().name.starts_with("avx512")
         && p.group <= 1
-        && p.stride_h == 1
-        && p.stride_w == 1
+        // Stride 2 beats im2col (measured) only for few input channels: first layers.
+        && (p.stride_w == 1 || (p.stride_w == 2 && p.c <= 4))
+        && p.stride_h >= 1
         && p.kw as usize <= MAX_KW
         && p.ow >= 14
         && !p.is_pointwise()
@@ -74,6 +78,8 @@ struct Geom {
     kw: usize,
     pt: isize,
     pl: isize,
+    sh: usize,
+    sw: usize,
     dh: usize,
     dw: usize,
     oh: usize,
@@ -94,6 +100,8 @@ impl Geom {
             kw: u(p.kw),
             pt: p.pad_t as isize,
             pl: p.pad_l as isize,
+            sh: u(p.stride_h).max(1),
+            sw: u(p.stride_w).max(1),
             dh: u(p.dil_h).max(1),
             dw: u(p.dil_w).max(1),
             oh: u(p.oh),
@@ -136,7 +144,13 @@ pub(super) unsafe fn run(
                 let b = bias.as_ref().map(|b| b.get().cast_const());
                 // SAFETY: the contract; unit u writes only output row oy of its panel's
                 // channels of image img; the CPU has AVX-512F (`applies`).
-                unsafe { x86::row(&g, xi, w.get().cast_const(), b, act, yi, oy, ip) };
+                unsafe {
+                    if g.sw == 2 {
+                        x86::row::<2>(&g, xi, w.get().cast_const(), b, act, yi, oy, ip)
+                    } else {
+                        x86::row::<1>(&g, xi, w.get().cast_const(), b, act, yi, oy, ip)
+                    }
+                };
             }
         });
     }
@@ -159,7 +173,7 @@ mod x86 {
     /// `bias` (if any) `m` floats, `y` writable for the image's `m*oh*ow` floats.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn row(
+    pub(super) unsafe fn row<const S: usize>(
         g: &Geom,
         x: *const f32,
         w: *const f32,
@@ -178,8 +192,8 @@ mod x86 {
                     while ox < g.ow {
                         let nv = (g.ow - ox).div_ceil(16);
                         match nv {
-                            1 => chunk::<12, 1>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<12, 2>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<12, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<12, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 32;
                     }
@@ -187,9 +201,9 @@ mod x86 {
                 5..=8 => {
                     while ox < g.ow {
                         match (g.ow - ox).div_ceil(16) {
-                            1 => chunk::<8, 1>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            2 => chunk::<8, 2>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<8, 3>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<8, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<8, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<8, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 48;
                     }
@@ -197,10 +211,10 @@ mod x86 {
                 _ => {
                     while ox < g.ow {
                         match (g.ow - ox).div_ceil(16) {
-                            1 => chunk::<4, 1>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            2 => chunk::<4, 2>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            3 => chunk::<4, 3>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<4, 4>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<4, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<4, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            3 => chunk::<4, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<4, 4, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 64;
                     }
@@ -227,7 +241,7 @@ mod x86 {
     /// That of [`row`], and `rows <= MB`, `ox < ow`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn chunk<const MB: usize, const NV: usize>(
+    unsafe fn chunk<const MB: usize, const NV: usize, const S: usize>(
         g: &Geom,
         x: *const f32,
         w: *const f32,
@@ -242,19 +256,22 @@ mod x86 {
         // SAFETY: AVX-512F (inlined into `row`) and the memory of the contract: every
         // access below stays inside the operands it names.
         unsafe {
-            // Load masks per kernel column and vector: input columns inside the row.
-            let mut masks = [[0u16; NV]; MAX_KW];
+            // Load masks per kernel column, vector and (stride 2) half: input columns inside
+            // the row. Lane i of vector v reads column (ox + 16 v + i) S + kx dw - pl.
+            let mut masks = [[0u16; 8]; MAX_KW];
             for (kx, mk) in masks.iter_mut().enumerate().take(g.kw) {
-                for (v, m) in mk.iter_mut().enumerate() {
-                    // Lane i reads column ox + 16 v + i + kx dw - pl.
-                    let c0 = (ox + 16 * v + kx * g.dw) as isize - g.pl;
+                for (j, m) in mk.iter_mut().enumerate().take(NV * S) {
+                    let (v, half) = (j / S, j % S);
+                    let c0 = ((ox + 16 * v) * S + 16 * half + kx * g.dw) as isize - g.pl;
                     *m = lanes(-c0, g.w as isize - c0);
                 }
             }
             let mut acc = [[_mm512_setzero_ps(); NV]; MB];
+            let evens =
+                _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             let plane = g.h * g.w;
             // Taps ky0..ky1 fall inside the input (iy grows with ky).
-            let iy_of = |ky: usize| (oy + ky * g.dh) as isize - g.pt;
+            let iy_of = |ky: usize| (oy * g.sh + ky * g.dh) as isize - g.pt;
             let ky0 = (0..g.kh).find(|&ky| iy_of(ky) >= 0).unwrap_or(g.kh);
             let ky1 = (ky0..g.kh)
                 .find(|&ky| iy_of(ky) >= g.h as isize)
@@ -267,14 +284,19 @@ mod x86 {
                     let row = x.wrapping_add(ci * plane + iy * g.w);
                     let wrow = wpanel.wrapping_add(((ci * g.kh + ky) * g.kw) * 12);
                     for (kx, mk) in masks.iter().enumerate().take(g.kw) {
-                        let c0 = (ox + kx * g.dw) as isize - g.pl;
+                        let c0 = (ox * S + kx * g.dw) as isize - g.pl;
                         let mut xs = [_mm512_setzero_ps(); NV];
                         for (v, xv) in xs.iter_mut().enumerate() {
                             // Only lanes inside input row iy of channel ci are read.
-                            *xv = _mm512_maskz_loadu_ps(
-                                mk[v],
-                                row.wrapping_offset(c0 + 16 * v as isize),
-                            );
+                            let at = row.wrapping_offset(c0 + (16 * S * v) as isize);
+                            *xv = if S == 1 {
+                                _mm512_maskz_loadu_ps(mk[v], at)
+                            } else {
+                                // Columns 2i of 32: the even lanes of two loads.
+                                let lo = _mm512_maskz_loadu_ps(mk[2 * v], at);
+                                let hi = _mm512_maskz_loadu_ps(mk[2 * v + 1], at.wrapping_add(16));
+                                _mm512_permutex2var_ps(lo, evens, hi)
+                            };
                         }
                         let wp = wrow.wrapping_add(kx * 12);
                         for (r, ar) in acc.iter_mut().enumerate() {

@@ -1,9 +1,9 @@
-//! The direct convolution path (stride 1, no groups, output rows of at least 14 pixels, on
-//! AVX-512 with packed weights): random geometries — kernels 1..7 by 1..7, dilations,
-//! asymmetric pads wider than the kernel's reach, output channel counts whose last panel
-//! has 1..12 rows, rows that end mid-vector, 1-d convs, batches — with no activation, Relu
-//! and a fused SiLU, against the reference evaluation. On such a CPU each case must take
-//! the path.
+//! The direct convolution path (horizontal stride 1, or 2 with at most 4 input channels; no
+//! groups; output rows of at least 14 pixels; AVX-512, constant weights): random geometries
+//! — kernels 1..7 by 1..7, strides (vertical 1..3), dilations, asymmetric pads wider than
+//! the kernel's reach, output channel counts whose last panel has 1..12 rows, rows that end
+//! mid-vector, 1-d convs, batches — with no activation, Relu and a fused SiLU, against the
+//! reference evaluation. On such a CPU each case must take the path.
 
 use arenac_compiler::gemm::conv::ConvParams;
 use arenac_compiler::gemm::kernel_name;
@@ -42,13 +42,25 @@ fn direct_conv_random_against_reference() {
         } else {
             (pads[0], pads[1], pads[2], pads[3])
         };
-        let (sh, sw) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
-        let h = if one_d { 1 } else { sh + pick(&mut rng, 0, 12) };
+        let (span_h, span_w) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+        // Horizontal stride 1 or 2, vertical 1 to 3.
+        let (sh, sw) = if one_d {
+            (1, pick(&mut rng, 1, 2))
+        } else {
+            (pick(&mut rng, 1, 3), pick(&mut rng, 1, 2))
+        };
+        // Stride 2 takes the path with at most 4 input channels.
+        let c = if sw == 2 { c.min(4) } else { c };
+        let h = if one_d {
+            1
+        } else {
+            span_h + pick(&mut rng, 0, 12)
+        };
         // Output widths 14..=80: whole vectors, partial ones, several chunks.
         let ow = pick(&mut rng, 14, 80);
-        // At least 14 + 1 - 6 columns.
-        let w = ow + sw - 1 - pl - pr;
-        let oh = h + pt + pb - sh + 1;
+        // At least 13 + 1 - 6 columns; sometimes one more than the last window reads.
+        let w = (ow - 1) * sw + span_w - pl - pr + pick(&mut rng, 0, sw - 1);
+        let oh = (h + pt + pb - span_h) / sh + 1;
         let (xs, ws, ys, attrs) = if one_d {
             (
                 vec![n, c, w],
@@ -56,6 +68,7 @@ fn direct_conv_random_against_reference() {
                 vec![n, m, ow],
                 vec![
                     ("kernel_shape", ints(&[kw])),
+                    ("strides", ints(&[sw])),
                     ("dilations", ints(&[dw])),
                     ("pads", ints(&[pl, pr])),
                 ],
@@ -67,6 +80,7 @@ fn direct_conv_random_against_reference() {
                 vec![n, m, oh, ow],
                 vec![
                     ("kernel_shape", ints(&[kh, kw])),
+                    ("strides", ints(&[sh, sw])),
                     ("dilations", ints(&[dh, dw])),
                     ("pads", ints(&[pt, pl, pb, pr])),
                 ],
@@ -77,7 +91,7 @@ fn direct_conv_random_against_reference() {
             &xs,
             &ys,
             &spatial(&ws),
-            &vec![1; xs.len() - 2],
+            &if one_d { vec![sw] } else { vec![sh, sw] },
             &if one_d { vec![dw] } else { vec![dh, dw] },
             &if one_d {
                 vec![pl, pr]

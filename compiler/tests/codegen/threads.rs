@@ -97,10 +97,16 @@ fn convolutions() {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<Case<'_>> = vec![
-        // Many units (a large plane): whole tiles per thread (im2col: stride 2).
+        // Many units (a large plane): whole tiles per thread (im2col: rows under 14 pixels).
         (
-            vec![1, 16, 80, 80],
+            vec![1, 16, 200, 12],
             vec![32, 16, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // Direct at stride 2 (few input channels).
+        (
+            vec![1, 3, 61, 67],
+            vec![20, 3, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
         ),
         // Direct (stride 1, wide rows; AVX-512): rows of 12-channel panels and a last panel
