@@ -3,7 +3,8 @@
 //! Run with `cargo run --release -p arenac-compiler --example conv_bench [REPS]`. For each
 //! layer (shapes from MobileNetV2, ResNet-18 and SqueezeNet), builds a one-node model, compiles
 //! it, and prints the median time of REPS runs (default 30) and GFLOP/s (2 flops per
-//! multiply-add), and the rate by the thread's least CPU time. Other layers: `CONV_SHAPES="c,h,w,m,k,stride,pad,group;..."`.
+//! multiply-add), and the rate by the thread's least CPU time (`POOL_SHAPES="c,h,w,k,stride,pad;..."`:
+//! MaxPool layers instead). Other layers: `CONV_SHAPES="c,h,w,m,k,stride,pad,group;..."`.
 
 use std::time::Instant;
 
@@ -60,6 +61,9 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
+    if let Ok(pools) = std::env::var("POOL_SHAPES") {
+        return pool_layers(&pools, reps);
+    }
     let layers = std::env::var("CONV_SHAPES")
         .map(|s| parse_layers(&s))
         .unwrap_or_else(|_| default_layers());
@@ -144,4 +148,54 @@ fn thread_cpu_s() -> f64 {
     // SAFETY: `t` is a valid timespec to write.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// MaxPool layers `c,h,w,k,stride,pad;...`: the same timing as the convolutions.
+fn pool_layers(spec: &str, reps: usize) {
+    for t in spec.split(';') {
+        let v: Vec<usize> = t.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        let [c, h, w, k, s, p] = v[..] else {
+            continue;
+        };
+        let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+        let dims = |v: &[usize]| v.iter().map(|&d| Dim::N(d)).collect::<Vec<_>>();
+        let model = ModelBuilder::new("pool", 13)
+            .input("x", DType::F32, &dims(&[1, c, h, w]))
+            .output("y", DType::F32, &dims(&[1, c, oh, ow]))
+            .node(
+                "pool",
+                "MaxPool",
+                &["x"],
+                &["y"],
+                vec![
+                    ("kernel_shape", Attr::Ints(vec![k as i64; 2])),
+                    ("strides", Attr::Ints(vec![s as i64; 2])),
+                    ("pads", Attr::Ints(vec![p as i64; 4])),
+                ],
+            )
+            .build();
+        let Ok(graph) = import_model(&model, None, &ImportOptions::default()).map(|i| i.graph)
+        else {
+            continue;
+        };
+        let Ok(exe) = plan_arena(&graph, &PlanOptions::default())
+            .map_err(|e| e.to_string())
+            .and_then(|plan| compile(&graph, &plan).map_err(|e| e.to_string()))
+        else {
+            continue;
+        };
+        let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+        let mut cpu: Vec<f64> = (0..reps + 2)
+            .map(|_| {
+                let c = thread_cpu_s();
+                // SAFETY: as for the convolutions.
+                let ran = unsafe { exe.run(arena.as_mut_ptr()) };
+                assert!(ran.is_ok(), "a pooling checks no index");
+                thread_cpu_s() - c
+            })
+            .skip(2)
+            .collect();
+        cpu.sort_by(f64::total_cmp);
+        println!("maxpool {t:<24} {:>9.4} ms (thread CPU min)", cpu[0] * 1e3);
+    }
 }
