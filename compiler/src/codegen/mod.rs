@@ -371,7 +371,7 @@ pub fn compile_with(
                 g,
                 (id, node_index.get(&id).copied().unwrap_or(step)),
                 step,
-                lower::epilogue_activation(g, plan, id),
+                &lower::epilogue_activation(g, plan, id),
                 live.get(step).copied().unwrap_or_default(),
             ));
         }

@@ -38,8 +38,10 @@
 //!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
+pub mod act;
 pub mod conv;
 mod depthwise;
+mod direct;
 mod kernels;
 pub mod pool;
 pub(crate) mod small;

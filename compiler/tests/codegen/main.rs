@@ -7,6 +7,8 @@ mod attention;
 mod common;
 mod concat;
 mod control;
+mod conv_act;
+mod conv_direct;
 mod convt;
 mod dense;
 mod elementwise;

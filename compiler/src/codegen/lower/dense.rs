@@ -1,8 +1,8 @@
 //! Lowering of the dense ops: Gemm, MatMul (calls into the GEMM core), pooling and Conv (with
 //! an activation fused into its epilogue where the plan allows).
 
+use super::epilogue::fused_activation;
 use super::{Ctx, ew_call, prod};
-use crate::arena::ArenaPlan;
 use crate::codegen::kernels::conv::{PoolDesc, Window};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::matmul::MatMulDesc;
@@ -11,9 +11,7 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
 use crate::gemm::{pack_b, pack_b_from, packed_b_len};
-use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::{DType, TensorType};
-use crate::ops::{Op, UnaryOp};
 
 pub(super) fn mm_call(
     cx: &Ctx<'_>,
@@ -315,65 +313,6 @@ pub(super) fn pool_call(
     Ok(())
 }
 
-/// The activation fused into the epilogue of Conv node `id`, with its node: the sole reader
-/// of the conv's (non-graph-output) result is a Relu, Clip or LeakyRelu on f32 that reads it
-/// once and writes in place, into the same arena offset. Such an activation node then emits
-/// nothing (see [`fused_into_conv`]); both sides decide from the graph and plan alone.
-pub(super) fn fused_activation(
-    g: &Graph,
-    plan: &ArenaPlan,
-    id: NodeId,
-) -> Option<(NodeId, Activation)> {
-    let n = g.node(id);
-    if !matches!(n.op, Op::Conv(_)) || n.outputs.len() != 1 {
-        return None;
-    }
-    let y = n.outputs[0];
-    if g.outputs.contains(&y) || g.value(y).ty.dtype != DType::F32 {
-        return None;
-    }
-    let readers = g.consumers(y);
-    let [act_id] = readers[..] else {
-        return None;
-    };
-    let an = g.node(act_id);
-    let act = match &an.op {
-        Op::Unary(UnaryOp::Relu) => Activation::Relu,
-        Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu(*alpha),
-        Op::Unary(UnaryOp::Clip { min, max }) => Activation::Clip(
-            min.map_or(f32::NEG_INFINITY, |x| x as f32),
-            max.map_or(f32::INFINITY, |x| x as f32),
-        ),
-        _ => return None,
-    };
-    let out = *an.outputs.first()?;
-    if an.outputs.len() != 1
-        || an.inputs.first() != Some(&y)
-        || an.inputs.iter().filter(|&&v| v == y).count() != 1
-        || g.value(out).ty != g.value(y).ty
-    {
-        return None;
-    }
-    let offset = |v: ValueId| {
-        let b = *plan.liveness.value_buffer.get(&v)?;
-        plan.placement.offsets.get(b).copied()
-    };
-    (offset(y)? == offset(out)?).then_some((act_id, act))
-}
-
-/// Whether node `id` is an activation already applied by its producer's conv epilogue.
-pub(super) fn fused_into_conv(g: &Graph, plan: &ArenaPlan, id: NodeId) -> bool {
-    let Some(&x) = g.node(id).inputs.first() else {
-        return false;
-    };
-    match g.value(x).kind {
-        ValueKind::Computed(conv) => {
-            fused_activation(g, plan, conv).is_some_and(|(act, _)| act == id)
-        }
-        _ => false,
-    }
-}
-
 /// Bytes of the scratch buffer planned for node `cx.id` (0 when none).
 pub(super) fn planned_scratch(cx: &Ctx<'_>) -> usize {
     cx.plan
@@ -397,7 +336,7 @@ pub(super) fn conv(
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
     let bias = cx.g.node(cx.id).inputs.get(2).copied();
     let groups = a.group.max(1);
-    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
+    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |f| f.act);
     let [act_kind, act_a, act_b] = act.encode();
     let mut params = ConvParams::from_shapes(
         &xs,

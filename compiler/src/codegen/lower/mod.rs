@@ -5,6 +5,7 @@ mod control;
 mod convt;
 mod dense;
 mod elementwise;
+mod epilogue;
 mod indexing;
 mod movement;
 mod norm;
@@ -28,7 +29,8 @@ use crate::ir::types::{DType, TensorType};
 use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
 use convt::conv_transpose;
 use cranelift_module::FuncId;
-use dense::{conv, fused_into_conv, gemm, matmul, pool_call, window};
+use dense::{conv, gemm, matmul, pool_call, window};
+use epilogue::fused_into_conv;
 use movement::{copy_call, movement, resize};
 
 /// Where a graph being lowered sits: the main graph, or a subgraph of a control node.
@@ -331,9 +333,10 @@ fn prod(d: &[usize]) -> usize {
     d.iter().product()
 }
 
-/// The activation node whose work node `id`'s kernel does in its epilogue (a Conv's Relu).
-pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Option<NodeId> {
-    dense::fused_activation(g, plan, id).map(|(act, _)| act)
+/// The activation nodes whose work node `id`'s kernel does in its epilogue (a Conv's Relu,
+/// or Sigmoid and Mul).
+pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Vec<NodeId> {
+    epilogue::fused_activation(g, plan, id).map_or_else(Vec::new, |f| f.nodes)
 }
 
 /// Emits the calls of node `id` of graph `g` (planned by `plan`, placed by `frame`).
@@ -349,7 +352,7 @@ pub(super) fn node(
     let n = g.node(id);
     let op = &n.op;
     // An activation applied in place by its producer's conv epilogue: nothing left to do.
-    if matches!(op, Op::Unary(_)) && fused_into_conv(g, plan, id) {
+    if fused_into_conv(g, plan, id) {
         return Ok(());
     }
     if op.is_view() {
