@@ -17,6 +17,7 @@
 //!   range), checked by [`Executable::run`].
 //! - [`profile`]: the per-node profiling marks and what a profile knows at compile time.
 
+mod aligned;
 pub mod fault;
 pub mod kernels;
 mod lower;
@@ -82,6 +83,8 @@ pub struct Executable {
     kernels: usize,
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
+    /// The part of it spent in Cranelift (kernels, the entry function, finalizing).
+    jit_time: std::time::Duration,
     /// Threads the plan sized per-thread scratch for (the most a run may use).
     threads: usize,
     /// When `compile` started.
@@ -271,6 +274,13 @@ impl Executable {
     pub fn compile_time(&self) -> std::time::Duration {
         self.compile_time
     }
+
+    /// The part of [`Executable::compile_time`] spent in Cranelift: compiling the kernels and
+    /// the entry function, and finalizing the module (the rest is lowering: building the
+    /// kernels' IR, the entry's steps and the weights region).
+    pub fn jit_time(&self) -> std::time::Duration {
+        self.jit_time
+    }
 }
 
 /// Compiles `g` with its arena plan into an [`Executable`]. An op without a kernel is an
@@ -388,6 +398,7 @@ pub fn compile_with(
         prog.mark(prog.call_count(), profiled.len() as u64);
     }
     let kernels = prog.kernels_compiled;
+    let mut jit_time = prog.jit_time;
     let (fault_offset, checked) = prog.take_checked();
     let (arena_bytes, faults) = if checked.is_empty() {
         (plan.arena_bytes, None)
@@ -402,7 +413,9 @@ pub fn compile_with(
         what: "to make the weights region read-only".into(),
         source,
     })?;
+    let finishing = Instant::now();
     let (module, entry, host, entry_calls) = prog.finish()?;
+    jit_time += finishing.elapsed();
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
     // with exactly this signature (three pointer parameters, no result, the host's C ABI).
     let entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink) =
@@ -422,6 +435,7 @@ pub fn compile_with(
         host,
         kernels,
         compile_time: started.elapsed(),
+        jit_time,
         threads: plan.options.liveness.threads.max(1),
         compile_started: started,
         profile,

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, I8, I32, I64};
@@ -252,6 +253,9 @@ pub struct Program {
     marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
+    /// Time spent in Cranelift compiling kernels (the entry function is compiled in
+    /// [`Program::finish`]).
+    pub jit_time: Duration,
 }
 
 impl Program {
@@ -299,6 +303,7 @@ impl Program {
             host: Vec::new(),
             marks: Vec::new(),
             kernels_compiled: 0,
+            jit_time: Duration::ZERO,
         })
     }
 
@@ -397,9 +402,11 @@ impl Program {
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
         }
+        let t = Instant::now();
         self.module
             .define_function(id, &mut self.ctx)
             .map_err(|e| fail(format!("{e:?}")))?;
+        self.jit_time += t.elapsed();
         self.module.clear_context(&mut self.ctx);
         self.cache.insert(key, id);
         self.kernels_compiled += 1;
