@@ -13,6 +13,8 @@ processes means both see the same machine load (docs/BENCHMARKS.md: the machine 
 Prints a markdown table of medians: arenac's total and its phases (import, plan, code
 generation, of which Cranelift), onnxruntime's session creation, the ratio, and arenac's
 peak RSS after compiling. `--pin` runs both under `taskset -c 0` (one core).
+`--baseline EXE` adds a third process to each round, another compile_bench binary (e.g.
+built from an earlier commit), and a column with its median: before/after in one run.
 """
 
 import argparse
@@ -71,6 +73,7 @@ def main():
     ap.add_argument("--light", default=os.path.join(ROOT, ".cache", "light-random"))
     ap.add_argument("--json", default="")
     ap.add_argument("--exe", default="", help="a compile_bench binary to use instead of building one")
+    ap.add_argument("--baseline", default="", help="a compile_bench binary to compare against")
     ap.add_argument("--ort-session", nargs=2, metavar=("MODEL", "THREADS"))
     args = ap.parse_args()
     if args.ort_session:
@@ -79,14 +82,18 @@ def main():
     from bench import cargo_example
 
     exe = args.exe or cargo_example("arenac", "compile_bench")
-    print(f"| model | arenac compile ms | import | plan | code gen | of which Cranelift "
+    base_col = " baseline ms |" if args.baseline else ""
+    print(f"| model |{base_col} arenac compile ms | import | plan | code gen | of which Cranelift "
           f"| kernels | ORT session ms | arenac / ORT | arenac peak RSS MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|" + ("---:|" if args.baseline else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     results = {}
     for name, path in models(args):
-        ours, theirs = [], []
+        ours, theirs, base = [], [], []
         try:
             for _ in range(args.reps):
+                if args.baseline:
+                    base.append(run_json([args.baseline, "--threads", str(args.threads), path],
+                                         args.pin))
                 ours.append(run_json([exe, "--threads", str(args.threads), path], args.pin))
                 theirs.append(run_json([sys.executable, os.path.abspath(__file__),
                                         "--ort-session", path, str(args.threads)], args.pin))
@@ -95,8 +102,11 @@ def main():
             continue
         med = {k: statistics.median(r[k] for r in ours) for k in ours[0]}
         ort_ms = statistics.median(r["total_ms"] for r in theirs)
-        results[name] = {"arenac": ours, "ort": [r["total_ms"] for r in theirs]}
-        print(f"| {name} | {med['total_ms']:.1f} | {med['import_ms']:.1f} | {med['plan_ms']:.1f} "
+        results[name] = {"arenac": ours, "ort": [r["total_ms"] for r in theirs],
+                         "baseline": [r["total_ms"] for r in base]}
+        base_ms = (f" {statistics.median(r['total_ms'] for r in base):.1f} |"
+                   if base else "")
+        print(f"| {name} |{base_ms} {med['total_ms']:.1f} | {med['import_ms']:.1f} | {med['plan_ms']:.1f} "
               f"| {med['codegen_ms']:.1f} | {med['jit_ms']:.1f} | {med['kernels']:.0f} "
               f"| {ort_ms:.1f} | {med['total_ms'] / ort_ms:.2f} "
               f"| {med['peak_rss_bytes'] / 2**20:.1f} |", flush=True)
