@@ -1,6 +1,6 @@
 //! A 64-byte-aligned, zero-initialized block of bytes: the weights region while it is built
 //! (and arenas in tests and tools). Large blocks are anonymous memory maps, which grow
-//! without a copy (`mremap` moves the pages) and can be populated in bulk.
+//! without a copy (`mremap` moves the pages) and ask for transparent huge pages.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 
@@ -45,10 +45,13 @@ impl AlignedBytes {
         if layout.size() >= Self::MAP_MIN
             && let Ok(mut map) = memmap2::MmapMut::map_anon(layout.size())
         {
-            // Page-aligned (a multiple of 64), zero-filled on first touch.
-            if std::env::var_os("ARENAC_THP").is_some() {
-                let _ = map.advise(memmap2::Advice::HugePage);
-            }
+            // Page-aligned (a multiple of 64), zero-filled on first touch. Transparent huge
+            // pages where the system allows them on request: writing a large weights region
+            // takes one fault and one clear per 2 MiB instead of per 4 KiB (measured: compile
+            // CPU time of ResNet-18 -20%, EfficientNet-B0 -15%; docs/BENCHMARKS.md), and the
+            // kernels read the weights through fewer TLB entries. A refusal changes nothing.
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
             let ptr = map.as_mut_ptr();
             return AlignedBytes {
                 ptr,
@@ -109,26 +112,6 @@ impl AlignedBytes {
         let mut bigger = AlignedBytes::zeroed(len);
         bigger.as_mut_slice()[..self.len].copy_from_slice(self.as_slice());
         *self = bigger;
-    }
-
-    /// Faults in the pages of `[offset, offset + len)` writable in one call, ahead of writing
-    /// them (one system call instead of a page fault per 4 KiB page). Only for a mapped block
-    /// on Linux; elsewhere, or when the kernel refuses, nothing happens (the pages then fault
-    /// in as they are written, as without it).
-    pub fn populate(&self, offset: usize, len: usize) {
-        #[cfg(target_os = "linux")]
-        if let Some(map) = &self.map
-            && std::env::var_os("ARENAC_NOPOP").is_none()
-        {
-            let page = 4096;
-            let start = offset / page * page;
-            let end = offset.saturating_add(len).min(map.len());
-            if end > start {
-                let _ = map.advise_range(memmap2::Advice::PopulateWrite, start, end - start);
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (offset, len);
     }
 
     /// Base address.
@@ -210,7 +193,6 @@ mod tests {
                 );
                 assert!(s[start..].iter().all(|&x| x == 0));
             }
-            b.populate(0, b.len());
             b.grow(10);
             assert_eq!(b.len(), 9 * AlignedBytes::MAP_MIN, "never shrinks");
         }

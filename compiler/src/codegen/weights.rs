@@ -46,10 +46,6 @@ impl FormKey {
     }
 }
 
-/// Pieces from this size on have their pages faulted in with one call before they are
-/// written ([`AlignedBytes::populate`]) rather than one fault per page as they are.
-const POPULATE_MIN: usize = 64 << 10;
-
 impl Default for WeightsBuilder {
     fn default() -> Self {
         WeightsBuilder::with_capacity(0)
@@ -183,15 +179,12 @@ impl WeightsBuilder {
 }
 
 /// Reserves `n` bytes of `region` at the next aligned offset past `len` (growing the region
-/// when needed, populating large pieces) and moves `len` past them; returns the offset.
+/// when needed) and moves `len` past them; returns the offset.
 fn reserve_in(region: &mut AlignedBytes, len: &mut usize, n: usize) -> usize {
     let off = len.next_multiple_of(ARENA_ALIGN);
     let end = off + n;
     if end > region.len() {
         region.grow(end.max(region.len().saturating_mul(2)));
-    }
-    if n >= POPULATE_MIN {
-        region.populate(off, n);
     }
     *len = end;
     off
