@@ -21,6 +21,7 @@ mod aligned;
 pub mod fault;
 pub mod kernels;
 mod lower;
+mod parallel;
 pub mod profile;
 pub mod program;
 pub mod rows;
@@ -83,7 +84,8 @@ pub struct Executable {
     kernels: usize,
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
-    /// The part of it spent in Cranelift (kernels, the entry function, finalizing).
+    /// The part of it spent in [`program::Program::finish`]: building the entry function's
+    /// IR and Cranelift's machine code for it and every kernel (on the plan's threads).
     jit_time: std::time::Duration,
     /// Threads the plan sized per-thread scratch for (the most a run may use).
     threads: usize,
@@ -359,6 +361,8 @@ pub fn compile_with(
         .map(|&v| slot(v))
         .collect::<Result<_, _>>()?;
     let mut prog = program::Program::new()?;
+    // Machine code on as many threads as the model may run on (what the user allows).
+    prog.set_compile_threads(plan.options.liveness.threads);
     // The fault record, if a kernel checks, goes after every planned buffer.
     let fault_offset = plan.arena_bytes.next_multiple_of(ARENA_ALIGN);
     prog.set_fault_offset(fault_offset);
@@ -398,7 +402,6 @@ pub fn compile_with(
         prog.mark(prog.call_count(), profiled.len() as u64);
     }
     let kernels = prog.kernels_compiled;
-    let mut jit_time = prog.jit_time;
     let (fault_offset, checked) = prog.take_checked();
     let (arena_bytes, faults) = if checked.is_empty() {
         (plan.arena_bytes, None)
@@ -415,7 +418,7 @@ pub fn compile_with(
     })?;
     let finishing = Instant::now();
     let (module, entry, host, entry_calls) = prog.finish()?;
-    jit_time += finishing.elapsed();
+    let jit_time = finishing.elapsed();
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
     // with exactly this signature (three pointer parameters, no result, the host's C ABI).
     let entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink) =

@@ -15,12 +15,12 @@
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::time::{Duration, Instant};
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, I8, I32, I64};
 use cranelift_codegen::ir::{
-    AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    AbiParam, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Signature, UserFuncName,
+    Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{Context, isa::CallConv};
@@ -29,6 +29,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
 use super::fault::CheckedNode;
+use super::parallel::{Pending, compile_and_define};
 use crate::error::{Error, OpError};
 
 /// `ln(x)` for the generated code (one call per Softmax line, never per element).
@@ -253,9 +254,10 @@ pub struct Program {
     marks: Vec<(usize, u64)>,
     /// Kernels compiled (cache misses).
     pub kernels_compiled: usize,
-    /// Time spent in Cranelift compiling kernels (the entry function is compiled in
-    /// [`Program::finish`]).
-    pub jit_time: Duration,
+    /// Kernels whose IR is built, compiled to machine code together in [`Program::finish`].
+    pending: Vec<Pending>,
+    /// Threads [`Program::finish`] compiles them on.
+    compile_threads: usize,
 }
 
 impl Program {
@@ -311,8 +313,14 @@ impl Program {
             host: Vec::new(),
             marks: Vec::new(),
             kernels_compiled: 0,
-            jit_time: Duration::ZERO,
+            pending: Vec::new(),
+            compile_threads: 1,
         })
+    }
+
+    /// Compiles the kernels on up to `threads` threads (default one) in [`Program::finish`].
+    pub fn set_compile_threads(&mut self, threads: usize) {
+        self.compile_threads = threads.max(1);
     }
 
     /// Sets where the fault record goes: a 64-aligned arena offset past every planned buffer.
@@ -410,12 +418,13 @@ impl Program {
             b.seal_all_blocks();
             b.finalize(self.module.isa().frontend_config());
         }
-        let t = Instant::now();
-        self.module
-            .define_function(id, &mut self.ctx)
-            .map_err(|e| fail(format!("{e:?}")))?;
-        self.jit_time += t.elapsed();
-        self.module.clear_context(&mut self.ctx);
+        // Compiled to machine code with the others in `finish` (on several threads).
+        self.pending.push(Pending {
+            id,
+            func: std::mem::replace(&mut self.ctx.func, Function::new()),
+            node: node.to_string(),
+            op: op.to_string(),
+        });
         self.cache.insert(key, id);
         self.kernels_compiled += 1;
         Ok(id)
@@ -560,10 +569,14 @@ impl Program {
             all: count_calls(&self.ctx.func, None),
             hook: hook.map_or(0, |h| count_calls(&self.ctx.func, Some(h))),
         };
-        self.module
-            .define_function(id, &mut self.ctx)
-            .map_err(|e| program_error(format!("{e:?}")))?;
-        self.module.clear_context(&mut self.ctx);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.push(Pending {
+            id,
+            func: std::mem::replace(&mut self.ctx.func, Function::new()),
+            node: "<program>".into(),
+            op: "codegen".into(),
+        });
+        compile_and_define(&mut self.module, pending, self.compile_threads)?;
         for (name, _) in &self.externs {
             if !self.registered.contains(name) {
                 return Err(program_error(format!("symbol {name} is not registered")));
