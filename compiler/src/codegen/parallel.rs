@@ -26,6 +26,8 @@ pub(super) struct Pending {
     /// The node and op named when its compilation fails.
     pub node: String,
     pub op: String,
+    /// The entry function (compiled for the entry's ISA).
+    pub entry: bool,
 }
 
 /// One function's machine code, ready to be defined in the module.
@@ -62,11 +64,13 @@ fn compile_one(isa: &dyn TargetIsa, p: &Pending, ctx: &mut Context) -> Result<Co
     })
 }
 
-/// Compiles `pending` on up to `threads` threads (the calling one included) and defines each
+/// Compiles `pending` (kernels for the module's ISA, the entry for `entry_isa`) on up to
+/// `threads` threads (the calling one included) and defines each
 /// function in `module`. The largest functions are started first, so that one long function
 /// does not finish alone at the end. The first error (in declaration order) is returned.
 pub(super) fn compile_and_define(
     module: &mut JITModule,
+    entry_isa: &dyn TargetIsa,
     pending: Vec<Pending>,
     threads: usize,
 ) -> Result<(), Error> {
@@ -84,7 +88,8 @@ pub(super) fn compile_and_define(
         loop {
             let n = next.fetch_add(1, Ordering::Relaxed);
             let Some(&i) = order.get(n) else { break };
-            let out = compile_one(isa, &pending[i], &mut ctx);
+            let p = &pending[i];
+            let out = compile_one(if p.entry { entry_isa } else { isa }, p, &mut ctx);
             if let Ok(mut slot) = results[i].lock() {
                 *slot = Some(out);
             }

@@ -83,7 +83,64 @@ pub fn packed_b_len(k: usize, n: usize) -> usize {
 /// If `b` is too short for the strides or `out` too short (caller bugs; the code generator
 /// sizes both from checked types).
 pub fn pack_b(k: usize, n: usize, b: &[f32], rs: usize, cs: usize, out: &mut [f32]) {
+    if cs == 1 && k > 0 && n > 0 {
+        // Rows contiguous in B: each panel row is a slice copy.
+        let out = &mut out[..packed_b_len(k, n)];
+        for (jp, panel) in out.chunks_exact_mut(k * NR).enumerate() {
+            let j0 = jp * NR;
+            let w = NR.min(n - j0);
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                row[..w].copy_from_slice(&b[i * rs + j0..i * rs + j0 + w]);
+                row[w..].fill(0.0);
+            }
+        }
+        return;
+    }
     pack_b_from(k, n, |i| b[i], rs, cs, out);
+}
+
+/// [`pack_b`] of an f32 matrix stored as little-endian bytes at any alignment (a weight in a
+/// mapped file): no converted copy, each element read once (rows contiguous in B are copied
+/// as bytes on a little-endian host).
+///
+/// # Panics
+/// If `b` holds fewer than `(k - 1) * rs + (n - 1) * cs + 1` floats or `out` fewer than
+/// [`packed_b_len`]`(k, n)` (caller bugs, as for [`pack_b`]).
+pub fn pack_b_le(k: usize, n: usize, b: &[u8], rs: usize, cs: usize, out: &mut [f32]) {
+    if k == 0 || n == 0 {
+        return;
+    }
+    let floats = (k - 1) * rs + (n - 1) * cs + 1;
+    assert!(b.len() >= floats * 4, "pack_b_le: B too short");
+    let out = &mut out[..packed_b_len(k, n)];
+    if cs == 1 && cfg!(target_endian = "little") {
+        for (jp, panel) in out.chunks_exact_mut(k * NR).enumerate() {
+            let j0 = jp * NR;
+            let w = NR.min(n - j0);
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = &b[(i * rs + j0) * 4..(i * rs + j0 + w) * 4];
+                // SAFETY: `row` holds NR >= w floats, `src` exactly 4 * w bytes (checked by
+                // the slicing); the two are distinct allocations; any bytes are a valid f32 and
+                // the host stores floats little-endian, as B is.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        row.as_mut_ptr().cast::<u8>(),
+                        w * 4,
+                    )
+                };
+                row[w..].fill(0.0);
+            }
+        }
+        return;
+    }
+    let read = |i: usize| {
+        // SAFETY: every index pack_b_from asks for is at most `floats - 1` (row < k, column
+        // < n), and `b` holds `floats * 4` bytes (asserted above).
+        let c = unsafe { b.get_unchecked(i * 4..i * 4 + 4) };
+        f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+    };
+    pack_b_from(k, n, read, rs, cs, out);
 }
 
 /// [`pack_b`] over any source: `b(i)` is element `i` of B's storage (`i = row * rs + col * cs`).

@@ -205,14 +205,6 @@ impl Tensor {
         (head.is_empty() && tail.is_empty()).then_some(floats)
     }
 
-    /// The elements as `f32`: borrowed when [`Tensor::f32_slice`] can, else converted.
-    pub fn f32s(&self) -> std::borrow::Cow<'_, [f32]> {
-        match self.f32_slice() {
-            Some(s) => std::borrow::Cow::Borrowed(s),
-            None => std::borrow::Cow::Owned(self.to_f32_vec()),
-        }
-    }
-
     /// Writes the elements as `f32` (converted when the dtype differs) into `out`, in order,
     /// stopping at the shorter of the two: decoding straight into a destination (the weights
     /// region) without an intermediate vector.

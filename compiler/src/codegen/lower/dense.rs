@@ -10,7 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
-use crate::gemm::{pack_b, pack_b_from, packed_b_len};
+use crate::gemm::{pack_b, pack_b_le, packed_b_len};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
@@ -155,19 +155,21 @@ pub(super) fn gemm(
 }
 
 /// Packs the `k x n` matrix at element `start` of constant `t` (strides `rs`, `cs`) into
-/// `out` ([`pack_b`]'s layout): from the weight's own floats when they can be borrowed, else
-/// element by element from its bytes (an unaligned mapped weight, another dtype) — never
-/// through a converted copy of the whole weight.
+/// `out` ([`pack_b`]'s layout): an f32 weight straight from its bytes (often the mapped file,
+/// at any alignment), another dtype through a converted copy.
 fn pack_b_of(t: &Tensor, k: usize, n: usize, start: usize, rs: usize, cs: usize, out: &mut [f32]) {
-    match t.f32_slice() {
-        Some(v) => pack_b(k, n, &v[start..], rs, cs, out),
-        None if t.dtype() == DType::F32 => {
-            pack_b_from(k, n, |i| t.f32_at(start + i).unwrap_or(0.0), rs, cs, out);
-        }
-        None => {
-            let v = t.to_f32_vec();
-            pack_b(k, n, &v[start..], rs, cs, out);
-        }
+    if t.dtype() == DType::F32 {
+        pack_b_le(
+            k,
+            n,
+            t.bytes().get(start * 4..).unwrap_or_default(),
+            rs,
+            cs,
+            out,
+        );
+    } else {
+        let v = t.to_f32_vec();
+        pack_b(k, n, v.get(start..).unwrap_or_default(), rs, cs, out);
     }
 }
 
