@@ -10,7 +10,8 @@ creates an `InferenceSession` (intra-op T threads, default graph optimizations, 
 scripts/bench.py does). Both are what a user pays once per process; neither includes loading
 the engine itself (the arenac binary's start, `import onnxruntime`). Alternating fresh
 processes means both see the same machine load (docs/BENCHMARKS.md: the machine is shared).
-Prints a markdown table of medians: arenac's total and its phases (import, plan, code
+Prints a markdown table of medians: arenac's total (wall and CPU time of the process, which
+leaves out time spent waiting for a core) and its phases (import, plan, code
 generation, of which Cranelift), onnxruntime's session creation, the ratio, and arenac's
 peak RSS after compiling. `--pin` runs both under `taskset -c 0` (one core).
 `--baseline EXE` adds a third process to each round, another compile_bench binary (e.g.
@@ -82,10 +83,11 @@ def main():
     from bench import cargo_example
 
     exe = args.exe or cargo_example("arenac", "compile_bench")
-    base_col = " baseline ms |" if args.baseline else ""
-    print(f"| model |{base_col} arenac compile ms | import | plan | code gen | of which Cranelift "
-          f"| kernels | ORT session ms | arenac / ORT | arenac peak RSS MiB |")
-    print("|---|" + ("---:|" if args.baseline else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    base_col = " baseline ms | baseline CPU ms |" if args.baseline else ""
+    print(f"| model |{base_col} arenac compile ms | arenac CPU ms | import | plan | code gen | of which Cranelift "
+          f"| kernels | ORT session ms | arenac / ORT | arenac peak RSS MiB |"
+          + (" baseline peak RSS MiB |" if args.baseline else ""))
+    print("|---|" + ("---:|---:|" if args.baseline else "") + "---:|" * (10 + bool(args.baseline)))
     results = {}
     for name, path in models(args):
         ours, theirs, base = [], [], []
@@ -104,12 +106,14 @@ def main():
         ort_ms = statistics.median(r["total_ms"] for r in theirs)
         results[name] = {"arenac": ours, "ort": [r["total_ms"] for r in theirs],
                          "baseline": [r["total_ms"] for r in base]}
-        base_ms = (f" {statistics.median(r['total_ms'] for r in base):.1f} |"
-                   if base else "")
-        print(f"| {name} |{base_ms} {med['total_ms']:.1f} | {med['import_ms']:.1f} | {med['plan_ms']:.1f} "
+        base_ms = (f" {statistics.median(r['total_ms'] for r in base):.1f} "
+                   f"| {statistics.median(r['cpu_ms'] for r in base):.1f} |" if base else "")
+        print(f"| {name} |{base_ms} {med['total_ms']:.1f} | {med['cpu_ms']:.1f} | {med['import_ms']:.1f} | {med['plan_ms']:.1f} "
               f"| {med['codegen_ms']:.1f} | {med['jit_ms']:.1f} | {med['kernels']:.0f} "
               f"| {ort_ms:.1f} | {med['total_ms'] / ort_ms:.2f} "
-              f"| {med['peak_rss_bytes'] / 2**20:.1f} |", flush=True)
+              f"| {med['peak_rss_bytes'] / 2**20:.1f} |"
+              + (f" {statistics.median(r['peak_rss_bytes'] for r in base) / 2**20:.1f} |"
+                 if base else ""), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -1,6 +1,6 @@
 //! A 64-byte-aligned, zero-initialized block of bytes: the weights region while it is built
 //! (and arenas in tests and tools). Large blocks are anonymous memory maps, which grow
-//! without a copy (`mremap` moves the pages) and ask for transparent huge pages.
+//! without a copy (`mremap` moves the pages).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 
@@ -45,13 +45,11 @@ impl AlignedBytes {
         if layout.size() >= Self::MAP_MIN
             && let Ok(mut map) = memmap2::MmapMut::map_anon(layout.size())
         {
-            // Page-aligned (a multiple of 64), zero-filled on first touch. Transparent huge
-            // pages where the system allows them on request: writing a large weights region
-            // takes one fault and one clear per 2 MiB instead of per 4 KiB (measured: compile
-            // CPU time of ResNet-18 -20%, EfficientNet-B0 -15%; docs/BENCHMARKS.md), and the
-            // kernels read the weights through fewer TLB entries. A refusal changes nothing.
-            #[cfg(target_os = "linux")]
-            let _ = map.advise(memmap2::Advice::HugePage);
+            // Page-aligned (a multiple of 64), zero-filled on first touch. No transparent huge
+            // pages: measured, MADV_HUGEPAGE cut EfficientNet-B0's compile CPU time by 15% on
+            // fresh memory but doubled VGG-19's (479 -> 1362 ms) once onnxruntime had run
+            // before it: with the usual `defrag=madvise`, each huge page fault may compact
+            // memory first (docs/BENCHMARKS.md).
             let ptr = map.as_mut_ptr();
             return AlignedBytes {
                 ptr,
