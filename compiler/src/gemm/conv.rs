@@ -209,30 +209,40 @@ impl ConvParams {
     }
 }
 
-/// The weights (`M x C/group x kh x kw`, OIHW) as [`arenac_conv2d`] reads them best: packed
-/// once per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
+/// The weights (`M x C/group x kh x kw`, OIHW) as [`arenac_conv2d`] reads them best, written
+/// into `out` ([`prepared_len`] floats, e.g. straight into the weights region): packed once
+/// per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
 /// are for the depthwise path. The code generator calls this at compile time.
-pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
+pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
     if !p.packs_a() {
         p.packed_a = 0;
-        return w.to_vec();
+        let n = w.len().min(out.len());
+        out[..n].copy_from_slice(&w[..n]);
+        return;
     }
     let (g, k) = (p.group.max(1) as usize, p.k());
     let mg = p.m as usize / g;
     let len = super::packed_a_len(mg, k);
-    let mut out = vec![0.0f32; len * g];
     p.packed_a = 1;
     if p.is_direct() {
         // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
-        super::direct::pack(mg, k, &w[..mg * k], &mut out);
+        super::direct::pack(mg, k, &w[..mg * k], &mut out[..len]);
         p.packed_a = super::direct::DIRECT_PACKED;
-        return out;
+        return;
     }
     for gi in 0..g {
         let src = &w[gi * mg * k..(gi + 1) * mg * k];
         super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
     }
-    out
+}
+
+/// Floats [`prepare_weights`] writes for `p`.
+pub fn prepared_len(p: &ConvParams) -> usize {
+    let (g, k) = (p.group.max(1) as usize, p.k());
+    if !p.packs_a() {
+        return (p.m as usize).saturating_mul(k);
+    }
+    super::packed_a_len(p.m as usize / g, k).saturating_mul(g)
 }
 
 /// The two parts of [`arenac_conv2d`]'s scratch, in floats: the panel (an im2col tile, or the

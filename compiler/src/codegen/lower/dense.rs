@@ -10,7 +10,8 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
-use crate::gemm::{pack_b, pack_b_from, packed_b_len};
+use crate::gemm::{pack_b, pack_b_le, packed_b_len};
+use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 
 pub(super) fn mm_call(
@@ -55,30 +56,32 @@ pub(super) fn gemm(
     let (rs, cs) = if a.trans_b { (1, k) } else { (n, 1) };
     let (a_op, a_transposed) = match cx.constant(av) {
         Some(t) if a.trans_a => {
-            let v = t.to_f32_vec();
-            let mut tr = vec![0.0f32; m * k];
-            for i in 0..m {
-                for p in 0..k {
-                    tr[i * k + p] = v[p * m + i];
+            let off = w.form_f32_of(t, format!("transposed {k}x{m}"), m * k, |v, tr| {
+                for i in 0..m {
+                    for p in 0..k {
+                        tr[i * k + p] = v[p * m + i];
+                    }
                 }
-            }
-            (Operand::Weights(w.f32_vec(tr)), false)
+            });
+            (Operand::Weights(off), false)
         }
         _ => (cx.operand(av, w)?, a.trans_a),
     };
     let (b_op, b_packed) = match cx.constant(bv) {
         Some(t) => {
             // Packed straight into the weights region, from the weight's bytes when it is
-            // f32 (often the mapped file): no intermediate copy of a large matrix.
-            let (off, packed) = w.alloc_f32(packed_b_len(k, n));
-            if t.dtype() == DType::F32 {
-                pack_b_from(k, n, |i| t.f32_at(i).unwrap_or(0.0), rs, cs, packed);
-            } else {
-                pack_b(k, n, &t.to_f32_vec(), rs, cs, packed);
-            }
-            if a.alpha != 1.0 {
-                packed.iter_mut().for_each(|x| *x *= a.alpha);
-            }
+            // f32 (often the mapped file): no intermediate copy of a large matrix. Stored
+            // once per weight and packing (layers sharing a weight share it).
+            let form = format!(
+                "packed B {k}x{n} rs={rs} cs={cs} alpha={:#x}",
+                a.alpha.to_bits()
+            );
+            let off = w.form_f32(&[t], form, packed_b_len(k, n), |packed| {
+                pack_b_of(t, k, n, 0, rs, cs, packed);
+                if a.alpha != 1.0 {
+                    packed.iter_mut().for_each(|x| *x *= a.alpha);
+                }
+            });
             (Operand::Weights(off), true)
         }
         None => (cx.arena(bv)?, false),
@@ -94,9 +97,14 @@ pub(super) fn gemm(
     {
         let cshape = cx.ty(cv).shape.clone();
         let (e, c_op) = match cx.constant(cv) {
+            Some(t) if a.beta == 1.0 => (Ew::Copy, Operand::Weights(w.tensor_f32(t))),
             Some(t) => {
-                let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
-                (Ew::Copy, Operand::Weights(w.f32_vec(v)))
+                let form = format!("scaled by {:#x}", a.beta.to_bits());
+                let off = w.form_f32(&[t], form, t.numel(), |dst| {
+                    t.write_f32s(dst);
+                    dst.iter_mut().for_each(|x| *x *= a.beta);
+                });
+                (Ew::Copy, Operand::Weights(off))
             }
             None => (
                 if a.beta == 1.0 {
@@ -142,6 +150,25 @@ pub(super) fn gemm(
         }
     }
     Ok(())
+}
+
+/// Packs the `k x n` matrix at element `start` of constant `t` (strides `rs`, `cs`) into
+/// `out` ([`pack_b`]'s layout): an f32 weight straight from its bytes (often the mapped file,
+/// at any alignment), another dtype through a converted copy.
+fn pack_b_of(t: &Tensor, k: usize, n: usize, start: usize, rs: usize, cs: usize, out: &mut [f32]) {
+    if t.dtype() == DType::F32 {
+        pack_b_le(
+            k,
+            n,
+            t.bytes().get(start * 4..).unwrap_or_default(),
+            rs,
+            cs,
+            out,
+        );
+    } else {
+        let v = t.to_f32_vec();
+        pack_b(k, n, v.get(start..).unwrap_or_default(), rs, cs, out);
+    }
 }
 
 /// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
@@ -209,21 +236,15 @@ pub(super) fn matmul(
     };
     let (b_op, b_packed, b_slice) = match cx.constant(bv) {
         Some(t) => {
-            let v = t.to_f32_vec();
             let len = packed_b_len(k, n);
             let slices = prod(&bb);
-            let mut packed = vec![0.0f32; len * slices];
-            for s in 0..slices {
-                pack_b(
-                    k,
-                    n,
-                    &v[s * k * n..(s + 1) * k * n],
-                    n,
-                    1,
-                    &mut packed[s * len..(s + 1) * len],
-                );
-            }
-            (Operand::Weights(w.f32_vec(packed)), true, len * 4)
+            let form = format!("packed B {slices}x{k}x{n}");
+            let off = w.form_f32(&[t], form, len * slices, |packed| {
+                for (s, out) in packed.chunks_exact_mut(len.max(1)).enumerate() {
+                    pack_b_of(t, k, n, s * k * n, n, 1, out);
+                }
+            });
+            (Operand::Weights(off), true, len * 4)
         }
         None => (cx.arena(bv)?, false, k * n * 4),
     };
@@ -354,10 +375,21 @@ pub(super) fn conv(
     // Constant weights are packed at compile time; run-time ones are read as they are (OIHW
     // rows, packed by the GEMM core into the A part of the scratch as it goes).
     let weights = match cx.constant(wv) {
-        Some(wt) => Operand::Weights(w.f32_vec(crate::gemm::conv::prepare_weights(
-            &mut params,
-            &wt.to_f32_vec(),
-        ))),
+        Some(wt) => {
+            use crate::gemm::conv::{prepare_weights, prepared_len};
+            params.packed_a = u64::from(params.packs_a());
+            let form = format!(
+                "conv weights m={} k={} group={} packed={}",
+                params.m,
+                params.k(),
+                params.group,
+                params.packed_a
+            );
+            let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
+                prepare_weights(&mut params.clone(), src, out);
+            });
+            Operand::Weights(off)
+        }
         None => {
             params.packed_a = 0;
             cx.arena(wv)?
@@ -378,7 +410,7 @@ pub(super) fn conv(
     params.tile = tile as u64;
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
-            Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
+            Some(t) => Operand::Weights(w.tensor_f32(t)),
             None => cx.arena(bv)?,
         },
         None => Operand::Null,

@@ -403,7 +403,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
         _ => {}
     }
     let eo = match konst {
-        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.f32s(&t.to_f32_vec())),
+        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.tensor_f32(t)),
         _ => cx.operand(e, w)?,
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);

@@ -394,36 +394,22 @@ pub(super) fn node(
         Op::BatchNormalization { epsilon, .. } => {
             cx.all_f32()?;
             let x = cx.input(0)?;
-            let params: Vec<Vec<f64>> = (1..5)
+            let params: Vec<&Tensor> = (1..5)
                 .map(|i| {
                     let v = cx.input(i)?;
-                    cx.constant(v).map(|t| t.to_f64_vec()).ok_or_else(|| {
+                    cx.constant(v).ok_or_else(|| {
                         cx.err("no kernel for non-constant BatchNormalization parameters yet")
                     })
                 })
                 .collect::<Result<_, _>>()?;
-            let (scale, bias, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
-            let s: Vec<f32> = scale
-                .iter()
-                .zip(var)
-                .map(|(g, v)| (g / (v + f64::from(*epsilon)).sqrt()) as f32)
-                .collect();
-            let t: Vec<f32> = bias
-                .iter()
-                .zip(mean)
-                .zip(&s)
-                .map(|((b, m), s)| (b - m * f64::from(*s)) as f32)
-                .collect();
             let xs = &cx.ty(x).shape;
             let c = xs.get(1).copied().unwrap_or(1);
+            // Folded to y = x * s + t per channel, each stored once per parameter set.
+            let (s, t) = batch_norm_forms(&params, *epsilon, c, w);
             let mut cshape = vec![c];
             cshape.extend(std::iter::repeat_n(1, xs.len().saturating_sub(2)));
             let desc = EwDesc::new(Ew::MulAdd, &[xs, &cshape, &cshape], &out_shape);
-            let args = vec![
-                cx.arena(x)?,
-                Operand::Weights(w.f32_vec(s)),
-                Operand::Weights(w.f32_vec(t)),
-            ];
+            let args = vec![cx.arena(x)?, Operand::Weights(s), Operand::Weights(t)];
             ew_call(&cx, prog, w, desc, args, cx.arena(y)?)
         }
         Op::Softmax {
@@ -611,6 +597,35 @@ pub(super) fn node(
         Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
+}
+
+/// Inference BatchNormalization's per-channel scale `s = gamma / sqrt(var + eps)` and shift
+/// `t = beta - mean * s` (computed in f64, rounded once; `s` rounded before `t` uses it), for
+/// `c` channels of the constants `[gamma, beta, mean, var]`: their weights offsets.
+fn batch_norm_forms(
+    p: &[&Tensor],
+    epsilon: f32,
+    c: usize,
+    w: &mut WeightsBuilder,
+) -> (usize, usize) {
+    let eps = epsilon.to_bits();
+    let at = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(0.0);
+    let scales = || {
+        let (g, v) = (p[0].to_f64_vec(), p[3].to_f64_vec());
+        (0..c)
+            .map(|i| (at(&g, i) / (at(&v, i) + f64::from(epsilon)).sqrt()) as f32)
+            .collect::<Vec<f32>>()
+    };
+    let s = w.form_f32(p, format!("bn scale eps={eps:#x}"), c, |out| {
+        out.copy_from_slice(&scales());
+    });
+    let t = w.form_f32(p, format!("bn shift eps={eps:#x}"), c, |out| {
+        let (b, m) = (p[1].to_f64_vec(), p[2].to_f64_vec());
+        for (i, (x, s)) in out.iter_mut().zip(scales()).enumerate() {
+            *x = (at(&b, i) - at(&m, i) * f64::from(s)) as f32;
+        }
+    });
+    (s, t)
 }
 
 /// Sum/Mean/Max/Min of three or more inputs: the output starts as one input (the one stored
