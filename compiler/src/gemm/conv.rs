@@ -214,8 +214,8 @@ impl ConvParams {
 /// per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
 /// are for the depthwise path. The code generator calls this at compile time.
 pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
-    if !p.packs_a() {
-        p.packed_a = 0;
+    mark_packed(p);
+    if p.packed_a == 0 {
         let n = w.len().min(out.len());
         out[..n].copy_from_slice(&w[..n]);
         return;
@@ -223,16 +223,27 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
     let (g, k) = (p.group.max(1) as usize, p.k());
     let mg = p.m as usize / g;
     let len = super::packed_a_len(mg, k);
-    p.packed_a = 1;
-    if p.is_direct() {
+    if p.packed_a == super::direct::DIRECT_PACKED {
         // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
         super::direct::pack(mg, k, &w[..mg * k], &mut out[..len]);
-        p.packed_a = super::direct::DIRECT_PACKED;
         return;
     }
     for gi in 0..g {
         let src = &w[gi * mg * k..(gi + 1) * mg * k];
         super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
+    }
+}
+
+/// Sets `p.packed_a` to the layout [`prepare_weights`] writes for constant weights: 0 (as they
+/// are: the depthwise path), 1 (packed for the GEMM kernel) or the direct path's packing.
+pub fn mark_packed(p: &mut ConvParams) {
+    if !p.packs_a() {
+        p.packed_a = 0;
+        return;
+    }
+    p.packed_a = 1;
+    if p.is_direct() {
+        p.packed_a = super::direct::DIRECT_PACKED;
     }
 }
 

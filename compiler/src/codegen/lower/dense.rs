@@ -376,8 +376,8 @@ pub(super) fn conv(
     // rows, packed by the GEMM core into the A part of the scratch as it goes).
     let weights = match cx.constant(wv) {
         Some(wt) => {
-            use crate::gemm::conv::{prepare_weights, prepared_len};
-            params.packed_a = u64::from(params.packs_a());
+            use crate::gemm::conv::{mark_packed, prepare_weights, prepared_len};
+            mark_packed(&mut params);
             let form = format!(
                 "conv weights m={} k={} group={} packed={}",
                 params.m,
