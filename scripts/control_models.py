@@ -20,6 +20,12 @@ Models:
   states, as in OCR recognizers; plus a reverse GRU with linear_before_reset.
 - scan8: a Scan of opset 8 (batch dim first) over a batch of 2, one scan input backwards and
   one forwards, with a weight read from the outer graph.
+- vad_if: silero-vad's pattern: an If on the sample rate whose 8 kHz branch cannot run with a
+  16 kHz frame (a MatMul of mismatched widths); onnxruntime runs the 16 kHz case, which must
+  run here too (the other branch is a run-time fault).
+- table_decoder: a Paddle-style while-loop decoder (SLANet): a counter carried in float,
+  x[:, i : min(i + 1, T)] and Range(i, min(i + 1, T)) writing each step's state into an
+  accumulator with ScatterElements, until the counter reaches T.
 """
 
 import os
@@ -279,6 +285,131 @@ def scan8():
     return m, [("x", [], feeds)]
 
 
+def vad_if():
+    n = 512
+    w = np.random.default_rng(5).uniform(-0.2, 0.2, (128, 8)).astype(np.float32)
+    then_g = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["audio", "frames16k"], ["f16"]),
+            helper.make_node("MatMul", ["f16", "w"], ["a"]),
+        ],
+        "frames_16k",
+        [],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, None)],
+    )
+    else_g = helper.make_graph(
+        [
+            # [2, n / 2], computed from the frame's shape: onnxruntime's inference does not
+            # see it, as in silero-vad.
+            helper.make_node("Shape", ["audio"], ["shp"], start=1),
+            helper.make_node("Div", ["shp", "two"], ["half"]),
+            helper.make_node("Concat", ["two", "half"], ["frames8k"], axis=0),
+            helper.make_node("Reshape", ["audio", "frames8k"], ["f8"]),
+            helper.make_node("MatMul", ["f8", "w"], ["b"]),
+        ],
+        "frames_8k",
+        [],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, None)],
+    )
+    nodes = [
+        helper.make_node("Equal", ["sr", "rate16k"], ["is16k"]),
+        helper.make_node("If", ["is16k"], ["feat"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Sigmoid", ["feat"], ["prob"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "vad_if",
+        [
+            helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, n]),
+            helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [4, 8])],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(np.array([4, 128], np.int64), "frames16k"),
+            numpy_helper.from_array(np.array([2], np.int64), "two"),
+            numpy_helper.from_array(np.array(16000, np.int64), "rate16k"),
+        ],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    audio = np.random.default_rng(6).uniform(-1, 1, (1, n)).astype(np.float32)
+    return m, [("sr16000", [], {"audio": audio, "sr": np.array(16000, np.int64)})]
+
+
+def table_decoder():
+    t, d = 40, 16
+    rng = np.random.default_rng(7)
+    f32 = TensorProto.FLOAT
+    i64 = TensorProto.INT64
+    c = lambda name, v, dt=np.int64: numpy_helper.from_array(np.array(v, dt), name)
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=f32),
+            helper.make_node("Add", ["fi", "one"], ["fi1"]),
+            helper.make_node("Cast", ["fi1"], ["i1"], to=i64),
+            helper.make_node("Min", ["steps", "i1"], ["end"]),
+            helper.make_node("Slice", ["feats", "i", "end", "ax1"], ["col"]),
+            helper.make_node("Squeeze", ["col", "ax1"], ["x"]),
+            helper.make_node("MatMul", ["x", "wx"], ["xw"]),
+            helper.make_node("MatMul", ["h", "wh"], ["hw"]),
+            helper.make_node("Add", ["xw", "hw"], ["pre"]),
+            helper.make_node("Tanh", ["pre"], ["h1"]),
+            helper.make_node("Squeeze", ["i"], ["si"]),
+            helper.make_node("Squeeze", ["end"], ["se"]),
+            helper.make_node("Range", ["si", "se", "unit"], ["r"]),
+            helper.make_node("Reshape", ["r", "shape3"], ["r3"]),
+            helper.make_node("Tile", ["r3", "reps"], ["idx"]),
+            helper.make_node("Unsqueeze", ["h1", "ax1"], ["upd"]),
+            helper.make_node("ScatterElements", ["acc", "idx", "upd"], ["acc1"], axis=1),
+            helper.make_node("Less", ["i1", "steps"], ["more"]),
+            helper.make_node("Squeeze", ["more"], ["go1"]),
+        ],
+        "step",
+        [
+            helper.make_tensor_value_info("it", i64, []),
+            helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("i", i64, [1]),
+            helper.make_tensor_value_info("h", f32, [1, d]),
+            helper.make_tensor_value_info("acc", f32, [1, t, d]),
+        ],
+        [
+            helper.make_tensor_value_info("go1", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("i1", i64, [1]),
+            helper.make_tensor_value_info("h1", f32, [1, d]),
+            helper.make_tensor_value_info("acc1", f32, [1, t, d]),
+        ],
+        [
+            c("one", 1.0, np.float32),
+            c("steps", [t]),
+            c("ax1", [1]),
+            c("unit", 1),
+            c("shape3", [1, 1, 1]),
+            c("reps", [1, 1, d]),
+        ],
+    )
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["max", "yes", "i0", "h0", "acc0"], ["i_end", "h_end", "states"], body=body)],
+        "table_decoder",
+        [helper.make_tensor_value_info("feats", f32, [1, t, d])],
+        [
+            helper.make_tensor_value_info("h_end", f32, [1, d]),
+            helper.make_tensor_value_info("states", f32, [1, t, d]),
+        ],
+        [
+            c("max", 1024),
+            c("yes", True, np.bool_),
+            c("i0", [0]),
+            c("h0", np.zeros((1, d)), np.float32),
+            c("acc0", np.zeros((1, t, d)), np.float32),
+            c("wx", rng.uniform(-0.3, 0.3, (d, d)), np.float32),
+            c("wh", rng.uniform(-0.3, 0.3, (d, d)), np.float32),
+        ],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    feats = rng.uniform(-1, 1, (1, t, d)).astype(np.float32)
+    return m, [("features", [], {"feats": feats})]
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -286,7 +417,7 @@ def main() -> int:
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     lines = []
-    for build in (resample_if, resample_rate, loop_smooth, lstm_ocr, scan8):
+    for build in (resample_if, resample_rate, loop_smooth, lstm_ocr, scan8, vad_if, table_decoder):
         model, cases = build()
         onnx.checker.check_model(model)
         name = build.__name__

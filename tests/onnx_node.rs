@@ -29,6 +29,7 @@ use arenac::conformance::{Entry, MANIFEST, Status, op_rows, ops_markdown, parse_
 use arenac::io::TensorBuf;
 use arenac::io::pb::read_pb;
 use arenac::{CompileOptions, DType, Session, TensorRef, compile_file};
+use arenac_compiler::ir::lowp;
 
 /// Set in a worker process: the file listing the cases it runs.
 const WORKER_ENV: &str = "ARENAC_CONFORMANCE_WORKER";
@@ -203,6 +204,15 @@ fn decode(dtype: DType, bytes: &[u8]) -> Vec<Num> {
                 DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => {
                     Num::I(i128::from(u))
                 }
+                DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+                    Num::I(i128::from(lowp::decode_int(dtype, u as u8)))
+                }
+                DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1 => Num::F(f64::from(lowp::decode_float(dtype, u as u8))),
             }
         })
         .collect()

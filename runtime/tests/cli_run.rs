@@ -218,7 +218,7 @@ fn outputs_of_every_dtype_are_written() {
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains(&format!(
-            "wrote 7 output(s) to {}; as ONNX TensorProto .pb, numpy having no bfloat16: \
+            "wrote 7 output(s) to {}; as ONNX TensorProto .pb, numpy having no dtype for them: \
              output_6.pb (y6_bf16 bf16[2,3])",
             out_dir.display()
         )),

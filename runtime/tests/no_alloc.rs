@@ -219,4 +219,45 @@ fn run_allocates_nothing() {
         "Session::run of If and LSTM allocated {n} times in 20 runs"
     );
     assert_ne!(sums[0], sums[1], "both branches taken");
+
+    // Casts from and to the storage types (the Rust helper called from the JIT).
+    let model = storage_model();
+    let mut session = model.session().unwrap();
+    let xs: Vec<f32> = (0..64).map(|i| i as f32 * 7.5 - 200.0).collect();
+    let named = [("x", TensorRef::from_slice(&[64], &xs).unwrap())];
+    session.run(&named).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run(&named).unwrap();
+            sum += out.get(0).unwrap().get_f32(3).unwrap();
+        }
+        sum
+    });
+    assert_eq!(
+        n, 0,
+        "Session::run of storage casts allocated {n} times in 10 runs"
+    );
+    assert!(sum.is_finite());
+}
+
+/// `x: f32[64]` → float8 E5M2 → f32, and → int4 → f32, summed.
+fn storage_model() -> arenac::Model {
+    use arenac::DType;
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+    let to = |d: DType| vec![("to", Attr::Int(i64::from(d.to_onnx())))];
+    let m = ModelBuilder::new("storage", 24)
+        .input("x", DType::F32, &[Dim::N(64)])
+        .node("a", "Cast", &["x"], &["a"], to(DType::F8E5M2))
+        .node("b", "Cast", &["a"], &["b"], to(DType::F32))
+        .node("c", "Cast", &["x"], &["c"], to(DType::I4))
+        .node("d", "Cast", &["c"], &["d"], to(DType::F32))
+        .node("s", "Add", &["b", "d"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("storage.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    arenac::compile_file(&path, &arenac::CompileOptions::default()).unwrap()
 }

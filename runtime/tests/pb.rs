@@ -3,6 +3,7 @@
 use arenac::DType;
 use arenac::io::pb::{decode_pb, encode_pb, read_pb};
 use arenac::io::{TensorBuf, read_tensor_file};
+use arenac_compiler::ir::lowp;
 use arenac_proto::{Message, TensorProto};
 
 #[test]
@@ -103,6 +104,8 @@ fn every_dtype_round_trips() {
         let data: Vec<u8> = (0..6 * dtype.size())
             .map(|i| match dtype {
                 DType::Bool => (i % 2) as u8,
+                // One byte per element, as a session holds them (packed in the file).
+                d if d.is_storage() => lowp::canonical(d, (i * 53 % 251) as u8),
                 _ => (i * 53 % 251) as u8,
             })
             .collect();
@@ -112,10 +115,40 @@ fn every_dtype_round_trips() {
         let path = dir.path().join(format!("{dtype}.pb"));
         write_pb(&path, "out", t.view()).unwrap();
         assert_eq!(read_pb(&path).unwrap(), (t.clone(), Some("out".into())));
-        // Output files: .npy where numpy has the dtype, .pb for bf16.
+        // Output files: .npy where numpy has the dtype, .pb for bf16 and the storage types.
         let written = write_output_file(dir.path(), &format!("o_{dtype}"), "o", t.view()).unwrap();
-        let ext = if dtype == DType::BF16 { "pb" } else { "npy" };
+        let ext = if dtype == DType::BF16 || dtype.is_storage() {
+            "pb"
+        } else {
+            "npy"
+        };
         assert_eq!(written, dir.path().join(format!("o_{dtype}.{ext}")));
         assert_eq!(read_tensor_file(&written).unwrap().0, t, "{dtype}");
     }
+}
+
+/// 4- and 2-bit tensors are packed in files as ONNX packs them (low bits first), one byte per
+/// element in memory; int32_data holds packed bytes too.
+#[test]
+fn sub_byte_types_are_packed_in_files() {
+    let t = TensorBuf::new(DType::I4, vec![3], vec![0xff, 2, 0xf8]).unwrap();
+    let proto = TensorProto::decode(encode_pb("t", &t).as_slice()).unwrap();
+    assert_eq!(proto.raw_data.as_deref(), Some(&[0x2f, 0x08][..]));
+    assert_eq!(decode_pb(&proto.encode_to_vec()).unwrap().0, t);
+    let typed = TensorProto {
+        data_type: Some(DType::U2.to_onnx()),
+        dims: vec![5],
+        int32_data: vec![0b1001_0011, 0b01],
+        ..TensorProto::default()
+    };
+    let (u2, _) = decode_pb(&typed.encode_to_vec()).unwrap();
+    assert_eq!(u2.bytes(), &[3, 0, 1, 2, 1]);
+    let short = TensorProto {
+        data_type: Some(DType::U4.to_onnx()),
+        dims: vec![5],
+        raw_data: Some(vec![0x21].into()),
+        ..TensorProto::default()
+    };
+    let err = decode_pb(&short.encode_to_vec()).unwrap_err();
+    assert!(err.contains("packed u4") && err.contains("need 3"), "{err}");
 }

@@ -237,3 +237,72 @@ fn run_time_index_out_of_range_is_an_error() {
         "{stderr}"
     );
 }
+
+/// An `If` whose else-branch cannot run with these shapes (tests/fixtures/control/
+/// if_unrunnable_branch.onnxtxt, silero-vad's pattern): compiling warns and freezes nothing;
+/// `Session::run` taking the then-branch answers, taking the else-branch is
+/// [`RunError::Unrunnable`] naming the node and the branch, and the session stays usable;
+/// the CLI prints the warning and exits 1 with the one-line error.
+#[test]
+fn run_taking_an_unrunnable_branch_is_an_error() {
+    let src = std::fs::read_to_string(repo("tests/fixtures/control/if_unrunnable_branch.onnxtxt"))
+        .expect("reads the fixture");
+    let m = arenac_compiler::import::text::parse_model_text(&src).expect("parses");
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("if.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let compiled = compile_file(&model, &CompileOptions::default()).expect("compiles");
+    assert!(compiled.frozen().is_empty());
+    assert!(
+        compiled
+            .warnings()
+            .iter()
+            .any(|w| w.contains("else_branch cannot run")),
+        "{:?}",
+        compiled.warnings()
+    );
+    let mut session = compiled.session().unwrap();
+    let x = [0.5f32, -1.0, 2.0, -0.25];
+    let mut run = |sr: i64| -> Result<Vec<f32>, RunError> {
+        let out = session.run(&[
+            ("sr", TensorRef::from_slice(&[1], &[sr]).unwrap()),
+            ("X", TensorRef::from_slice(&[1, 4], &x).unwrap()),
+        ])?;
+        Ok(out.get(0).unwrap().to_f32_vec())
+    };
+    assert_eq!(run(16000).unwrap(), [0.5, 0.0, 2.0, 0.0]);
+    let err = run(8000).expect_err("the else-branch cannot run");
+    assert!(
+        matches!(err, RunError::Unrunnable { ref op, .. } if op == "If"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("the condition chose the else_branch") && msg.contains("MatMul"),
+        "{msg}"
+    );
+    assert!(msg.ends_with("this run's outputs are not valid"), "{msg}");
+    assert_eq!(run(16000).unwrap(), [0.5, 0.0, 2.0, 0.0]);
+
+    let sr = dir.path().join("sr.npy");
+    write_npy(&sr, TensorRef::from_slice(&[1], &[8000i64]).unwrap()).unwrap();
+    let xf = dir.path().join("x.npy");
+    write_npy(&xf, TensorRef::from_slice(&[1, 4], &x).unwrap()).unwrap();
+    let (code, _, stderr) = arenac(&[
+        "run",
+        model.to_str().unwrap(),
+        "--input",
+        &format!("sr={}", sr.display()),
+        "--input",
+        &format!("X={}", xf.display()),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("else_branch cannot run"), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("the condition chose the else_branch")),
+        "{stderr}"
+    );
+}

@@ -244,7 +244,7 @@ impl Builder<'_> {
         let val = self.g.value(v);
         let ty = TensorType::new(DType::F32, val.ty.shape.clone());
         let name = self.fresh(&format!("{}.f32", val.name));
-        let cast = Op::Cast { to: DType::F32 };
+        let cast = Op::cast(DType::F32);
         let converted = match &val.kind {
             ValueKind::Constant(t) => cast.eval(&[t]).ok().and_then(|mut r| r.pop()),
             _ => None,
@@ -305,7 +305,7 @@ impl Builder<'_> {
             }
             self.stats.casts += 1;
             let cname = self.fresh(&format!("{}.narrow.{}", n.name, val.name));
-            let cast = Op::Cast { to: val.ty.dtype };
+            let cast = Op::cast(val.ty.dtype);
             let c = self
                 .ng
                 .add_node(cname, cast, &[new], &[(val.name.clone(), val.ty.clone())]);

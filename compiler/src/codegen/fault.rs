@@ -49,8 +49,12 @@ pub struct CheckedNode {
     pub node: String,
     /// Op type.
     pub op: String,
-    /// What its kernel checks ("index", "sequence length").
+    /// What its kernel checks ("index", "sequence length", "branch").
     pub what: &'static str,
+    /// For a fault that is the whole message (a run taking an `If` branch that cannot run,
+    /// see [`crate::ops::control::Unrunnable`]): that message; the value and range mean
+    /// nothing then.
+    pub detail: Option<String>,
 }
 
 /// A fault reported by a run: which node, what value, and the valid range.
@@ -68,10 +72,15 @@ pub struct RunFault<'a> {
     pub lo: i64,
     /// Highest valid value.
     pub hi: i64,
+    /// The whole message, for a fault that is no value out of range ([`CheckedNode::detail`]).
+    pub detail: Option<&'a str>,
 }
 
 impl std::fmt::Display for RunFault<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(d) = self.detail {
+            return write!(f, "node '{}' ({}): {d}", self.node, self.op);
+        }
         write!(
             f,
             "node '{}' ({}): {} {} is out of range (valid: {} to {})",
@@ -123,6 +132,14 @@ impl FaultSink {
 
         b.switch_to_block(cont);
     }
+}
+
+/// Emits an unconditional report with value `v` (a kernel that only faults: a run taking an
+/// `If` branch that cannot run).
+pub fn emit_trap(b: &mut FunctionBuilder<'_>, sink: FaultSink, v: i64) {
+    let val = b.ins().iconst(I64, v);
+    let always = b.ins().icmp_imm_s(IntCC::Equal, val, v);
+    sink.report_if(b, always, val, 0, 0);
 }
 
 /// The record's word `at` bytes into it, as an atomic.
@@ -204,5 +221,6 @@ pub unsafe fn read(arena: *mut u8, offset: usize, table: &[CheckedNode]) -> Opti
         value: value as i64,
         lo: lo as i64,
         hi: hi as i64,
+        detail: entry.and_then(|e| e.detail.as_deref()),
     })
 }

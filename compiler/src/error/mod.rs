@@ -258,7 +258,7 @@ pub enum Error {
     },
     /// A tensor has an element type arenac does not handle.
     #[error(
-        "tensor '{name}': element type {} is not supported (strings, complex, 8- and 4-bit floats, 4- and 2-bit integers are not)",
+        "tensor '{name}': element type {} is not supported (strings, complex and 6-bit floats are not)",
         onnx_type_name(*code)
     )]
     UnsupportedDType {

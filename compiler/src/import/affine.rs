@@ -1,13 +1,21 @@
-//! Slices whose bounds move at run time by a known length: `x[i : i + k]`, where `i` is
-//! known only at run time (typically a loop's iteration number) but `k` is a constant.
+//! Slices and ranges whose bounds move at run time by a known length: `x[i : i + k]` and
+//! `Range(i, i + k, s)`, where `i` is known only at run time (typically a loop's iteration
+//! number, or a counter the loop carries) but `k` is a constant.
 //!
-//! The importer tracks int64 values that are a run-time *base* (a one-element int64 value)
-//! plus constants, element by element ([`Affine`]): the base itself, `Add`/`Sub` with a
-//! constant, views (Unsqueeze, Squeeze, Reshape, Identity, Flatten) and `Concat` with
-//! constants or other values of the same base. A `Slice` whose starts and ends are not
-//! constants but, axis by axis, either both constants or both the same base plus constants,
-//! has a static shape: it becomes a `Slice` over the constant axes, then per moving axis a
-//! `Gather` of the indices `base + start + j * step` (`j < length`).
+//! The importer tracks values that are a run-time *base* (a one-element int64 value) plus
+//! constants, element by element ([`Affine`]): the base itself, `Add`/`Sub` with a constant,
+//! views (Unsqueeze, Squeeze, Reshape, Identity, Flatten), `Concat` with constants or other
+//! values of the same base, `Cast` to int64 or to a float type and back (Paddle exports count
+//! in float: `Cast(Cast(i, float) + 1.0, int64)`; exact while the values stay below 2^24,
+//! which the contract below implies), and `Min` with a constant (`min(i + 1, n)`, kept as a
+//! capped element). A `Slice` whose starts and ends are not constants but, axis by axis,
+//! either both constants or both the same base plus constants (an end capped at or past the
+//! axis's length counts as uncapped: `Slice` clamps it there anyway), has a static shape: it
+//! becomes a `Slice` over the constant axes, then per moving axis a `Gather` of the indices
+//! `base + start + j * step` (`j < length`). An int64 `Range` whose start and limit are the
+//! same base plus constants becomes `base + [start, start + step, ...]`; a capped limit is
+//! assumed not to bind, which a one-element `Gather` checks at run time (the run faults,
+//! naming `<node>/limit-check`, when it would).
 //!
 //! Contract: the slice must stay inside the tensor at run time (ONNX would then shorten it,
 //! which a static shape cannot do); within it, negative starts count from the back as in
@@ -32,6 +40,8 @@ pub(super) enum Elem {
     Const(i64),
     /// The base plus a constant.
     Base(i64),
+    /// `min(base + c, cap)`: the base plus a constant `c`, capped at a constant.
+    Capped(i64, i64),
 }
 
 /// An int64 value whose elements are constants or one run-time base plus constants.
@@ -54,14 +64,20 @@ fn form(
         return Some((Some(a.base), a.elems.clone()));
     }
     let val = g.value(v);
-    if val.ty.dtype != DType::I64 {
-        return None;
-    }
-    match &val.kind {
-        ValueKind::Constant(t) => {
+    match (&val.kind, val.ty.dtype) {
+        (ValueKind::Constant(t), DType::I64) => {
             Some((None, t.to_i64_vec().into_iter().map(Elem::Const).collect()))
         }
-        _ if val.ty.numel() == Some(1) => Some((Some(v), vec![Elem::Base(0)])),
+        // Whole numbers in a float constant (`+ 1.0` on a counter kept in float).
+        (ValueKind::Constant(t), DType::F32 | DType::F64) => Some((
+            None,
+            t.to_f64_vec()
+                .into_iter()
+                .map(|x| (x.fract() == 0.0 && x.abs() < 9.0e15).then_some(Elem::Const(x as i64)))
+                .collect::<Option<Vec<Elem>>>()?,
+        )),
+        (ValueKind::Constant(_), _) => None,
+        (_, DType::I64) if val.ty.numel() == Some(1) => Some((Some(v), vec![Elem::Base(0)])),
         _ => None,
     }
 }
@@ -81,7 +97,33 @@ pub(super) fn derive(
         | Op::Squeeze { .. }
         | Op::Unsqueeze { .. }
         | Op::Identity => form(g, known, *inputs.first()?)?,
-        Op::Cast { to: DType::I64 } => form(g, known, *inputs.first()?)?,
+        Op::Cast {
+            to: DType::I64 | DType::F32 | DType::F64,
+            ..
+        } => form(g, known, *inputs.first()?)?,
+        Op::Variadic(crate::ops::VariadicOp::Min) if inputs.len() == 2 => {
+            let (ba, ea) = form(g, known, inputs[0])?;
+            let (bb, eb) = form(g, known, inputs[1])?;
+            let n = ea.len().max(eb.len());
+            let at = |e: &[Elem], i: usize| e.get(if e.len() == 1 { 0 } else { i }).copied();
+            if !(ea.len() == n || ea.len() == 1) || !(eb.len() == n || eb.len() == 1) {
+                return None;
+            }
+            let mut out = Vec::with_capacity(n);
+            for i in 0..n {
+                out.push(match (at(&ea, i)?, at(&eb, i)?) {
+                    (Elem::Const(x), Elem::Const(y)) => Elem::Const(x.min(y)),
+                    (Elem::Base(c), Elem::Const(d)) | (Elem::Const(d), Elem::Base(c)) => {
+                        Elem::Capped(c, d)
+                    }
+                    (Elem::Capped(c, d), Elem::Const(e)) | (Elem::Const(e), Elem::Capped(c, d)) => {
+                        Elem::Capped(c, d.min(e))
+                    }
+                    _ => return None,
+                });
+            }
+            (one_base(ba, bb)?, out)
+        }
         Op::Binary(b @ (BinaryOp::Add | BinaryOp::Sub)) => {
             let (ba, ea) = form(g, known, *inputs.first()?)?;
             let (bb, eb) = form(g, known, *inputs.get(1)?)?;
@@ -169,7 +211,7 @@ pub(super) fn import_moving_slice(
                     v.into_iter()
                         .map(|x| match x {
                             Elem::Const(c) => Some(c),
-                            Elem::Base(_) => None,
+                            Elem::Base(_) | Elem::Capped(..) => None,
                         })
                         .collect::<Option<Vec<i64>>>()?,
                 )),
@@ -195,7 +237,13 @@ pub(super) fn import_moving_slice(
             return Ok(false);
         };
         let axis = if axis < 0 { axis + rank } else { axis } as usize;
-        match (starts[k], ends[k]) {
+        // An end capped at or past the axis's length: Slice clamps it there anyway.
+        let dim = shape.get(axis).map_or(i64::MAX, |&d| d as i64);
+        let end = match ends[k] {
+            Elem::Capped(b, cap) if steps[k] > 0 && cap >= dim => Elem::Base(b),
+            e => e,
+        };
+        match (starts[k], end) {
             (Elem::Const(a), Elem::Const(b)) => {
                 cs.push(a);
                 ce.push(b);
@@ -257,6 +305,88 @@ pub(super) fn import_moving_slice(
     Ok(true)
 }
 
+/// Imports int64 `Range` node `node` whose start and limit are the same run-time base plus
+/// constants (the limit perhaps capped), as described in the module doc. Returns `Ok(false)`
+/// when the node is not such a range (the caller reports its ordinary error).
+pub(super) fn import_moving_range(
+    imp: &mut Importer,
+    node: &NodeProto,
+    label: &str,
+) -> Result<bool> {
+    let arg = |i: usize| node.input.get(i).filter(|s| !s.is_empty());
+    let (Some(s), Some(l), Some(d)) = (arg(0), arg(1), arg(2)) else {
+        return Ok(false);
+    };
+    let i64_input = |n: &str| {
+        imp.by_name
+            .get(n)
+            .is_some_and(|&v| imp.graph.value(v).ty.dtype == DType::I64)
+    };
+    if ![s, l, d].iter().all(|n| i64_input(n)) {
+        return Ok(false);
+    }
+    let (Some((bs, start)), Some((bl, limit)), Some((None, delta))) =
+        (ints(imp, s), ints(imp, l), ints(imp, d))
+    else {
+        return Ok(false);
+    };
+    let Some(Some(base)) = one_base(bs, bl) else {
+        return Ok(false);
+    };
+    let (&[Elem::Base(a)], &[end], &[Elem::Const(step)]) =
+        (start.as_slice(), limit.as_slice(), delta.as_slice())
+    else {
+        return Ok(false);
+    };
+    // The limit is `base + c`, or `min(base + c, cap)` assumed (and checked) not to bind.
+    let (c, cap) = match end {
+        Elem::Base(c) => (c, None),
+        Elem::Capped(c, cap) => (c, Some(cap)),
+        Elem::Const(_) => return Ok(false),
+    };
+    let len = SliceAxis {
+        axis: 0,
+        start: a,
+        end: c,
+        step,
+    };
+    // Short enough to list (and free of overflow: every element lies between a and c).
+    let short = c.checked_sub(a).and_then(|x| x.checked_add(step)).is_some();
+    if step == 0 || !short || len.is_empty() || len.len() > 1 << 24 {
+        return Ok(false);
+    }
+    let offsets: Vec<i64> = (0..len.len() as i64).map(|j| a + j * step).collect();
+    let out = node.output.first().cloned().unwrap_or_default();
+    let mut emit = Emit {
+        imp,
+        label: label.to_string(),
+        k: 0,
+    };
+    let base_name = emit.imp.graph.value(base).name.clone();
+    let shape1 = emit.constant(Tensor::i64(vec![1], &[1]))?;
+    let base1 = emit.node("Reshape", &[&base_name, &shape1], vec![], None)?;
+    let offs = emit.constant(Tensor::i64(vec![offsets.len()], &offsets))?;
+    let Some(cap) = cap else {
+        emit.node("Add", &[&base1, &offs], vec![], Some(out))?;
+        return Ok(true);
+    };
+    // The check: Gather from a one-element table at max(base + c - cap, -1), in range
+    // (-1 or 0) exactly when base + c <= cap. Its zero is added to the result.
+    let Some(shift) = c.checked_sub(cap) else {
+        return Ok(false);
+    };
+    let shift = emit.constant(Tensor::i64(vec![1], &[shift]))?;
+    let minus1 = emit.constant(Tensor::i64(vec![1], &[-1]))?;
+    let zero = emit.constant(Tensor::i64(vec![1], &[0]))?;
+    let over = emit.node("Add", &[&base1, &shift], vec![], None)?;
+    let at = emit.node("Max", &[&over, &minus1], vec![], None)?;
+    let check = format!("{label}/limit-check");
+    let check = emit.node_named(&check, "Gather", &[&zero, &at], vec![("axis", 0)], None)?;
+    let moved = emit.node("Add", &[&base1, &offs], vec![], None)?;
+    emit.node("Add", &[&moved, &check], vec![], Some(out))?;
+    Ok(true)
+}
+
 /// Emits the nodes of one rewritten slice through the importer's ordinary path.
 struct Emit<'a> {
     imp: &'a mut Importer,
@@ -293,6 +423,23 @@ impl Emit<'_> {
             Some(o) => o,
             None => self.fresh(&op.to_ascii_lowercase()),
         };
+        let name = format!("{}/{op}{}", self.label, self.k);
+        self.node_named(&name, op, inputs, ints, Some(out))
+    }
+
+    /// As [`Emit::node`], the node named `name` (run-time faults name it).
+    fn node_named(
+        &mut self,
+        name: &str,
+        op: &str,
+        inputs: &[&str],
+        ints: Vec<(&str, i64)>,
+        out: Option<String>,
+    ) -> Result<String> {
+        let out = match out {
+            Some(o) => o,
+            None => self.fresh(&op.to_ascii_lowercase()),
+        };
         let attribute = ints
             .into_iter()
             .map(|(k, v)| {
@@ -306,7 +453,7 @@ impl Emit<'_> {
             })
             .collect();
         let proto = NodeProto {
-            name: Some(format!("{}/{op}{}", self.label, self.k)),
+            name: Some(name.to_string()),
             op_type: Some(op.to_string()),
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: vec![out.clone()],

@@ -68,13 +68,18 @@ pub fn value_info(name: &str, dtype: DType, dims: &[Dim]) -> ValueInfoProto {
     }
 }
 
-/// A `TensorProto` with raw data from a [`Tensor`].
+/// A `TensorProto` with raw data from a [`Tensor`] (4- and 2-bit types packed).
 pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
+    let raw = if t.dtype().packed_bits().is_some() {
+        bytes::Bytes::from(crate::ir::lowp::pack(t.dtype(), t.bytes()))
+    } else {
+        t.bytes().clone()
+    };
     TensorProto {
         name: Some(name.to_string()),
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(t.dtype().to_onnx()),
-        raw_data: Some(t.bytes().clone()),
+        raw_data: Some(raw),
         ..TensorProto::default()
     }
 }

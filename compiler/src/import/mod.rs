@@ -266,11 +266,33 @@ pub fn import_model(
             }
             Ok(mut imported) => {
                 imported.frozen = reasons;
+                unrunnable_warnings(&imported.graph, &mut imported.warnings);
                 // Nodes with an f32 kernel only, on f16/bf16/f64 data: computed in f32.
                 crate::analysis::widen::widen_floats(&mut imported.graph);
                 return Ok(imported);
             }
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One warning per run-time `If` branch (at any depth) that cannot run with these shapes
+/// ([`crate::ops::control::Unrunnable`]).
+fn unrunnable_warnings(g: &Graph, out: &mut Vec<String>) {
+    for (_, n) in g.nodes() {
+        if let Op::If(a) = &n.op
+            && let Some(u) = &a.unrunnable
+        {
+            out.push(format!(
+                "node '{}' (If): its {} cannot run with these shapes, so a run whose condition \
+                 takes it fails ({})",
+                n.name,
+                u.which(),
+                u.reason
+            ));
+        }
+        for (_, sub) in n.op.subgraphs() {
+            unrunnable_warnings(sub, out);
         }
     }
 }
@@ -571,6 +593,13 @@ impl Importer {
             // Bounds moving at run time by a static length (`x[i : i + 1]` in a loop body).
             Err(e @ OpError::NotConstant { .. }) if op_type == "Slice" && opset >= 10 => {
                 if affine::import_moving_slice(self, node, &label)? {
+                    return Ok(());
+                }
+                return Err(node_err(e));
+            }
+            // `Range(i, i + k, s)` with `i` known at run time only (a loop's counter).
+            Err(e @ OpError::NotConstant { .. }) if op_type == "Range" => {
+                if affine::import_moving_range(self, node, &label)? {
                     return Ok(());
                 }
                 return Err(node_err(e));

@@ -3,7 +3,9 @@
 //! External data (`data_location = EXTERNAL`, keys `location`, `offset`, `length`) is memory
 //! mapped, never copied: the tensor's bytes point into the map. A location must be a relative
 //! path that stays inside the model's folder (after resolving `..` and symlinks); anything else
-//! is [`Error::ExternalData`] before any read.
+//! is [`Error::ExternalData`] before any read. The 4- and 2-bit types, packed in files (two or
+//! four elements per byte, `crate::ir::lowp`), are unpacked into a copy with one byte per
+//! element, as everywhere in memory.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,6 +16,7 @@ use arenac_proto::tensor_proto::DataLocation;
 use bytes::Bytes;
 
 use crate::error::Error;
+use crate::ir::lowp;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, checked_numel};
 
@@ -159,8 +162,8 @@ pub fn tensor_from_proto(
     }
     let numel =
         checked_numel(&shape).ok_or_else(|| invalid(format!("dims {:?} overflow", t.dims)))?;
-    let nbytes = numel
-        .checked_mul(dtype.size())
+    // Bytes in the file: 4- and 2-bit types are packed there (one byte per element in memory).
+    let nbytes = lowp::packed_len(dtype, numel)
         .ok_or_else(|| invalid(format!("dims {:?} overflow", t.dims)))?;
 
     let data: Bytes = if t.data_location() == DataLocation::External {
@@ -175,6 +178,17 @@ pub fn tensor_from_proto(
         t.raw_data.clone().unwrap_or_default()
     } else {
         typed_field_bytes(t, dtype, numel).map_err(invalid)?
+    };
+    let data = if dtype.packed_bits().is_some() {
+        let unpacked = lowp::unpack(dtype, &data, numel).ok_or_else(|| {
+            invalid(format!(
+                "{} bytes of packed {dtype} data, the dims need {nbytes}",
+                data.len()
+            ))
+        })?;
+        Bytes::from(unpacked)
+    } else {
+        data
     };
     Tensor::from_bytes(dtype, shape, data).map_err(|e| invalid(e.to_string()))
 }
@@ -219,15 +233,30 @@ fn external_bytes(
     Ok(file.slice(offset..end))
 }
 
-/// Re-encodes the typed repeated fields (`float_data`, `int32_data`...) as raw little-endian.
+/// Re-encodes the typed repeated fields (`float_data`, `int32_data`...) as raw little-endian
+/// (4- and 2-bit types stay packed: each `int32_data` entry holds one packed byte, or, when
+/// there is one entry per element and that is not the packed count, one element).
 fn typed_field_bytes(t: &TensorProto, dtype: DType, numel: usize) -> Result<Bytes, String> {
+    let want = match dtype.packed_bits() {
+        Some(_) => lowp::packed_len(dtype, numel).unwrap_or(usize::MAX),
+        None => numel,
+    };
     let count = |n: usize, field: &str| {
-        if n == numel {
+        if n == want {
             Ok(())
         } else {
-            Err(format!("{field} has {n} elements, the dims need {numel}"))
+            Err(format!("{field} has {n} elements, the dims need {want}"))
         }
     };
+    if dtype.packed_bits().is_some() {
+        let bytes: Vec<u8> = t.int32_data.iter().map(|&v| v as u8).collect();
+        if bytes.len() == numel && numel != want {
+            // One element per entry (as ONNX's text syntax parser writes them): pack them.
+            return Ok(Bytes::from(lowp::pack(dtype, &bytes)));
+        }
+        count(bytes.len(), "int32_data")?;
+        return Ok(Bytes::from(bytes));
+    }
     let mut out = Vec::with_capacity(numel.saturating_mul(dtype.size()).min(1 << 30));
     match dtype {
         DType::F32 => {
@@ -258,7 +287,8 @@ fn typed_field_bytes(t: &TensorProto, dtype: DType, numel: usize) -> Result<Byte
                 }
             }
         }
-        // int32_data carries every type of 32 bits or fewer (f16/bf16 as their bit patterns).
+        // int32_data carries every type of 32 bits or fewer (f16/bf16 as their bit patterns,
+        // 8-bit floats as their codes, 4-/2-bit types as packed bytes).
         _ => {
             count(t.int32_data.len(), "int32_data")?;
             for &v in &t.int32_data {

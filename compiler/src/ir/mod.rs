@@ -3,6 +3,7 @@
 
 pub mod eval;
 pub mod graph;
+pub mod lowp;
 pub mod print;
 pub mod tensor;
 pub mod types;

@@ -90,7 +90,19 @@ fn write_body(s: &mut String, g: &Graph, pad: &str) {
             let _ = write!(s, " {{{}}}", parts.join(", "));
         }
         let _ = writeln!(s, "  # node \"{}\"", n.name);
+        let unrunnable = match &n.op {
+            crate::ops::Op::If(a) => a.unrunnable.as_ref(),
+            _ => None,
+        };
         for (what, sub) in n.op.subgraphs() {
+            if let Some(u) = unrunnable.filter(|u| u.which() == what) {
+                let _ = writeln!(
+                    s,
+                    "{pad}  {what}: cannot run with these shapes, a run taking it fails ({})",
+                    u.reason
+                );
+                continue;
+            }
             let _ = writeln!(s, "{pad}  {what} \"{}\"", sub.name);
             write_body(s, sub, &format!("{pad}    "));
         }

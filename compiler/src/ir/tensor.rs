@@ -6,11 +6,15 @@
 //!
 //! The reference evaluation computes in two domains: floats as `f64` (exact for the basic
 //! arithmetic of every narrower float type once rounded back) and integers/bools as `i64`
-//! (`u64` values above `i64::MAX` wrap; no supported op produces them).
+//! (`u64` values above `i64::MAX` wrap; no supported op produces them). The storage types
+//! (`super::lowp`: 8-/4-bit floats, 4-/2-bit integers) take one byte per element; their
+//! floats are exact in f64 and values are stored into them with `CastMode::DEFAULT`
+//! (saturating, like onnx's `make_tensor`).
 
 use bytes::Bytes;
 use half::{bf16, f16};
 
+use super::lowp::{self, CastMode};
 use super::types::{DType, Shape, ShapeDisplay, TensorType, checked_numel};
 
 /// An immutable, cheaply clonable constant tensor.
@@ -193,6 +197,34 @@ impl Tensor {
         }
     }
 
+    /// The elements of an `f32` tensor as a borrowed slice, when its bytes are 4-byte aligned
+    /// (a weight mapped from a file may sit at any offset; `None` then, and for other dtypes).
+    pub fn f32_slice(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 || !cfg!(target_endian = "little") {
+            return None;
+        }
+        // SAFETY: any 4 initialized bytes are a valid f32; `align_to` only yields the middle
+        // part at an aligned address, and the data is immutable for the borrow of `self`.
+        let (head, floats, tail) = unsafe { self.data.align_to::<f32>() };
+        (head.is_empty() && tail.is_empty()).then_some(floats)
+    }
+
+    /// Writes the elements as `f32` (converted when the dtype differs) into `out`, in order,
+    /// stopping at the shorter of the two: decoding straight into a destination (the weights
+    /// region) without an intermediate vector.
+    pub fn write_f32s(&self, out: &mut [f32]) {
+        if self.dtype == DType::F32 {
+            for (x, c) in out.iter_mut().zip(self.data.chunks_exact(4)) {
+                *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        } else {
+            let sz = self.dtype.size();
+            for (x, c) in out.iter_mut().zip(self.data.chunks_exact(sz)) {
+                *x = read_f64(self.dtype, c) as f32;
+            }
+        }
+    }
+
     /// Element `i` of an `f32` tensor, read from its little-endian bytes (`None` for another
     /// dtype or an index out of range). For compile-time packing of large weights without a
     /// converted copy.
@@ -255,6 +287,7 @@ pub fn read_f64(dtype: DType, c: &[u8]) -> f64 {
         DType::F64 => f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
         DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
         DType::BF16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+        dt if dt.is_float() => f64::from(lowp::decode_float(dt, c[0])),
         _ => read_i64(dtype, c) as f64,
     }
 }
@@ -273,7 +306,17 @@ pub fn read_i64(dtype: DType, c: &[u8]) -> i64 {
         DType::I64 | DType::U64 => {
             i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
         }
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => read_f64(dtype, c) as i64,
+        DType::I4 | DType::U4 | DType::I2 | DType::U2 => lowp::decode_int(dtype, c[0]),
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1 => read_f64(dtype, c) as i64,
     }
 }
 
@@ -284,6 +327,7 @@ fn push_f64(out: &mut Vec<u8>, dtype: DType, v: f64) {
         DType::F16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
         DType::BF16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
         DType::Bool => out.push(u8::from(v != 0.0)),
+        dt if dt.is_storage() => out.push(lowp::encode_f64(dt, v, CastMode::DEFAULT)),
         // Float to int conversion truncates toward zero and saturates, like a C cast on
         // in-range values.
         _ => push_i64(out, dtype, v as i64),
@@ -313,6 +357,7 @@ pub fn write_f64(dst: &mut [u8], dtype: DType, v: f64) {
         DType::I32 => wide((i as i32).to_le_bytes()),
         DType::U32 => wide((i as u32).to_le_bytes()),
         DType::I64 | DType::U64 => i.to_le_bytes(),
+        dt => wide([lowp::encode_f64(dt, v, CastMode::DEFAULT)]),
     };
     let n = dtype.size();
     if let (Some(d), Some(s)) = (dst.get_mut(..n), bytes.get(..n)) {
@@ -330,6 +375,16 @@ fn push_i64(out: &mut Vec<u8>, dtype: DType, v: i64) {
         DType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
         DType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
         DType::I64 | DType::U64 => out.extend_from_slice(&v.to_le_bytes()),
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => out.push(lowp::encode_i64(dtype, v, CastMode::DEFAULT)),
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 => push_f64(out, dtype, v as f64),
     }
 }

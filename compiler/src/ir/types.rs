@@ -31,11 +31,31 @@ pub enum DType {
     U64,
     /// Boolean, one byte per element (0 or 1).
     Bool,
+    /// 8-bit float E4M3, finite only (`FLOAT8E4M3FN`): NaN is `S.1111.111`, max 448.
+    F8E4M3FN,
+    /// 8-bit float E4M3, finite only, no negative zero (`FLOAT8E4M3FNUZ`): NaN is `0x80`.
+    F8E4M3FNUZ,
+    /// 8-bit float E5M2 with infinities (`FLOAT8E5M2`), max 57344.
+    F8E5M2,
+    /// 8-bit float E5M2, finite only, no negative zero (`FLOAT8E5M2FNUZ`): NaN is `0x80`.
+    F8E5M2FNUZ,
+    /// 8-bit unsigned power of two `2^(e - 127)` (`FLOAT8E8M0`): NaN is `0xff`.
+    F8E8M0,
+    /// 4-bit float E2M1, finite only (`FLOAT4E2M1`): max 6.
+    F4E2M1,
+    /// Signed 4-bit integer (`INT4`), -8..=7.
+    I4,
+    /// Unsigned 4-bit integer (`UINT4`), 0..=15.
+    U4,
+    /// Signed 2-bit integer (`INT2`), -2..=1.
+    I2,
+    /// Unsigned 2-bit integer (`UINT2`), 0..=3.
+    U2,
 }
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 23] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -49,10 +69,20 @@ impl DType {
         DType::U32,
         DType::U64,
         DType::Bool,
+        DType::F8E4M3FN,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0,
+        DType::F4E2M1,
+        DType::I4,
+        DType::U4,
+        DType::I2,
+        DType::U2,
     ];
 
     /// Maps an ONNX `TensorProto.DataType` code to a dtype; `None` for types arenac does not
-    /// handle (strings, complex, 8-bit and 4-bit floats).
+    /// handle (strings, complex, 6-bit floats).
     pub fn from_onnx(code: i32) -> Option<DType> {
         Some(match code {
             1 => DType::F32,
@@ -68,6 +98,16 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            17 => DType::F8E4M3FN,
+            18 => DType::F8E4M3FNUZ,
+            19 => DType::F8E5M2,
+            20 => DType::F8E5M2FNUZ,
+            21 => DType::U4,
+            22 => DType::I4,
+            23 => DType::F4E2M1,
+            24 => DType::F8E8M0,
+            25 => DType::U2,
+            26 => DType::I2,
             _ => return None,
         })
     }
@@ -88,27 +128,94 @@ impl DType {
             DType::U32 => 12,
             DType::U64 => 13,
             DType::BF16 => 16,
+            DType::F8E4M3FN => 17,
+            DType::F8E4M3FNUZ => 18,
+            DType::F8E5M2 => 19,
+            DType::F8E5M2FNUZ => 20,
+            DType::U4 => 21,
+            DType::I4 => 22,
+            DType::F4E2M1 => 23,
+            DType::F8E8M0 => 24,
+            DType::U2 => 25,
+            DType::I2 => 26,
         }
     }
 
-    /// Bytes per element.
+    /// Bytes per element in memory: in the arena, the weights, constants and the tensors a
+    /// `Session` reads and writes. The 4- and 2-bit types take one byte per element there
+    /// (the low bits; see [`crate::ir::lowp`]) and are packed only in files
+    /// ([`DType::packed_bits`]).
     pub fn size(self) -> usize {
         match self {
             DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0
+            | DType::F4E2M1
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
         }
     }
 
-    /// True for the floating-point dtypes.
+    /// True for the floating-point dtypes, the 8- and 4-bit storage floats included.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+        matches!(
+            self,
+            DType::F32
+                | DType::F64
+                | DType::F16
+                | DType::BF16
+                | DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+        )
     }
 
-    /// True for the signed and unsigned integer dtypes (not bool).
+    /// True for the signed and unsigned integer dtypes (not bool), the 4- and 2-bit ones
+    /// included.
     pub fn is_int(self) -> bool {
         !self.is_float() && self != DType::Bool
+    }
+
+    /// True for the storage types: the 8- and 4-bit floats and the 4- and 2-bit integers.
+    /// Values of these types are only stored, cast and moved (`Cast`, views, `Transpose`...):
+    /// `ops::Op::infer` refuses them elsewhere. Quantize/DequantizeLinear reach them through
+    /// `Cast`.
+    pub fn is_storage(self) -> bool {
+        matches!(
+            self,
+            DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+                | DType::F8E8M0
+                | DType::F4E2M1
+                | DType::I4
+                | DType::U4
+                | DType::I2
+                | DType::U2
+        )
+    }
+
+    /// Bits per element in an ONNX `TensorProto` (and `.pb` files), where 4-bit types pack two
+    /// elements per byte and 2-bit types four (low bits first): `Some(4)` or `Some(2)` for
+    /// those, `None` for the byte-sized and wider types.
+    pub fn packed_bits(self) -> Option<usize> {
+        match self {
+            DType::I4 | DType::U4 | DType::F4E2M1 => Some(4),
+            DType::I2 | DType::U2 => Some(2),
+            _ => None,
+        }
     }
 
     /// Short lower-case name used by the printer and in messages: `f32`, `i64`, `bool`...
@@ -127,6 +234,16 @@ impl DType {
             DType::U32 => "u32",
             DType::U64 => "u64",
             DType::Bool => "bool",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::F8E8M0 => "f8e8m0",
+            DType::F4E2M1 => "f4e2m1",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::error::OpError;
 use crate::ir::tensor::{Scalar, Tensor};
-use crate::ir::types::{DType, TensorType};
+use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::{expect_arity, fmt_list, wrong_family};
 use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
@@ -354,10 +354,17 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
             Ok(vec![Tensor::from_f64(*dtype, vec![*len], &v)])
         }
         Op::ConstantOfShape { shape, value } => {
-            let v = value
-                .scalar_at(0)
+            // The value's bytes repeated: exact for every dtype (NaN payloads included).
+            let one = value
+                .bytes()
+                .get(..value.dtype().size())
                 .ok_or_else(|| OpError::attr("value", "must hold one element"))?;
-            Ok(vec![Tensor::filled(value.dtype(), shape.clone(), v)])
+            let n = checked_numel(shape).ok_or_else(|| {
+                OpError::Overflow(format!("shape {shape:?} has too many elements"))
+            })?;
+            let t = Tensor::from_bytes(value.dtype(), shape.clone(), one.repeat(n).into())
+                .map_err(|e| OpError::Overflow(e.to_string()))?;
+            Ok(vec![t])
         }
         Op::Range {
             dtype,

@@ -132,6 +132,11 @@ impl<'a> NodeCtx<'a> {
         }
     }
 
+    /// The compile-time value of input `i`, if it has one, without taking it.
+    pub fn const_value(&self, i: usize) -> Option<&Tensor> {
+        self.inputs.get(i)?.value.as_ref()
+    }
+
     /// Like [`NodeCtx::take_const`], returning the elements as `i64`.
     pub fn take_const_ints(&mut self, i: usize) -> Result<Option<Vec<i64>>, OpError> {
         Ok(self.take_const(i)?.map(|t| t.to_i64_vec()))

@@ -16,6 +16,7 @@ mod unary_math;
 pub(crate) use eval::int_pow;
 
 use crate::error::OpError;
+use crate::ir::lowp::{CastMode, E8m0Round};
 use crate::ir::types::{DType, Shape, TensorType, checked_numel};
 use crate::ops::ctx::NodeCtx;
 use crate::ops::util::{broadcast_shapes, expect_arity, fmt_f32, wrong_family};
@@ -327,7 +328,6 @@ fn convert_where(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
 
 fn convert_cast(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(1, 1)?;
-    // `saturate` (opset 19) only affects 8-bit float targets, which arenac does not support.
     let code = ctx
         .attr_int_opt("to")?
         .ok_or_else(|| OpError::attr("to", "required attribute is missing"))?;
@@ -336,11 +336,34 @@ fn convert_cast(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         .and_then(DType::from_onnx)
         .ok_or_else(|| {
             OpError::Unsupported(format!(
-                "Cast to element type {code} (strings, complex, 8-bit and 4-bit floats are not \
+                "Cast to element type {code} (strings, complex and 6-bit floats are not \
                  supported)"
             ))
         })?;
-    Ok(Op::Cast { to })
+    let mode = cast_mode(ctx, to)?;
+    Ok(Op::Cast { to, mode })
+}
+
+/// Cast's and CastLike's `saturate` (opset 19: float8 and E8M0 targets) and `round_mode`
+/// (opset 24: E8M0 targets), normalized for `to`.
+pub(super) fn cast_mode(ctx: &NodeCtx<'_>, to: DType) -> Result<CastMode, OpError> {
+    let saturate = match ctx.attr_int("saturate", 1)? {
+        0 => false,
+        1 => true,
+        v => return Err(OpError::attr("saturate", format!("{v} is neither 0 nor 1"))),
+    };
+    let round = match ctx.attr_string("round_mode", "up")?.as_str() {
+        "up" => E8m0Round::Up,
+        "down" => E8m0Round::Down,
+        "nearest" => E8m0Round::Nearest,
+        other => {
+            return Err(OpError::attr(
+                "round_mode",
+                format!("'{other}' is none of \"up\", \"down\", \"nearest\""),
+            ));
+        }
+    };
+    Ok(CastMode { saturate, round }.normalized(to))
 }
 
 /// Printed op name.
@@ -596,7 +619,7 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
             }
             Ok(vec![TensorType::new(dtype, broadcast(inputs)?)])
         }
-        Op::Cast { to } => {
+        Op::Cast { to, .. } => {
             expect_arity(inputs, 1)?;
             Ok(vec![TensorType::new(*to, inputs[0].shape.clone())])
         }
@@ -633,7 +656,21 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         }
         Op::Binary(BinaryOp::Mod { fmod }) => vec![("fmod", u8::from(*fmod).to_string())],
         Op::Unary(UnaryOp::Math(m)) => m.attrs(),
-        Op::Cast { to } => vec![("to", to.to_string())],
+        Op::Cast { to, mode } => {
+            let mut a = vec![("to", to.to_string())];
+            if *mode != CastMode::DEFAULT {
+                a.push(("saturate", u8::from(mode.saturate).to_string()));
+            }
+            if mode.round != E8m0Round::Up {
+                let r = match mode.round {
+                    E8m0Round::Up => "up",
+                    E8m0Round::Down => "down",
+                    E8m0Round::Nearest => "nearest",
+                };
+                a.push(("round_mode", r.to_string()));
+            }
+            a
+        }
         _ => Vec::new(),
     }
 }

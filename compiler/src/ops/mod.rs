@@ -31,6 +31,7 @@ pub mod view;
 
 use crate::error::OpError;
 use crate::gemm::IM2COL_TILE;
+use crate::ir::lowp::CastMode;
 use crate::ir::tensor::{Scalar, Tensor};
 use crate::ir::types::{DType, TensorType};
 use ctx::NodeCtx;
@@ -77,6 +78,8 @@ pub enum Op {
     Cast {
         /// Target dtype.
         to: DType,
+        /// Saturation and E8M0 rounding, normalized for `to` ([`CastMode::normalized`]).
+        mode: CastMode,
     },
     // --- conv.rs
     /// N-d convolution (NCHW), bias optional (2 or 3 inputs).
@@ -415,6 +418,14 @@ enum Family {
 }
 
 impl Op {
+    /// A Cast to `to` with ONNX's default saturation and rounding.
+    pub fn cast(to: DType) -> Op {
+        Op::Cast {
+            to,
+            mode: CastMode::DEFAULT,
+        }
+    }
+
     fn family(&self) -> Family {
         match self {
             Op::Unary(_)
@@ -491,8 +502,62 @@ impl Op {
         }
     }
 
+    /// Whether the op takes and gives the storage types ([`DType::is_storage`]: 8-/4-bit
+    /// floats, 4-/2-bit integers): Cast converts them; views, Transpose, Expand and Pad copy
+    /// their bytes (Pad's fill value converted like a Cast's); ConstantOfShape repeats its
+    /// value's bytes; Shape and Size read only their type. (ONNX also allows them on the
+    /// control-flow ops and IsNaN/IsInf; QuantizeLinear and DequantizeLinear are expanded
+    /// into Casts.)
+    pub fn takes_storage_types(&self) -> bool {
+        matches!(
+            self,
+            Op::Cast { .. }
+                | Op::Reshape { .. }
+                | Op::Flatten { .. }
+                | Op::Squeeze { .. }
+                | Op::Unsqueeze { .. }
+                | Op::Identity
+                | Op::Transpose { .. }
+                | Op::Expand { .. }
+                | Op::Pad { .. }
+                | Op::ConstantOfShape { .. }
+                | Op::Shape { .. }
+                | Op::Size
+        )
+    }
+
     /// Output types from input types. Errors name what disagreed; the caller adds the node.
+    /// A storage type in or out of an op that does not take them
+    /// ([`Op::takes_storage_types`]) is an error.
     pub fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
+        let storage = |what: String, dt: DType| {
+            OpError::Unsupported(format!(
+                "{} on {dt} ({what}): arenac keeps 8- and 4-bit floats and 4- and 2-bit \
+                 integers as storage types that only Cast, the views, Transpose, Expand, Pad \
+                 and ConstantOfShape take; Cast to a wider type first",
+                self.name()
+            ))
+        };
+        let ok = self.takes_storage_types();
+        if let Some((i, t)) = inputs
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !ok && t.dtype.is_storage())
+        {
+            return Err(storage(format!("input {i}"), t.dtype));
+        }
+        let outputs = self.infer_family(inputs)?;
+        if let Some((i, t)) = outputs
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !ok && t.dtype.is_storage())
+        {
+            return Err(storage(format!("output {i}"), t.dtype));
+        }
+        Ok(outputs)
+    }
+
+    fn infer_family(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
         match self.family() {
             Family::Elementwise => elementwise::infer(self, inputs),
             Family::Conv => conv::infer(self, inputs),

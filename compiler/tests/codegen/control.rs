@@ -398,3 +398,119 @@ fn nested_plans_verify_and_report() {
     let x = Rng(2).tensor(&[2, 3], -1.0, 1.0);
     check_each(&g, &[vec![x.clone(), flag(true)], vec![x, flag(false)]]);
 }
+
+/// An If whose else-branch cannot be imported with these shapes (a MatMul of [1, 4] by
+/// [3, 4]: silero-vad's branch for the other sample rate): the import warns and freezes
+/// nothing, a run whose condition takes the then-branch computes it, and a run taking the
+/// else-branch reports a fault naming the node and the branch; the arena serves the next run.
+#[test]
+fn if_branch_that_cannot_run_faults_only_when_taken() {
+    let path = repo_root().join("tests/fixtures/control/if_unrunnable_branch.onnxtxt");
+    let m = parse(&std::fs::read_to_string(&path).expect("reads the fixture"));
+    let imported = import_model(&m, None, &ImportOptions::default()).expect("imports");
+    assert!(imported.frozen.is_empty());
+    assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
+    let w = &imported.warnings[0];
+    assert!(
+        w.contains("(If)") && w.contains("else_branch") && w.contains("MatMul"),
+        "{w}"
+    );
+    let mut g = imported.graph;
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    let sr = |v: i64| Tensor::i64(vec![1], &[v]);
+    let x = Rng(11).tensor(&[1, 4], -1.0, 1.0);
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let good = |arena: &mut AlignedBytes| {
+        let inputs = [sr(16000), x.clone()];
+        let got = run_in(&exe, arena, &inputs).unwrap_or_else(|f| panic!("faulted: {f}"));
+        let relu: Vec<f32> = x.to_f32_vec().iter().map(|v| v.max(0.0)).collect();
+        assert_eq!(got[0].to_f32_vec(), relu);
+        assert_eq!(
+            eval_graph(&g, &inputs).expect("reference")[0].to_f32_vec(),
+            relu
+        );
+    };
+    good(&mut arena);
+    let e = run_in(&exe, &mut arena, &[sr(8000), x.clone()]).expect_err("else faults");
+    assert!(
+        e.starts_with("node '") && e.contains("(If): the condition chose the else_branch"),
+        "{e}"
+    );
+    assert!(e.contains("MatMul"), "{e}");
+    let eval = eval_graph(&g, &[sr(8000), x.clone()]).expect_err("the reference refuses too");
+    assert!(eval.to_string().contains("else_branch"), "{eval}");
+    good(&mut arena);
+}
+
+/// Both branches failing is the import's error (the first branch's), not a warning.
+#[test]
+fn if_with_no_runnable_branch_is_an_import_error() {
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (bool c, float[1, 4] X) => (float[1, 4] Y)
+        <float[3, 4] W = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}>
+        {
+            Y = If(c) <then_branch = t () => (float[1, 4] a) { a = MatMul(X, W) },
+                       else_branch = e () => (float[1, 4] b) { b = MatMul(W, X) }>
+        }"#,
+    );
+    let err = import_model(&m, None, &ImportOptions::default()).expect_err("no branch runs");
+    assert!(err.to_string().contains("MatMul"), "{err}");
+}
+
+/// A while-loop's carried counter, counted in float (Paddle's exports: SLANet's table
+/// decoder), bounds a Slice and a Range: both get static shapes, and the answer is the
+/// hand-computed one (also onnxruntime's for this fixture).
+#[test]
+fn loop_counter_bounds_slice_and_range() {
+    let g = fixture("loop_counter_range");
+    let x = Rng(13).tensor(&[3, 5], -1.0, 1.0);
+    let exe = check_each(&g, &[vec![x.clone()]]);
+    let out = run(&exe, std::slice::from_ref(&x));
+    let twice: Vec<f32> = x.to_f32_vec().iter().map(|v| 2.0 * v).collect();
+    assert_eq!(out[0].to_f32_vec(), twice);
+    assert_eq!(out[1].to_i64_vec(), vec![0, 1, 2, 3, 4]);
+}
+
+/// A Range whose limit is `min(i + 1, 5)` is compiled as one element `[i]`; a run where the
+/// cap binds (i = 5: ONNX's range is then empty) faults naming the check, not a silent
+/// wrong answer; other runs of the same program answer.
+#[test]
+fn capped_range_limit_is_checked_at_run_time() {
+    let m = parse(
+        r#"<ir_version: 8, opset_import: ["" : 17]>
+        g (int64[1] start, int64[1] stop) => (int64[8] seen)
+        <int64 M = {16}, bool go = {1}, int64[8] s0 = {-1, -1, -1, -1, -1, -1, -1, -1}, int64[1] cap = {5}, float one = {1}, int64 unit = {1}>
+        {
+            i_end, seen = Loop(M, go, start, s0) <body = step (int64 it, bool c, int64[1] i, int64[8] s) => (bool co, int64[1] io, int64[8] so) {
+                fi = Cast <to = 1> (i)
+                fi1 = Add(fi, one)
+                i1 = Cast <to = 7> (fi1)
+                e = Min(cap, i1)
+                si = Squeeze(i)
+                se = Squeeze(e)
+                r = Range(si, se, unit)
+                so = ScatterElements <axis = 0> (s, r, r)
+                io = Identity(i1)
+                more = Less(i1, stop)
+                co = Squeeze(more)
+            }>
+        }"#,
+    );
+    let mut g = import(&m);
+    let plan = arenac_compiler::arena::plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+    let mut seen = |from: i64, to: i64| {
+        let inputs = [Tensor::i64(vec![1], &[from]), Tensor::i64(vec![1], &[to])];
+        run_in(&exe, &mut arena, &inputs).map(|o| o[0].to_i64_vec())
+    };
+    assert_eq!(seen(0, 5).unwrap(), [0, 1, 2, 3, 4, -1, -1, -1]);
+    // i = 3, 4 run; at i = 5 the cap binds.
+    let e = seen(3, 7).expect_err("the cap binds at i = 5");
+    assert!(e.contains("/limit-check") && e.contains("(Gather)"), "{e}");
+    // From 6 it binds at once (ONNX: an empty range).
+    assert!(seen(6, 7).is_err());
+    assert_eq!(seen(1, 3).unwrap(), [-1, 1, 2, -1, -1, -1, -1, -1]);
+}

@@ -7,11 +7,15 @@
 use crate::common::*;
 
 /// The quantized types and their ranges.
-const QTYPES: [(DType, f32, f32); 4] = [
+const QTYPES: [(DType, f32, f32); 8] = [
     (DType::U8, 0.0, 255.0),
     (DType::I8, -128.0, 127.0),
     (DType::U16, 0.0, 65535.0),
     (DType::I16, -32768.0, 32767.0),
+    (DType::U4, 0.0, 15.0),
+    (DType::I4, -8.0, 7.0),
+    (DType::U2, 0.0, 3.0),
+    (DType::I2, -2.0, 1.0),
 ];
 
 fn pick(rng: &mut Rng, n: usize) -> usize {
@@ -95,11 +99,11 @@ fn axis_attrs(rng: &mut Rng, mode: Mode, rank: usize) -> Vec<(&'static str, Attr
 #[test]
 fn quantize_linear_random() {
     let mut rng = Rng(0x9a17_3c11_d00d_0001);
-    for case in 0..40 {
+    for case in 0..64 {
         let rank = pick(&mut rng, 5);
         let shape: Vec<usize> = (0..rank).map(|_| 1 + pick(&mut rng, 5)).collect();
         let mode = random_mode(&mut rng, &shape);
-        let (qt, lo, hi) = QTYPES[pick(&mut rng, 4)];
+        let (qt, lo, hi) = QTYPES[pick(&mut rng, QTYPES.len())];
         let with_zero = pick(&mut rng, 3) != 0;
         let ps = param_shape(mode, &shape);
         let np: usize = ps.iter().product();
@@ -169,12 +173,16 @@ fn dequantize_linear_random() {
         (DType::U16, 0.0, 65535.0),
         (DType::I16, -32768.0, 32767.0),
         (DType::I32, -1.0e6, 1.0e6),
+        (DType::U4, 0.0, 15.0),
+        (DType::I4, -8.0, 7.0),
+        (DType::U2, 0.0, 3.0),
+        (DType::I2, -2.0, 1.0),
     ];
-    for case in 0..40 {
+    for case in 0..64 {
         let rank = pick(&mut rng, 5);
         let shape: Vec<usize> = (0..rank).map(|_| 1 + pick(&mut rng, 5)).collect();
         let mode = random_mode(&mut rng, &shape);
-        let (xt, lo, hi) = xtypes[pick(&mut rng, 5)];
+        let (xt, lo, hi) = xtypes[pick(&mut rng, xtypes.len())];
         let with_zero = pick(&mut rng, 3) != 0;
         let ps = param_shape(mode, &shape);
         let np: usize = ps.iter().product();
@@ -458,10 +466,15 @@ fn quantize_errors_are_typed() {
             .build()
     };
     let cases = [
-        // int4 output (not an arenac dtype).
+        // string output (not an arenac dtype).
         (
-            build(vec![("output_dtype", Attr::Int(22))], &[]),
+            build(vec![("output_dtype", Attr::Int(8))], &[]),
             "output_dtype",
+        ),
+        // E8M0 output (an arenac dtype, not a quantized type).
+        (
+            build(vec![("output_dtype", Attr::Int(24))], &[]),
+            "quantizing to f8e8m0",
         ),
         // a float output type.
         (

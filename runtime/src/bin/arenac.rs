@@ -16,6 +16,7 @@ use arenac::{
     CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
 };
 use arenac_compiler::ir::graph::ValueId;
+use arenac_compiler::ir::lowp::{self, CastMode};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -98,8 +99,9 @@ enum Command {
         /// Without any, inputs are seeded random (floats uniform in [-1, 1), integers 0).
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Write each graph output to DIR/output_<i>.npy, in graph-output order (bf16 ones,
-        /// which numpy lacks, to DIR/output_<i>.pb, an ONNX TensorProto).
+        /// Write each graph output to DIR/output_<i>.npy, in graph-output order (bf16, float8,
+        /// float4, int4 and int2 ones, which numpy lacks, to DIR/output_<i>.pb, an ONNX
+        /// TensorProto).
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
         /// Run N times and report the median time per run.
@@ -485,7 +487,16 @@ fn run_model(
     let s = compiled.summary();
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
     let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
-    let _ = writeln!(out, "compiled in {}", duration(compile_time));
+    let t = compiled.compile_timings();
+    let _ = writeln!(
+        out,
+        "compiled in {} (import {}, plan {}, code generation {} of which Cranelift {})",
+        duration(compile_time),
+        duration(t.import),
+        duration(t.plan),
+        duration(t.codegen),
+        duration(t.jit)
+    );
     if let (Some(p), Some(file)) = (&profile, profile_file) {
         std::fs::write(file, p.to_trace_json())
             .map_err(|e| anyhow!("--profile: cannot write {}: {e}", file.display()))?;
@@ -526,7 +537,7 @@ fn run_model(
         if !as_pb.is_empty() {
             let _ = write!(
                 out,
-                "; as ONNX TensorProto .pb, numpy having no bfloat16: {}",
+                "; as ONNX TensorProto .pb, numpy having no dtype for them: {}",
                 as_pb.join(", ")
             );
         }
@@ -661,6 +672,9 @@ fn random_input(slot: &IoSlot, stream: u64) -> TensorBuf {
                     .min(half::bf16::from_f64(0.99))
                     .to_le_bytes()
             })
+            .collect(),
+        d if d.is_storage() && d.is_float() => (0..n)
+            .map(|_| lowp::encode_float(d, unit() as f32, CastMode::DEFAULT))
             .collect(),
         d => vec![0; n * d.size()],
     };

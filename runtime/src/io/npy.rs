@@ -1,7 +1,9 @@
 //! NumPy `.npy` files: format versions 1.0, 2.0 (and 3.0, a UTF-8 header), C order, every
 //! arenac dtype numpy has (float16/32/64, int8/16/32/64, uint8/16/32/64, bool; big-endian
-//! files are read and swapped). bfloat16 has no numpy dtype: it goes through TensorProto
-//! `.pb` files ([`super::pb`]). Anything else is a clear error.
+//! files are read and swapped). bfloat16 and the storage types (8-/4-bit floats, 4-/2-bit
+//! integers) have no numpy dtype (ml_dtypes saves them as raw `<V1` bytes, without their
+//! type): they go through TensorProto `.pb` files ([`super::pb`]). Anything else is a clear
+//! error.
 
 use std::path::Path;
 
@@ -28,7 +30,8 @@ pub const SUPPORTED: [DType; 12] = [
     DType::Bool,
 ];
 
-/// The `descr` numpy writes for a dtype (`None` for bf16, which numpy lacks).
+/// The `descr` numpy writes for a dtype (`None` for bf16 and the storage types, which numpy
+/// lacks).
 pub fn descr(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
         DType::F32 => "<f4",
@@ -43,7 +46,18 @@ pub fn descr(dtype: DType) -> Option<&'static str> {
         DType::U32 => "<u4",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
-        DType::BF16 => return None,
+        // numpy has no dtype for these (ml_dtypes saves them as raw '<V1' bytes).
+        DType::BF16
+        | DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => return None,
     })
 }
 
@@ -69,7 +83,8 @@ fn dtype_of(descr: &str) -> Result<(DType, bool), String> {
         _ => {
             return Err(format!(
                 "unsupported dtype '{descr}' (supported: float16/32/64, int8/16/32/64, \
-                 uint8/16/32/64, bool; bfloat16 as a TensorProto .pb)"
+                 uint8/16/32/64, bool; numpy has no bfloat16, float8, float4, int4 or int2: \
+                 give those as a TensorProto .pb, e.g. from onnx.numpy_helper.from_array)"
             ));
         }
     };

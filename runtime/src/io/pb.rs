@@ -1,10 +1,12 @@
 //! ONNX `TensorProto` files (`.pb`, as in the ONNX test data folders), decoded with
 //! `arenac-proto` and converted by the compiler's own `tensor_from_proto` (raw data or typed
-//! fields; external data is refused).
+//! fields; external data is refused). The tensor formats of the storage types: 4- and 2-bit
+//! elements are packed in the file and one per byte in the `TensorBuf`.
 
 use std::path::Path;
 
 use arenac_compiler::import::tensor_proto::tensor_from_proto;
+use arenac_compiler::ir::lowp;
 use arenac_proto::{Message, TensorProto};
 
 use super::{IoError, TensorBuf};
@@ -40,13 +42,14 @@ pub fn encode_pb(name: &str, t: &TensorBuf) -> Vec<u8> {
     encode_pb_view(name, t.view())
 }
 
-/// Encodes a borrowed tensor (a session output) as a `TensorProto` with raw data.
+/// Encodes a borrowed tensor (a session output) as a `TensorProto` with raw data (4- and 2-bit
+/// types packed, as ONNX stores them).
 pub fn encode_pb_view(name: &str, t: TensorRef<'_>) -> Vec<u8> {
     let proto = TensorProto {
         name: Some(name.to_string()),
         data_type: Some(t.dtype().to_onnx()),
         dims: t.shape().iter().map(|&d| d as i64).collect(),
-        raw_data: Some(t.bytes().to_vec().into()),
+        raw_data: Some(lowp::pack(t.dtype(), t.bytes()).into()),
         ..TensorProto::default()
     };
     proto.encode_to_vec()

@@ -39,6 +39,16 @@ fn ort_type(d: DType) -> &'static str {
         DType::U32 => "uint32",
         DType::U64 => "uint64",
         DType::Bool => "bool",
+        DType::F8E4M3FN => "float8e4m3fn",
+        DType::F8E4M3FNUZ => "float8e4m3fnuz",
+        DType::F8E5M2 => "float8e5m2",
+        DType::F8E5M2FNUZ => "float8e5m2fnuz",
+        DType::F8E8M0 => "float8e8m0",
+        DType::F4E2M1 => "float4e2m1",
+        DType::I4 => "int4",
+        DType::U4 => "uint4",
+        DType::I2 => "int2",
+        DType::U2 => "uint2",
     }
 }
 

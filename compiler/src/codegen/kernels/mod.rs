@@ -19,6 +19,7 @@ pub mod reduce_any;
 pub mod resize;
 pub mod scan;
 pub mod softmax;
+pub mod storage;
 pub mod typed;
 pub(crate) mod typed_math;
 pub(crate) mod typed_vec;

@@ -147,6 +147,17 @@ pub(crate) fn load(b: &mut FunctionBuilder<'_>, dt: DType, p: Value) -> Value {
         DType::U32 => b.ins().uload32(mem(), p, 0),
         DType::I64 | DType::U64 => b.ins().load(I64, mem(), p, 0),
         DType::U8 | DType::Bool => b.ins().uload8(I64, mem(), p, 0),
+        // `Op::infer` keeps the storage types away from reductions.
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => b.ins().uload8(I64, mem(), p, 0),
     }
 }
 

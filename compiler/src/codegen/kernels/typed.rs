@@ -159,7 +159,9 @@ impl TypedDesc {
     pub fn unsupported(&self) -> Option<String> {
         let x = *self.ins.get(usize::from(self.op == TOp::Where))?;
         let dom = domain(x);
+        let storage = self.ins.iter().chain([&self.out]).any(|d| d.is_storage());
         let ok = match self.op {
+            _ if storage => self.op == TOp::Copy,
             TOp::Where | TOp::Copy => true,
             TOp::Cast => true,
             TOp::Equal | TOp::Less | TOp::Greater | TOp::GreaterEq | TOp::LessEq => true,
@@ -306,6 +308,18 @@ fn load(b: &mut FunctionBuilder<'_>, dt: DType, p: Value) -> Value {
         DType::I32 => b.ins().sload32(mem(), p, 0),
         DType::U32 => b.ins().uload32(mem(), p, 0),
         DType::I64 | DType::U64 => b.ins().load(I64, mem(), p, 0),
+        // Only Copy takes the storage types here (`TypedDesc::unsupported`); their Casts are
+        // `super::storage`'s.
+        DType::F8E4M3FN
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0
+        | DType::F4E2M1
+        | DType::I4
+        | DType::U4
+        | DType::I2
+        | DType::U2 => b.ins().uload8(I64, mem(), p, 0),
     }
 }
 

@@ -14,6 +14,7 @@
 //!   carried values are copied to the node's outputs. A loop that may stop early checks the
 //!   condition byte before each iteration.
 
+use super::super::fault::{FaultSink, emit_trap};
 use super::super::kernels::movement::CopyDesc;
 use super::super::program::{LoopSpec, Operand, Program};
 use super::super::weights::WeightsBuilder;
@@ -152,20 +153,35 @@ pub(super) fn lower_if(
         }
         Ok(())
     };
+    // A branch that cannot run is a call of the trap kernel: it reports a fault, and the
+    // node's outputs are left as they were (the run's outputs are not valid then).
+    let mut arm = |then: bool, prog: &mut Program| -> Result<(), Error> {
+        match a.unrunnable.as_ref().filter(|u| u.then == then) {
+            Some(u) => {
+                let (node, op) = cx.label();
+                let args = prog.trap_sink(&node, &op, u.message());
+                let f = prog.kernel("trap".into(), 2, (&node, &op), |b, p, _| {
+                    if let [record, tag] = *p {
+                        emit_trap(b, FaultSink { record, tag }, i64::from(then));
+                    }
+                })?;
+                prog.call(f, args.to_vec());
+                Ok(())
+            }
+            None if then => branch(&a.then_branch, then_plan, prog),
+            None => branch(&a.else_branch, else_plan, prog),
+        }
+    };
     if let Some(t) = cx.constant(cond) {
         let taken = t.to_i64_vec().first().copied().unwrap_or(0) != 0;
-        return if taken {
-            branch(&a.then_branch, then_plan, prog)
-        } else {
-            branch(&a.else_branch, else_plan, prog)
-        };
+        return arm(taken, prog);
     }
     let cond = cx.arena(cond)?;
     prog.open();
-    branch(&a.then_branch, then_plan, prog)?;
+    arm(true, prog)?;
     let then_block = prog.close();
     prog.open();
-    branch(&a.else_branch, else_plan, prog)?;
+    arm(false, prog)?;
     let else_block = prog.close();
     prog.branch(cond, then_block, else_block);
     Ok(())

@@ -6,11 +6,13 @@
 use super::{Ctx, ew_call, ew_split, rows_call, variadic};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::fused::{FArg, FusedDesc};
+use crate::codegen::kernels::storage;
 use crate::codegen::kernels::typed::{TOp, TypedDesc};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::graph::ValueId;
+use crate::ir::lowp::CastMode;
 use crate::ir::types::DType;
 use crate::ops::{BinaryOp, FusedArg, FusedAttrs, MathOp, Op, UnaryOp, VariadicOp};
 
@@ -173,7 +175,10 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
         }
         Op::Variadic(v) => variadic_typed(cx, *v, prog, w),
         Op::Where => typed(TOp::Where, prog, w),
-        Op::Cast { to } if *to == dt => typed(TOp::Copy, prog, w),
+        Op::Cast { to, .. } if *to == dt => typed(TOp::Copy, prog, w),
+        Op::Cast { to, mode } if to.is_storage() || dt.is_storage() => {
+            storage_cast(cx, prog, w, *to, *mode)
+        }
         Op::Cast { .. } => typed(TOp::Cast, prog, w),
         _ => Err(no_kernel()),
     }
@@ -257,6 +262,33 @@ fn clip_dynamic(
         typed_call(cx, prog, desc, vec![cur, bound], out)?;
         cur = out;
     }
+    Ok(())
+}
+
+/// A Cast from or to a storage type: one call of the Rust helper over the whole tensor (a
+/// Cast's input and output have the same shape, both contiguous).
+fn storage_cast(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+    to: DType,
+    mode: CastMode,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let from = cx.ty(x).dtype;
+    let n = cx
+        .ty(y)
+        .numel()
+        .ok_or_else(|| cx.err("the output has too many elements"))?;
+    let spec = storage::cast_spec(from, to, mode);
+    let (node, op) = cx.label();
+    let f = prog.kernel(
+        format!("cast_storage {spec:#x} {n}"),
+        2,
+        (&node, &op),
+        |b, p, _| storage::emit_cast(b, p, n, spec),
+    )?;
+    prog.call(f, vec![cx.operand(x, w)?, cx.arena(y)?]);
     Ok(())
 }
 
@@ -363,7 +395,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
         _ => {}
     }
     let eo = match konst {
-        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.f32s(&t.to_f32_vec())),
+        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.tensor_f32(t)),
         _ => cx.operand(e, w)?,
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);

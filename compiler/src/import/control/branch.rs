@@ -9,13 +9,15 @@ use crate::error::{Error, OpError, Result};
 use crate::ir::graph::ValueKind;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::Op;
-use crate::ops::control::{IfAttrs, branch_mismatch};
+use crate::ops::control::{IfAttrs, Unrunnable, branch_mismatch};
 
 /// `If(cond)`: a branch chosen by a one-element bool. A condition known at compile time
 /// inlines the taken branch. Otherwise both branches are imported; when they give the same
-/// output types the node is a run-time [`Op::If`]. Branches whose outputs differ in shape make
-/// the condition decide a shape: it is asked for as a constant ([`OpError::NotConstant`]; an
-/// input the user gave is then frozen).
+/// output types the node is a run-time [`Op::If`]. When one branch cannot be imported with
+/// these shapes (silero-vad's branch for the other sample rate, given this rate's frame
+/// length), the node runs the other and taking it is a run-time fault ([`Unrunnable`]).
+/// Branches whose outputs differ in shape make the condition decide a shape: it is asked for
+/// as a constant ([`OpError::NotConstant`]; an input the user gave is then frozen).
 pub(super) fn import_if(
     imp: &mut Importer,
     node: &NodeProto,
@@ -98,9 +100,21 @@ pub(super) fn import_if(
                 &caps,
                 &format!("{label}/then"),
                 external.as_deref_mut(),
-            )?;
+            );
             let else_branch =
-                import_subgraph(imp, else_g, &[], &caps, &format!("{label}/else"), external)?;
+                import_subgraph(imp, else_g, &[], &caps, &format!("{label}/else"), external);
+            // One branch that cannot be imported with these shapes runs the other; taking it
+            // is a run-time fault (as in onnxruntime, which only looks at a branch it takes).
+            let (then_branch, else_branch, unrunnable) = match (then_branch, else_branch) {
+                (Ok(t), Ok(e)) => (t, e, None),
+                (Ok(t), Err(e)) if runnable_elsewhere(&e) => {
+                    (t.clone(), t, Some(Unrunnable::new(false, &e)))
+                }
+                (Err(e), Ok(t)) if runnable_elsewhere(&e) => {
+                    (t.clone(), t, Some(Unrunnable::new(true, &e)))
+                }
+                (Err(e), _) | (_, Err(e)) => return Err(e),
+            };
             let types = |g: &crate::ir::graph::Graph| -> Vec<TensorType> {
                 g.outputs.iter().map(|&v| g.value(v).ty.clone()).collect()
             };
@@ -123,10 +137,24 @@ pub(super) fn import_if(
                 then_branch,
                 else_branch,
                 arena_bytes: 0,
+                unrunnable,
             }));
             add_node(imp, node, label, op, &inputs, t)
         }
     }
+}
+
+/// Whether a branch's import error `e` leaves the `If` usable through its other branch: any
+/// error but a value needed at compile time ([`OpError::NotConstant`],
+/// [`OpError::DataDependent`]), which may yet be had by freezing an input the user gave.
+fn runnable_elsewhere(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::Node {
+            source: OpError::NotConstant { .. } | OpError::DataDependent { .. },
+            ..
+        }
+    )
 }
 
 /// Imports the nodes of `branch` into the importer's graph as if the file had them in place

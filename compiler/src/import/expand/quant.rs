@@ -2,14 +2,18 @@
 //! zero point → Clip to the output range → Cast), `DequantizeLinear` ((Cast(x) − Cast(zero
 //! point)) × scale → Cast), `DynamicQuantizeLinear` (ONNX's function body: uint8 scale and zero
 //! point from the min/max of x, then the quantization above) and `MatMulInteger` (the
-//! zero-point-shifted operands multiplied exactly by the f32 MatMul: [`super::exact`]),
-//! following onnx's reference implementation.
+//! zero-point-shifted operands multiplied exactly by the f32 MatMul, in chunks of the
+//! reduction: [`super::exact`]), following onnx's reference implementation.
 //!
 //! Scale and zero point may be run-time values: per-tensor ones are reshaped to scalars,
 //! per-axis ones to `[1.., C, ..1]`, blocked ones repeated `block_size` times along the axis
-//! (Reshape → Expand → Reshape, sliced to the axis length when the last block is partial). Only
-//! arenac's integer element types are outputs (int8, uint8, int16, uint16; int32 inputs to
-//! DequantizeLinear); 8-bit, 4-bit and 2-bit types are refused.
+//! (Reshape → Expand → Reshape, sliced to the axis length when the last block is partial).
+//! Quantized types: int8, uint8, int16, uint16, int4, uint4, int2, uint2 (int32 inputs to
+//! DequantizeLinear too), and the floats of onnx's reference: float8 E4M3FN, E4M3FNUZ, E5M2,
+//! E5M2FNUZ (`y = Cast(x / scale)` with the node's `saturate`; the zero point must be 0: a
+//! constant one that is not is an error, a run-time one is not read) and float4 E2M1
+//! (`y = Cast(x / scale + zero_point)`; DequantizeLinear reads no zero point, like the
+//! reference).
 
 use arenac_proto::NodeProto;
 
@@ -19,15 +23,37 @@ use crate::error::OpError;
 use crate::ir::types::{DType, TensorType};
 use crate::ops::ctx::{NodeCtx, norm_axis};
 
-/// The quantized element types and their ranges.
+/// The quantized integer types and their ranges.
 fn quant_range(dt: DType) -> Option<(f64, f64)> {
     Some(match dt {
         DType::U8 => (0.0, 255.0),
         DType::I8 => (-128.0, 127.0),
         DType::U16 => (0.0, 65535.0),
         DType::I16 => (-32768.0, 32767.0),
+        DType::U4 => (0.0, 15.0),
+        DType::I4 => (-8.0, 7.0),
+        DType::U2 => (0.0, 3.0),
+        DType::I2 => (-2.0, 1.0),
         _ => return None,
     })
+}
+
+/// The float8 types, whose zero point must be 0.
+fn is_float8(dt: DType) -> bool {
+    matches!(
+        dt,
+        DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ
+    )
+}
+
+/// A float8 zero point (input `i`) that is a constant must be all zeros (ONNX: "must be 0").
+fn check_float8_zero(ctx: &NodeCtx<'_>, i: usize, what: &str) -> Result<(), OpError> {
+    match ctx.const_value(i) {
+        Some(z) if z.to_f64_vec().iter().any(|&v| v != 0.0) => Err(unsupported(format!(
+            "a float8 {what} must be 0 (ONNX gives it no other meaning)"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A dtype attribute (`output_dtype`, `precision`): `None` when absent or 0.
@@ -41,7 +67,7 @@ fn dtype_attr(ctx: &NodeCtx<'_>, name: &str) -> Result<Option<DType>, OpError> {
             .ok_or_else(|| {
                 OpError::attr(
                     name,
-                    format!("element type {code} is not one arenac handles (int8, uint8, int16, uint16, int32 and the float types are)"),
+                    format!("element type {code} is not one arenac handles (strings, complex and 6-bit floats are not)"),
                 )
             }),
     }
@@ -113,6 +139,26 @@ fn broadcast_param(
     })
 }
 
+/// The scale or zero point `z` broadcastable to `x` (see [`broadcast_param`]) and cast to
+/// `c`. A storage-type one (int4, float4, E8M0...) is cast first: the broadcasting ops
+/// (Expand, Slice) do not take those types.
+fn param(
+    e: &mut Emitter,
+    what: &str,
+    (z, z_ty): (&str, &TensorType),
+    x_ty: &TensorType,
+    axis: i64,
+    block: i64,
+    c: DType,
+) -> Result<String, OpError> {
+    if z_ty.dtype.is_storage() {
+        let zc = e.cast(z, z_ty.dtype, c);
+        return broadcast_param(e, what, &zc, &z_ty.shape, &x_ty.shape, axis, block);
+    }
+    let zb = broadcast_param(e, what, z, &z_ty.shape, &x_ty.shape, axis, block)?;
+    Ok(e.cast(&zb, z_ty.dtype, c))
+}
+
 /// One quantization: `y = saturate(round(x / scale) + zero_point)` as `out_dt`.
 struct Quantize<'a> {
     x: (&'a str, &'a TensorType),
@@ -122,20 +168,25 @@ struct Quantize<'a> {
     block: i64,
     out_dt: DType,
     precision: Option<DType>,
+    /// The `saturate` attribute (float8 outputs).
+    saturate: bool,
 }
 
 impl Quantize<'_> {
     /// Emits the nodes, the last one writing `y` (fresh when `None`).
     fn emit(&self, e: &mut Emitter, y: Option<&str>) -> Result<String, OpError> {
         let (x, x_ty) = self.x;
-        let (s, s_ty) = self.scale;
-        let (lo, hi) = quant_range(self.out_dt).ok_or_else(|| {
-            unsupported(format!(
-                "quantizing to {} is not supported (int8, uint8, int16 and uint16 are)",
+        let s_ty = self.scale.1;
+        let float_out = is_float8(self.out_dt) || self.out_dt == DType::F4E2M1;
+        let range = quant_range(self.out_dt);
+        if range.is_none() && !float_out {
+            return Err(unsupported(format!(
+                "quantizing to {} is not supported (int8, uint8, int16, uint16, int4, uint4, \
+                 int2, uint2, float8 and float4e2m1 are)",
                 self.out_dt
-            ))
-        })?;
-        if !x_ty.dtype.is_float() || !s_ty.dtype.is_float() {
+            )));
+        }
+        if !x_ty.dtype.is_float() || !s_ty.dtype.is_float() || x_ty.dtype.is_storage() {
             return Err(unsupported(format!(
                 "x and the scale must be floats (got {} and {})",
                 x_ty.dtype, s_ty.dtype
@@ -144,8 +195,13 @@ impl Quantize<'_> {
         // The division runs in x's type as the reference does (numpy's promotion when the
         // scale's differs), the rest in f32 (f64 for f64): exact on the rounded integers.
         let f = match self.precision {
-            Some(p) if p.is_float() => p,
-            Some(p) => return Err(OpError::attr("precision", format!("{p} is not a float"))),
+            Some(p) if p.is_float() && !p.is_storage() => p,
+            Some(p) => {
+                return Err(OpError::attr(
+                    "precision",
+                    format!("{p} is not a computing float (f32, f16, bf16, f64)"),
+                ));
+            }
             None if x_ty.dtype == s_ty.dtype => x_ty.dtype,
             None if x_ty.dtype == DType::F64 || s_ty.dtype == DType::F64 => DType::F64,
             None => DType::F32,
@@ -155,37 +211,34 @@ impl Quantize<'_> {
         } else {
             DType::F32
         };
-        let sb = broadcast_param(
-            e,
-            "y_scale",
-            s,
-            &s_ty.shape,
-            &x_ty.shape,
-            self.axis,
-            self.block,
-        )?;
+        let sf = param(e, "y_scale", self.scale, x_ty, self.axis, self.block, f)?;
         let xf = e.cast(x, x_ty.dtype, f);
-        let sf = e.cast(&sb, s_ty.dtype, f);
         let q = e.op("Div", &[&xf, &sf], vec![]);
+        let to = int_attr("to", i64::from(self.out_dt.to_onnx()));
+        if is_float8(self.out_dt) {
+            let sat = int_attr("saturate", i64::from(self.saturate));
+            return Ok(e.op_maybe_to("Cast", &[&q], vec![to, sat], y));
+        }
+        if self.out_dt == DType::F4E2M1 {
+            // No rounding to integers: x / scale (+ zero point) rounds to the nearest E2M1.
+            let mut v = q;
+            if let Some((z, z_ty)) = self.zero {
+                let zf = param(e, "y_zero_point", (z, z_ty), x_ty, self.axis, self.block, c)?;
+                let vc = e.cast(&v, f, c);
+                v = e.op("Add", &[&vc, &zf], vec![]);
+            }
+            return Ok(e.op_maybe_to("Cast", &[&v], vec![to], y));
+        }
+        let (lo, hi) = range.unwrap_or((0.0, 0.0));
         let r = e.op("Round", &[&q], vec![]);
         let mut v = e.cast(&r, f, c);
         if let Some((z, z_ty)) = self.zero {
-            let zb = broadcast_param(
-                e,
-                "y_zero_point",
-                z,
-                &z_ty.shape,
-                &x_ty.shape,
-                self.axis,
-                self.block,
-            )?;
-            let zf = e.cast(&zb, z_ty.dtype, c);
+            let zf = param(e, "y_zero_point", (z, z_ty), x_ty, self.axis, self.block, c)?;
             v = e.op("Add", &[&v, &zf], vec![]);
         }
         let lo = e.scalar(c, lo);
         let hi = e.scalar(c, hi);
         let clipped = e.op("Clip", &[&v, &lo, &hi], vec![]);
-        let to = int_attr("to", i64::from(self.out_dt.to_onnx()));
         Ok(e.op_maybe_to("Cast", &[&clipped], vec![to], y))
     }
 }
@@ -212,6 +265,14 @@ pub(super) fn expand_quantize(
         (None, Some(a)) => a,
         (None, None) => DType::U8,
     };
+    if is_float8(out_dt) {
+        check_float8_zero(ctx, 2, "y_zero_point")?;
+    }
+    let saturate = match ctx.attr_int("saturate", 1)? {
+        0 => false,
+        1 => true,
+        v => return Err(OpError::attr("saturate", format!("{v} is neither 0 nor 1"))),
+    };
     let q = Quantize {
         x,
         scale,
@@ -220,6 +281,7 @@ pub(super) fn expand_quantize(
         block: ctx.attr_int("block_size", 0)?,
         out_dt,
         precision: dtype_attr(ctx, "precision")?,
+        saturate,
     };
     q.emit(e, output(node, 0))?;
     Ok(())
@@ -234,12 +296,21 @@ pub(super) fn expand_dequantize(
     ctx.expect_inputs(2, 3)?;
     let (x, x_ty) = input(ctx, node, 0).ok_or_else(|| unsupported("x is required"))?;
     let (s, s_ty) = input(ctx, node, 1).ok_or_else(|| unsupported("x_scale is required"))?;
-    let zero = input(ctx, node, 2);
-    if quant_range(x_ty.dtype).is_none() && x_ty.dtype != DType::I32 {
+    let mut zero = input(ctx, node, 2);
+    let float_x = is_float8(x_ty.dtype) || x_ty.dtype == DType::F4E2M1;
+    if quant_range(x_ty.dtype).is_none() && x_ty.dtype != DType::I32 && !float_x {
         return Err(unsupported(format!(
-            "dequantizing {} is not supported (int8, uint8, int16, uint16 and int32 are)",
+            "dequantizing {} is not supported (int8, uint8, int16, uint16, int32, int4, uint4, \
+             int2, uint2, float8 and float4e2m1 are)",
             x_ty.dtype
         )));
+    }
+    if is_float8(x_ty.dtype) {
+        check_float8_zero(ctx, 2, "x_zero_point")?;
+    }
+    if float_x {
+        // The reference multiplies the float x by the scale and reads no zero point.
+        zero = None;
     }
     if !s_ty.dtype.is_float() {
         return Err(unsupported(format!(
@@ -275,14 +346,12 @@ pub(super) fn expand_dequantize(
         if x_ty.dtype == DType::I32 {
             c = DType::F64;
         }
-        let zb = broadcast_param(e, "x_zero_point", z, &z_ty.shape, &x_ty.shape, axis, block)?;
+        let zf = param(e, "x_zero_point", (z, z_ty), x_ty, axis, block, c)?;
         let vc = e.cast(&v, DType::F32, c);
-        let zf = e.cast(&zb, z_ty.dtype, c);
         v = e.op("Sub", &[&vc, &zf], vec![]);
     }
     let vc = e.cast(&v, DType::F32, c);
-    let sb = broadcast_param(e, "x_scale", s, &s_ty.shape, &x_ty.shape, axis, block)?;
-    let sf = e.cast(&sb, s_ty.dtype, c);
+    let sf = param(e, "x_scale", (s, s_ty), x_ty, axis, block, c)?;
     let y = output(node, 0);
     if c == out_dt {
         e.op_maybe_to("Mul", &[&vc, &sf], vec![], y);
@@ -331,6 +400,7 @@ pub(super) fn expand_dynamic(
         block: 0,
         out_dt: DType::U8,
         precision: None,
+        saturate: true,
     };
     q.emit(e, output(node, 0))?;
     Ok(())

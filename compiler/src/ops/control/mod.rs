@@ -34,6 +34,50 @@ pub struct IfAttrs {
     /// Bytes of the arena both branches are planned in (the larger branch's), recorded by
     /// planning (`crate::arena::plan_graph`); 0 before. The node's kernel scratch.
     pub arena_bytes: usize,
+    /// A branch that cannot run with the shapes the graph was compiled for, if any.
+    pub unrunnable: Option<Unrunnable>,
+}
+
+/// A branch of a run-time `If` that cannot run with the shapes the graph was compiled for:
+/// importing it failed (a shape mismatch, an op refused for these types...), as it would in
+/// onnxruntime only if a run took it. The branch's graph is then a copy of the other branch's
+/// (so types, verification and planning line up), is never lowered nor evaluated: a run whose
+/// condition takes it reports a fault naming the node and `reason`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unrunnable {
+    /// True for the then-branch, false for the else-branch.
+    pub then: bool,
+    /// Why it cannot run (the import error, one line).
+    pub reason: String,
+}
+
+impl Unrunnable {
+    /// The branch (`then`: the then-branch) that failed to import with `e`.
+    pub fn new(then: bool, e: &crate::error::Error) -> Unrunnable {
+        Unrunnable {
+            then,
+            reason: e.to_string(),
+        }
+    }
+
+    /// The branch's attribute name (`then_branch`, `else_branch`).
+    pub fn which(&self) -> &'static str {
+        if self.then {
+            "then_branch"
+        } else {
+            "else_branch"
+        }
+    }
+
+    /// One line for a run that takes the branch (and for the compile-time warning).
+    pub fn message(&self) -> String {
+        format!(
+            "the condition chose the {}, which cannot run with the shapes this program was \
+             compiled for ({})",
+            self.which(),
+            self.reason
+        )
+    }
 }
 
 /// Op name.
@@ -150,6 +194,9 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
                 .first()
                 .and_then(|t| t.to_i64_vec().first().copied())
                 .ok_or_else(|| OpError::Unsupported("If without a condition value".into()))?;
+            if let Some(u) = a.unrunnable.as_ref().filter(|u| u.then == (cond != 0)) {
+                return Err(OpError::Unsupported(u.message()));
+            }
             let (g, which) = if cond != 0 {
                 (&a.then_branch, "then_branch")
             } else {

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 
 use super::{BinaryOp, UnaryOp, VariadicOp, erf, infer, math_f64, name, sign_i64};
 use crate::error::OpError;
+use crate::ir::lowp::{self, CastMode};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType, checked_numel};
 use crate::ops::Op;
@@ -27,8 +28,13 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         Op::Binary(b) => eval_binary(*b, inputs[0], inputs[1], out)?,
         Op::Variadic(v) => eval_variadic(*v, inputs, out),
         Op::Where => eval_where(inputs, out),
-        Op::Cast { to: DType::BF16 } => cast_to_bf16(inputs[0], out),
-        Op::Cast { to } => {
+        // A cast to the same type is the identity (NaN payloads and all).
+        Op::Cast { to, .. } if *to == inputs[0].dtype() => inputs[0].clone(),
+        Op::Cast {
+            to: DType::BF16, ..
+        } => cast_to_bf16(inputs[0], out),
+        Op::Cast { to, mode } if to.is_storage() => cast_to_storage(inputs[0], *to, *mode, out)?,
+        Op::Cast { to, .. } => {
             let x = inputs[0];
             if x.dtype().is_float() {
                 Tensor::from_f64(*to, out.shape, &x.to_f64_vec())
@@ -43,6 +49,35 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         _ => return Err(wrong_family(op, "elementwise")),
     };
     Ok(vec![result])
+}
+
+/// Cast to a storage type (8-/4-bit floats, 4-/2-bit integers) like onnx's reference
+/// (`crate::ir::lowp`): floats (and u64, as unsigned) through f64 then f32, other integers
+/// exactly; integer targets wrap integers and truncate floats.
+fn cast_to_storage(
+    x: &Tensor,
+    to: DType,
+    mode: CastMode,
+    out: TensorType,
+) -> Result<Tensor, OpError> {
+    let codes: Vec<u8> = if x.dtype().is_float() {
+        x.to_f64_vec()
+            .iter()
+            .map(|&v| lowp::encode_f64(to, v, mode))
+            .collect()
+    } else if x.dtype() == DType::U64 && to.is_float() {
+        x.to_i64_vec()
+            .iter()
+            .map(|&v| lowp::encode_f64(to, v as u64 as f64, mode))
+            .collect()
+    } else {
+        x.to_i64_vec()
+            .iter()
+            .map(|&v| lowp::encode_i64(to, v, mode))
+            .collect()
+    };
+    Tensor::from_bytes(to, out.shape, codes.into())
+        .map_err(|e| OpError::Unsupported(format!("Cast to {to}: {e}")))
 }
 
 /// Cast to bf16 like onnx's reference (ml_dtypes): the value is rounded to f32 first, then

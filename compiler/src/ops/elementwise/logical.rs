@@ -40,5 +40,6 @@ pub(super) fn convert_cast_like(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(2, 2)?;
     let to = ctx.input_type(1)?.dtype;
     ctx.ignore_input(1);
-    Ok(Op::Cast { to })
+    let mode = super::cast_mode(ctx, to)?;
+    Ok(Op::Cast { to, mode })
 }

@@ -407,31 +407,22 @@ fn eval_where() {
 #[test]
 fn eval_cast() {
     let x = ft(&[4], &[1.7, -1.7, 0.0, 300.0]);
-    let y = run(Op::Cast { to: DType::I32 }, &[&x]);
+    let y = run(Op::cast(DType::I32), &[&x]);
     assert_eq!(
         (y.dtype(), y.to_i64_vec()),
         (DType::I32, vec![1, -1, 0, 300])
     );
-    let y = run(
-        Op::Cast { to: DType::Bool },
-        &[&ft(&[3], &[0.0, 0.5, -2.0])],
-    );
+    let y = run(Op::cast(DType::Bool), &[&ft(&[3], &[0.0, 0.5, -2.0])]);
     assert_eq!(y.to_i64_vec(), vec![0, 1, 1]);
-    let y = run(Op::Cast { to: DType::F32 }, &[&bt(&[2], &[1, 0])]);
+    let y = run(Op::cast(DType::F32), &[&bt(&[2], &[1, 0])]);
     close(&y, &[1.0, 0.0], 0.0);
-    let y = run(
-        Op::Cast { to: DType::F16 },
-        &[&it(DType::I64, &[2], &[3, -2049])],
-    );
+    let y = run(Op::cast(DType::F16), &[&it(DType::I64, &[2], &[3, -2049])]);
     close(&y, &[3.0, -2048.0], 0.0);
-    let y = run(
-        Op::Cast { to: DType::I8 },
-        &[&it(DType::I64, &[2], &[5, 130])],
-    );
+    let y = run(Op::cast(DType::I8), &[&it(DType::I64, &[2], &[5, 130])]);
     assert_eq!(y.to_i64_vec(), vec![5, -126]);
-    let y = run(Op::Cast { to: DType::F64 }, &[&it(DType::U64, &[1], &[-1])]);
+    let y = run(Op::cast(DType::F64), &[&it(DType::U64, &[1], &[-1])]);
     assert_eq!(y.to_f64_vec(), vec![18446744073709551615.0]);
-    let y = run(Op::Cast { to: DType::F64 }, &[&ft(&[1], &[0.1])]);
+    let y = run(Op::cast(DType::F64), &[&ft(&[1], &[0.1])]);
     assert_eq!(y.to_f64_vec(), vec![f64::from(0.1f32)]);
 }
 
@@ -504,7 +495,7 @@ fn names_and_attrs() {
         vec![("fmod", "0".to_string())]
     );
     assert_eq!(
-        attrs(&Op::Cast { to: DType::BF16 }),
+        attrs(&Op::cast(DType::BF16)),
         vec![("to", "bf16".to_string())]
     );
     assert!(attrs(&bin(BinaryOp::Add)).is_empty());

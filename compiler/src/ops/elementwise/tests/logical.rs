@@ -40,7 +40,7 @@ fn convert_logical_and_bitwise() {
 fn cast_like_is_a_cast_to_the_second_inputs_dtype() {
     let like = data("like", tt(DType::F16, &[7, 7]));
     let (op, ins) = convert("CastLike", 15, vec![], vec![x_f32(), like]).unwrap();
-    assert_eq!(op, Op::Cast { to: DType::F16 });
+    assert_eq!(op, Op::cast(DType::F16));
     assert_eq!(
         ins,
         vec![0],
@@ -186,7 +186,7 @@ fn eval_cast_to_bf16_rounds_to_nearest_even_from_f32() {
             -0.0,
         ],
     );
-    let y = run(Op::Cast { to: DType::BF16 }, &[&x]);
+    let y = run(Op::cast(DType::BF16), &[&x]);
     let v = y.to_f64_vec();
     assert_eq!(v[0], 1.0);
     assert_eq!(v[1], 1.0 + 2f64.powi(-6));
@@ -200,8 +200,5 @@ fn eval_cast_to_bf16_rounds_to_nearest_even_from_f32() {
     assert!(v[5] == 0.0 && v[5].is_sign_negative());
     // An f64 is rounded to f32 first (ml_dtypes): a tie plus 2^-40 lands on the tie, then even.
     let d = dt(&[1], &[1.0 + 2f64.powi(-8) + 2f64.powi(-40)]);
-    assert_eq!(
-        run(Op::Cast { to: DType::BF16 }, &[&d]).to_f64_vec(),
-        vec![1.0]
-    );
+    assert_eq!(run(Op::cast(DType::BF16), &[&d]).to_f64_vec(), vec![1.0]);
 }

@@ -129,11 +129,11 @@ fn convert_attributes() {
     assert_eq!(c("Relu", 14, vec![]).unwrap(), un(UnaryOp::Relu));
     assert_eq!(
         c("Cast", 19, vec![attr_i("to", 1), attr_i("saturate", 0)]).unwrap(),
-        Op::Cast { to: DType::F32 }
+        Op::cast(DType::F32)
     );
     assert_eq!(
         c("Cast", 7, vec![attr_i("to", 9)]).unwrap(),
-        Op::Cast { to: DType::Bool }
+        Op::cast(DType::Bool)
     );
     match c("Cast", 13, vec![attr_i("to", 8)]) {
         Err(OpError::Unsupported(m)) => assert!(m.contains('8'), "{m}"),
@@ -522,7 +522,7 @@ fn infer_variadic_where_cast() {
         Err(OpError::ShapeMismatch { .. })
     ));
 
-    let cast = Op::Cast { to: DType::F16 };
+    let cast = Op::cast(DType::F16);
     assert_eq!(
         infer(&cast, &[tt(DType::I64, &[2, 3])]).unwrap(),
         vec![tt(DType::F16, &[2, 3])]
