@@ -122,7 +122,7 @@ fn sgemm_and_pack_b_do_not_allocate() {
 #[test]
 fn conv2d_paths_do_not_allocate() {
     use arenac_compiler::gemm::conv::{
-        Activation, ConvParams, arenac_conv2d, conv2d_scratch_bytes, prepare_weights,
+        Activation, ConvParams, arenac_conv2d, conv2d_scratch_bytes, prepare_weights, prepared_len,
     };
     // im2col (3x3, stride 2, padding), pointwise (1x1) and depthwise (multiplier 2), with a
     // fused activation; weights prepared before counting (that is compile-time work).
@@ -169,7 +169,9 @@ fn conv2d_paths_do_not_allocate() {
         p.act_b = act_b;
         let k = p.k();
         let w = vec![0.5f32; p.m as usize * k];
-        prepared.push(prepare_weights(p, &w));
+        let mut out = vec![0.0f32; prepared_len(p)];
+        prepare_weights(p, &w, &mut out);
+        prepared.push(out);
     }
     let x = vec![1.0f32; 8 * 19 * 23];
     let bias = [0.25f32; 16];

@@ -208,6 +208,21 @@ pub struct Model {
     frozen: Vec<FrozenInput>,
     /// When [`compile_file`] started and how long it took.
     timing: (Instant, Duration),
+    /// Where that time went.
+    timings: CompileTimings,
+}
+
+/// Where [`compile_file`]'s time went (wall clock, each phase once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileTimings {
+    /// Mapping and decoding the file, importing: shapes, folding constants.
+    pub import: Duration,
+    /// Fusion, scheduling, liveness, placement and the memory budget check.
+    pub plan: Duration,
+    /// Code generation: lowering, the weights region and Cranelift (zero without codegen).
+    pub codegen: Duration,
+    /// The part of `codegen` spent in Cranelift ([`Executable::jit_time`]).
+    pub jit: Duration,
 }
 
 /// Sizes of a compiled model.
@@ -263,6 +278,11 @@ impl Model {
     /// When [`compile_file`] started, and how long it took (import, planning, code generation).
     pub fn compile_timing(&self) -> (Instant, Duration) {
         self.timing
+    }
+
+    /// How [`Model::compile_timing`]'s time divides between the phases.
+    pub fn compile_timings(&self) -> CompileTimings {
+        self.timings
     }
 
     /// Creates a [`Session`] (one arena, allocated now) to run this model.
@@ -333,6 +353,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         ..Default::default()
     };
     let mut imported = import_model(&proto, Some(dir), &import_opts)?;
+    let imported_at = Instant::now();
     if cfg!(debug_assertions)
         && let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph)
     {
@@ -353,6 +374,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
             budget,
         )?;
     }
+    let planned_at = Instant::now();
     let executable = if opts.codegen {
         // The weights end up in the executable's own region: the mapped file's pages can go
         // as soon as they have been copied (they are read again from the file if needed).
@@ -373,13 +395,21 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
     } else {
         None
     };
+    let done = Instant::now();
+    let timings = CompileTimings {
+        import: imported_at - started,
+        plan: planned_at - imported_at,
+        codegen: done - planned_at,
+        jit: executable.as_ref().map_or(Duration::ZERO, |e| e.jit_time()),
+    };
     Ok(Model {
         graph: imported.graph,
         plan,
         executable,
         warnings: imported.warnings,
         frozen: imported.frozen,
-        timing: (started, started.elapsed()),
+        timing: (started, done - started),
+        timings,
     })
 }
 

@@ -104,6 +104,11 @@ pub fn widens(op: &Op, dt: DType) -> bool {
         | Op::LpPool(_) => dt != DType::F64,
         Op::Resize(a) => !matches!(a.mode, ResizeMode::Nearest),
         Op::Dft(_) | Op::Stft(_) => true,
+        // Dropout and TensorScatter move bytes of any type.
+        Op::Sample(s) => !matches!(
+            s,
+            crate::ops::SampleOp::Dropout(_) | crate::ops::SampleOp::TensorScatter(_)
+        ),
         Op::Unary(u) => matches!(
             u,
             UnaryOp::Relu

@@ -153,6 +153,33 @@ unsafe fn word<'a>(arena: *mut u8, offset: usize, at: i32) -> &'a AtomicU64 {
     unsafe { AtomicU64::from_ptr(arena.add(offset + at as usize).cast::<u64>()) }
 }
 
+/// Reports `value` outside `lo..=hi` for the node tagged `tag` from Rust code (a precompiled
+/// kernel, `super::host`), by the protocol above: only the run's first reporter writes.
+///
+/// # Safety
+/// `record` is the fault record's address (the fault sink's first operand): 8-aligned and
+/// valid for [`FAULT_RECORD_BYTES`] bytes during the run.
+pub unsafe fn report(record: *mut u8, tag: u64, value: i64, lo: i64, hi: i64) {
+    // SAFETY: forwarded from the caller.
+    let state = unsafe { word(record, 0, STATE) };
+    if state
+        .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return;
+    }
+    for (x, at) in [
+        (tag, TAG),
+        (value as u64, VALUE),
+        (lo as u64, LO),
+        (hi as u64, HI),
+    ] {
+        // SAFETY: as above.
+        unsafe { word(record, 0, at) }.store(x, Ordering::Relaxed);
+    }
+    state.store(2, Ordering::SeqCst);
+}
+
 /// Clears the record before a run.
 ///
 /// # Safety

@@ -17,9 +17,12 @@
 //!   range), checked by [`Executable::run`].
 //! - [`profile`]: the per-node profiling marks and what a profile knows at compile time.
 
+mod aligned;
 pub mod fault;
+pub mod host;
 pub mod kernels;
 mod lower;
+mod parallel;
 pub mod profile;
 pub mod program;
 pub mod rows;
@@ -82,6 +85,9 @@ pub struct Executable {
     kernels: usize,
     /// Wall-clock time of `compile`.
     compile_time: std::time::Duration,
+    /// The part of it spent in [`program::Program::finish`]: building the entry function's
+    /// IR and Cranelift's machine code for it and every kernel (on the plan's threads).
+    jit_time: std::time::Duration,
     /// Threads the plan sized per-thread scratch for (the most a run may use).
     threads: usize,
     /// When `compile` started.
@@ -271,6 +277,13 @@ impl Executable {
     pub fn compile_time(&self) -> std::time::Duration {
         self.compile_time
     }
+
+    /// The part of [`Executable::compile_time`] spent in Cranelift: compiling the kernels and
+    /// the entry function, and finalizing the module (the rest is lowering: building the
+    /// kernels' IR, the entry's steps and the weights region).
+    pub fn jit_time(&self) -> std::time::Duration {
+        self.jit_time
+    }
 }
 
 /// Compiles `g` with its arena plan into an [`Executable`]. An op without a kernel is an
@@ -349,6 +362,8 @@ pub fn compile_with(
         .map(|&v| slot(v))
         .collect::<Result<_, _>>()?;
     let mut prog = program::Program::new()?;
+    // Machine code on as many threads as the model may run on (what the user allows).
+    prog.set_compile_threads(plan.options.liveness.threads);
     // The fault record, if a kernel checks, goes after every planned buffer.
     let fault_offset = plan.arena_bytes.next_multiple_of(ARENA_ALIGN);
     prog.set_fault_offset(fault_offset);
@@ -371,7 +386,7 @@ pub fn compile_with(
                 g,
                 (id, node_index.get(&id).copied().unwrap_or(step)),
                 step,
-                lower::epilogue_activation(g, plan, id),
+                &lower::epilogue_activation(g, plan, id),
                 live.get(step).copied().unwrap_or_default(),
             ));
         }
@@ -402,7 +417,9 @@ pub fn compile_with(
         what: "to make the weights region read-only".into(),
         source,
     })?;
+    let finishing = Instant::now();
     let (module, entry, host, entry_calls) = prog.finish()?;
+    let jit_time = finishing.elapsed();
     // SAFETY: `entry` is the finalized address of the function defined in `Program::finish`
     // with exactly this signature (three pointer parameters, no result, the host's C ABI).
     let entry: unsafe extern "C" fn(*mut u8, *const u8, *mut profile::MarkSink) =
@@ -422,6 +439,7 @@ pub fn compile_with(
         host,
         kernels,
         compile_time: started.elapsed(),
+        jit_time,
         threads: plan.options.liveness.threads.max(1),
         compile_started: started,
         profile,

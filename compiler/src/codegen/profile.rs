@@ -172,6 +172,9 @@ fn kernel_class(g: &Graph, id: NodeId) -> String {
                 "depthwise"
             } else if p.is_pointwise() {
                 "pointwise"
+            } else if (ConvParams { packed_a: 1, ..p }).is_direct() {
+                // (with constant weights, packed at compile time)
+                "direct"
             } else if p.group > 1 {
                 "grouped im2col"
             } else {
@@ -217,13 +220,13 @@ fn kernel_class(g: &Graph, id: NodeId) -> String {
 }
 
 /// The profile entry of node `id` (at `node_index` in the graph's order) run at `step`;
-/// `activation` is the node whose work its kernel also does (a Conv's epilogue activation),
+/// `activation` are the nodes whose work its kernel also does (a Conv's epilogue activation),
 /// `live` the step's `(live, scratch)` bytes.
 pub(super) fn node_profile(
     g: &Graph,
     (id, node_index): (NodeId, usize),
     step: usize,
-    activation: Option<NodeId>,
+    activation: &[NodeId],
     live: (u64, u64),
 ) -> NodeProfile {
     let n = g.node(id);
@@ -246,10 +249,13 @@ pub(super) fn node_profile(
         Op::FusedElementwise(f) => f.steps.iter().map(|s| s.op.name()).collect(),
         op => vec![op.name()],
     };
-    if let Some(act) = activation {
+    for &act in activation {
         let a = g.node(act);
         total = total.saturating_add(flops(&a.op, &outputs, &outputs));
-        computes.push(a.op.name());
+        match &a.op {
+            Op::FusedElementwise(f) => computes.extend(f.steps.iter().map(|s| s.op.name())),
+            op => computes.push(op.name()),
+        }
     }
     NodeProfile {
         name: n.name.clone(),

@@ -2,22 +2,48 @@
 //! (identical byte buffers stored once), plus compile-time transforms of constants (Gemm's
 //! packed B with alpha folded in, BatchNormalization's scale and shift).
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::collections::HashMap;
 
 use super::ARENA_ALIGN;
+pub use super::aligned::AlignedBytes;
 use crate::ir::tensor::Tensor;
 
 /// Collects the weights region, writing each piece once, in place: the region is an
 /// [`AlignedBytes`] reserved up front (an anonymous map for large sizes, whose untouched pages
-/// are not resident) and doubled when a piece doesn't fit (a copy, only when the estimate
-/// given to [`WeightsBuilder::with_capacity`] was short). Compile-time forms can be built
-/// straight into it ([`WeightsBuilder::alloc_f32`]), so a large weight is never held twice
-/// besides its source.
+/// are not resident) and grown when a piece doesn't fit (a map is remapped, not copied).
+/// Compile-time forms are built straight into it ([`WeightsBuilder::form_f32`]), so a large
+/// weight is never held twice besides its source, and each form of a constant is stored once
+/// however many nodes read it (layers sharing weights share their packed forms).
 pub struct WeightsBuilder {
     region: AlignedBytes,
     len: usize,
-    seen: HashMap<(usize, usize), usize>,
+    /// Offsets of the pieces stored so far, by what they hold.
+    seen: HashMap<FormKey, usize>,
+    /// A constant decoded to f32 when it cannot be borrowed as `&[f32]` (unaligned in the
+    /// mapped file, or another dtype): reused from one form to the next, so its pages are
+    /// faulted in once for the largest such constant, not once per constant.
+    decoded: Vec<f32>,
+}
+
+/// What a stored piece holds: a form (`form`, e.g. "packed B 256x768 rs=1 cs=256") computed
+/// from constant buffers (by address and length; a buffer shared by several tensors, such as
+/// a folded Reshape's, is one source). The raw bytes of one constant have the empty form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FormKey {
+    sources: Vec<(usize, usize)>,
+    form: String,
+}
+
+impl FormKey {
+    fn new(sources: &[&Tensor], form: String) -> FormKey {
+        FormKey {
+            sources: sources
+                .iter()
+                .map(|t| (t.bytes().as_ptr() as usize, t.bytes().len()))
+                .collect(),
+            form,
+        }
+    }
 }
 
 impl Default for WeightsBuilder {
@@ -33,20 +59,13 @@ impl WeightsBuilder {
             region: AlignedBytes::zeroed(bytes.max(ARENA_ALIGN)),
             len: 0,
             seen: HashMap::new(),
+            decoded: Vec::new(),
         }
     }
 
     /// Reserves `n` bytes at the next aligned offset; returns the offset.
     fn reserve(&mut self, n: usize) -> usize {
-        let off = self.len.next_multiple_of(ARENA_ALIGN);
-        let end = off + n;
-        if end > self.region.len() {
-            let mut bigger = AlignedBytes::zeroed(end.max(self.region.len().saturating_mul(2)));
-            bigger.as_mut_slice()[..self.len].copy_from_slice(&self.region.as_slice()[..self.len]);
-            self.region = bigger;
-        }
-        self.len = end;
-        off
+        reserve_in(&mut self.region, &mut self.len, n)
     }
 
     /// Appends a copy of `data` at the next aligned offset and returns that offset.
@@ -58,13 +77,73 @@ impl WeightsBuilder {
 
     /// A constant tensor's offset (stored once per distinct byte buffer).
     pub fn tensor(&mut self, t: &Tensor) -> usize {
-        let key = (t.bytes().as_ptr() as usize, t.bytes().len());
+        let key = FormKey::new(&[t], String::new());
         if let Some(&off) = self.seen.get(&key) {
             return off;
         }
         let off = self.add(t.bytes());
         self.seen.insert(key, off);
         off
+    }
+
+    /// The offset of `n` floats computed from the constants `sources` by the transform
+    /// `form`: `fill` writes them straight into the region (zeroed beforehand) the first time
+    /// this (sources, form) pair is asked for; later calls return the same offset without
+    /// calling `fill`. `form` must name the transform and every parameter `fill` depends on
+    /// besides the sources' bytes (shapes, strides, scales...).
+    pub fn form_f32(
+        &mut self,
+        sources: &[&Tensor],
+        form: String,
+        n: usize,
+        fill: impl FnOnce(&mut [f32]),
+    ) -> usize {
+        let key = FormKey::new(sources, form);
+        if let Some(&off) = self.seen.get(&key) {
+            return off;
+        }
+        let (off, dst) = self.alloc_f32(n);
+        fill(dst);
+        self.seen.insert(key, off);
+        off
+    }
+
+    /// [`WeightsBuilder::form_f32`] of one constant `t`, whose elements `fill` reads as f32
+    /// (first argument): its own floats when they can be borrowed, else a decoded copy in a
+    /// buffer the builder reuses.
+    pub fn form_f32_of(
+        &mut self,
+        t: &Tensor,
+        form: String,
+        n: usize,
+        fill: impl FnOnce(&[f32], &mut [f32]),
+    ) -> usize {
+        let key = FormKey::new(&[t], form);
+        if let Some(&off) = self.seen.get(&key) {
+            return off;
+        }
+        let src = match t.f32_slice() {
+            Some(s) => s,
+            None => {
+                self.decoded.clear();
+                self.decoded.resize(t.numel(), 0.0);
+                t.write_f32s(&mut self.decoded);
+                &self.decoded
+            }
+        };
+        let off = reserve_in(&mut self.region, &mut self.len, n * 4);
+        fill(src, f32s_at(&mut self.region, off, n));
+        self.seen.insert(key, off);
+        off
+    }
+
+    /// The offset of constant `t` as f32 (its own bytes for an f32 tensor, else converted),
+    /// stored once.
+    pub fn tensor_f32(&mut self, t: &Tensor) -> usize {
+        if t.dtype() == crate::ir::types::DType::F32 {
+            return self.tensor(t);
+        }
+        self.form_f32(&[t], "as f32".into(), t.numel(), |dst| t.write_f32s(dst))
     }
 
     /// Appends floats (little-endian).
@@ -74,22 +153,11 @@ impl WeightsBuilder {
         off
     }
 
-    /// Appends `v` (dropped once copied in).
-    pub fn f32_vec(&mut self, v: Vec<f32>) -> usize {
-        self.f32s(&v)
-    }
-
     /// Reserves `n` zeroed floats at the next aligned offset, to be written in place (e.g. a
     /// packed matrix); returns the offset and the floats.
     pub fn alloc_f32(&mut self, n: usize) -> (usize, &mut [f32]) {
         let off = self.reserve(n * 4);
-        let bytes = &mut self.region.as_mut_slice()[off..off + n * 4];
-        // SAFETY: `bytes` is 4-byte aligned (the region is 64-aligned and so is `off`), holds
-        // exactly `n * 4` initialized bytes, and any bit pattern is a valid f32; the result
-        // borrows `self` mutably, so nothing else reaches these bytes meanwhile. Floats are
-        // stored in the host's order, little-endian on every target arenac compiles for.
-        let floats = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<f32>(), n) };
-        (off, floats)
+        (off, f32s_at(&mut self.region, off, n))
     }
 
     /// Bytes so far.
@@ -108,6 +176,28 @@ impl WeightsBuilder {
         self.region.len = self.len;
         WeightsRegion::seal(self.region)
     }
+}
+
+/// Reserves `n` bytes of `region` at the next aligned offset past `len` (growing the region
+/// when needed) and moves `len` past them; returns the offset.
+fn reserve_in(region: &mut AlignedBytes, len: &mut usize, n: usize) -> usize {
+    let off = len.next_multiple_of(ARENA_ALIGN);
+    let end = off + n;
+    if end > region.len() {
+        region.grow(end.max(region.len().saturating_mul(2)));
+    }
+    *len = end;
+    off
+}
+
+/// The `n` floats of `region` at byte offset `off` (64-aligned, inside the region).
+fn f32s_at(region: &mut AlignedBytes, off: usize, n: usize) -> &mut [f32] {
+    let bytes = &mut region.as_mut_slice()[off..off + n * 4];
+    // SAFETY: `bytes` is 4-byte aligned (the region is 64-aligned and so is `off`), holds
+    // exactly `n * 4` initialized bytes, and any bit pattern is a valid f32; the result
+    // borrows the region mutably, so nothing else reaches these bytes meanwhile. Floats are
+    // stored in the host's order, little-endian on every target arenac compiles for.
+    unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<f32>(), n) }
 }
 
 /// The finished weights region, read-only: a mapped region is sealed with `PROT_READ`
@@ -165,117 +255,6 @@ impl WeightsRegion {
     /// Whether the region is sealed read-only by the kernel.
     pub fn is_sealed(&self) -> bool {
         self.sealed.is_some()
-    }
-}
-
-/// A 64-byte-aligned, zero-initialized block (never empty: at least one alignment unit).
-/// Blocks of [`AlignedBytes::MAP_MIN`] bytes or more are anonymous memory maps: their pages
-/// stay untouched (not resident) until written, unlike an aligned heap allocation, which the
-/// allocator zeroes eagerly.
-pub struct AlignedBytes {
-    ptr: *mut u8,
-    layout: Layout,
-    len: usize,
-    /// The mapping owning the block when it is mapped (then `ptr` points into it).
-    map: Option<memmap2::MmapMut>,
-    /// The block is owned elsewhere (a sealed [`WeightsRegion`]'s mapping): nothing to free.
-    borrowed: bool,
-}
-
-// SAFETY: an `AlignedBytes` owns its heap block alone (like a `Box<[u8]>`): moving it to
-// another thread moves that ownership.
-unsafe impl Send for AlignedBytes {}
-// SAFETY: `&AlignedBytes` only gives reads (`as_ptr`, `as_slice`); writes need `&mut`.
-unsafe impl Sync for AlignedBytes {}
-
-impl AlignedBytes {
-    /// Size from which a block is an anonymous memory map.
-    pub const MAP_MIN: usize = 1 << 20;
-
-    /// Zeroed block of `len` bytes.
-    pub fn zeroed(len: usize) -> AlignedBytes {
-        let size = len.max(1).next_multiple_of(ARENA_ALIGN);
-        let layout = match Layout::from_size_align(size, ARENA_ALIGN) {
-            Ok(l) => l,
-            Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
-        };
-        if size >= Self::MAP_MIN
-            && let Ok(mut map) = memmap2::MmapMut::map_anon(size)
-        {
-            // Page-aligned (a multiple of 64), zero-filled on first touch.
-            let ptr = map.as_mut_ptr();
-            return AlignedBytes {
-                ptr,
-                layout,
-                len,
-                map: Some(map),
-                borrowed: false,
-            };
-        }
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        AlignedBytes {
-            ptr,
-            layout,
-            len,
-            map: None,
-            borrowed: false,
-        }
-    }
-
-    /// A copy of `data`.
-    pub fn from_slice(data: &[u8]) -> AlignedBytes {
-        let out = AlignedBytes::zeroed(data.len());
-        // SAFETY: the block holds at least `data.len()` bytes and does not overlap `data`.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), out.ptr, data.len()) };
-        out
-    }
-
-    /// Base address.
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-
-    /// Base address, writable.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr
-    }
-
-    /// The bytes, read-only.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` points to an initialized (zeroed at allocation) block of at least
-        // `len` bytes that lives as long as `self`; the shared borrow forbids writes through
-        // `as_mut_ptr` while the slice lives.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// The bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as `as_slice`; the exclusive borrow of `self` makes this the only access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    /// Bytes requested.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether no bytes were requested.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for AlignedBytes {
-    fn drop(&mut self) {
-        if self.map.take().is_some() || self.borrowed {
-            return; // the mapping is unmapped as it drops (or by its owner)
-        }
-        // SAFETY: allocated in `zeroed` with this layout (not mapped), freed once.
-        unsafe { dealloc(self.ptr, self.layout) };
     }
 }
 

@@ -5,6 +5,7 @@
 //!   a direct kernel vectorized along the output width;
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
+//! - direct (stride 1, no groups, wide output rows, AVX-512): [`super::direct`], no im2col;
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
 //!   most [`ConvParams::tile_pixels`] ([`IM2COL_TILE`] unless the planner chose a
 //!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel
@@ -14,73 +15,12 @@
 //!   product writes the output tile.
 //!
 //! Every path ends with the same epilogue on data still in cache: the per-channel bias and an
-//! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu).
+//! optional fused activation ([`Activation`]: Relu, Clip, LeakyRelu, Sigmoid, SiLU, Tanh,
+//! HardSigmoid, HardSwish; [`super::act::bias_act`]).
 
+pub use super::act::Activation;
 use super::split::{MIN_TASK_MACS, SyncPtr};
 use super::{IM2COL_TILE, NR, packed_b_len};
-
-/// An activation applied in the convolution's epilogue (after the bias).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Activation {
-    /// None.
-    None,
-    /// `x > 0 ? x : 0`.
-    Relu,
-    /// `min(max(x, lo), hi)` in the elementwise kernels' order (NaN becomes `lo`).
-    Clip(f32, f32),
-    /// `x < 0 ? alpha * x : x`.
-    LeakyRelu(f32),
-}
-
-impl Activation {
-    /// The `(act, act_a, act_b)` fields of [`ConvParams`].
-    pub fn encode(self) -> [u64; 3] {
-        let b = |x: f32| u64::from(x.to_bits());
-        match self {
-            Activation::None => [0, 0, 0],
-            Activation::Relu => [1, 0, 0],
-            Activation::Clip(lo, hi) => [2, b(lo), b(hi)],
-            Activation::LeakyRelu(a) => [3, b(a), 0],
-        }
-    }
-
-    /// Reads the fields written by [`Activation::encode`] (unknown kinds are `None`).
-    pub fn decode(p: &ConvParams) -> Self {
-        let f = |x: u64| f32::from_bits(x as u32);
-        match p.act {
-            1 => Activation::Relu,
-            2 => Activation::Clip(f(p.act_a), f(p.act_b)),
-            3 => Activation::LeakyRelu(f(p.act_a)),
-            _ => Activation::None,
-        }
-    }
-
-    /// The activation of one value.
-    #[inline(always)]
-    pub fn apply(self, x: f32) -> f32 {
-        match self {
-            Activation::None => x,
-            Activation::Relu => {
-                if x > 0.0 {
-                    x
-                } else {
-                    0.0
-                }
-            }
-            Activation::Clip(lo, hi) => {
-                let t = if x > lo { x } else { lo };
-                if t < hi { t } else { hi }
-            }
-            Activation::LeakyRelu(a) => {
-                if x < 0.0 {
-                    x * a
-                } else {
-                    x
-                }
-            }
-        }
-    }
-}
 
 /// Geometry of one 2-d convolution (all sizes in elements; NCHW input, OIHW weights).
 #[repr(C)]
@@ -127,7 +67,8 @@ pub struct ConvParams {
     /// Second activation parameter (f32 bits).
     pub act_b: u64,
     /// Non-zero when the weights (not depthwise) come packed by [`prepare_weights`]: per
-    /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout.
+    /// group, `packed_a_len(M/group, K)` floats in the selected GEMM kernel's A layout (1),
+    /// or in the direct path's layout (2, [`ConvParams::is_direct`]: one group).
     pub packed_a: u64,
     /// Output pixels per im2col tile; 0 means [`IM2COL_TILE`]. The planner may choose a
     /// smaller tile (a smaller scratch) at a memory peak: [`conv2d_tile_for_scratch`].
@@ -167,6 +108,11 @@ impl ConvParams {
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect()
+    }
+
+    /// The fused activation ([`Activation::encode`]'s fields).
+    pub fn activation(&self) -> Activation {
+        Activation::decode(self.act, self.act_a, self.act_b)
     }
 
     /// Rows of one group's im2col matrix: `C/group * kh * kw`.
@@ -242,6 +188,13 @@ impl ConvParams {
         self.group > 1 && self.c == self.group
     }
 
+    /// Whether the direct path runs ([`super::direct`]: AVX-512, constant weights, no
+    /// groups, stride 1, rows of at least 14 output pixels); it leaves the planned scratch
+    /// unused.
+    pub fn is_direct(&self) -> bool {
+        super::direct::applies(self)
+    }
+
     /// Whether the pointwise path runs: a `1 x 1` kernel at stride 1 without padding, so the
     /// input planes are the GEMM's B as they are.
     pub fn is_pointwise(&self) -> bool {
@@ -256,24 +209,51 @@ impl ConvParams {
     }
 }
 
-/// The weights (`M x C/group x kh x kw`, OIHW) as [`arenac_conv2d`] reads them best: packed
-/// once per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
+/// The weights (`M x C/group x kh x kw`, OIHW) as [`arenac_conv2d`] reads them best, written
+/// into `out` ([`prepared_len`] floats, e.g. straight into the weights region): packed once
+/// per group for the GEMM kernel selected in this process (sets `p.packed_a`), or as they
 /// are for the depthwise path. The code generator calls this at compile time.
-pub fn prepare_weights(p: &mut ConvParams, w: &[f32]) -> Vec<f32> {
-    if !p.packs_a() {
-        p.packed_a = 0;
-        return w.to_vec();
+pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
+    mark_packed(p);
+    if p.packed_a == 0 {
+        let n = w.len().min(out.len());
+        out[..n].copy_from_slice(&w[..n]);
+        return;
     }
     let (g, k) = (p.group.max(1) as usize, p.k());
     let mg = p.m as usize / g;
     let len = super::packed_a_len(mg, k);
-    let mut out = vec![0.0f32; len * g];
+    if p.packed_a == super::direct::DIRECT_PACKED {
+        // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
+        super::direct::pack(mg, k, &w[..mg * k], &mut out[..len]);
+        return;
+    }
     for gi in 0..g {
         let src = &w[gi * mg * k..(gi + 1) * mg * k];
         super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
     }
+}
+
+/// Sets `p.packed_a` to the layout [`prepare_weights`] writes for constant weights: 0 (as they
+/// are: the depthwise path), 1 (packed for the GEMM kernel) or the direct path's packing.
+pub fn mark_packed(p: &mut ConvParams) {
+    if !p.packs_a() {
+        p.packed_a = 0;
+        return;
+    }
     p.packed_a = 1;
-    out
+    if p.is_direct() {
+        p.packed_a = super::direct::DIRECT_PACKED;
+    }
+}
+
+/// Floats [`prepare_weights`] writes for `p`.
+pub fn prepared_len(p: &ConvParams) -> usize {
+    let (g, k) = (p.group.max(1) as usize, p.k());
+    if !p.packs_a() {
+        return (p.m as usize).saturating_mul(k);
+    }
+    super::packed_a_len(p.m as usize / g, k).saturating_mul(g)
 }
 
 /// The two parts of [`arenac_conv2d`]'s scratch, in floats: the panel (an im2col tile, or the
@@ -344,19 +324,6 @@ pub fn conv2d_tile_for_scratch(p: &ConvParams, bytes: usize) -> Option<usize> {
     })
 }
 
-/// Adds `bias` to every element of `row` and applies `act`.
-#[inline]
-pub(crate) fn epilogue(row: &mut [f32], bias: f32, act: Activation) {
-    match act {
-        Activation::None => row.iter_mut().for_each(|v| *v += bias),
-        Activation::Relu => row
-            .iter_mut()
-            .for_each(|v| *v = Activation::Relu.apply(*v + bias)),
-        a @ Activation::Clip(..) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
-        a @ Activation::LeakyRelu(_) => row.iter_mut().for_each(|v| *v = a.apply(*v + bias)),
-    }
-}
-
 /// `y = act(conv(x, w) + bias)`, spread over the current pool ([`crate::par`]).
 ///
 /// Work is cut into *units*: one image, one group, one tile of output pixels. With enough
@@ -387,6 +354,13 @@ pub unsafe extern "C" fn arenac_conv2d(
     if p.is_depthwise() {
         // SAFETY: the contract of `depthwise::run` is this function's, less the scratch.
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
+        return;
+    }
+    if p.packed_a == super::direct::DIRECT_PACKED {
+        // SAFETY: the contract of `direct::run` is this function's, less the scratch; the
+        // weights were packed for it by `prepare_weights`, in this process, where AVX-512
+        // was selected (`is_direct`).
+        unsafe { super::direct::run(&p, x, w, bias, y) };
         return;
     }
     let (panel, a_floats) = scratch_parts(&p);
@@ -452,7 +426,7 @@ unsafe fn conv_unit(
     scratch: *mut f32,
     split: Option<(usize, usize)>,
 ) {
-    let act = Activation::decode(p);
+    let act = p.activation();
     let us = |v: u64| v as usize;
     let (g, ch, cg) = (us(p.group.max(1)), us(p.c), us(p.c / p.group.max(1)));
     let (mg, h, wd) = (us(p.m / p.group.max(1)), us(p.h), us(p.w));
@@ -511,7 +485,7 @@ unsafe fn conv_unit(
                     cols.len(),
                 )
             };
-            epilogue(row, b, act);
+            super::act::bias_act(row, b, act);
         }
     };
     let kernel = super::selected_kernel();

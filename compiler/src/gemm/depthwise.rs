@@ -7,7 +7,8 @@
 //! (`acc[i] += w * x[iy, (ox + i) * sw + kx * dw - pl]`), the last chunk shifted back to end
 //! at the interior's end (recomputing a few columns is harmless: the output is only written);
 //! the borders and narrow rows are computed one column at a time with bounds checks. Bias and
-//! the fused activation are applied before the store.
+//! the fused activation are applied before the store (an activation with an exp, by the
+//! variants without AVX-512, in a second pass over the plane).
 //!
 //! The body is one generic function inlined into `#[target_feature]` variants (AVX-512F,
 //! AVX2+FMA, each using fused multiply-adds) and a portable one, picked at run time like the
@@ -208,13 +209,33 @@ fn plane_any<const FMA: bool>(
 
 type PlaneFn = fn(&Geom, &[f32], &[f32], f32, Activation, &mut [f32]);
 
+/// [`plane_any`] with a cheap activation ([`Activation::is_cheap`]) applied per value, any
+/// other in a second pass over the plane ([`super::act::bias_act`], still in cache).
+#[inline(always)]
+fn plane_then_act<const FMA: bool>(
+    g: &Geom,
+    x: &[f32],
+    wt: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+) {
+    if act.is_cheap() {
+        plane_any::<FMA>(g, x, wt, bias, act, y);
+    } else {
+        plane_any::<FMA>(g, x, wt, bias, Activation::None, y);
+        super::act::bias_act(y, 0.0, act);
+    }
+}
+
 fn plane_portable(g: &Geom, x: &[f32], wt: &[f32], bias: f32, act: Activation, y: &mut [f32]) {
-    plane_any::<false>(g, x, wt, bias, act, y);
+    plane_then_act::<false>(g, x, wt, bias, act, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Activation, Geom, plane_any};
+    use super::{Activation, Geom, plane_then_act};
+    use crate::gemm::act::x86::act512;
     use core::arch::x86_64::*;
 
     /// The AVX2+FMA variant.
@@ -230,7 +251,7 @@ mod x86 {
         act: Activation,
         y: &mut [f32],
     ) {
-        plane_any::<true>(g, x, wt, bias, act, y);
+        plane_then_act::<true>(g, x, wt, bias, act, y);
     }
 
     /// The AVX-512F variant: strides 1 and 2 by masked loads (see [`plane_avx512_masked`]),
@@ -252,7 +273,7 @@ mod x86 {
             1 => unsafe { plane_avx512_masked::<1>(g, x, wt, bias, act, y) },
             // SAFETY: as above.
             2 => unsafe { plane_avx512_masked::<2>(g, x, wt, bias, act, y) },
-            _ => plane_any::<true>(g, x, wt, bias, act, y),
+            _ => plane_then_act::<true>(g, x, wt, bias, act, y),
         }
     }
 
@@ -267,7 +288,8 @@ mod x86 {
         }
     }
 
-    /// Every output column in chunks of 16, borders included: each tap loads only the lanes
+    /// Every output column in vectors of 16, at stride 1 up to four at once (independent
+    /// accumulators: the FMA latency is hidden), borders included: each tap loads only the lanes
     /// whose input column lies inside the row (masked loads read nothing else, so padding is
     /// zero), and the last chunk stores only the columns that exist. Stride `S` is 1 or 2
     /// (for 2, 32 input floats are loaded and the even ones kept).
@@ -284,9 +306,8 @@ mod x86 {
         act: Activation,
         y: &mut [f32],
     ) {
-        let (w, ow) = (g.w as isize, g.ow);
+        let ow = g.ow;
         let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let zero = _mm512_setzero_ps();
         for (oy, yrow) in y.chunks_exact_mut(ow.max(1)).take(g.oh).enumerate() {
             // Taps ky0..ky1 fall inside the input (iy grows with ky).
             let iy_of = |ky: usize| (oy * g.sh + ky * g.dh) as isize - g.pt as isize;
@@ -296,51 +317,106 @@ mod x86 {
                 .unwrap_or(g.kh);
             let mut ox = 0;
             while ox < ow {
-                let mut acc = _mm512_set1_ps(bias);
-                for kx in 0..g.kw {
-                    // Input column of lane (raw float) r: base + r; the masks depend on the
-                    // column only, so they serve every row tap.
-                    let base = (ox * S + kx * g.dw) as isize - g.pl as isize;
-                    let m0 = lanes(-base, w - base);
-                    let m1 = lanes(-base - 16, w - base - 16);
-                    for ky in ky0..ky1 {
-                        let iy = iy_of(ky) as usize;
-                        let wv = _mm512_set1_ps(wt[ky * g.kw + kx]);
-                        let p = x[iy * g.w..].as_ptr().wrapping_offset(base);
-                        let v = if S == 1 {
-                            // SAFETY: only lanes r with 0 <= base + r < w are read, inside
-                            // input row iy < h of `x`; masked-out lanes are neither read nor
-                            // faulting.
-                            unsafe { _mm512_maskz_loadu_ps(m0, p) }
-                        } else {
-                            // SAFETY: as above, for raw floats 0..16 and 16..32 from `p`.
-                            let (a, b) = unsafe {
-                                (
-                                    _mm512_maskz_loadu_ps(m0, p),
-                                    _mm512_maskz_loadu_ps(m1, p.wrapping_add(16)),
-                                )
-                            };
-                            _mm512_permutex2var_ps(a, evens, b)
-                        };
-                        acc = _mm512_fmadd_ps(wv, v, acc);
+                // Up to four vectors at once at stride 1: independent accumulators hide the
+                // FMA latency (at stride 2, measured slower: one).
+                let nv = if S == 1 {
+                    (ow - ox).div_ceil(16).min(4)
+                } else {
+                    1
+                };
+                let v = Vectors {
+                    g,
+                    x,
+                    wt,
+                    bias,
+                    act,
+                    ky: (ky0, ky1),
+                    oy,
+                    ox,
+                };
+                // SAFETY: AVX-512F (this function's contract); columns ox.. of row oy.
+                unsafe {
+                    match nv {
+                        1 => v.run::<S, 1>(yrow, evens),
+                        2 => v.run::<S, 2>(yrow, evens),
+                        3 => v.run::<S, 3>(yrow, evens),
+                        _ => v.run::<S, 4>(yrow, evens),
                     }
                 }
-                acc = match act {
-                    Activation::None => acc,
-                    Activation::Relu => _mm512_max_ps(acc, zero),
-                    Activation::Clip(lo, hi) => {
-                        _mm512_min_ps(_mm512_max_ps(acc, _mm512_set1_ps(lo)), _mm512_set1_ps(hi))
+                ox += 16 * nv;
+            }
+        }
+    }
+
+    /// Output vectors `ox .. ox + 16 U` (clipped to the row) of output row `oy` whose valid
+    /// row taps are `ky`.
+    struct Vectors<'a> {
+        g: &'a Geom,
+        x: &'a [f32],
+        wt: &'a [f32],
+        bias: f32,
+        act: Activation,
+        ky: (usize, usize),
+        oy: usize,
+        ox: usize,
+    }
+
+    impl Vectors<'_> {
+        /// Computes and stores the `U` vectors; each sums its taps in the same order (kx,
+        /// then ky) as a lone vector would.
+        ///
+        /// # Safety
+        /// AVX-512F; `S` is `g.sw`, `ox < ow`, `yrow` the output row.
+        #[inline(always)]
+        unsafe fn run<const S: usize, const U: usize>(&self, yrow: &mut [f32], evens: __m512i) {
+            let (g, ow, w) = (self.g, self.g.ow, self.g.w as isize);
+            let iy_of = |ky: usize| (self.oy * g.sh + ky * g.dh) as isize - g.pt as isize;
+            // SAFETY: value-only intrinsics, AVX-512F by the contract; the loads and stores
+            // are commented below.
+            unsafe {
+                let mut acc = [_mm512_set1_ps(self.bias); U];
+                for kx in 0..g.kw {
+                    // Input column of lane (raw float) r of vector u: base[u] + r; the masks
+                    // depend on the column only, so they serve every row tap.
+                    let mut base = [0isize; U];
+                    let mut m0 = [0u16; U];
+                    let mut m1 = [0u16; U];
+                    for u in 0..U {
+                        let b = ((self.ox + 16 * u) * S + kx * g.dw) as isize - g.pl as isize;
+                        base[u] = b;
+                        m0[u] = lanes(-b, w - b);
+                        m1[u] = lanes(-b - 16, w - b - 16);
                     }
-                    Activation::LeakyRelu(a) => {
-                        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(acc, zero);
-                        _mm512_mask_mul_ps(acc, neg, acc, _mm512_set1_ps(a))
+                    for ky in self.ky.0..self.ky.1 {
+                        let iy = iy_of(ky) as usize;
+                        let wv = _mm512_set1_ps(self.wt[ky * g.kw + kx]);
+                        let row = self.x[iy * g.w..].as_ptr();
+                        for u in 0..U {
+                            let p = row.wrapping_offset(base[u]);
+                            // Only lanes r with 0 <= base + r < w are read, inside input
+                            // row iy < h of `x`; masked-out lanes are neither read nor
+                            // faulting (stride 2: raw floats 0..16 and 16..32 from `p`).
+                            let v = if S == 1 {
+                                _mm512_maskz_loadu_ps(m0[u], p)
+                            } else {
+                                let a = _mm512_maskz_loadu_ps(m0[u], p);
+                                let b = _mm512_maskz_loadu_ps(m1[u], p.wrapping_add(16));
+                                _mm512_permutex2var_ps(a, evens, b)
+                            };
+                            acc[u] = _mm512_fmadd_ps(wv, v, acc[u]);
+                        }
                     }
-                };
-                let n = (ow - ox).min(16);
-                let m = lanes(0, n as isize);
-                // SAFETY: columns ox..ox+n of this output row, inside `yrow`.
-                unsafe { _mm512_mask_storeu_ps(yrow.as_mut_ptr().add(ox), m, acc) };
-                ox += 16;
+                }
+                for (u, &a) in acc.iter().enumerate() {
+                    let ox = self.ox + 16 * u;
+                    if ox >= ow {
+                        break;
+                    }
+                    let a = act512(self.act, a);
+                    let m = lanes(0, (ow - ox).min(16) as isize);
+                    // Columns ox..ox+16 (those < ow) of this output row, inside `yrow`.
+                    _mm512_mask_storeu_ps(yrow.as_mut_ptr().add(ox), m, a);
+                }
             }
         }
     }
@@ -379,7 +455,7 @@ pub(super) unsafe fn run(
     y: *mut f32,
 ) {
     let g = Geom::new(p);
-    let act = Activation::decode(p);
+    let act = p.activation();
     let f = selected();
     let (c, m) = (p.c as usize, p.m as usize);
     let mult = m / c.max(1);
@@ -496,12 +572,18 @@ mod tests {
             let x: Vec<f32> = (0..h * w).map(|_| rnd(next())).collect();
             let wt: Vec<f32> = (0..kh * kw).map(|_| rnd(next())).collect();
             let bias = rnd(next());
-            let act = [
+            let acts = [
                 Activation::None,
                 Activation::Relu,
                 Activation::Clip(0.0, 0.1),
                 Activation::LeakyRelu(0.2),
-            ][case % 4];
+                Activation::Sigmoid,
+                Activation::Silu,
+                Activation::Tanh,
+                Activation::HardSigmoid(0.3, 0.4),
+                Activation::HardSwish,
+            ];
+            let act = acts[case % acts.len()];
             let mut want = vec![0.0f32; u(oh * ow)];
             for oy in 0..u(oh) {
                 for ox in 0..u(ow) {
@@ -516,7 +598,7 @@ mod tests {
                             }
                         }
                     }
-                    want[oy * u(ow) + ox] = act.apply(acc as f32);
+                    want[oy * u(ow) + ox] = crate::gemm::act::reference(act, acc) as f32;
                 }
             }
             for (name, f) in variants() {

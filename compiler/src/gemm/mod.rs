@@ -38,10 +38,13 @@
 //!   ~115-124, portable ~25-32.
 //! - `accumulate` applies to the first K block only, later blocks always add.
 
+pub mod act;
 pub mod conv;
 mod depthwise;
+mod direct;
 mod kernels;
 pub mod pool;
+pub mod pool3d;
 pub(crate) mod small;
 pub(crate) mod split;
 
@@ -83,7 +86,64 @@ pub fn packed_b_len(k: usize, n: usize) -> usize {
 /// If `b` is too short for the strides or `out` too short (caller bugs; the code generator
 /// sizes both from checked types).
 pub fn pack_b(k: usize, n: usize, b: &[f32], rs: usize, cs: usize, out: &mut [f32]) {
+    if cs == 1 && k > 0 && n > 0 {
+        // Rows contiguous in B: each panel row is a slice copy.
+        let out = &mut out[..packed_b_len(k, n)];
+        for (jp, panel) in out.chunks_exact_mut(k * NR).enumerate() {
+            let j0 = jp * NR;
+            let w = NR.min(n - j0);
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                row[..w].copy_from_slice(&b[i * rs + j0..i * rs + j0 + w]);
+                row[w..].fill(0.0);
+            }
+        }
+        return;
+    }
     pack_b_from(k, n, |i| b[i], rs, cs, out);
+}
+
+/// [`pack_b`] of an f32 matrix stored as little-endian bytes at any alignment (a weight in a
+/// mapped file): no converted copy, each element read once (rows contiguous in B are copied
+/// as bytes on a little-endian host).
+///
+/// # Panics
+/// If `b` holds fewer than `(k - 1) * rs + (n - 1) * cs + 1` floats or `out` fewer than
+/// [`packed_b_len`]`(k, n)` (caller bugs, as for [`pack_b`]).
+pub fn pack_b_le(k: usize, n: usize, b: &[u8], rs: usize, cs: usize, out: &mut [f32]) {
+    if k == 0 || n == 0 {
+        return;
+    }
+    let floats = (k - 1) * rs + (n - 1) * cs + 1;
+    assert!(b.len() >= floats * 4, "pack_b_le: B too short");
+    let out = &mut out[..packed_b_len(k, n)];
+    if cs == 1 && cfg!(target_endian = "little") {
+        for (jp, panel) in out.chunks_exact_mut(k * NR).enumerate() {
+            let j0 = jp * NR;
+            let w = NR.min(n - j0);
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = &b[(i * rs + j0) * 4..(i * rs + j0 + w) * 4];
+                // SAFETY: `row` holds NR >= w floats, `src` exactly 4 * w bytes (checked by
+                // the slicing); the two are distinct allocations; any bytes are a valid f32 and
+                // the host stores floats little-endian, as B is.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        row.as_mut_ptr().cast::<u8>(),
+                        w * 4,
+                    )
+                };
+                row[w..].fill(0.0);
+            }
+        }
+        return;
+    }
+    let read = |i: usize| {
+        // SAFETY: every index pack_b_from asks for is at most `floats - 1` (row < k, column
+        // < n), and `b` holds `floats * 4` bytes (asserted above).
+        let c = unsafe { b.get_unchecked(i * 4..i * 4 + 4) };
+        f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+    };
+    pack_b_from(k, n, read, rs, cs, out);
 }
 
 /// [`pack_b`] over any source: `b(i)` is element `i` of B's storage (`i = row * rs + col * cs`).
@@ -673,22 +733,20 @@ pub(crate) unsafe fn sgemm_core(
 /// `a` readable for `mc` rows of `kc` floats at stride `lda`; `dst` writable for
 /// `mc.div_ceil(mr) * mr * kc` floats, not overlapping A.
 unsafe fn pack_a(mr: usize, mc: usize, kc: usize, a: *const f32, lda: usize, dst: *mut f32) {
+    // Column by column of the panel: the writes are contiguous (a cache line at a time) and
+    // the reads walk `mr` rows side by side, each sequentially. Twice as fast as writing one
+    // row at a time at stride `mr` (compile-time packing of conv weights was a fifth of
+    // ResNet-18's compile time).
     for ip in 0..mc.div_ceil(mr) {
         // SAFETY: panel ip of the destination, writable by the contract, disjoint from A.
         let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(ip * kc * mr), kc * mr) };
-        for ii in 0..mr {
-            let r = ip * mr + ii;
-            if r < mc {
-                // SAFETY: row r < mc of A, kc floats, readable by the contract.
-                let src = unsafe { std::slice::from_raw_parts(a.add(r * lda), kc) };
-                for (x, &v) in panel[ii..].iter_mut().step_by(mr).zip(src) {
-                    *x = v;
-                }
-            } else {
-                for x in panel[ii..].iter_mut().step_by(mr) {
-                    *x = 0.0;
-                }
+        let rows = mr.min(mc - ip * mr);
+        for (p, col) in panel.chunks_exact_mut(mr).enumerate() {
+            for (ii, x) in col[..rows].iter_mut().enumerate() {
+                // SAFETY: row ip * mr + ii < mc, column p < kc of A: readable by the contract.
+                *x = unsafe { *a.add((ip * mr + ii) * lda + p) };
             }
+            col[rows..].fill(0.0);
         }
     }
 }

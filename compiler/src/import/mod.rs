@@ -606,6 +606,21 @@ impl Importer {
             }
             Err(e) => return Err(node_err(e)),
         };
+        // Dropout's mask declared but read by nothing: the plain view (no copy, no mask).
+        let op = match op {
+            Op::Sample(ops::SampleOp::Dropout(a))
+                if a.mask
+                    && !a.check
+                    && !a.ratio
+                    && !node
+                        .output
+                        .get(1)
+                        .is_some_and(|n| self.read_names.contains(n.as_str())) =>
+            {
+                Op::Identity
+            }
+            op => op,
+        };
         let data_ids: Vec<ValueId> = ctx
             .data_inputs()
             .into_iter()

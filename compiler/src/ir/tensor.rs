@@ -197,6 +197,34 @@ impl Tensor {
         }
     }
 
+    /// The elements of an `f32` tensor as a borrowed slice, when its bytes are 4-byte aligned
+    /// (a weight mapped from a file may sit at any offset; `None` then, and for other dtypes).
+    pub fn f32_slice(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 || !cfg!(target_endian = "little") {
+            return None;
+        }
+        // SAFETY: any 4 initialized bytes are a valid f32; `align_to` only yields the middle
+        // part at an aligned address, and the data is immutable for the borrow of `self`.
+        let (head, floats, tail) = unsafe { self.data.align_to::<f32>() };
+        (head.is_empty() && tail.is_empty()).then_some(floats)
+    }
+
+    /// Writes the elements as `f32` (converted when the dtype differs) into `out`, in order,
+    /// stopping at the shorter of the two: decoding straight into a destination (the weights
+    /// region) without an intermediate vector.
+    pub fn write_f32s(&self, out: &mut [f32]) {
+        if self.dtype == DType::F32 {
+            for (x, c) in out.iter_mut().zip(self.data.chunks_exact(4)) {
+                *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        } else {
+            let sz = self.dtype.size();
+            for (x, c) in out.iter_mut().zip(self.data.chunks_exact(sz)) {
+                *x = read_f64(self.dtype, c) as f32;
+            }
+        }
+    }
+
     /// Element `i` of an `f32` tensor, read from its little-endian bytes (`None` for another
     /// dtype or an index out of range). For compile-time packing of large weights without a
     /// converted copy.
@@ -264,7 +292,9 @@ pub fn read_f64(dtype: DType, c: &[u8]) -> f64 {
     }
 }
 
-fn read_i64(dtype: DType, c: &[u8]) -> i64 {
+/// One element of `dtype` at the start of `c` as i64 (floats truncated toward zero; `c` holds at
+/// least `dtype.size()` bytes).
+pub fn read_i64(dtype: DType, c: &[u8]) -> i64 {
     match dtype {
         DType::I8 => i64::from(c[0] as i8),
         DType::U8 => i64::from(c[0]),

@@ -26,6 +26,7 @@
 use crate::ir::types::TensorType;
 use crate::ops::Op;
 use crate::ops::resize::ResizeMode;
+use crate::ops::sample::{GridMode, SampleOp};
 
 fn numel(t: Option<&TensorType>) -> u64 {
     t.and_then(TensorType::numel).map_or(0, |n| n as u64)
@@ -97,6 +98,54 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
             out.saturating_mul(5 * u64::from(n.ilog2()))
         }
         Op::MelWeightMatrix(_) => 0,
+        // Per output element, a multiply-add per tap (at most 4 per dim).
+        Op::Sample(SampleOp::GridSample(a)) => {
+            let dims = inputs
+                .first()
+                .map_or(0, |x| x.shape.len().saturating_sub(2)) as u32;
+            let per: u64 = match a.mode {
+                GridMode::Nearest => 1,
+                GridMode::Linear => 2,
+                GridMode::Cubic => 4,
+            };
+            out.saturating_mul(per.saturating_pow(dims))
+                .saturating_mul(2)
+        }
+        Op::Sample(SampleOp::AffineGrid { size, .. }) => {
+            out.saturating_mul(2 * (size.len() as u64 + 1))
+        }
+        // Four taps per sample; the sample count depends on the regions (run time).
+        Op::Sample(SampleOp::RoiAlign(_)) => out.saturating_mul(8),
+        Op::Sample(SampleOp::MaxUnpool(_) | SampleOp::Dropout(_) | SampleOp::TensorScatter(_)) => 0,
+        // Per output: a bilinear sample (4 multiply-adds) and a multiply-add per tap and
+        // input channel of the group.
+        Op::Sample(SampleOp::DeformConv(a)) => {
+            let icg = inputs
+                .get(1)
+                .and_then(|w| w.shape.get(1))
+                .map_or(0, |&c| c as u64);
+            let taps = (a.kernel[0] * a.kernel[1]) as u64;
+            out.saturating_mul(icg)
+                .saturating_mul(taps)
+                .saturating_mul(10)
+        }
+        Op::Sample(SampleOp::MaxPoolIndices(a)) => out.saturating_mul(product(&a.pool.kernel)),
+        // Per step and key/value head: decay, correction, update and reads of the state.
+        Op::Sample(SampleOp::LinearAttention(_)) => {
+            let state = numel(outputs.get(1));
+            let steps = inputs
+                .first()
+                .and_then(|q| q.shape.get(1))
+                .map_or(1, |&t| t as u64);
+            state.saturating_mul(steps).saturating_mul(8)
+        }
+        // LU: m^3 / 3 multiply-adds per matrix.
+        Op::Sample(SampleOp::Det) => {
+            let m = inputs
+                .first()
+                .map_or(0, |x| x.shape.last().copied().unwrap_or(0)) as u64;
+            out.saturating_mul(m.saturating_pow(3) * 2 / 3)
+        }
         // Control flow: the larger branch; a loop's body once per trip (an early exit is not
         // known at compile time).
         Op::If(a) => graph_flops(&a.then_branch).max(graph_flops(&a.else_branch)),
@@ -135,6 +184,7 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         | Op::Squeeze { .. }
         | Op::Unsqueeze { .. }
         | Op::Identity
+        | Op::BitCast { .. }
         | Op::Transpose { .. }
         | Op::Concat { .. }
         | Op::Split { .. }

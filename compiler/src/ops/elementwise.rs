@@ -13,6 +13,8 @@ mod logical;
 mod tests;
 mod unary_math;
 
+pub(crate) use eval::int_pow;
+
 use crate::error::OpError;
 use crate::ir::lowp::{CastMode, E8m0Round};
 use crate::ir::types::{DType, Shape, TensorType, checked_numel};

@@ -22,6 +22,7 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod sample;
 pub mod spectral;
 #[cfg(test)]
 pub(crate) mod test_util;
@@ -49,6 +50,7 @@ pub use reduce::scan::CumAttrs;
 pub use reduce::topk::TopKAttrs;
 pub use reduce::{ReduceAttrs, ReduceKind};
 pub use resize::ResizeAttrs;
+pub use sample::SampleOp;
 pub use spectral::{DftAttrs, MelAttrs, StftAttrs};
 
 /// An op with its attributes. Closed: every pass and backend matches exhaustively.
@@ -207,6 +209,11 @@ pub enum Op {
     },
     /// Identity; also Dropout at inference.
     Identity,
+    /// The bytes reinterpreted as another element type of the same size (BitCast).
+    BitCast {
+        /// The output element type.
+        to: DType,
+    },
     // --- movement.rs
     /// Permute dims.
     Transpose {
@@ -309,6 +316,9 @@ pub enum Op {
     Stft(StftAttrs),
     /// Mel filter bank matrix (inputs: sample rate, lower and upper edge frequency).
     MelWeightMatrix(MelAttrs),
+    // --- sample/: precompiled Rust kernels (GridSample, AffineGrid)
+    /// A sampling or geometry op (`sample::SampleOp`).
+    Sample(SampleOp),
     // --- fused.rs: made by `analysis::fuse`, never read from a file
     /// Element-wise ops computed in one pass (a straight-line program over the inputs).
     FusedElementwise(FusedAttrs),
@@ -377,6 +387,7 @@ pub fn registry() -> impl Iterator<Item = &'static OpDef> {
         constant::DEFS,
         resize::DEFS,
         spectral::DEFS,
+        sample::DEFS,
     ]
     .into_iter()
     .flatten()
@@ -401,6 +412,7 @@ enum Family {
     Constant,
     Resize,
     Spectral,
+    Sample,
     Fused,
     Control,
 }
@@ -446,7 +458,8 @@ impl Op {
             | Op::Flatten { .. }
             | Op::Squeeze { .. }
             | Op::Unsqueeze { .. }
-            | Op::Identity => Family::View,
+            | Op::Identity
+            | Op::BitCast { .. } => Family::View,
             Op::Transpose { .. }
             | Op::Concat { .. }
             | Op::Split { .. }
@@ -463,6 +476,7 @@ impl Op {
             | Op::Window { .. } => Family::Constant,
             Op::Resize(_) => Family::Resize,
             Op::Dft(_) | Op::Stft(_) | Op::MelWeightMatrix(_) => Family::Spectral,
+            Op::Sample(_) => Family::Sample,
             Op::FusedElementwise(_) => Family::Fused,
             Op::If(_) | Op::Loop(_) => Family::Control,
         }
@@ -482,6 +496,7 @@ impl Op {
             Family::Constant => constant::name(self),
             Family::Resize => resize::name(self),
             Family::Spectral => spectral::name(self),
+            Family::Sample => sample::name(self),
             Family::Fused => fused::name(self),
             Family::Control => control::name(self),
         }
@@ -555,6 +570,7 @@ impl Op {
             Family::Constant => constant::infer(self, inputs),
             Family::Resize => resize::infer(self, inputs),
             Family::Spectral => spectral::infer(self, inputs),
+            Family::Sample => sample::infer(self, inputs),
             Family::Fused => fused::infer(self, inputs),
             Family::Control => control::infer(self, inputs),
         }
@@ -575,6 +591,7 @@ impl Op {
             Family::Constant => constant::eval(self, inputs),
             Family::Resize => resize::eval(self, inputs),
             Family::Spectral => spectral::eval(self, inputs),
+            Family::Sample => sample::eval(self, inputs),
             Family::Fused => fused::eval(self, inputs),
             Family::Control => control::eval(self, inputs),
         }
@@ -594,6 +611,7 @@ impl Op {
             Family::Constant => constant::attrs(self),
             Family::Resize => resize::attrs(self),
             Family::Spectral => spectral::attrs(self),
+            Family::Sample => sample::attrs(self),
             Family::Fused => fused::attrs(self),
             Family::Control => control::attrs(self),
         }
@@ -700,6 +718,7 @@ impl Op {
             }
             Op::Gemm(_) | Op::MatMul => self.matmul_scratch_layout(inputs, constant, threads).1,
             Op::Dft(_) | Op::Stft(_) => spectral::scratch_bytes(self, inputs),
+            Op::Sample(s) => sample::scratch_bytes(s, x),
             // The ring of the in-place kernel, always planned (whether or not the liveness
             // puts the output over the input): one rule for the planner and the lowering.
             Op::Lrn(a) if x.dtype == DType::F32 && x.shape.len() >= 3 => {

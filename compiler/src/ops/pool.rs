@@ -133,14 +133,19 @@ fn read_pool(ctx: &NodeCtx<'_>, dilations_since: i64) -> Result<PoolAttrs, OpErr
 }
 
 fn convert_max_pool(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    let pool = read_pool(ctx, 10)?;
     if ctx.has_output(1) {
-        return Err(OpError::Unsupported(
-            "MaxPool's second output (Indices) is not implemented; only the pooled values are"
-                .into(),
-        ));
+        // With Indices: a host kernel (`sample::argmax`); storage_order orders them.
+        let column_major = match ctx.attr_int("storage_order", 0)? {
+            0 => false,
+            1 => true,
+            v => return Err(OpError::attr("storage_order", format!("{v} is not 0 or 1"))),
+        };
+        return Ok(Op::Sample(crate::ops::SampleOp::MaxPoolIndices(
+            crate::ops::sample::ArgmaxAttrs { pool, column_major },
+        )));
     }
-    // storage_order only affects Indices.
-    Ok(Op::MaxPool(read_pool(ctx, 10)?))
+    Ok(Op::MaxPool(pool))
 }
 
 fn convert_average_pool(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
@@ -623,8 +628,16 @@ mod tests {
         let e = convert("MaxPool", 12, vec![], std::slice::from_ref(&x), 1);
         assert!(matches!(e, Err(OpError::InvalidAttribute { .. })));
         let k = || vec![("kernel_shape", A::Is(vec![2, 2]))];
+        // With Indices: the host kernel's op; storage_order 0 or 1.
         let e = convert("MaxPool", 12, k(), std::slice::from_ref(&x), 2);
-        assert!(matches!(e, Err(OpError::Unsupported(_))));
+        let indices = |e: &Result<Op, OpError>| {
+            matches!(e, Ok(Op::Sample(crate::ops::SampleOp::MaxPoolIndices(_))))
+        };
+        assert!(indices(&e), "{e:?}");
+        let mut bad = k();
+        bad.push(("storage_order", A::I(2)));
+        let e = convert("MaxPool", 12, bad, std::slice::from_ref(&x), 2);
+        assert!(matches!(e, Err(OpError::InvalidAttribute { .. })), "{e:?}");
         let e = convert(
             "MaxPool",
             12,

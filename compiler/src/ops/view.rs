@@ -1,12 +1,14 @@
-//! View ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference) — the output is
-//! the input's bytes under another shape.
+//! View ops: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout (inference), BitCast — the
+//! output is the input's bytes under another shape (BitCast: another element type of the same
+//! size).
 //!
-//! Every op here is dtype-agnostic: inference only computes the output shape, and evaluation
-//! reinterprets the input with [`Tensor::reshaped`].
+//! Every op here is dtype-agnostic: inference only computes the output shape (and BitCast's
+//! type), and evaluation reinterprets the input with [`Tensor::reshaped`] (BitCast: its bytes
+//! under the new type).
 
 use crate::error::OpError;
 use crate::ir::tensor::Tensor;
-use crate::ir::types::{Shape, TensorType, checked_numel};
+use crate::ir::types::{DType, Shape, TensorType, checked_numel};
 use crate::ops::ctx::{NodeCtx, norm_axis};
 use crate::ops::util::{expect_arity, fmt_list, wrong_family};
 use crate::ops::{MAX_OPSET, MIN_OPSET, Op, OpDef};
@@ -47,9 +49,46 @@ pub const DEFS: &[OpDef] = &[
         op_type: "Dropout",
         since: MIN_OPSET,
         until: MAX_OPSET,
-        convert: convert_dropout,
+        convert: crate::ops::sample::dropout::convert,
+    },
+    OpDef {
+        op_type: "BitCast",
+        since: 26,
+        until: MAX_OPSET,
+        convert: convert_bitcast,
     },
 ];
+
+fn convert_bitcast(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
+    ctx.expect_inputs(1, 1)?;
+    let code = ctx
+        .attr_int_opt("to")?
+        .ok_or_else(|| OpError::attr("to", "is required"))?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx)
+        .ok_or_else(|| OpError::attr("to", format!("element type {code} is not supported")))?;
+    let from = ctx.input_type(0)?.dtype;
+    if from.size() != to.size() {
+        return Err(OpError::attr(
+            "to",
+            format!(
+                "{} ({} bytes) has not the size of the input's {} ({} bytes)",
+                to.name(),
+                to.size(),
+                from.name(),
+                from.size()
+            ),
+        ));
+    }
+    if to == DType::Bool && from != DType::Bool {
+        return Err(OpError::Unsupported(format!(
+            "BitCast from {} to bool (bytes other than 0 and 1 are not booleans)",
+            from.name()
+        )));
+    }
+    Ok(Op::BitCast { to })
+}
 
 fn convert_reshape(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     ctx.expect_inputs(2, 2)?;
@@ -136,36 +175,6 @@ fn convert_identity(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
     Ok(Op::Identity)
 }
 
-fn convert_dropout(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
-    // A declared mask output is fine as long as nothing reads it: the importer drops unused
-    // outputs an op does not produce, and rejects used ones naming the output.
-    if ctx.opset >= 12 {
-        ctx.expect_inputs(1, 3)?;
-        // The ratio only matters in training.
-        ctx.ignore_input(1);
-        if ctx.has_input(2) {
-            let training = match ctx.take_const(2) {
-                Ok(t) => t,
-                Err(OpError::NotConstant { .. }) => {
-                    return Err(OpError::Unsupported(
-                        "Dropout with a non-constant training_mode (only inference is supported)"
-                            .into(),
-                    ));
-                }
-                Err(e) => return Err(e),
-            };
-            if training.is_some_and(|t| t.to_i64_vec().iter().any(|&v| v != 0)) {
-                return Err(OpError::Unsupported(
-                    "Dropout with training_mode=true (only inference is supported)".into(),
-                ));
-            }
-        }
-    } else {
-        ctx.expect_inputs(1, 1)?;
-    }
-    Ok(Op::Identity)
-}
-
 /// Printed op name.
 pub fn name(op: &Op) -> &'static str {
     match op {
@@ -174,6 +183,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Squeeze { .. } => "Squeeze",
         Op::Unsqueeze { .. } => "Unsqueeze",
         Op::Identity => "Identity",
+        Op::BitCast { .. } => "BitCast",
         _ => "?",
     }
 }
@@ -306,7 +316,7 @@ fn out_shape(op: &Op, input: &[usize]) -> Result<Shape, OpError> {
                 })
                 .collect())
         }
-        Op::Identity => Ok(input.to_vec()),
+        Op::Identity | Op::BitCast { .. } => Ok(input.to_vec()),
         _ => Err(wrong_family(op, "view")),
     }
 }
@@ -319,7 +329,22 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
     }
     expect_arity(inputs, 1)?;
     let x = &inputs[0];
-    Ok(vec![TensorType::new(x.dtype, out_shape(op, &x.shape)?)])
+    let dtype = match op {
+        Op::BitCast { to } if to.size() != x.dtype.size() => {
+            return Err(OpError::DType {
+                input: 0,
+                dtype: x.dtype,
+                expected: format!(
+                    "a {}-byte element type to bit-cast to {}",
+                    to.size(),
+                    to.name()
+                ),
+            });
+        }
+        Op::BitCast { to } => *to,
+        _ => x.dtype,
+    };
+    Ok(vec![TensorType::new(dtype, out_shape(op, &x.shape)?)])
 }
 
 /// Reference evaluation.
@@ -334,6 +359,12 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
         });
     };
     let shape = out_shape(op, x.shape())?;
+    if let Op::BitCast { to } = op {
+        infer(op, &[x.ty()])?;
+        let y = Tensor::from_bytes(*to, shape, x.bytes().clone())
+            .map_err(|e| OpError::Unsupported(format!("BitCast: {e}")))?;
+        return Ok(vec![y]);
+    }
     let y = x.reshaped(shape.clone()).ok_or_else(|| {
         OpError::shape("element count changed in a view op", &[x.shape(), &shape])
     })?;
@@ -349,6 +380,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         ],
         Op::Flatten { axis } => vec![("axis", axis.to_string())],
         Op::Squeeze { axes } | Op::Unsqueeze { axes } => vec![("axes", fmt_list(axes))],
+        Op::BitCast { to } => vec![("to", to.name().to_string())],
         _ => Vec::new(),
     }
 }
@@ -357,7 +389,9 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::ir::types::DType;
-    use crate::ops::test_util::{cnst, convert_node as convert, data, int_attr, ints_attr, node};
+    use crate::ops::test_util::{
+        cnst, convert_node as convert, data, data_named, int_attr, ints_attr, node,
+    };
     use arenac_proto::AttributeProto;
 
     fn ty(shape: &[usize]) -> TensorType {
@@ -579,11 +613,32 @@ mod tests {
             ],
         );
         assert!(matches!(train, Err(OpError::Unsupported(_))));
-        let runtime = convert(&n, 13, vec![data(&[2]), data(&[]), data(&[])]);
-        assert!(matches!(runtime, Err(OpError::Unsupported(_))));
-        // A declared mask output converts; the importer decides whether it is used.
+        // A run-time training_mode is checked when running (it must be a bool scalar).
+        let flag = || data_named("t", TensorType::new(DType::Bool, vec![]));
+        let (op, data_in) = convert(&n, 13, vec![data(&[2]), data(&[]), flag()]).unwrap();
+        let check = crate::ops::sample::DropoutAttrs {
+            check: true,
+            ratio: true,
+            mask: false,
+        };
+        assert_eq!(op, Op::Sample(crate::ops::SampleOp::Dropout(check)));
+        assert_eq!(data_in, vec![0, 1, 2]);
+        let ratio0 = cnst(Tensor::f32(vec![], &[0.0]));
+        let (op, data_in) = convert(&n, 13, vec![data(&[2]), ratio0, flag()]).unwrap();
+        assert_eq!((op, data_in), (Op::Identity, vec![0]));
+        let bad = convert(&n, 13, vec![data(&[2]), data(&[]), data(&[])]);
+        assert!(matches!(bad, Err(OpError::DType { .. })));
+        // A declared mask output is produced (all true).
         let n = node("Dropout", 2, vec![]);
-        assert_eq!(convert(&n, 13, vec![data(&[2])]).unwrap().0, Op::Identity);
+        let mask = crate::ops::sample::DropoutAttrs {
+            check: false,
+            ratio: false,
+            mask: true,
+        };
+        assert_eq!(
+            convert(&n, 13, vec![data(&[2])]).unwrap().0,
+            Op::Sample(crate::ops::SampleOp::Dropout(mask))
+        );
     }
 
     #[test]

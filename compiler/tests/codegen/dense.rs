@@ -331,15 +331,15 @@ fn pooling() {
 
 /// A random Conv: 1-d or 2-d, any group count (dense, grouped, depthwise with a channel
 /// multiplier), kernel, stride, dilation and asymmetric pads; returns the model pieces.
-struct RandomConv {
-    x: Vec<usize>,
-    w: Vec<usize>,
-    y: Vec<usize>,
-    attrs: Vec<(&'static str, Attr)>,
-    bias: bool,
+pub(crate) struct RandomConv {
+    pub(crate) x: Vec<usize>,
+    pub(crate) w: Vec<usize>,
+    pub(crate) y: Vec<usize>,
+    pub(crate) attrs: Vec<(&'static str, Attr)>,
+    pub(crate) bias: bool,
 }
 
-fn random_conv(rng: &mut Rng, d: usize) -> RandomConv {
+pub(crate) fn random_conv(rng: &mut Rng, d: usize) -> RandomConv {
     let pick = |rng: &mut Rng, lo: usize, hi: usize| lo + (rng.next() as usize) % (hi - lo + 1);
     let n = pick(rng, 1, 2);
     let (c, m, group) = match pick(rng, 0, 3) {

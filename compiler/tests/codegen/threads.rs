@@ -64,17 +64,31 @@ fn same_at_every_count(model: ModelProto, inputs: &[Tensor], rtol: f32, atol: f3
     }
 }
 
-fn conv_model(x: &[usize], w: &[usize], attrs: Vec<(&str, Attr)>, rng: &mut Rng) -> ModelProto {
+/// Conv + Relu, or with `silu` Conv + Sigmoid + Mul (fused into the conv's epilogue, whose
+/// vectorized exp must give the same bits however the product is cut).
+fn conv_model(
+    x: &[usize],
+    w: &[usize],
+    attrs: Vec<(&str, Attr)>,
+    silu: bool,
+    rng: &mut Rng,
+) -> ModelProto {
     let wt = rng.tensor(w, -0.5, 0.5);
     let bt = rng.tensor(&[w[0]], -0.5, 0.5);
-    ModelBuilder::new("conv", 13)
+    let mb = ModelBuilder::new("conv", 13)
         .input("x", DType::F32, &dims(x))
         .output("y", DType::F32, &[])
         .initializer("w", &wt)
         .initializer("b", &bt)
-        .node("c", "Conv", &["x", "w", "b"], &["c"], attrs)
-        .node("r", "Relu", &["c"], &["y"], vec![])
-        .build()
+        .node("c", "Conv", &["x", "w", "b"], &["c"], attrs);
+    if silu {
+        mb.node("s", "Sigmoid", &["c"], &["s"], vec![])
+            .node("m", "Mul", &["c", "s"], &["m"], vec![])
+            .node("n", "Neg", &["m"], &["y"], vec![])
+            .build()
+    } else {
+        mb.node("r", "Relu", &["c"], &["y"], vec![]).build()
+    }
 }
 
 #[test]
@@ -83,11 +97,29 @@ fn convolutions() {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<Case<'_>> = vec![
-        // Many units (a large plane): whole tiles per thread.
+        // Many units (a large plane): whole tiles per thread (im2col: rows under 14 pixels).
+        (
+            vec![1, 16, 200, 12],
+            vec![32, 16, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        // Direct at stride 2 (few input channels).
+        (
+            vec![1, 3, 61, 67],
+            vec![20, 3, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        ),
+        // Direct (stride 1, wide rows; AVX-512): rows of 12-channel panels and a last panel
+        // of 4, rows ending mid-vector.
         (
             vec![1, 16, 40, 40],
             vec![32, 16, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
+        (
+            vec![2, 20, 17, 45],
+            vec![70, 20, 3, 5],
+            vec![("pads", ints(&[1, 2, 1, 2]))],
         ),
         // One tile: the product split over threads; edge rows (m = 70).
         (
@@ -111,9 +143,11 @@ fn convolutions() {
         ),
     ];
     for (x, w, attrs) in cases {
-        let m = conv_model(&x, &w, attrs, &mut rng);
-        let xt = rng.tensor(&x, -1.0, 1.0);
-        same_at_every_count(m, &[xt], 1e-4, 1e-4);
+        for silu in [false, true] {
+            let m = conv_model(&x, &w, attrs.clone(), silu, &mut rng);
+            let xt = rng.tensor(&x, -1.0, 1.0);
+            same_at_every_count(m, &[xt], 1e-4, 1e-4);
+        }
     }
 }
 

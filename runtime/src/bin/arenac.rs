@@ -526,7 +526,16 @@ fn run_model(
     let s = compiled.summary();
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
     let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
-    let _ = writeln!(out, "compiled in {}", duration(compile_time));
+    let t = compiled.compile_timings();
+    let _ = writeln!(
+        out,
+        "compiled in {} (import {}, plan {}, code generation {} of which Cranelift {})",
+        duration(compile_time),
+        duration(t.import),
+        duration(t.plan),
+        duration(t.codegen),
+        duration(t.jit)
+    );
     if let (Some(p), Some(file)) = (&profile, profile_file) {
         std::fs::write(file, p.to_trace_json())
             .map_err(|e| anyhow!("--profile: cannot write {}: {e}", file.display()))?;

@@ -38,10 +38,10 @@ pub(super) fn conv_transpose(
     // A_g[(m, tap), c] = W[g*cg + c, m, tap]: at compile time for constant weights, by the
     // kernel into its scratch for run-time ones.
     let mk = mg * taps;
-    let weights = match cx.constant(wv) {
-        Some(wt) => {
-            let wv32 = wt.to_f32_vec();
-            let mut arranged = vec![0.0f32; groups * mk * cg];
+    // Stored once per weight (the arrangement depends on the groups and shapes only).
+    let weights = cx.constant(wv).map(|wt| {
+        let form = format!("convt arranged groups={groups} cg={cg} mk={mk}");
+        w.form_f32_of(wt, form, groups * mk * cg, |wv32, arranged| {
             for g in 0..groups {
                 for ci in 0..cg {
                     for r in 0..mk {
@@ -49,10 +49,8 @@ pub(super) fn conv_transpose(
                     }
                 }
             }
-            Some(arranged)
-        }
-        None => None,
-    };
+        })
+    });
     let bias = n.inputs.get(2).copied();
     let pad3 = |v: &[usize], fill: usize| -> [usize; 3] {
         let mut out = [fill; 3];
@@ -103,13 +101,13 @@ pub(super) fn conv_transpose(
     };
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
-            Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
+            Some(t) => Operand::Weights(w.tensor_f32(t)),
             None => cx.arena(bv)?,
         },
         None => Operand::Null,
     };
     let weights_op = match weights {
-        Some(arranged) => Operand::Weights(w.f32_vec(arranged)),
+        Some(off) => Operand::Weights(off),
         None => cx.arena(wv)?,
     };
     let args = vec![

@@ -1,8 +1,8 @@
 //! Lowering of the dense ops: Gemm, MatMul (calls into the GEMM core), pooling and Conv (with
 //! an activation fused into its epilogue where the plan allows).
 
+use super::epilogue::fused_activation;
 use super::{Ctx, ew_call, prod};
-use crate::arena::ArenaPlan;
 use crate::codegen::kernels::conv::{PoolDesc, Window};
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::matmul::MatMulDesc;
@@ -10,10 +10,9 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
-use crate::gemm::{pack_b, pack_b_from, packed_b_len};
-use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::gemm::{pack_b, pack_b_le, packed_b_len};
+use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
-use crate::ops::{Op, UnaryOp};
 
 pub(super) fn mm_call(
     cx: &Ctx<'_>,
@@ -57,30 +56,32 @@ pub(super) fn gemm(
     let (rs, cs) = if a.trans_b { (1, k) } else { (n, 1) };
     let (a_op, a_transposed) = match cx.constant(av) {
         Some(t) if a.trans_a => {
-            let v = t.to_f32_vec();
-            let mut tr = vec![0.0f32; m * k];
-            for i in 0..m {
-                for p in 0..k {
-                    tr[i * k + p] = v[p * m + i];
+            let off = w.form_f32_of(t, format!("transposed {k}x{m}"), m * k, |v, tr| {
+                for i in 0..m {
+                    for p in 0..k {
+                        tr[i * k + p] = v[p * m + i];
+                    }
                 }
-            }
-            (Operand::Weights(w.f32_vec(tr)), false)
+            });
+            (Operand::Weights(off), false)
         }
         _ => (cx.operand(av, w)?, a.trans_a),
     };
     let (b_op, b_packed) = match cx.constant(bv) {
         Some(t) => {
             // Packed straight into the weights region, from the weight's bytes when it is
-            // f32 (often the mapped file): no intermediate copy of a large matrix.
-            let (off, packed) = w.alloc_f32(packed_b_len(k, n));
-            if t.dtype() == DType::F32 {
-                pack_b_from(k, n, |i| t.f32_at(i).unwrap_or(0.0), rs, cs, packed);
-            } else {
-                pack_b(k, n, &t.to_f32_vec(), rs, cs, packed);
-            }
-            if a.alpha != 1.0 {
-                packed.iter_mut().for_each(|x| *x *= a.alpha);
-            }
+            // f32 (often the mapped file): no intermediate copy of a large matrix. Stored
+            // once per weight and packing (layers sharing a weight share it).
+            let form = format!(
+                "packed B {k}x{n} rs={rs} cs={cs} alpha={:#x}",
+                a.alpha.to_bits()
+            );
+            let off = w.form_f32(&[t], form, packed_b_len(k, n), |packed| {
+                pack_b_of(t, k, n, 0, rs, cs, packed);
+                if a.alpha != 1.0 {
+                    packed.iter_mut().for_each(|x| *x *= a.alpha);
+                }
+            });
             (Operand::Weights(off), true)
         }
         None => (cx.arena(bv)?, false),
@@ -96,9 +97,14 @@ pub(super) fn gemm(
     {
         let cshape = cx.ty(cv).shape.clone();
         let (e, c_op) = match cx.constant(cv) {
+            Some(t) if a.beta == 1.0 => (Ew::Copy, Operand::Weights(w.tensor_f32(t))),
             Some(t) => {
-                let v: Vec<f32> = t.to_f32_vec().iter().map(|x| x * a.beta).collect();
-                (Ew::Copy, Operand::Weights(w.f32_vec(v)))
+                let form = format!("scaled by {:#x}", a.beta.to_bits());
+                let off = w.form_f32(&[t], form, t.numel(), |dst| {
+                    t.write_f32s(dst);
+                    dst.iter_mut().for_each(|x| *x *= a.beta);
+                });
+                (Ew::Copy, Operand::Weights(off))
             }
             None => (
                 if a.beta == 1.0 {
@@ -144,6 +150,25 @@ pub(super) fn gemm(
         }
     }
     Ok(())
+}
+
+/// Packs the `k x n` matrix at element `start` of constant `t` (strides `rs`, `cs`) into
+/// `out` ([`pack_b`]'s layout): an f32 weight straight from its bytes (often the mapped file,
+/// at any alignment), another dtype through a converted copy.
+fn pack_b_of(t: &Tensor, k: usize, n: usize, start: usize, rs: usize, cs: usize, out: &mut [f32]) {
+    if t.dtype() == DType::F32 {
+        pack_b_le(
+            k,
+            n,
+            t.bytes().get(start * 4..).unwrap_or_default(),
+            rs,
+            cs,
+            out,
+        );
+    } else {
+        let v = t.to_f32_vec();
+        pack_b(k, n, v.get(start..).unwrap_or_default(), rs, cs, out);
+    }
 }
 
 /// Byte strides over `out` batch dims of an operand with batch dims `dims` (right-aligned,
@@ -211,21 +236,15 @@ pub(super) fn matmul(
     };
     let (b_op, b_packed, b_slice) = match cx.constant(bv) {
         Some(t) => {
-            let v = t.to_f32_vec();
             let len = packed_b_len(k, n);
             let slices = prod(&bb);
-            let mut packed = vec![0.0f32; len * slices];
-            for s in 0..slices {
-                pack_b(
-                    k,
-                    n,
-                    &v[s * k * n..(s + 1) * k * n],
-                    n,
-                    1,
-                    &mut packed[s * len..(s + 1) * len],
-                );
-            }
-            (Operand::Weights(w.f32_vec(packed)), true, len * 4)
+            let form = format!("packed B {slices}x{k}x{n}");
+            let off = w.form_f32(&[t], form, len * slices, |packed| {
+                for (s, out) in packed.chunks_exact_mut(len.max(1)).enumerate() {
+                    pack_b_of(t, k, n, s * k * n, n, 1, out);
+                }
+            });
+            (Operand::Weights(off), true, len * 4)
         }
         None => (cx.arena(bv)?, false, k * n * 4),
     };
@@ -315,65 +334,6 @@ pub(super) fn pool_call(
     Ok(())
 }
 
-/// The activation fused into the epilogue of Conv node `id`, with its node: the sole reader
-/// of the conv's (non-graph-output) result is a Relu, Clip or LeakyRelu on f32 that reads it
-/// once and writes in place, into the same arena offset. Such an activation node then emits
-/// nothing (see [`fused_into_conv`]); both sides decide from the graph and plan alone.
-pub(super) fn fused_activation(
-    g: &Graph,
-    plan: &ArenaPlan,
-    id: NodeId,
-) -> Option<(NodeId, Activation)> {
-    let n = g.node(id);
-    if !matches!(n.op, Op::Conv(_)) || n.outputs.len() != 1 {
-        return None;
-    }
-    let y = n.outputs[0];
-    if g.outputs.contains(&y) || g.value(y).ty.dtype != DType::F32 {
-        return None;
-    }
-    let readers = g.consumers(y);
-    let [act_id] = readers[..] else {
-        return None;
-    };
-    let an = g.node(act_id);
-    let act = match &an.op {
-        Op::Unary(UnaryOp::Relu) => Activation::Relu,
-        Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu(*alpha),
-        Op::Unary(UnaryOp::Clip { min, max }) => Activation::Clip(
-            min.map_or(f32::NEG_INFINITY, |x| x as f32),
-            max.map_or(f32::INFINITY, |x| x as f32),
-        ),
-        _ => return None,
-    };
-    let out = *an.outputs.first()?;
-    if an.outputs.len() != 1
-        || an.inputs.first() != Some(&y)
-        || an.inputs.iter().filter(|&&v| v == y).count() != 1
-        || g.value(out).ty != g.value(y).ty
-    {
-        return None;
-    }
-    let offset = |v: ValueId| {
-        let b = *plan.liveness.value_buffer.get(&v)?;
-        plan.placement.offsets.get(b).copied()
-    };
-    (offset(y)? == offset(out)?).then_some((act_id, act))
-}
-
-/// Whether node `id` is an activation already applied by its producer's conv epilogue.
-pub(super) fn fused_into_conv(g: &Graph, plan: &ArenaPlan, id: NodeId) -> bool {
-    let Some(&x) = g.node(id).inputs.first() else {
-        return false;
-    };
-    match g.value(x).kind {
-        ValueKind::Computed(conv) => {
-            fused_activation(g, plan, conv).is_some_and(|(act, _)| act == id)
-        }
-        _ => false,
-    }
-}
-
 /// Bytes of the scratch buffer planned for node `cx.id` (0 when none).
 pub(super) fn planned_scratch(cx: &Ctx<'_>) -> usize {
     cx.plan
@@ -397,7 +357,7 @@ pub(super) fn conv(
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
     let bias = cx.g.node(cx.id).inputs.get(2).copied();
     let groups = a.group.max(1);
-    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |(_, act)| act);
+    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |f| f.act);
     let [act_kind, act_a, act_b] = act.encode();
     let mut params = ConvParams::from_shapes(
         &xs,
@@ -415,10 +375,21 @@ pub(super) fn conv(
     // Constant weights are packed at compile time; run-time ones are read as they are (OIHW
     // rows, packed by the GEMM core into the A part of the scratch as it goes).
     let weights = match cx.constant(wv) {
-        Some(wt) => Operand::Weights(w.f32_vec(crate::gemm::conv::prepare_weights(
-            &mut params,
-            &wt.to_f32_vec(),
-        ))),
+        Some(wt) => {
+            use crate::gemm::conv::{mark_packed, prepare_weights, prepared_len};
+            mark_packed(&mut params);
+            let form = format!(
+                "conv weights m={} k={} group={} packed={}",
+                params.m,
+                params.k(),
+                params.group,
+                params.packed_a
+            );
+            let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
+                prepare_weights(&mut params.clone(), src, out);
+            });
+            Operand::Weights(off)
+        }
         None => {
             params.packed_a = 0;
             cx.arena(wv)?
@@ -439,7 +410,7 @@ pub(super) fn conv(
     params.tile = tile as u64;
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
-            Some(t) => Operand::Weights(w.f32_vec(t.to_f32_vec())),
+            Some(t) => Operand::Weights(w.tensor_f32(t)),
             None => cx.arena(bv)?,
         },
         None => Operand::Null,

@@ -369,22 +369,14 @@ fn variadic_typed(
 /// Pow on f32: a constant scalar exponent of 1, 0.5 or -1 is Copy, Sqrt or Reciprocal;
 /// another constant integer up to 64 in magnitude is repeated squaring; anything else (any
 /// constant, or an f32 tensor, broadcast) is the general `exp(y ln |x|)` kernel. A constant
-/// exponent of another dtype is converted to f32 first.
+/// exponent of another dtype is converted to f32 first. Other types: [`super::pow`].
 fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
     let (x, e, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
     let (xt, et, yt) = (cx.ty(x), cx.ty(e), cx.ty(y));
     let konst = cx.constant(e);
     if xt.dtype != DType::F32 || (et.dtype != DType::F32 && konst.is_none()) {
-        return Err(cx.err(format!(
-            "no kernel for Pow on {} with a {} {} exponent yet (f32 only)",
-            xt.dtype.name(),
-            if konst.is_some() {
-                "constant"
-            } else {
-                "non-constant"
-            },
-            et.dtype.name()
-        )));
+        // Integer bases and run-time exponents of other types: the host kernel.
+        return super::pow::pow_any(cx, prog, w);
     }
     let (xs, es, ys) = (xt.shape.clone(), et.shape.clone(), yt.shape.clone());
     let xo = cx.operand(x, w)?;
@@ -403,7 +395,7 @@ fn pow(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), E
         _ => {}
     }
     let eo = match konst {
-        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.f32s(&t.to_f32_vec())),
+        Some(t) if t.dtype() != DType::F32 => Operand::Weights(w.tensor_f32(t)),
         _ => cx.operand(e, w)?,
     };
     let desc = EwDesc::new(Ew::Pow, &[&xs, &es], &ys);

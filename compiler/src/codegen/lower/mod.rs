@@ -5,10 +5,14 @@ mod control;
 mod convt;
 mod dense;
 mod elementwise;
+mod epilogue;
 mod indexing;
 mod movement;
 mod norm;
+mod pool3d;
+mod pow;
 mod reduce;
+mod sample;
 mod spectral;
 
 use super::kernels::conv::PoolDesc;
@@ -28,7 +32,8 @@ use crate::ir::types::{DType, TensorType};
 use crate::ops::{LrnAttrs, Op, ReduceKind, VariadicOp};
 use convt::conv_transpose;
 use cranelift_module::FuncId;
-use dense::{conv, fused_into_conv, gemm, matmul, pool_call, window};
+use dense::{conv, gemm, matmul, pool_call, window};
+use epilogue::fused_into_conv;
 use movement::{copy_call, movement, resize};
 
 /// Where a graph being lowered sits: the main graph, or a subgraph of a control node.
@@ -331,9 +336,10 @@ fn prod(d: &[usize]) -> usize {
     d.iter().product()
 }
 
-/// The activation node whose work node `id`'s kernel does in its epilogue (a Conv's Relu).
-pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Option<NodeId> {
-    dense::fused_activation(g, plan, id).map(|(act, _)| act)
+/// The activation nodes whose work node `id`'s kernel does in its epilogue (a Conv's Relu,
+/// or Sigmoid and Mul).
+pub(super) fn epilogue_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Vec<NodeId> {
+    epilogue::fused_activation(g, plan, id).map_or_else(Vec::new, |f| f.nodes)
 }
 
 /// Emits the calls of node `id` of graph `g` (planned by `plan`, placed by `frame`).
@@ -349,7 +355,7 @@ pub(super) fn node(
     let n = g.node(id);
     let op = &n.op;
     // An activation applied in place by its producer's conv epilogue: nothing left to do.
-    if matches!(op, Op::Unary(_)) && fused_into_conv(g, plan, id) {
+    if fused_into_conv(g, plan, id) {
         return Ok(());
     }
     if op.is_view() {
@@ -391,36 +397,22 @@ pub(super) fn node(
         Op::BatchNormalization { epsilon, .. } => {
             cx.all_f32()?;
             let x = cx.input(0)?;
-            let params: Vec<Vec<f64>> = (1..5)
+            let params: Vec<&Tensor> = (1..5)
                 .map(|i| {
                     let v = cx.input(i)?;
-                    cx.constant(v).map(|t| t.to_f64_vec()).ok_or_else(|| {
+                    cx.constant(v).ok_or_else(|| {
                         cx.err("no kernel for non-constant BatchNormalization parameters yet")
                     })
                 })
                 .collect::<Result<_, _>>()?;
-            let (scale, bias, mean, var) = (&params[0], &params[1], &params[2], &params[3]);
-            let s: Vec<f32> = scale
-                .iter()
-                .zip(var)
-                .map(|(g, v)| (g / (v + f64::from(*epsilon)).sqrt()) as f32)
-                .collect();
-            let t: Vec<f32> = bias
-                .iter()
-                .zip(mean)
-                .zip(&s)
-                .map(|((b, m), s)| (b - m * f64::from(*s)) as f32)
-                .collect();
             let xs = &cx.ty(x).shape;
             let c = xs.get(1).copied().unwrap_or(1);
+            // Folded to y = x * s + t per channel, each stored once per parameter set.
+            let (s, t) = batch_norm_forms(&params, *epsilon, c, w);
             let mut cshape = vec![c];
             cshape.extend(std::iter::repeat_n(1, xs.len().saturating_sub(2)));
             let desc = EwDesc::new(Ew::MulAdd, &[xs, &cshape, &cshape], &out_shape);
-            let args = vec![
-                cx.arena(x)?,
-                Operand::Weights(w.f32_vec(s)),
-                Operand::Weights(w.f32_vec(t)),
-            ];
+            let args = vec![cx.arena(x)?, Operand::Weights(s), Operand::Weights(t)];
             ew_call(&cx, prog, w, desc, args, cx.arena(y)?)
         }
         Op::Softmax {
@@ -478,6 +470,9 @@ pub(super) fn node(
             if n.outputs.len() > 1 {
                 return Err(cx.err("no kernel for MaxPool with Indices yet"));
             }
+            if a.kernel.len() == 3 {
+                return pool3d::lower(&cx, a, true, prog);
+            }
             let x = cx.input(0)?;
             let xs = &cx.ty(x).shape;
             let win = window(
@@ -497,6 +492,9 @@ pub(super) fn node(
         }
         Op::AveragePool(a) => {
             cx.all_f32()?;
+            if a.kernel.len() == 3 {
+                return pool3d::lower(&cx, a, false, prog);
+            }
             let x = cx.input(0)?;
             let xs = &cx.ty(x).shape;
             let win = window(
@@ -606,8 +604,38 @@ pub(super) fn node(
         Op::Loop(a) => control::lower_loop(&cx, a, prog, w),
         Op::Dft(_) | Op::Stft(_) => spectral::dft(&cx, prog, w),
         Op::MelWeightMatrix(a) => spectral::mel(&cx, a, prog, w),
+        Op::Sample(s) => sample::lower(&cx, s, prog, w),
         _ => Err(cx.err(format!("no kernel for {} yet", op.name()))),
     }
+}
+
+/// Inference BatchNormalization's per-channel scale `s = gamma / sqrt(var + eps)` and shift
+/// `t = beta - mean * s` (computed in f64, rounded once; `s` rounded before `t` uses it), for
+/// `c` channels of the constants `[gamma, beta, mean, var]`: their weights offsets.
+fn batch_norm_forms(
+    p: &[&Tensor],
+    epsilon: f32,
+    c: usize,
+    w: &mut WeightsBuilder,
+) -> (usize, usize) {
+    let eps = epsilon.to_bits();
+    let at = |v: &[f64], i: usize| v.get(i).copied().unwrap_or(0.0);
+    let scales = || {
+        let (g, v) = (p[0].to_f64_vec(), p[3].to_f64_vec());
+        (0..c)
+            .map(|i| (at(&g, i) / (at(&v, i) + f64::from(epsilon)).sqrt()) as f32)
+            .collect::<Vec<f32>>()
+    };
+    let s = w.form_f32(p, format!("bn scale eps={eps:#x}"), c, |out| {
+        out.copy_from_slice(&scales());
+    });
+    let t = w.form_f32(p, format!("bn shift eps={eps:#x}"), c, |out| {
+        let (b, m) = (p[1].to_f64_vec(), p[2].to_f64_vec());
+        for (i, (x, s)) in out.iter_mut().zip(scales()).enumerate() {
+            *x = (at(&b, i) - at(&m, i) * f64::from(s)) as f32;
+        }
+    });
+    (s, t)
 }
 
 /// Sum/Mean/Max/Min of three or more inputs: the output starts as one input (the one stored

@@ -1,4 +1,5 @@
-//! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding,
+//! Import-time expansion of composite ONNX ops (Attention, RotaryEmbedding, Einsum, SwiGLU,
+//! CausalConvWithState,
 //! NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, QuantizeLinear, DequantizeLinear,
 //! DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearConv, QLinearMatMul) into nodes of
 //! ops arenac already has, as ONNX's own function bodies do.
@@ -11,7 +12,9 @@
 //! still names the original node; their intermediate values are named the same way.
 
 mod attention;
+mod einsum;
 mod exact;
+mod gated;
 mod loss;
 mod rotary;
 // Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger).
@@ -30,9 +33,12 @@ use crate::ops::ctx::{CtxInput, NodeCtx};
 
 /// The op types expanded at import, with the first default-domain opset defining each (they
 /// are handled up to [`crate::ops::MAX_OPSET`]).
-pub const EXPANDED: [(&str, i64); 11] = [
+pub const EXPANDED: [(&str, i64); 14] = [
     ("Attention", 23),
     ("RotaryEmbedding", 23),
+    ("Einsum", 12),
+    ("SwiGLU", 28),
+    ("CausalConvWithState", 27),
     ("NegativeLogLikelihoodLoss", 12),
     ("SoftmaxCrossEntropyLoss", 12),
     // Quantization.
@@ -81,6 +87,9 @@ pub fn expand(
     match node.op_type() {
         "Attention" => attention::expand(&ctx, node, &mut e)?,
         "RotaryEmbedding" => rotary::expand(&ctx, node, &mut e)?,
+        "Einsum" => einsum::expand(&ctx, node, &mut e)?,
+        "SwiGLU" => gated::expand_swiglu(&ctx, node, &mut e)?,
+        "CausalConvWithState" => gated::expand_causal_conv(&ctx, node, &mut e)?,
         "NegativeLogLikelihoodLoss" => loss::expand_nll(&ctx, node, &mut e)?,
         "SoftmaxCrossEntropyLoss" => loss::expand_sce(&ctx, node, &mut e)?,
         // Quantization.

@@ -419,8 +419,9 @@ fn bit_shift(dtype: DType, left: bool, p: i64, q: i64) -> i64 {
     }
 }
 
-/// Integer power, wrapping; a negative exponent truncates `1 / base^-e` toward zero.
-fn int_pow(base: i64, e: i64, exp_dtype: DType) -> Result<i64, OpError> {
+/// Integer `base^e` with wrapping products (numpy's integer power); a negative `e` (of a signed
+/// `exp_dtype`) gives `1/base^|e|` truncated. `0` to a negative power is an error.
+pub(crate) fn int_pow(base: i64, e: i64, exp_dtype: DType) -> Result<i64, OpError> {
     if e < 0 && exp_dtype != DType::U64 {
         return match base {
             0 => Err(OpError::Unsupported(

@@ -1,0 +1,327 @@
+//! Direct convolution (no im2col): the AVX-512 path of [`super::conv`] for ungrouped
+//! convolutions at horizontal stride 1 or 2 whose output rows are wide enough to fill
+//! 16-lane vectors.
+//!
+//! The weights are packed at compile time ([`pack`], [`super::conv::prepare_weights`] with
+//! `packed_a` = [`DIRECT_PACKED`]): per panel of 12 output channels, each K step's 12 weights
+//! side by side (the broadcast order), rows past `M` zero: the size of the GEMM kernel's
+//! packed A, so the weights region and the plan are the same as for the im2col path (whose
+//! scratch is left unused here).
+//!
+//! One *unit* is one image, one output row and one panel of up to 12 output channels. The
+//! row is walked in chunks of `NV` 16-pixel vectors; for each chunk an `MB x NV` block of
+//! accumulators (`MB` = 12, 8 or 4 channels: the last panel of `M % 12` rows takes the
+//! smallest that covers it) sums, for every tap `(ci, ky, kx)` in K order, one broadcast
+//! weight times `NV` input vectors loaded at the tap's column offset (stride 2: the even
+//! lanes of two loads, one permute). Input columns outside the row (the padding) are masked
+//! off the loads (zero); input rows outside the plane are left out of the row's tap range.
+//! Bias and the fused activation ([`super::act::x86::act512`]) are applied in registers
+//! before a masked store.
+//!
+//! Each output element is summed in K order by the same instructions whatever unit, chunk or
+//! thread computes it: results are bit-identical at every thread count.
+
+use super::conv::ConvParams;
+use super::split::SyncPtr;
+
+/// Widest kernel the path takes (the per-chunk load masks live on the stack).
+const MAX_KW: usize = 16;
+
+/// [`ConvParams::packed_a`] of weights packed by [`pack`].
+pub(super) const DIRECT_PACKED: u64 = 2;
+
+/// Packs `m x k` weights (row-major) into `out` (`m.div_ceil(12) * 12 * k` floats): row `r`,
+/// step `s` at `(r / 12) * k * 12 + s * 12 + r % 12`, rows past `m` zero.
+pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
+    for (ip, panel) in out.chunks_exact_mut(k * 12).enumerate() {
+        for (s, step) in panel.chunks_exact_mut(12).enumerate() {
+            for (r, o) in step.iter_mut().enumerate() {
+                let row = ip * 12 + r;
+                *o = if row < m {
+                    w.get(row * k + s).copied().unwrap_or(0.0)
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+}
+
+/// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups,
+/// horizontal stride 1 (or 2 with at most 4 input channels),
+/// a kernel of at most [`MAX_KW`] columns, not pointwise, output rows of at least 14 pixels
+/// (and `ARENAC_CONV_DIRECT` is not `0`: im2col instead, for comparisons).
+pub(super) fn applies(p: &ConvParams) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ARENAC_CONV_DIRECT").map_or(true, |v| v != "0"))
+        && cfg!(target_arch = "x86_64")
+        && p.packed_a != 0
+        && super::selected_kernel().name.starts_with("avx512")
+        && p.group <= 1
+        // Stride 2 beats im2col (measured) only for few input channels: first layers.
+        && (p.stride_w == 1 || (p.stride_w == 2 && p.c <= 4))
+        && p.stride_h >= 1
+        && p.kw as usize <= MAX_KW
+        && p.ow >= 14
+        && !p.is_pointwise()
+        && super::selected_kernel().mr == 12
+}
+
+/// The geometry as `usize`s.
+#[derive(Clone, Copy)]
+struct Geom {
+    c: usize,
+    h: usize,
+    w: usize,
+    m: usize,
+    kh: usize,
+    kw: usize,
+    pt: isize,
+    pl: isize,
+    sh: usize,
+    sw: usize,
+    dh: usize,
+    dw: usize,
+    oh: usize,
+    ow: usize,
+    k: usize,
+}
+
+impl Geom {
+    fn new(p: &ConvParams) -> Self {
+        let u = |v: u64| v as usize;
+        let k = p.k();
+        Geom {
+            c: u(p.c),
+            h: u(p.h),
+            w: u(p.w),
+            m: u(p.m),
+            kh: u(p.kh),
+            kw: u(p.kw),
+            pt: p.pad_t as isize,
+            pl: p.pad_l as isize,
+            sh: u(p.stride_h).max(1),
+            sw: u(p.stride_w).max(1),
+            dh: u(p.dil_h).max(1),
+            dw: u(p.dil_w).max(1),
+            oh: u(p.oh),
+            ow: u(p.ow),
+            k,
+        }
+    }
+}
+
+/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
+///
+/// # Safety
+/// That of [`super::conv::arenac_conv2d`] without the scratch, with `p.packed_a` =
+/// [`DIRECT_PACKED`] (so `w` holds the weights packed by [`pack`]) and an AVX-512F CPU.
+pub(super) unsafe fn run(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let g = Geom::new(p);
+        let act = p.activation();
+        let panels = g.m.div_ceil(12);
+        let units = p.n as usize * g.oh * panels;
+        let width = (p.threads.max(1) as usize).min(crate::par::threads());
+        let unit_macs = 12 * g.ow * g.k;
+        let per = (super::split::MIN_TASK_MACS / unit_macs.max(1)).max(1);
+        let tasks = units.div_ceil(per);
+        let bias = (p.has_bias != 0).then_some(SyncPtr(bias.cast_mut()));
+        let (x, w, y) = (SyncPtr(x.cast_mut()), SyncPtr(w.cast_mut()), SyncPtr(y));
+        crate::par::for_each(tasks, width, |t, _| {
+            for u in t * per..((t + 1) * per).min(units) {
+                // Panels innermost: consecutive units share their input rows.
+                let (img, oy, ip) = (u / (g.oh * panels), (u / panels) % g.oh, u % panels);
+                let xi = x.get().cast_const().wrapping_add(img * g.c * g.h * g.w);
+                let yi = y.get().wrapping_add(img * g.m * g.oh * g.ow);
+                let b = bias.as_ref().map(|b| b.get().cast_const());
+                // SAFETY: the contract; unit u writes only output row oy of its panel's
+                // channels of image img; the CPU has AVX-512F (`applies`).
+                unsafe {
+                    if g.sw == 2 {
+                        x86::row::<2>(&g, xi, w.get().cast_const(), b, act, yi, oy, ip)
+                    } else {
+                        x86::row::<1>(&g, xi, w.get().cast_const(), b, act, yi, oy, ip)
+                    }
+                };
+            }
+        });
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, x, w, bias, y);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Geom, MAX_KW};
+    use crate::gemm::act::Activation;
+    use crate::gemm::act::x86::act512;
+    use core::arch::x86_64::*;
+
+    /// Output row `oy` of panel `ip` (channels `12 ip ..`) of one image (`x`, `y` at the
+    /// image), every chunk of it.
+    ///
+    /// # Safety
+    /// AVX-512F; `x` readable for the image's `c*h*w` floats, `w` the packed weights,
+    /// `bias` (if any) `m` floats, `y` writable for the image's `m*oh*ow` floats.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn row<const S: usize>(
+        g: &Geom,
+        x: *const f32,
+        w: *const f32,
+        bias: Option<*const f32>,
+        act: Activation,
+        y: *mut f32,
+        oy: usize,
+        ip: usize,
+    ) {
+        let rows = (g.m - ip * 12).min(12);
+        let mut ox = 0;
+        // SAFETY: the contract of this function, passed on to each chunk inside the row.
+        unsafe {
+            match rows {
+                9..=12 => {
+                    while ox < g.ow {
+                        let nv = (g.ow - ox).div_ceil(16);
+                        match nv {
+                            1 => chunk::<12, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<12, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                        }
+                        ox += 32;
+                    }
+                }
+                5..=8 => {
+                    while ox < g.ow {
+                        match (g.ow - ox).div_ceil(16) {
+                            1 => chunk::<8, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<8, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<8, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                        }
+                        ox += 48;
+                    }
+                }
+                _ => {
+                    while ox < g.ow {
+                        match (g.ow - ox).div_ceil(16) {
+                            1 => chunk::<4, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<4, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            3 => chunk::<4, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<4, 4, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                        }
+                        ox += 64;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lanes `lo..hi` of a 16-lane mask (empty when `hi <= lo`).
+    #[inline(always)]
+    fn lanes(lo: isize, hi: isize) -> u16 {
+        let (lo, hi) = (lo.clamp(0, 16), hi.clamp(0, 16));
+        if hi <= lo {
+            return 0;
+        }
+        let ones = |n: isize| ((1u32 << n) - 1) as u16;
+        ones(hi) & !ones(lo)
+    }
+
+    /// Output pixels `ox .. ox + 16 NV` (clipped to the row) of row `oy`, channels
+    /// `12 ip .. 12 ip + rows` (`rows <= MB`).
+    ///
+    /// # Safety
+    /// That of [`row`], and `rows <= MB`, `ox < ow`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn chunk<const MB: usize, const NV: usize, const S: usize>(
+        g: &Geom,
+        x: *const f32,
+        w: *const f32,
+        bias: Option<*const f32>,
+        act: Activation,
+        y: *mut f32,
+        oy: usize,
+        ip: usize,
+        rows: usize,
+        ox: usize,
+    ) {
+        // SAFETY: AVX-512F (inlined into `row`) and the memory of the contract: every
+        // access below stays inside the operands it names.
+        unsafe {
+            // Load masks per kernel column, vector and (stride 2) half: input columns inside
+            // the row. Lane i of vector v reads column (ox + 16 v + i) S + kx dw - pl.
+            let mut masks = [[0u16; 8]; MAX_KW];
+            for (kx, mk) in masks.iter_mut().enumerate().take(g.kw) {
+                for (j, m) in mk.iter_mut().enumerate().take(NV * S) {
+                    let (v, half) = (j / S, j % S);
+                    let c0 = ((ox + 16 * v) * S + 16 * half + kx * g.dw) as isize - g.pl;
+                    *m = lanes(-c0, g.w as isize - c0);
+                }
+            }
+            let mut acc = [[_mm512_setzero_ps(); NV]; MB];
+            let evens =
+                _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let plane = g.h * g.w;
+            // Taps ky0..ky1 fall inside the input (iy grows with ky).
+            let iy_of = |ky: usize| (oy * g.sh + ky * g.dh) as isize - g.pt;
+            let ky0 = (0..g.kh).find(|&ky| iy_of(ky) >= 0).unwrap_or(g.kh);
+            let ky1 = (ky0..g.kh)
+                .find(|&ky| iy_of(ky) >= g.h as isize)
+                .unwrap_or(g.kh);
+            // Panel ip: element (row r, step s) at s * 12 + r.
+            let wpanel = w.wrapping_add(ip * g.k * 12);
+            for ci in 0..g.c {
+                for ky in ky0..ky1 {
+                    let iy = iy_of(ky) as usize;
+                    let row = x.wrapping_add(ci * plane + iy * g.w);
+                    let wrow = wpanel.wrapping_add(((ci * g.kh + ky) * g.kw) * 12);
+                    for (kx, mk) in masks.iter().enumerate().take(g.kw) {
+                        let c0 = (ox * S + kx * g.dw) as isize - g.pl;
+                        let mut xs = [_mm512_setzero_ps(); NV];
+                        for (v, xv) in xs.iter_mut().enumerate() {
+                            // Only lanes inside input row iy of channel ci are read.
+                            let at = row.wrapping_offset(c0 + (16 * S * v) as isize);
+                            *xv = if S == 1 {
+                                _mm512_maskz_loadu_ps(mk[v], at)
+                            } else {
+                                // Columns 2i of 32: the even lanes of two loads.
+                                let lo = _mm512_maskz_loadu_ps(mk[2 * v], at);
+                                let hi = _mm512_maskz_loadu_ps(mk[2 * v + 1], at.wrapping_add(16));
+                                _mm512_permutex2var_ps(lo, evens, hi)
+                            };
+                        }
+                        let wp = wrow.wrapping_add(kx * 12);
+                        for (r, ar) in acc.iter_mut().enumerate() {
+                            // Row r < MB <= 12 of this K step of the packed panel.
+                            let wv = _mm512_set1_ps(*wp.add(r));
+                            for (a, &xv) in ar.iter_mut().zip(&xs) {
+                                *a = _mm512_fmadd_ps(wv, xv, *a);
+                            }
+                        }
+                    }
+                }
+            }
+            let out = g.oh * g.ow;
+            for (r, ar) in acc.iter().enumerate().take(rows) {
+                let ch = ip * 12 + r;
+                // Channel ch < m of the bias.
+                let b = _mm512_set1_ps(bias.map_or(0.0, |b| *b.add(ch)));
+                let dst = y.wrapping_add(ch * out + oy * g.ow + ox);
+                for (v, &a) in ar.iter().enumerate() {
+                    let m = lanes(0, g.ow as isize - (ox + 16 * v) as isize);
+                    let a = act512(act, _mm512_add_ps(a, b));
+                    // Pixels ox + 16 v + i < ow of row oy of channel ch.
+                    _mm512_mask_storeu_ps(dst.wrapping_add(16 * v), m, a);
+                }
+            }
+        }
+    }
+}

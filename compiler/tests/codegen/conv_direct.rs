@@ -1,0 +1,137 @@
+//! The direct convolution path (horizontal stride 1, or 2 with at most 4 input channels; no
+//! groups; output rows of at least 14 pixels; AVX-512, constant weights): random geometries
+//! — kernels 1..7 by 1..7, strides (vertical 1..3), dilations, asymmetric pads wider than
+//! the kernel's reach, output channel counts whose last panel has 1..12 rows, rows that end
+//! mid-vector, 1-d convs, batches — with no activation, Relu and a fused SiLU, against the
+//! reference evaluation. On such a CPU each case must take the path.
+
+use arenac_compiler::gemm::conv::ConvParams;
+use arenac_compiler::gemm::kernel_name;
+
+use crate::common::*;
+
+#[test]
+fn direct_conv_random_against_reference() {
+    let mut rng = Rng(0xd1_2ec7);
+    let avx512 = kernel_name().starts_with("avx512");
+    let pick = |rng: &mut Rng, lo: usize, hi: usize| lo + (rng.next() as usize) % (hi - lo + 1);
+    let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+    for case in 0..60 {
+        let one_d = case % 5 == 4;
+        let (n, c, m) = (
+            pick(&mut rng, 1, 2),
+            pick(&mut rng, 1, 20),
+            pick(&mut rng, 1, 40),
+        );
+        let (kh, kw) = if one_d {
+            (1, pick(&mut rng, 1, 7))
+        } else {
+            (pick(&mut rng, 1, 7), pick(&mut rng, 1, 7))
+        };
+        let (dh, dw) = (pick(&mut rng, 1, 2), pick(&mut rng, 1, 2));
+        // Pads up to 3 (beyond a small kernel's reach: whole rows and vectors of padding);
+        // at least one pad so a 1x1 kernel is no pointwise conv.
+        let pads = [0, 1, 2, 3].map(|_| pick(&mut rng, 0, 3));
+        let pads = if pads.iter().all(|&p| p == 0) {
+            [1, 0, 0, 0]
+        } else {
+            pads
+        };
+        let (pt, pl, pb, pr) = if one_d {
+            (0, pads[1], 0, pads[3])
+        } else {
+            (pads[0], pads[1], pads[2], pads[3])
+        };
+        let (span_h, span_w) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+        // Horizontal stride 1 or 2, vertical 1 to 3.
+        let (sh, sw) = if one_d {
+            (1, pick(&mut rng, 1, 2))
+        } else {
+            (pick(&mut rng, 1, 3), pick(&mut rng, 1, 2))
+        };
+        // Stride 2 takes the path with at most 4 input channels.
+        let c = if sw == 2 { c.min(4) } else { c };
+        let h = if one_d {
+            1
+        } else {
+            span_h + pick(&mut rng, 0, 12)
+        };
+        // Output widths 14..=80: whole vectors, partial ones, several chunks.
+        let ow = pick(&mut rng, 14, 80);
+        // At least 13 + 1 - 6 columns; sometimes one more than the last window reads.
+        let w = (ow - 1) * sw + span_w - pl - pr + pick(&mut rng, 0, sw - 1);
+        let oh = (h + pt + pb - span_h) / sh + 1;
+        let (xs, ws, ys, attrs) = if one_d {
+            (
+                vec![n, c, w],
+                vec![m, c, kw],
+                vec![n, m, ow],
+                vec![
+                    ("kernel_shape", ints(&[kw])),
+                    ("strides", ints(&[sw])),
+                    ("dilations", ints(&[dw])),
+                    ("pads", ints(&[pl, pr])),
+                ],
+            )
+        } else {
+            (
+                vec![n, c, h, w],
+                vec![m, c, kh, kw],
+                vec![n, m, oh, ow],
+                vec![
+                    ("kernel_shape", ints(&[kh, kw])),
+                    ("strides", ints(&[sh, sw])),
+                    ("dilations", ints(&[dh, dw])),
+                    ("pads", ints(&[pt, pl, pb, pr])),
+                ],
+            )
+        };
+        let spatial = |v: &[usize]| v[2..].to_vec();
+        let mut p = ConvParams::from_shapes(
+            &xs,
+            &ys,
+            &spatial(&ws),
+            &if one_d { vec![sw] } else { vec![sh, sw] },
+            &if one_d { vec![dw] } else { vec![dh, dw] },
+            &if one_d {
+                vec![pl, pr]
+            } else {
+                vec![pt, pl, pb, pr]
+            },
+            1,
+        )
+        .expect("2-d geometry");
+        p.packed_a = 1;
+        assert_eq!(
+            p.is_direct(),
+            avx512,
+            "case {case}: {xs:?} * {ws:?} -> {ys:?}"
+        );
+        let bias = case % 3 != 0;
+        let mut mb = ModelBuilder::new("conv", 14)
+            .input("x", DType::F32, &dims(&xs))
+            .initializer("w", &rng.tensor(&ws, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if bias {
+            mb = mb.initializer("b", &rng.tensor(&[m], -1.0, 1.0));
+            ins.push("b");
+        }
+        mb = mb
+            .output("y", DType::F32, &dims(&ys))
+            .node("conv", "Conv", &ins, &["c"], attrs);
+        let model = match case % 3 {
+            0 => mb.node("r", "Relu", &["c"], &["a"], vec![]),
+            1 => mb.node("s", "Sigmoid", &["c"], &["s"], vec![]).node(
+                "m",
+                "Mul",
+                &["c", "s"],
+                &["a"],
+                vec![],
+            ),
+            _ => mb.node("r", "Identity", &["c"], &["a"], vec![]),
+        }
+        .node("neg", "Neg", &["a"], &["y"], vec![])
+        .build();
+        check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
+    }
+}
