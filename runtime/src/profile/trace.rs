@@ -21,35 +21,13 @@
 use serde_json::{Value, json};
 
 use super::Profile;
+use arenac_compiler::import::text::elem_type_name;
 use arenac_compiler::ir::types::{DType, TensorType};
 
-/// ONNX Runtime's name of a tensor element type (`tensor(float)` without the wrapper).
+/// ONNX Runtime's name of a tensor element type (`tensor(float)` without the wrapper): ONNX's
+/// element type names, which cover every [`DType`].
 fn ort_type(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "float",
-        DType::F64 => "double",
-        DType::F16 => "float16",
-        DType::BF16 => "bfloat16",
-        DType::I8 => "int8",
-        DType::I16 => "int16",
-        DType::I32 => "int32",
-        DType::I64 => "int64",
-        DType::U8 => "uint8",
-        DType::U16 => "uint16",
-        DType::U32 => "uint32",
-        DType::U64 => "uint64",
-        DType::Bool => "bool",
-        DType::F8E4M3FN => "float8e4m3fn",
-        DType::F8E4M3FNUZ => "float8e4m3fnuz",
-        DType::F8E5M2 => "float8e5m2",
-        DType::F8E5M2FNUZ => "float8e5m2fnuz",
-        DType::F8E8M0 => "float8e8m0",
-        DType::F4E2M1 => "float4e2m1",
-        DType::I4 => "int4",
-        DType::U4 => "uint4",
-        DType::I2 => "int2",
-        DType::U2 => "uint2",
-    }
+    elem_type_name(d.to_onnx()).unwrap_or("unknown")
 }
 
 fn type_shapes(ts: &[TensorType]) -> Value {

@@ -76,6 +76,15 @@ fn elem_type(name: &str) -> Option<i32> {
     ELEM_TYPES.iter().find(|(n, _)| *n == name).map(|&(_, c)| c)
 }
 
+/// ONNX's name of the element type with `TensorProto.DataType` code `code` (`float`,
+/// `bfloat16`, `float8e4m3fn`...), as ONNX Runtime also spells it inside `tensor(...)`.
+pub fn elem_type_name(code: i32) -> Option<&'static str> {
+    ELEM_TYPES
+        .iter()
+        .find(|&&(_, c)| c == code)
+        .map(|&(n, _)| n)
+}
+
 /// Non-tensor type keywords.
 const TYPE_KEYWORDS: &[&str] = &["seq", "map", "optional", "sparse_tensor", "opaque"];
 
