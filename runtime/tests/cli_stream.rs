@@ -98,10 +98,16 @@ fn streamed_outputs_equal_the_whole_array_run() {
         let files: Vec<_> = std::fs::read_dir(&streamed).unwrap().collect();
         assert_eq!(files.len(), 1, "no partial file left: {files:?}");
     }
-    // 100 rows at batch 32: 4 batches, the last padded.
+    // 100 rows at batch 32: 4 batches, the last run by a program for its 4 rows.
     let (_, out, _) = arenac(&["run", &model, "--input", &samples, "--batch", "32"]);
     assert!(
-        out.contains("rows:    100 in 4 batches; the last has 4 rows, padded to 32"),
+        out.contains(
+            "rows:    100 in 4 batches; the last has 4 rows, run by a program compiled for 4"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("staging: ") && out.contains("tail:    arena + weights"),
         "{out}"
     );
 }

@@ -344,3 +344,122 @@ fn mapped_rss(path: &Path) -> Option<usize> {
     let kb: usize = rss[4..].trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
 }
+
+/// `y = Softmax(x, axis 0)` over rows of 3: every output row depends on every row of its
+/// batch, so zero rows padding a tail batch would change the tail's outputs.
+fn row_mixing_model(dir: &Path) -> std::path::PathBuf {
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+    let m = ModelBuilder::new("mix", 17)
+        .input("x", DType::F32, &[Dim::Sym("N"), Dim::N(3)])
+        .node(
+            "sm",
+            "Softmax",
+            &["x"],
+            &["y"],
+            vec![("axis", Attr::Int(0))],
+        )
+        .output("y", DType::F32, &[])
+        .build();
+    let path = dir.join("mix.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn a_tail_batch_is_exact_for_a_model_mixing_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = row_mixing_model(dir.path());
+    let rows = 10;
+    let x: Vec<f32> = (0..rows * 3)
+        .map(|i| ((i * 7 % 11) as f32) * 0.3 - 1.0)
+        .collect();
+    let xp = dir.path().join("x.npy");
+    write_f32(&xp, vec![rows, 3], &x);
+    let xm = MappedNpy::open(&xp).unwrap();
+    // Each batch's outputs are the model run on that batch's rows alone (f64 softmax down
+    // each column): batches 0..4, 4..8 and the tail 8..10.
+    let mut expected = vec![0f32; rows * 3];
+    for (a, b) in [(0, 4), (4, 8), (8, 10)] {
+        for c in 0..3 {
+            let col = |r: usize| f64::from(x[r * 3 + c]);
+            let total: f64 = (a..b).map(|r| col(r).exp()).sum();
+            for r in a..b {
+                expected[r * 3 + c] = (col(r).exp() / total) as f32;
+            }
+        }
+    }
+    let mut runner = BatchRunner::new(&model, &CompileOptions::default(), 4).unwrap();
+    for round in 0..2 {
+        let mut y = vec![0u8; rows * 12];
+        let stats = runner
+            .run(&[("x", &xm)], &mut [y.as_mut_slice()][..])
+            .unwrap();
+        assert_eq!((stats.batches, stats.batch), (3, 4), "round {round}");
+        assert!(stats.tail_plan_bytes.is_some(), "round {round}");
+        for (i, (g, e)) in to_f32(&y).iter().zip(&expected).enumerate() {
+            assert!(
+                (g - e).abs() < 1e-6,
+                "round {round}, element {i}: {g} vs {e}"
+            );
+        }
+        // The tail program replaced the main one; the next run compiles it again.
+        assert!(runner.model().is_none());
+    }
+    // A multiple of the batch runs on the main program only.
+    let mut y = vec![0u8; rows * 12];
+    let mut runner = BatchRunner::new(&model, &CompileOptions::default(), 5).unwrap();
+    let stats = runner
+        .run(&[("x", &xm)], &mut [y.as_mut_slice()][..])
+        .unwrap();
+    assert_eq!((stats.batches, stats.tail_plan_bytes), (2, None));
+    assert!(runner.model().is_some());
+}
+
+#[test]
+fn bad_bool_rows_stop_the_run_from_the_reader_thread() {
+    use arenac_compiler::import::builder::{Dim, ModelBuilder};
+    use prost::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let m = ModelBuilder::new("not", 17)
+        .input("b", DType::Bool, &[Dim::Sym("N"), Dim::N(2)])
+        .node("not", "Not", &["b"], &["y"], vec![])
+        .output("y", DType::Bool, &[])
+        .build();
+    let model = dir.path().join("not.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    // 10 rows of 2 bools; row 6 holds a 2.
+    let mut data = vec![0u8; 20];
+    data[13] = 2;
+    let path = dir.path().join("b.npy");
+    npy::write_npy(
+        &path,
+        TensorBuf::new(DType::Bool, vec![10, 2], data)
+            .unwrap()
+            .view(),
+    )
+    .unwrap();
+    let b = MappedNpy::open(&path).unwrap();
+    let mut runner = BatchRunner::new(&model, &CompileOptions::default(), 4).unwrap();
+    struct Rows(Vec<usize>);
+    impl arenac::stream::RowSink for Rows {
+        fn write_rows(
+            &mut self,
+            _: usize,
+            first: usize,
+            _: TensorRef<'_>,
+        ) -> Result<(), StreamError> {
+            self.0.push(first);
+            Ok(())
+        }
+    }
+    let mut seen = Rows(Vec::new());
+    let e = runner.run(&[("b", &b)], &mut seen).unwrap_err().to_string();
+    assert!(
+        e.contains("b.npy: bool data holds a byte other than 0 or 1 in rows 4..8")
+            && !e.contains('\n'),
+        "{e}"
+    );
+    // The first batch ran; the bad one did not.
+    assert_eq!(seen.0, vec![0]);
+}

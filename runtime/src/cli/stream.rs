@@ -156,9 +156,10 @@ pub fn run(job: Job<'_>, out: &mut String) -> anyhow::Result<()> {
         (None, _, _) => "--batch".to_string(),
     };
     let _ = writeln!(out, "batch:   {} rows ({how})", r.batch);
-    let tail = match r.rows % r.batch {
-        0 => String::new(),
-        t => format!("; the last has {t} rows, padded to {}", r.batch),
+    let tail = match (r.rows % r.batch, r.fixed_batch) {
+        (0, _) => String::new(),
+        (t, true) => format!("; the last has {t} rows, padded to {}", r.batch),
+        (t, false) => format!("; the last has {t} rows, run by a program compiled for {t}"),
     };
     let _ = writeln!(
         out,
@@ -176,6 +177,19 @@ pub fn run(job: Job<'_>, out: &mut String) -> anyhow::Result<()> {
     let _ = writeln!(out, "time:    {} ({rate:.0} rows/s)", duration(r.elapsed));
     let _ = writeln!(out, "arena:   {}", bytes(r.arena_bytes));
     let _ = writeln!(out, "weights: {}", bytes(r.weights_bytes));
+    let _ = writeln!(
+        out,
+        "staging: {} (reader: 2 batches of input rows, writer: 2 of output rows)",
+        bytes(r.staging_bytes)
+    );
+    if let Some(t) = r.tail_plan_bytes {
+        let _ = writeln!(
+            out,
+            "tail:    arena + weights {} (the tail program replaced the main one's {})",
+            bytes(t),
+            bytes(r.arena_bytes + r.weights_bytes)
+        );
+    }
     if let Some(peak) = peak_rss_bytes() {
         let _ = writeln!(out, "peak RSS: {} (VmHWM)", bytes(peak));
     }

@@ -20,10 +20,12 @@ pub struct AutoBatch {
     pub limit: Budget,
 }
 
-/// The staging a streaming run of `batch` rows holds besides the arena: the mapped input
-/// rows of the current batch (released behind the cursor) and the padded copy of the tail
-/// batch, so twice a batch of input rows; and the writer thread's two buffers per output
-/// (double buffering: batch k − 1 written while batch k runs), twice a batch of output rows.
+/// The staging a streaming run of `batch` rows holds besides arena + weights: the reader
+/// thread's two staging buffers per input (batch k + 1 filled while batch k runs) and the
+/// writer thread's two buffers per output (batch k − 1 written while batch k runs), so
+/// twice a batch of input rows and twice a batch of output rows. (The mapped pages the
+/// reader is copying, at most 1 MiB per input, are
+/// part of the fixed overhead.)
 pub fn staging_bytes(batch: usize, input_row_bytes: usize, output_row_bytes: usize) -> usize {
     batch
         .saturating_mul(input_row_bytes.saturating_add(output_row_bytes))

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::drain::Drain;
-use super::{AutoBatch, BatchRunner, MappedNpy, NpyRowWriter, RowSink, StreamError, auto_batch};
+use super::{
+    AutoBatch, BatchRunner, MappedNpy, NpyRowWriter, RowSink, StreamError, auto_batch,
+    staging_bytes,
+};
 use crate::CompileOptions;
 use crate::session::TensorRef;
 
@@ -50,6 +53,12 @@ pub struct FileReport {
     pub arena_bytes: usize,
     /// The model's weight bytes.
     pub weights_bytes: usize,
+    /// Staging at the batch used ([`super::staging_bytes`]): what the run holds besides
+    /// arena + weights.
+    pub staging_bytes: usize,
+    /// Arena + weights of the tail program, when the last batch ran on one; it replaced the
+    /// main program (never both at once).
+    pub tail_plan_bytes: Option<usize>,
     /// Outputs written: `(graph output name, file)`.
     pub written: Vec<(String, PathBuf)>,
     /// `(correct, rows)` with labels.
@@ -136,7 +145,13 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
         elapsed: stats.elapsed,
         compile_time,
         arena_bytes: runner.arena_bytes(),
-        weights_bytes: runner.model().summary().weights_bytes,
+        weights_bytes: runner.weights_bytes(),
+        staging_bytes: staging_bytes(
+            stats.batch,
+            runner.inputs().iter().map(|s| s.row_bytes).sum(),
+            runner.outputs().iter().map(|s| s.row_bytes).sum(),
+        ),
+        tail_plan_bytes: stats.tail_plan_bytes,
         written,
         accuracy: has_labels.then_some((correct, rows)),
     })

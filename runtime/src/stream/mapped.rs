@@ -153,6 +153,28 @@ impl MappedNpy {
         }
     }
 
+    /// Gives back the mapped pages holding rows `rows` (`MADV_DONTNEED`), from the page where
+    /// row `rows.start` begins to the page where row `rows.end` begins (that one is kept: the
+    /// next rows start on it). For a reader going front to back, called on each chunk it has
+    /// copied, so at most a chunk of the file is resident. Failures are ignored.
+    pub fn release_rows(&self, rows: Range<usize>) {
+        let end = rows.end.min(self.rows());
+        let (Some(a), Some(b)) = (self.byte_of(rows.start.min(end)), self.byte_of(end)) else {
+            return;
+        };
+        let page = page_size();
+        let (a, b) = (a - a % page, b - b % page);
+        if b > a {
+            // SAFETY: as in `release_before`: a read-only private file mapping, never written,
+            // so the dropped pages are read back from the file if touched again; callers
+            // copy the rows out before releasing them.
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(UncheckedAdvice::DontNeed, a, b - a)
+            };
+        }
+    }
+
     /// Asks the kernel to start reading `rows` in now (`madvise MADV_WILLNEED`), so they are
     /// resident when a later batch reads them: called for batch k + 1 before batch k runs.
     /// Rows past the end are ignored; failures too (the rows are then read on first touch).

@@ -5,8 +5,10 @@
 //! - [`MappedNpy`]: a C-order `.npy` mapped read-only; pages behind the cursor are released
 //!   (`MADV_DONTNEED`), so the resident set stays flat however large the file.
 //! - [`BatchRunner`]: the model compiled for a batch of N rows (a symbolic first dim bound to
-//!   N; a fixed one used as is); the tail batch is padded with zero rows whose outputs are
-//!   dropped.
+//!   N; a fixed one used as is). A reader thread stages batch k + 1's rows (two recycled
+//!   buffers per input) while batch k runs. The tail batch runs on a program compiled for
+//!   its row count (exact for any model); a fixed-batch model pads it with zero rows whose
+//!   outputs are dropped.
 //! - [`NpyRowWriter`]: an output `.npy` whose header (with the full row count) is written
 //!   first, under a temporary name renamed when every row is in.
 //! - [`auto_batch`]: the largest N whose arena + weights + staging fit the memory limit.
@@ -17,7 +19,8 @@
 //! use arenac::stream::{BatchRunner, MappedNpy};
 //! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
 //!
-//! // 100 digit images of 64 floats, run in batches of 32 (the last one padded).
+//! // 100 digit images of 64 floats, run in batches of 32 (the last, of 4 rows, by a program
+// compiled for 4).
 //! let samples = MappedNpy::open("models/digits/samples.npy".as_ref())?;
 //! let model = "models/digits/digits.onnx".as_ref();
 //! let mut runner = BatchRunner::new(model, &CompileOptions::default(), 32)?;
@@ -40,6 +43,7 @@ mod auto;
 mod drain;
 mod files;
 mod mapped;
+mod reader;
 mod runner;
 mod writer;
 

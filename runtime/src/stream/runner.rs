@@ -1,13 +1,15 @@
 //! The batch runner: one compiled program run over row ranges of mapped inputs, each batch's
 //! output rows handed to a [`RowSink`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::time::{Duration, Instant};
 
 use arenac_compiler::import::inputs::declared_inputs;
 use arenac_compiler::import::load_model_file;
 use arenac_compiler::ir::types::ShapeDisplay;
 
+use super::reader::{ReadJob, Staged, read_batches};
 use super::{MappedNpy, StreamError};
 use crate::session::{Session, TensorRef};
 use crate::{CompileOptions, DType, Model, compile_file};
@@ -74,8 +76,11 @@ pub struct StreamStats {
     pub rows: usize,
     /// Rows per batch.
     pub batch: usize,
-    /// Batches run (the last one padded when `rows` is not a multiple of `batch`).
+    /// Batches run.
     pub batches: usize,
+    /// Arena + weights of the tail program, when the last batch ran on one (a symbolic batch
+    /// dim and `rows` not a multiple of `batch`); a fixed-batch model pads its tail instead.
+    pub tail_plan_bytes: Option<usize>,
     /// Time spent running and handing rows to the sink (compiling excluded).
     pub elapsed: Duration,
 }
@@ -84,22 +89,44 @@ pub struct StreamStats {
 ///
 /// A symbolic (or `-1`/`?`) first dim of the graph's inputs is bound to the batch size asked
 /// for; a model whose inputs have a fixed first dim runs at that batch whatever was asked
-/// ([`BatchRunner::fixed_batch`]). The last, partial batch is **padded**: its rows are
-/// copied into a staging buffer whose remaining rows are zero, and the outputs of the
-/// padding rows are dropped. This is exact for every model whose rows do not interact
-/// (no op reduces or mixes across the batch dim), which is what batching a data set assumes.
-/// Every graph input and output must have the batch as its first dim. While batch k runs,
-/// the kernel reads batch k + 1's rows in (`MADV_WILLNEED`); consumed rows are released.
+/// ([`BatchRunner::fixed_batch`]). Every graph input and output must have the batch as its
+/// first dim.
+///
+/// **The last, partial batch is exact for every model.** With a symbolic batch dim it runs
+/// on a second program compiled for its row count when it is reached; the main program and
+/// its arena are freed first, so the two never live at once (the tail's arena is the
+/// smaller one for every planner-monotone model; [`StreamStats::tail_plan_bytes`] tells),
+/// and the next [`BatchRunner::run`] compiles the main one again. A fixed-batch model
+/// cannot run fewer rows: its tail is padded with zero rows whose outputs are dropped, exact
+/// for models whose rows do not interact (no op reducing or mixing across the batch dim).
+///
+/// While batch k runs, a reader thread copies batch k + 1's rows from the mappings into the
+/// second of two staging buffers per input (recycled, allocated once per run) and releases
+/// the copied pages; the running thread copies a staged batch into the arena.
 #[derive(Debug)]
 pub struct BatchRunner {
-    model: Model,
-    session: Session,
+    path: PathBuf,
+    opts: CompileOptions,
+    /// The program loaded: the main one (full batches) or a tail one.
+    program: Option<Program>,
     batch: usize,
     symbol: Option<String>,
     inputs: Vec<RowSlot>,
     outputs: Vec<RowSlot>,
-    /// One staging buffer per input for the padded tail batch (allocated when first needed).
-    tail: Vec<Vec<u8>>,
+    arena_bytes: usize,
+    weights_bytes: usize,
+    plan_bytes: usize,
+}
+
+/// A compiled program for batches of `rows` rows, its session and its slot shapes.
+#[derive(Debug)]
+struct Program {
+    rows: usize,
+    model: Model,
+    session: Session,
+    /// `[rows, ...row shape]` of each input and output.
+    input_shapes: Vec<Vec<usize>>,
+    output_shapes: Vec<Vec<usize>>,
 }
 
 /// The label of the graph's free batch dim (`N`, or `x[0]` for an anonymous one): the first
@@ -124,52 +151,38 @@ impl BatchRunner {
             ));
         }
         let symbol = batch_symbol(model)?;
-        let opts = match &symbol {
-            Some(s) => opts.clone().with_shape(s.clone(), vec![batch]),
-            None => opts.clone(),
-        };
-        let compiled = compile_file(model, &opts)?;
-        let session = compiled.session()?;
-        let batch = match (&symbol, session.inputs().first()) {
-            (Some(_), _) => batch,
-            (None, Some(slot)) => slot.ty.shape.first().copied().unwrap_or(1),
-            (None, None) => {
-                return Err(StreamError::Input(format!(
-                    "{}: the model has no inputs to stream",
-                    model.display()
-                )));
-            }
-        };
-        let rows_of = |kind: &str, slots: &[crate::IoSlot]| -> Result<Vec<RowSlot>, StreamError> {
+        let main = Program::compile(model, opts, symbol.as_deref(), batch)?;
+        let batch = main.rows;
+        // Program::compile checked that every slot's first dim is the batch.
+        let rows_of = |slots: &[crate::IoSlot]| -> Vec<RowSlot> {
             slots
                 .iter()
-                .map(|s| match s.ty.shape.split_first() {
-                    Some((&b, row)) if b == batch => Ok(RowSlot {
+                .map(|s| {
+                    let row = s.ty.shape.get(1..).unwrap_or_default();
+                    RowSlot {
                         name: s.name.clone(),
                         dtype: s.ty.dtype,
                         row_shape: row.to_vec(),
                         row_bytes: arenac_compiler::ir::types::checked_numel(row)
                             .unwrap_or(0)
                             .saturating_mul(s.ty.dtype.size()),
-                    }),
-                    _ => Err(StreamError::Input(format!(
-                        "{kind} '{}' {} does not have the batch ({batch}) as its first dim, so \
-                         the model cannot be run in batches of rows",
-                        s.name, s.ty
-                    ))),
+                    }
                 })
                 .collect()
         };
-        let inputs = rows_of("input", session.inputs())?;
-        let outputs = rows_of("output", session.outputs())?;
+        let inputs = rows_of(main.session.inputs());
+        let outputs = rows_of(main.session.outputs());
         Ok(BatchRunner {
-            model: compiled,
-            session,
+            path: model.to_path_buf(),
+            opts: opts.clone(),
             batch,
             symbol,
-            tail: vec![Vec::new(); inputs.len()],
             inputs,
             outputs,
+            arena_bytes: main.session.arena_bytes(),
+            weights_bytes: main.model.summary().weights_bytes,
+            plan_bytes: main.model.plan().total_bytes(),
+            program: Some(main),
         })
     }
 
@@ -179,19 +192,33 @@ impl BatchRunner {
     }
 
     /// Whether the model fixes its batch (no free first dim): it ran at [`Self::batch`]
-    /// whatever was asked.
+    /// whatever was asked, and its tail batch is padded.
     pub fn fixed_batch(&self) -> bool {
         self.symbol.is_none()
     }
 
-    /// The compiled model.
-    pub fn model(&self) -> &Model {
-        &self.model
+    /// The main program (full batches); `None` after a run that ended on a tail program,
+    /// until the next run compiles it again.
+    pub fn model(&self) -> Option<&Model> {
+        self.program
+            .as_ref()
+            .filter(|p| p.rows == self.batch)
+            .map(|p| &p.model)
     }
 
-    /// The session's arena bytes.
+    /// The main program's arena bytes.
     pub fn arena_bytes(&self) -> usize {
-        self.session.arena_bytes()
+        self.arena_bytes
+    }
+
+    /// The model's weight bytes.
+    pub fn weights_bytes(&self) -> usize {
+        self.weights_bytes
+    }
+
+    /// The main program's arena + weights.
+    pub fn plan_bytes(&self) -> usize {
+        self.plan_bytes
     }
 
     /// The inputs as rows, in graph-input order.
@@ -206,8 +233,10 @@ impl BatchRunner {
 
     /// Runs every row of `inputs` (each graph input by name, once; all with the same row
     /// count, the slot's dtype and row shape), batch by batch, handing each output's rows to
-    /// `sink`. Input pages behind the cursor are released as it goes. Fails before running
-    /// anything on a mismatch, naming the inputs.
+    /// `sink`. A reader thread stages batch k + 1 while batch k runs (see the type's doc);
+    /// input pages are released once copied. Fails before running anything on a mismatch,
+    /// naming the inputs; an error on the reader thread (bad bool data) ends the run with
+    /// that error.
     pub fn run(
         &mut self,
         inputs: &[(&str, &MappedNpy)],
@@ -217,93 +246,119 @@ impl BatchRunner {
         let rows = ordered.first().map_or(0, |m| m.rows());
         let started = Instant::now();
         let batch = self.batch;
-        let mut out_shape: Vec<Vec<usize>> = self
-            .outputs
-            .iter()
-            .map(|o| {
-                std::iter::once(0)
-                    .chain(o.row_shape.iter().copied())
-                    .collect()
-            })
-            .collect();
-        let mut batches = 0;
-        let mut start = 0;
-        while start < rows {
-            let n = batch.min(rows - start);
-            let mut full = Vec::with_capacity(ordered.len());
-            for (k, m) in ordered.iter().enumerate() {
-                let slot = &self.inputs[k];
-                let bytes = m.rows_bytes(start..start + n).ok_or_else(|| {
-                    StreamError::Input(format!(
-                        "{}: rows {start}..{} are past the end of the file",
-                        m.path().display(),
-                        start + n
-                    ))
-                })?;
-                if slot.dtype == DType::Bool && bytes.iter().any(|&b| b > 1) {
-                    return Err(StreamError::Input(format!(
-                        "{}: bool data holds a byte other than 0 or 1 in rows {start}..{}",
-                        m.path().display(),
-                        start + n
-                    )));
-                }
-                if n < batch {
-                    // The tail: a copy padded with zero rows, whose outputs are dropped.
-                    let buf = &mut self.tail[k];
-                    buf.clear();
-                    buf.extend_from_slice(bytes);
-                    buf.resize(batch * slot.row_bytes, 0);
-                }
-                full.push(bytes);
-            }
-            let shapes: Vec<Vec<usize>> = self
+        let job = ReadJob {
+            inputs: ordered,
+            dtypes: self.inputs.iter().map(|s| s.dtype).collect(),
+            batch,
+            pad_tail: self.symbol.is_none(),
+        };
+        // Two sets of staging buffers, allocated here once and recycled.
+        let (give_back, free) = channel::<Vec<Vec<u8>>>();
+        for _ in 0..2 {
+            let set = self
                 .inputs
                 .iter()
-                .map(|s| {
-                    std::iter::once(batch)
-                        .chain(s.row_shape.iter().copied())
-                        .collect()
-                })
+                .map(|s| Vec::with_capacity(batch.saturating_mul(s.row_bytes)))
                 .collect();
-            let views = full
+            // The receiver is alive (held above): cannot fail.
+            let _ = give_back.send(set);
+        }
+        let (to_runner, filled) = sync_channel::<Result<Staged, StreamError>>(1);
+        let (batches, tail_plan_bytes) = std::thread::scope(|scope| {
+            let reader = std::thread::Builder::new()
+                .name("arenac-reader".into())
+                .spawn_scoped(scope, move || read_batches(job, free, to_runner))
+                .map_err(|e| StreamError::Input(format!("cannot start the reader thread: {e}")))?;
+            // Hanging up (`filled` and `give_back` dropped by `run_batches`) stops the reader.
+            let ran = self.run_batches(filled, give_back, sink);
+            let joined = reader.join();
+            match (ran, joined) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(_)) => Err(StreamError::Input("the reader thread panicked".into())),
+                (Ok(done), Ok(())) => Ok(done),
+            }
+        })?;
+        Ok(StreamStats {
+            rows,
+            batch,
+            batches,
+            tail_plan_bytes,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// The running side: each staged batch through its program, outputs to `sink`, buffers
+    /// back to the reader. Returns the batches run and the tail program's arena + weights.
+    fn run_batches(
+        &mut self,
+        filled: Receiver<Result<Staged, StreamError>>,
+        give_back: Sender<Vec<Vec<u8>>>,
+        sink: &mut (impl RowSink + ?Sized),
+    ) -> Result<(usize, Option<usize>), StreamError> {
+        let mut batches = 0;
+        let mut tail_plan = None;
+        for staged in filled {
+            let staged = staged?;
+            let n = staged.rows;
+            // A full batch (every batch of a fixed-batch model) runs on the main program,
+            // a symbolic-batch tail on one compiled for its rows. Only one lives at a time:
+            // the other is dropped (its arena freed) before compiling.
+            let want = if self.symbol.is_none() { self.batch } else { n };
+            if self.program.as_ref().is_none_or(|p| p.rows != want) {
+                self.program = None;
+                self.program = Some(Program::compile(
+                    &self.path,
+                    &self.opts,
+                    self.symbol.as_deref(),
+                    want,
+                )?);
+            }
+            let Some(program) = self.program.as_mut() else {
+                return Err(StreamError::Input("no program is loaded".into()));
+            };
+            if program.rows != self.batch {
+                tail_plan = Some(program.model.plan().total_bytes());
+            }
+            let views = staged
+                .bufs
                 .iter()
                 .zip(&self.inputs)
-                .zip(&shapes)
-                .zip(&self.tail)
-                .map(|(((bytes, slot), shape), tail)| {
-                    let data: &[u8] = if n == batch { bytes } else { tail };
+                .zip(&program.input_shapes)
+                .map(|((buf, slot), shape)| {
+                    let data = buf.get(..program.rows * slot.row_bytes).unwrap_or_default();
                     Ok((
                         slot.name.as_str(),
                         TensorRef::from_bytes(slot.dtype, shape, data)?,
                     ))
                 })
                 .collect::<Result<Vec<_>, StreamError>>()?;
-            // The next batch's rows are read in by the kernel while this one runs.
-            for m in &ordered {
-                m.prefetch(start + n..start + n + batch);
-            }
-            let outputs = self.session.run(&views)?;
-            for (i, (slot, shape)) in self.outputs.iter().zip(&mut out_shape).enumerate() {
+            let outputs = program.session.run(&views)?;
+            for (i, (slot, shape)) in self
+                .outputs
+                .iter()
+                .zip(&mut program.output_shapes)
+                .enumerate()
+            {
                 let t = outputs.get(i).ok_or_else(|| {
                     StreamError::Input(format!("output {i} '{}' is missing", slot.name))
                 })?;
-                shape[0] = n;
+                // Padding rows (a fixed-batch tail) are dropped.
                 let kept = t.bytes().get(..n * slot.row_bytes).unwrap_or_default();
-                sink.write_rows(i, start, TensorRef::from_bytes(slot.dtype, shape, kept)?)?;
+                let full = std::mem::replace(&mut shape[0], n);
+                let sent = TensorRef::from_bytes(slot.dtype, shape, kept)
+                    .map_err(StreamError::from)
+                    .and_then(|rows| sink.write_rows(i, staged.start, rows));
+                shape[0] = full;
+                sent?;
             }
-            start += n;
+            drop(views);
             batches += 1;
-            for m in &ordered {
-                m.release_before(start);
-            }
-            sink.batch_done(start);
+            let done = staged.start + n;
+            // The reader may have stopped (it sent its last batch): nothing to give back to.
+            let _ = give_back.send(staged.bufs);
+            sink.batch_done(done);
         }
-        Ok(StreamStats {
-            rows,
-            batch,
-            batches,
-            elapsed: started.elapsed(),
-        })
+        Ok((batches, tail_plan))
     }
 
     /// The inputs in graph-input order, checked against the slots and each other.
@@ -368,5 +423,57 @@ impl BatchRunner {
     fn input_names(&self) -> String {
         let names: Vec<&str> = self.inputs.iter().map(|s| s.name.as_str()).collect();
         names.join(", ")
+    }
+}
+
+impl Program {
+    /// Compiles `model` for batches of `rows` rows: the symbolic batch dim bound to `rows`,
+    /// or the model's own batch when it fixes it. Every graph input and output must have
+    /// the batch as its first dim.
+    fn compile(
+        model: &Path,
+        opts: &CompileOptions,
+        symbol: Option<&str>,
+        rows: usize,
+    ) -> Result<Program, StreamError> {
+        let opts = match symbol {
+            Some(s) => opts.clone().with_shape(s, vec![rows]),
+            None => opts.clone(),
+        };
+        let compiled = compile_file(model, &opts)?;
+        let session = compiled.session()?;
+        let rows = match (symbol, session.inputs().first()) {
+            (Some(_), _) => rows,
+            (None, Some(slot)) => slot.ty.shape.first().copied().unwrap_or(1),
+            (None, None) => {
+                return Err(StreamError::Input(format!(
+                    "{}: the model has no inputs to stream",
+                    model.display()
+                )));
+            }
+        };
+        let shapes =
+            |kind: &str, slots: &[crate::IoSlot]| -> Result<Vec<Vec<usize>>, StreamError> {
+                slots
+                    .iter()
+                    .map(|s| match s.ty.shape.first() {
+                        Some(&b) if b == rows => Ok(s.ty.shape.clone()),
+                        _ => Err(StreamError::Input(format!(
+                            "{kind} '{}' {} does not have the batch ({rows}) as its first dim, so \
+                         the model cannot be run in batches of rows",
+                            s.name, s.ty
+                        ))),
+                    })
+                    .collect()
+            };
+        let input_shapes = shapes("input", session.inputs())?;
+        let output_shapes = shapes("output", session.outputs())?;
+        Ok(Program {
+            rows,
+            model: compiled,
+            session,
+            input_shapes,
+            output_shapes,
+        })
     }
 }
