@@ -398,3 +398,122 @@ fn progress_lines_when_asked() {
     let (code, _, err) = run(&["--no-progress", "--progress"]);
     assert!(code == 0 && err.contains("progress: 100/100"), "{err}");
 }
+
+#[test]
+fn shape_binds_the_other_dims_and_not_the_batch() {
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+    // x: [N, T], both symbolic; y = Softmax(x, axis 1): each row on its own.
+    let dir = tempfile::tempdir().unwrap();
+    let m = ModelBuilder::new("nt", 17)
+        .input("x", DType::F32, &[Dim::Sym("N"), Dim::Sym("T")])
+        .node(
+            "sm",
+            "Softmax",
+            &["x"],
+            &["y"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .output("y", DType::F32, &[])
+        .build();
+    let model = dir.path().join("nt.onnx");
+    std::fs::write(&model, m.encode_to_vec()).unwrap();
+    let x = dir.path().join("x.npy");
+    write_rows(&x, 10, 5, 0.25);
+    let input = format!("x={}", s(&x));
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", s(&model), "--input", &input, "--batch", "4"];
+        args.extend_from_slice(extra);
+        arenac(&args)
+    };
+    // T bound by --shape (by name or as x[1]), N by --batch: every row is exact.
+    for t in ["T=5", "x[1]=5"] {
+        let (code, stdout, err) = run(&["--shape", t, "--output-dir", s(&out)]);
+        assert_eq!(code, 0, "{t}: {err}");
+        assert!(stdout.contains("rows:    10 in 3 batches"), "{stdout}");
+        let y = npy::read_npy(&out.join("output_0.npy")).unwrap();
+        assert_eq!(y.view().shape(), &[10, 5]);
+        let y = y.view().to_f32_vec();
+        for r in 0..10 {
+            let row: Vec<f64> = (0..5)
+                .map(|c| f64::from((r * 5 + c) as f32 * 0.25))
+                .collect();
+            let total: f64 = row.iter().map(|v| v.exp()).sum();
+            for c in 0..5 {
+                let e = (row[c].exp() / total) as f32;
+                assert!((y[r * 5 + c] - e).abs() < 1e-6, "{t}: row {r}: {y:?}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    // A --shape that binds the batch dim (even to the batch size): one line naming it.
+    for spec in ["N=3", "N=4", "x=4x5", "x[0]=4"] {
+        let (code, _, err) = run(&["--shape", spec, "--shape", "T=5", "--output-dir", s(&out)]);
+        assert_one_line_error(
+            code,
+            &err,
+            &format!(
+                "--shape {}: binds the batch dim N, which --batch sets",
+                spec
+            ),
+        );
+        assert_no_output(&out);
+    }
+    // Also with --batch auto.
+    let (code, _, err) = arenac(&[
+        "run",
+        s(&model),
+        "--input",
+        &input,
+        "--batch",
+        "auto",
+        "--shape",
+        "N=2",
+    ]);
+    assert_one_line_error(code, &err, "--shape N=2: binds the batch dim N");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_writer_failing_mid_run_leaves_no_output() {
+    use std::os::unix::process::CommandExt;
+    // 10,000 digit rows in batches of 1000: output_0 is 400 KB, written as batches finish.
+    // The child may write files of at most 100 KB (RLIMIT_FSIZE, SIGXFSZ ignored so the
+    // write fails with EFBIG): the writer thread fails after a few batches.
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.npy");
+    write_rows(&x, 10_000, 64, 0.001);
+    let out = dir.path().join("out");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_arenac"));
+    cmd.args([
+        "run",
+        &repo("models/digits/digits.onnx"),
+        "--input",
+        &format!("pixels={}", s(&x)),
+        "--batch",
+        "1000",
+        "--output-dir",
+        s(&out),
+    ]);
+    // SAFETY: between fork and exec only async-signal-safe calls (signal, setrlimit).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 100_000,
+                rlim_max: 100_000,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_one_line_error(o.status.code().unwrap_or(-1), &err, ".output_0.npy.partial");
+    assert!(err.contains("File too large"), "{err}");
+    // Neither a finished-looking output_0.npy nor the partial file is left.
+    assert_no_output(&out);
+}

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use arenac_compiler::arena::budget::{Budget, MemoryLimit, bisect_largest, default_budget};
 
-use super::{StreamError, batch_symbol};
+use super::StreamError;
+use super::runner::batch_dim;
 use crate::{CompileOptions, MemoryLimitSpec, compile_file};
 
 /// The batch `--batch auto` chose and what it costs.
@@ -53,7 +54,7 @@ pub fn auto_batch(
             )
         })?,
     };
-    let symbol = batch_symbol(model)?;
+    let symbol = batch_dim(model, opts)?;
     // Candidates are planned without a limit (the search compares against it itself) and
     // without generating code.
     let mut plan_opts = opts.clone().without_codegen();

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::time::{Duration, Instant};
 
-use arenac_compiler::import::inputs::declared_inputs;
+use arenac_compiler::import::inputs::{bind_inputs, declared_inputs};
 use arenac_compiler::import::load_model_file;
 use arenac_compiler::ir::types::ShapeDisplay;
 
@@ -141,6 +141,45 @@ pub fn batch_symbol(model: &Path) -> Result<Option<String>, StreamError> {
         .find_map(|d| d.leading_symbol()))
 }
 
+/// The model's free batch dim ([`batch_symbol`]), checked against `opts`' shape bindings:
+/// in batches, the batch size sets that dim (and the tail's row count, for the tail
+/// program), so a binding of it (the symbol, `x[0]`, or a whole input shape) is an error
+/// naming that `--shape`; bindings of the other dims are kept.
+pub(super) fn batch_dim(
+    model: &Path,
+    opts: &CompileOptions,
+) -> Result<Option<String>, StreamError> {
+    let proto = load_model_file(model)?;
+    let graph = proto.graph.as_ref().ok_or_else(|| {
+        StreamError::Input(format!("{}: the model has no graph", model.display()))
+    })?;
+    let declared = declared_inputs(graph)?;
+    let Some(symbol) = declared.iter().find_map(|d| d.leading_symbol()) else {
+        return Ok(None);
+    };
+    if opts.shapes.is_empty() {
+        return Ok(Some(symbol));
+    }
+    // The user's bindings on their own first: their errors are theirs.
+    bind_inputs(&declared, &opts.shapes)?;
+    for (name, dims) in &opts.shapes {
+        let binds_batch = [1, 2].into_iter().any(|k| {
+            let pair = [(symbol.clone(), vec![k]), (name.clone(), dims.clone())];
+            bind_inputs(&declared, &pair).is_err()
+        });
+        if binds_batch {
+            let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+            return Err(StreamError::Input(format!(
+                "--shape {name}={}: binds the batch dim {symbol}, which --batch sets (the \
+                 batch size, and the last batch's row count); give --shape for the other \
+                 dims only",
+                dims.join("x")
+            )));
+        }
+    }
+    Ok(Some(symbol))
+}
+
 impl BatchRunner {
     /// Compiles `model` with `opts` for batches of `batch` rows (see the type's doc for
     /// fixed-batch models) and creates its session.
@@ -150,7 +189,7 @@ impl BatchRunner {
                 "the batch size must be at least 1".into(),
             ));
         }
-        let symbol = batch_symbol(model)?;
+        let symbol = batch_dim(model, opts)?;
         let main = Program::compile(model, opts, symbol.as_deref(), batch)?;
         let batch = main.rows;
         // Program::compile checked that every slot's first dim is the batch.
