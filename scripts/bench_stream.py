@@ -5,10 +5,20 @@ labels to /tmp (never commit them), runs arenac with `--batch auto --memory-limi
 then alternates arenac and onnxruntime (2 intra-op threads, batches sliced from a numpy
 memmap, outputs into a memmapped .npy) at the batch arenac chose. Prints rows/s and peak RSS.
 
+`--overlap` measures instead how much of the I/O the reader and writer threads hide: it
+alternates (a) compute alone: `arenac run --repeat` on one batch of the same rows held in
+memory, no output written (rows/s = batch / median time per run), and (b) the streaming run
+with the input file evicted from the page cache before each run (posix_fadvise
+POSIX_FADV_DONTNEED on that file only, after an fsync; `fincore` shows what stays cached)
+and every output written. Prints each round and the medians.
+
     python scripts/bench_stream.py [--arenac target/release/arenac] [--rounds 2]
+        [--overlap [--threads N]]
 """
 
 import argparse
+import os
+import statistics
 import re
 import resource
 import subprocess
@@ -31,8 +41,10 @@ def make_data():
     np.save(LABELS, l[np.arange(ROWS) % 100].astype(np.int64))
 
 
-def arenac(exe, batch):
+def arenac(exe, batch, threads=None):
     args = [exe, "run", MODEL, "--input", f"pixels={X}", "--batch", batch, "--output-dir", OUT]
+    if threads:
+        args += ["--threads", str(threads)]
     if batch == "auto":
         args += ["--memory-limit", "64MiB", "--labels", LABELS]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -53,15 +65,64 @@ def ort_loop(batch):
     return ROWS / (time.perf_counter() - t)
 
 
+def evict(path):
+    """Drops `path`'s pages from the page cache (clean ones: the file was fsynced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cached(path):
+    """The bytes of `path` in the page cache (`fincore`), or '?'."""
+    try:
+        out = subprocess.run(["fincore", "-b", "-n", "-o", "RES", path], check=True,
+                             capture_output=True, text=True).stdout
+        return int(out.split()[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return "?"
+
+
+def overlap(exe, rounds, batch, threads):
+    """Compute alone vs streaming from a cold input with outputs written, alternating."""
+    one = "/tmp/stream_one_batch.npy"
+    np.save(one, np.load(X, mmap_mode="r")[:batch])
+    alone, streamed = [], []
+    for r in range(rounds):
+        args = [exe, "run", MODEL, "--input", f"pixels={one}", "--repeat", "20"]
+        if threads:
+            args += ["--threads", str(threads)]
+        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        ms = float(re.search(r"time per run: ([\d.]+) ms", out).group(1))
+        alone.append(batch / (ms / 1e3))
+        evict(X)
+        before = cached(X)
+        out = arenac(exe, str(batch), threads)
+        streamed.append(float(re.search(r"\((\d+) rows/s\)", out).group(1)))
+        print(f"round {r + 1}: compute alone {alone[-1]:,.0f} rows/s ({ms} ms per batch of "
+              f"{batch}); streamed, input cached {before} bytes before the run, outputs "
+              f"written: {streamed[-1]:,.0f} rows/s", flush=True)
+    a, s = statistics.median(alone), statistics.median(streamed)
+    print(f"threads {threads or 'all'}: medians over {rounds} rounds: compute alone {a:,.0f} rows/s, streamed {s:,.0f} "
+          f"rows/s ({100 * s / a:.0f}% of compute alone)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arenac", default="target/release/arenac")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--overlap", action="store_true")
+    ap.add_argument("--threads", type=int, help="with --overlap: compute threads (default: all)")
     a = ap.parse_args()
     make_data()
     first = arenac(a.arenac, "auto")
     print(first)
     batch = re.search(r"batch:\s+(\d+) rows", first).group(1)
+    if a.overlap:
+        overlap(a.arenac, a.rounds, int(batch), a.threads)
+        return
     for _ in range(a.rounds):
         out = arenac(a.arenac, batch)
         rate = re.search(r"\((\d+) rows/s\)", out).group(1)

@@ -22,11 +22,9 @@ pub struct AutoBatch {
 }
 
 /// The staging a streaming run of `batch` rows holds besides arena + weights: the reader
-/// thread's two staging buffers per input (batch k + 1 filled while batch k runs) and the
+/// thread's two staging buffers per input (batch k + 1 read in while batch k runs) and the
 /// writer thread's two buffers per output (batch k − 1 written while batch k runs), so
-/// twice a batch of input rows and twice a batch of output rows. (The mapped pages the
-/// reader is copying, at most 1 MiB per input, are
-/// part of the fixed overhead.)
+/// twice a batch of input rows and twice a batch of output rows.
 pub fn staging_bytes(batch: usize, input_row_bytes: usize, output_row_bytes: usize) -> usize {
     batch
         .saturating_mul(input_row_bytes.saturating_add(output_row_bytes))
@@ -119,6 +117,13 @@ pub fn auto_batch(
         let (p, st, _) = plan_at(Some(batch))?;
         (p, st)
     };
+    // The candidates' plans are freed, but glibc keeps much of that heap: give it back, so
+    // the search does not add to the run's peak RSS.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap memory; no allocation is in flight here.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     Ok(AutoBatch {
         batch,
         plan_bytes,

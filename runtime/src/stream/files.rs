@@ -45,7 +45,8 @@ pub struct FileReport {
     pub auto: Option<AutoBatch>,
     /// Batches run.
     pub batches: usize,
-    /// Time running (compiling excluded).
+    /// Time running, from the first batch until every output file is flushed, synced and
+    /// renamed (compiling the main program excluded; a tail program's compile included).
     pub elapsed: Duration,
     /// Time compiling the program that ran (the auto search excluded).
     pub compile_time: Duration,
@@ -125,6 +126,7 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
         progress: job.progress,
     };
     let named: Vec<(&str, &MappedNpy)> = mapped.iter().map(|(n, m)| (*n, m)).collect();
+    let running = Instant::now();
     let stats = runner.run(&named, &mut sink)?;
     let (correct, has_labels) = (sink.correct, sink.labels.is_some());
     let mut written = Vec::new();
@@ -142,7 +144,7 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
         fixed_batch: runner.fixed_batch(),
         auto,
         batches: stats.batches,
-        elapsed: stats.elapsed,
+        elapsed: running.elapsed(),
         compile_time,
         arena_bytes: runner.arena_bytes(),
         weights_bytes: runner.weights_bytes(),

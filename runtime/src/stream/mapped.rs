@@ -21,6 +21,8 @@ use crate::io::npy::{NpyHeader, parse_npy_header};
 #[derive(Debug)]
 pub struct MappedNpy {
     path: PathBuf,
+    /// The open file, for [`MappedNpy::read_rows`].
+    file: File,
     map: Mmap,
     header: NpyHeader,
     row_bytes: usize,
@@ -89,6 +91,7 @@ impl MappedNpy {
         let _ = map.advise(Advice::Sequential);
         Ok(MappedNpy {
             path: path.to_path_buf(),
+            file,
             map,
             header,
             row_bytes,
@@ -153,6 +156,36 @@ impl MappedNpy {
         }
     }
 
+    /// Copies rows `rows` into `dst` with positioned reads of the file (`pread`), not through
+    /// the map: no page of the mapping becomes resident, and the kernel's read-ahead for
+    /// file reads applies (on a cold page cache several times faster here than faulting the
+    /// map in). `dst` must be exactly the rows' bytes. Errors name the file.
+    pub fn read_rows(&self, rows: Range<usize>, dst: &mut [u8]) -> Result<(), IoError> {
+        use std::os::unix::fs::FileExt;
+        let span = self
+            .byte_of(rows.start)
+            .zip(self.byte_of(rows.end))
+            .filter(|&(a, b)| a <= b && b <= self.map.len() && b - a == dst.len());
+        let Some((start, _)) = span else {
+            return Err(IoError::Format {
+                path: self.path.clone(),
+                reason: format!(
+                    "rows {}..{} are past the end of the file or do not fit {} bytes",
+                    rows.start,
+                    rows.end,
+                    dst.len()
+                ),
+            });
+        };
+        self.file
+            .read_exact_at(dst, start as u64)
+            .map_err(|source| IoError::Io {
+                what: "read",
+                path: self.path.clone(),
+                source,
+            })
+    }
+
     /// Gives back the mapped pages holding rows `rows` (`MADV_DONTNEED`), from the page where
     /// row `rows.start` begins to the page where row `rows.end` begins (that one is kept: the
     /// next rows start on it). For a reader going front to back, called on each chunk it has
@@ -171,6 +204,30 @@ impl MappedNpy {
             let _ = unsafe {
                 self.map
                     .unchecked_advise_range(UncheckedAdvice::DontNeed, a, b - a)
+            };
+        }
+    }
+
+    /// Asks the kernel to drop the file's pages holding rows `rows` from the page cache
+    /// (`posix_fadvise POSIX_FADV_DONTNEED`; clean pages only, whole pages within the
+    /// range): for a reader done with them, so streaming a file larger than RAM does not
+    /// evict other files' pages. A later read reads them from disk again. Failures (and
+    /// offsets past `i64`) are ignored.
+    pub fn drop_cached(&self, rows: Range<usize>) {
+        use std::os::fd::AsRawFd;
+        let span = self.byte_of(rows.start).zip(self.byte_of(rows.end));
+        let Some((a, b)) = span.filter(|&(a, b)| b > a) else {
+            return;
+        };
+        if let (Ok(offset), Ok(len)) = (i64::try_from(a), i64::try_from(b - a)) {
+            // SAFETY: posix_fadvise only reads its arguments; the descriptor is our open file.
+            let _ = unsafe {
+                libc::posix_fadvise(
+                    self.file.as_raw_fd(),
+                    offset,
+                    len,
+                    libc::POSIX_FADV_DONTNEED,
+                )
             };
         }
     }

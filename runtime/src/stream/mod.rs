@@ -5,8 +5,8 @@
 //! - [`MappedNpy`]: a C-order `.npy` mapped read-only; pages behind the cursor are released
 //!   (`MADV_DONTNEED`), so the resident set stays flat however large the file.
 //! - [`BatchRunner`]: the model compiled for a batch of N rows (a symbolic first dim bound to
-//!   N; a fixed one used as is). A reader thread stages batch k + 1's rows (two recycled
-//!   buffers per input) while batch k runs. The tail batch runs on a program compiled for
+//!   N; a fixed one used as is). A reader thread reads batch k + 1's rows (`pread`) into
+//!   one of two recycled staging buffers per input while batch k runs. The tail batch runs on a program compiled for
 //!   its row count (exact for any model); a fixed-batch model pads it with zero rows whose
 //!   outputs are dropped.
 //! - [`NpyRowWriter`]: an output `.npy` whose header (with the full row count) is written

@@ -100,9 +100,10 @@ pub struct StreamStats {
 /// cannot run fewer rows: its tail is padded with zero rows whose outputs are dropped, exact
 /// for models whose rows do not interact (no op reducing or mixing across the batch dim).
 ///
-/// While batch k runs, a reader thread copies batch k + 1's rows from the mappings into the
-/// second of two staging buffers per input (recycled, allocated once per run) and releases
-/// the copied pages; the running thread copies a staged batch into the arena.
+/// While batch k runs, a reader thread reads batch k + 1's rows from the files (`pread`, not
+/// through the map: no mapped page becomes resident) into the second of two staging buffers
+/// per input (recycled, allocated once per run); the running thread copies a staged batch
+/// into the arena.
 #[derive(Debug)]
 pub struct BatchRunner {
     path: PathBuf,
@@ -272,8 +273,8 @@ impl BatchRunner {
 
     /// Runs every row of `inputs` (each graph input by name, once; all with the same row
     /// count, the slot's dtype and row shape), batch by batch, handing each output's rows to
-    /// `sink`. A reader thread stages batch k + 1 while batch k runs (see the type's doc);
-    /// input pages are released once copied. Fails before running anything on a mismatch,
+    /// `sink`. A reader thread stages batch k + 1 while batch k runs (see the type's doc).
+    /// Fails before running anything on a mismatch,
     /// naming the inputs; an error on the reader thread (bad bool data) ends the run with
     /// that error.
     pub fn run(
@@ -297,7 +298,7 @@ impl BatchRunner {
             let set = self
                 .inputs
                 .iter()
-                .map(|s| Vec::with_capacity(batch.saturating_mul(s.row_bytes)))
+                .map(|s| vec![0u8; batch.saturating_mul(s.row_bytes)])
                 .collect();
             // The receiver is alive (held above): cannot fail.
             let _ = give_back.send(set);
