@@ -1,6 +1,6 @@
 """Batch inference with Ray Data and arenac: one InferenceSession per Ray worker.
 
-    python examples/ray_batch.py [--workers 2] [--rows 20000] [--memory-limit 256MiB]
+    python examples/ray_batch.py [--workers 2] [--rows 20000] [--memory-limit 512MiB]
 
 Starts a local Ray cluster (``ray.init(num_cpus=workers)``), or joins a running one with
 ``--address auto`` / ``--address ray://head:10001``. ``map_batches`` runs the callable class
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--batch-size", type=int, default=500)
-    ap.add_argument("--memory-limit", default="256MiB", help="arenac's cap per worker")
+    ap.add_argument("--memory-limit", default="512MiB", help="arenac's cap per worker")
     ap.add_argument("--address", default=None, help="a running cluster (default: start a local one)")
     ap.add_argument("--model", default=str(MODEL))
     ap.add_argument("--check", action="store_true", help="compare every row with onnxruntime")

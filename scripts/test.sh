@@ -39,10 +39,12 @@ export INSTA_UPDATE=no
 cargo test --workspace "$@"
 
 # The Python package (python/) in the full run only (arguments pick cargo tests): built by
-# maturin with the test profile's settings (profile `pytest`), installed into the venv, then
-# its pytest suite (python/tests) against onnxruntime and the CLI built above.
+# maturin in the dev profile, whose dependencies (Cranelift...) are the ones `cargo test` just
+# built (only the workspace crates, pyo3 and numpy are compiled again; `--profile test` would
+# build the extension as a test harness), installed into the venv, then its pytest suite
+# (python/tests) against onnxruntime and the CLI built above.
 if [[ $# -eq 0 ]]; then
-    MATURIN_PEP517_ARGS="--profile pytest" "$py" -m pip install --quiet \
+    MATURIN_PEP517_ARGS="--profile dev" "$py" -m pip install --quiet \
         --disable-pip-version-check ./python >&2
     ARENAC_BIN="$root/target/debug/arenac" "$py" -m pytest -q -p no:cacheprovider python/tests
 fi
