@@ -6,7 +6,8 @@
 # random weights and onnxruntime's outputs for them (scripts/randomize_light.py into
 # .cache/light-random, ~1.3 GB with VGG-19, about a minute the first time, cached after), points
 # the tests at the Python tools and the models, and runs the whole workspace's tests with
-# snapshot updates off.
+# snapshot updates off; with no arguments, then builds and installs the Python package
+# (python/) into the venv and runs its pytest suite.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,3 +37,14 @@ export ARENAC_ONNX_NODE_DIR="$root/.cache/onnx-node"
 
 export INSTA_UPDATE=no
 cargo test --workspace "$@"
+
+# The Python package (python/) in the full run only (arguments pick cargo tests): built by
+# maturin in the dev profile, whose dependencies (Cranelift...) are the ones `cargo test` just
+# built (only the workspace crates, pyo3 and numpy are compiled again; `--profile test` would
+# build the extension as a test harness), installed into the venv, then its pytest suite
+# (python/tests) against onnxruntime and the CLI built above.
+if [[ $# -eq 0 ]]; then
+    MATURIN_PEP517_ARGS="--profile dev" "$py" -m pip install --quiet \
+        --disable-pip-version-check ./python >&2
+    ARENAC_BIN="$root/target/debug/arenac" "$py" -m pytest -q -p no:cacheprovider python/tests
+fi

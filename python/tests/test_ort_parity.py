@@ -1,0 +1,94 @@
+"""Outputs and metadata equal onnxruntime's: the shipped digits model and the light models."""
+
+import numpy as np
+import pytest
+
+import arenac
+from conftest import assert_close, ort_session
+
+LIGHT = [
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+]
+
+
+def test_digits_matches_onnxruntime(digits_path, samples):
+    ref = ort_session(digits_path)
+    sess = arenac.InferenceSession(digits_path)
+    for batch in (samples[:1], samples[:7], samples):
+        theirs = ref.run(None, {"pixels": batch})
+        ours = sess.run(None, {"pixels": batch})
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            assert_close(o, t)
+    # Each batch size compiled once.
+    assert sorted(s[0][0] for s in sess.compiled_shapes) == [1, 7, len(samples)]
+
+
+@pytest.mark.parametrize("threads,limit", [(2, "10%"), (1, None), (2, 64 << 20)])
+def test_digits_threads_and_memory_limit(digits_path, samples, threads, limit):
+    ref = ort_session(digits_path)
+    sess = arenac.InferenceSession(digits_path, threads=threads, memory_limit=limit)
+    assert sess.threads == threads
+    (ours,) = sess.run(["probs"], {"pixels": samples})
+    (theirs,) = ref.run(["probs"], {"pixels": samples})
+    assert_close(ours, theirs)
+
+
+def test_metadata_spelled_as_onnxruntime(digits_path):
+    ref = ort_session(digits_path)
+    sess = arenac.InferenceSession(digits_path)
+    for ours, theirs in ((sess.get_inputs(), ref.get_inputs()), (sess.get_outputs(), ref.get_outputs())):
+        assert [(a.name, a.type, a.shape) for a in ours] == [(a.name, a.type, a.shape) for a in theirs]
+    bound = arenac.InferenceSession(digits_path, shapes={"N": 4})
+    assert bound.get_inputs()[0].shape == [4, 64]
+    assert bound.get_outputs()[0].type == "tensor(float)"
+
+
+def test_input_layouts(digits_path, samples):
+    """A Fortran-ordered or strided input gives the same answer as a C-ordered one."""
+    sess = arenac.InferenceSession(digits_path)
+    (expected,) = sess.run(None, {"pixels": samples[:8]})
+    fortran = np.asfortranarray(samples[:8])
+    strided = np.repeat(samples[:8], 2, axis=0)[::2]
+    assert not fortran.flags.c_contiguous and not strided.flags.c_contiguous
+    for x in (fortran, strided, np.array(samples[:8].tolist(), np.float32)):
+        (out,) = sess.run(None, {"pixels": x})
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_outputs_are_fresh_arrays(digits_path, samples):
+    """Outputs are copies out of the arena: a later run does not change them."""
+    sess = arenac.InferenceSession(digits_path, shapes={"N": 1})
+    (a,) = sess.run(None, {"pixels": samples[:1]})
+    kept = a.copy()
+    sess.run(None, {"pixels": samples[1:2]})
+    np.testing.assert_array_equal(a, kept)
+    assert a.flags.writeable
+
+
+def test_model_bytes(digits_path, samples):
+    with open(digits_path, "rb") as f:
+        sess = arenac.InferenceSession(f.read())
+    ref = ort_session(digits_path)
+    assert_close(sess.run(None, {"pixels": samples})[0], ref.run(None, {"pixels": samples})[0])
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_model_matches_onnxruntime(light_dir, name):
+    """ONNX's light models with random weights against onnxruntime's outputs (written by
+    scripts/randomize_light.py with onnxruntime, one thread)."""
+    x = np.load(light_dir / f"{name}_input_0.npy")
+    sess = arenac.InferenceSession(str(light_dir / f"{name}.onnx"), memory_limit="10%")
+    inp = sess.get_inputs()[0]
+    outs = sess.run(None, {inp.name: x})
+    for k, ours in enumerate(outs):
+        theirs = np.load(light_dir / f"{name}_output_{k}.npy")
+        assert_close(ours, theirs)
