@@ -9,7 +9,7 @@ seeded input is run by onnxruntime and by `arenac run --threads 1` in every weig
 in a process of its own. Per mode: max abs and max relative error (max |d| / max |reference|)
 of the first output against the f32 run and against onnxruntime, top-1 agreement with f32 over
 the output's rows (and accuracy against the labels where the model ships them), peak RSS of the
-process (VmHWM, from wait4), the weights region as the summary reports it, and the latency
+process (VmHWM, from GNU time), the weights region as the summary reports it, and the latency
 (median of --repeat runs) as a ratio to f32's.
 """
 
@@ -41,24 +41,13 @@ def inputs_for(name, path):
 
 
 def peak_rss(cmd):
-    """Runs cmd in a child; returns (stdout, VmHWM bytes)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        os.dup2(w, 1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.execv(cmd[0], cmd)
-    os.close(w)
-    chunks = []
-    with os.fdopen(r) as f:
-        chunks.append(f.read())
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        err = subprocess.run(cmd, capture_output=True, text=True).stderr
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err}")
-    return "".join(chunks), usage.ru_maxrss * 1024
+    """Runs cmd; returns (stdout, peak RSS in bytes: VmHWM as GNU time reports it, so the
+    process is measured from its exec, not with this Python's pages)."""
+    p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KIB %M", *cmd], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr}")
+    m = re.search(r"MAXRSS_KIB (\d+)", p.stderr)
+    return p.stdout, int(m.group(1)) * 1024 if m else float("nan")
 
 
 def parse_time(out):

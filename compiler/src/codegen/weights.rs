@@ -148,36 +148,6 @@ impl<'a> WeightsBuilder<'a> {
         off
     }
 
-    /// [`WeightsBuilder::form_bytes`] of one constant `t` read as f32 (its own floats when
-    /// they can be borrowed, else a decoded copy in a buffer the builder reuses).
-    pub fn form_reduced_of(
-        &mut self,
-        t: &Tensor,
-        form: String,
-        n: usize,
-        fill: impl FnOnce(&[f32], &mut [u8]),
-    ) -> usize {
-        let key = FormKey::new(&[t], form);
-        if let Some(&off) = self.seen.get(&key) {
-            return off;
-        }
-        let src = match t.f32_slice() {
-            Some(s) => s,
-            None => {
-                self.decoded.clear();
-                self.decoded.resize(t.numel(), 0.0);
-                t.write_f32s(&mut self.decoded);
-                &self.decoded
-            }
-        };
-        let off = reserve_in(&mut self.region, &mut self.len, n);
-        fill(src, &mut self.region.as_mut_slice()[off..off + n]);
-        self.seen.insert(key, off);
-        self.reduced.0 += n;
-        self.reduced.1 += t.numel() * 4;
-        off
-    }
-
     /// Reserves `n` bytes at the next aligned offset; returns the offset.
     fn reserve(&mut self, n: usize) -> usize {
         reserve_in(&mut self.region, &mut self.len, n)
@@ -249,6 +219,8 @@ impl<'a> WeightsBuilder<'a> {
         let off = reserve_in(&mut self.region, &mut self.len, n * 4);
         fill(src, f32s_at(&mut self.region, off, n));
         self.seen.insert(key, off);
+        // Its source pages (often the mapped file's) may go now, not a few MiB later.
+        self.release_part(t.bytes());
         off
     }
 

@@ -243,50 +243,50 @@ pub fn lowp_a_bytes(t: WeightType, m: usize, k: usize) -> usize {
     }
 }
 
-/// Packs all of A (`m x k`, row-major, `a.len() >= m * k`) in `t` as [`super::pack_a_all`]
-/// lays it out for the selected kernel, into `out` ([`lowp_a_bytes`] bytes).
+/// Packs all of A (`m x k`, row-major: `a(i)` is element `i = row * k + col`) in `t` as
+/// [`super::pack_a_all`] lays it out for the selected kernel, into `out` ([`lowp_a_bytes`]
+/// bytes). Reads the source row by row (each row's int8 scale first) and calls `done(e)` once
+/// every source element below `e` has been read, so its pages can go as packing proceeds.
 ///
 /// # Panics
-/// If `a` or `out` is too short (caller bugs: sizes come from checked types).
-pub fn pack_a_lowp(t: WeightType, m: usize, k: usize, a: &[f32], out: &mut [u8]) {
+/// If `out` is too short (a caller bug: sizes come from checked types).
+pub fn pack_a_lowp(
+    t: WeightType,
+    m: usize,
+    k: usize,
+    a: impl Fn(usize) -> f32,
+    out: &mut [u8],
+    done: &mut dyn FnMut(usize),
+) {
     let mr = selected_kernel().mr;
     let m_pad = m.div_ceil(mr) * mr;
     if m == 0 || k == 0 {
         return;
     }
-    let scales: Vec<f32> = (0..m_pad)
-        .map(|r| match (t, a.get(r * k..(r + 1) * k)) {
-            (WeightType::I8, Some(row)) if r < m => {
-                i8_scale(row.iter().fold(0.0f32, |x, v| x.max(v.abs())))
-            }
-            _ => 0.0,
-        })
-        .collect();
     let kc_max = k.div_ceil(k.div_ceil(KC));
-    let mut pc = 0;
-    while pc < k {
-        let kc = kc_max.min(k - pc);
-        for ip in 0..m_pad / mr {
+    let scale_at = (m_pad * k * t.bytes()).next_multiple_of(64);
+    for r in 0..m {
+        let scale = if t == WeightType::I8 {
+            i8_scale((0..k).fold(0.0f32, |x, c| x.max(a(r * k + c).abs())))
+        } else {
+            0.0
+        };
+        // Row r's elements go to K block pc, micro-panel r / mr, lane r % mr.
+        let (ip, ii) = (r / mr, r % mr);
+        let mut pc = 0;
+        while pc < k {
+            let kc = kc_max.min(k - pc);
+            let at = pc * m_pad + ip * kc * mr + ii;
             for p in 0..kc {
-                for ii in 0..mr {
-                    let r = ip * mr + ii;
-                    let x = if r < m { a[r * k + pc + p] } else { 0.0 };
-                    store(
-                        t,
-                        out,
-                        pc * m_pad + ip * kc * mr + p * mr + ii,
-                        x,
-                        scales[r],
-                    );
-                }
+                store(t, out, at + p * mr, a(r * k + pc + p), scale);
             }
+            pc += kc;
         }
-        pc += kc;
-    }
-    if t == WeightType::I8 {
-        let at = (m_pad * k).next_multiple_of(64);
-        for (d, s) in out[at..at + m_pad * 4].chunks_exact_mut(4).zip(&scales) {
-            d.copy_from_slice(&s.to_le_bytes());
+        if t == WeightType::I8 {
+            out[scale_at + r * 4..scale_at + r * 4 + 4].copy_from_slice(&scale.to_le_bytes());
+        }
+        if (r + 1) % mr == 0 || r + 1 == m {
+            done((r + 1) * k);
         }
     }
 }
@@ -715,18 +715,22 @@ pub fn conv_lowp_bytes(p: &super::conv::ConvParams, t: WeightType) -> usize {
         .saturating_mul(g)
 }
 
-/// Packs a conv's weights (`M x C/group x kh x kw`, `w.len() >= M * k`) in `t`, group by
-/// group, into `out` ([`conv_lowp_bytes`]).
-pub fn pack_conv_lowp(p: &super::conv::ConvParams, t: WeightType, w: &[f32], out: &mut [u8]) {
+/// Packs a conv's weights (`M x C/group x kh x kw`; `w(i)` is element i) in `t`, group by
+/// group, into `out` ([`conv_lowp_bytes`]); `done(e)`: as for [`pack_a_lowp`], over all groups.
+pub fn pack_conv_lowp(
+    p: &super::conv::ConvParams,
+    t: WeightType,
+    w: impl Fn(usize) -> f32,
+    out: &mut [u8],
+    done: &mut dyn FnMut(usize),
+) {
     let (g, k) = (p.group.max(1) as usize, p.k());
     let mg = p.m as usize / g;
     let piece = lowp_a_bytes(t, mg, k).next_multiple_of(64);
     for gi in 0..g {
-        if let (Some(src), Some(dst)) = (
-            w.get(gi * mg * k..(gi + 1) * mg * k),
-            out.get_mut(gi * piece..(gi + 1) * piece),
-        ) {
-            pack_a_lowp(t, mg, k, src, dst);
+        if let Some(dst) = out.get_mut(gi * piece..(gi + 1) * piece) {
+            let first = gi * mg * k;
+            pack_a_lowp(t, mg, k, |i| w(first + i), dst, &mut |e| done(first + e));
         }
     }
 }

@@ -181,32 +181,42 @@ fn packed_b_weights(
     }
     let bytes = lowp_b_bytes(st, k, n);
     let reduced = st.is_reduced().then_some(k * n * 4);
-    let f32_src = t.dtype() == DType::F32;
     w.form_bytes(&[t], form, bytes, reduced, |out, release| {
-        let decoded;
-        let src = t.bytes().get(start * 4..).unwrap_or_default();
-        let read: Box<dyn Fn(usize) -> f32> = if f32_src {
-            Box::new(|i| {
-                let c = src.get(i * 4..i * 4 + 4).unwrap_or(&[0; 4]);
-                f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * alpha
-            })
-        } else {
-            decoded = t.to_f32_vec();
-            Box::new(|i| decoded.get(start + i).copied().unwrap_or(0.0) * alpha)
-        };
-        let mut released = 0usize;
-        pack_b_lowp(st, k, n, read, rs, cs, out, &mut |e| {
-            // Source pages wholly read: let them go (every MiB or so; f32 sources only, whose
-            // bytes are the mapped file's).
-            if f32_src && (e - released.min(e)) * 4 >= 1 << 20 {
-                release(src.get(..e * 4).unwrap_or_default());
-                released = e;
+        with_f32_reader(t, |read, src| {
+            let mut released = 0usize;
+            let src = src.map(|s| s.get(start * 4..).unwrap_or_default());
+            let read = |i: usize| read(start + i) * alpha;
+            pack_b_lowp(st, k, n, read, rs, cs, out, &mut |e| {
+                // Source pages wholly read: let them go (every MiB or so).
+                if let Some(src) = src
+                    && (e - released.min(e)) * 4 >= 1 << 20
+                {
+                    release(src.get(..e * 4).unwrap_or_default());
+                    released = e;
+                }
+            });
+            if let Some(src) = src {
+                release(src.get(..(k * n) * 4).unwrap_or(src));
             }
-        });
-        if f32_src {
-            release(src.get(..(k * n) * 4).unwrap_or(src));
-        }
+        })
     })
+}
+
+/// Calls `f` with a reader of constant `t`'s elements as f32 and, for an f32 tensor, its bytes
+/// (read in place, at any alignment: often the mapped file, whose pages the caller may release
+/// as it goes); another dtype is read through a converted copy (no bytes given).
+fn with_f32_reader<R>(t: &Tensor, f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R) -> R {
+    if t.dtype() == DType::F32 {
+        let src: &[u8] = t.bytes();
+        let read = |i: usize| {
+            let c = src.get(i * 4..i * 4 + 4).unwrap_or(&[0; 4]);
+            f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+        };
+        f(&read, Some(src))
+    } else {
+        let v = t.to_f32_vec();
+        f(&|i| v.get(i).copied().unwrap_or(0.0), None)
+    }
 }
 
 /// Elements from which a constant B is packed in its storage order with its source released
@@ -461,8 +471,24 @@ pub(super) fn conv(
                     st.name()
                 );
                 let p = params;
-                let off = w.form_reduced_of(wt, form, conv_lowp_bytes(&p, st), |src, out| {
-                    pack_conv_lowp(&p, st, src, out);
+                let bytes = conv_lowp_bytes(&p, st);
+                let off = w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
+                    // Read straight from the weight's bytes (often the mapped file), its
+                    // pages released as rows are packed.
+                    with_f32_reader(wt, |read, src| {
+                        let mut released = 0usize;
+                        pack_conv_lowp(&p, st, read, out, &mut |e| {
+                            if let Some(src) = src
+                                && (e - released.min(e)) * 4 >= 1 << 20
+                            {
+                                rel(src.get(..e * 4).unwrap_or_default());
+                                released = e;
+                            }
+                        });
+                        if let Some(src) = src {
+                            rel(src);
+                        }
+                    });
                 });
                 Operand::Weights(off)
             } else {

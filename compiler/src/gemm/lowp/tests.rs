@@ -253,7 +253,7 @@ fn reduced_a_blocks_match_f32_packed_a() {
         for t in REDUCED {
             let a: Vec<f32> = (0..m * k).map(|_| rng.next() * 2.0).collect();
             let mut packed = vec![0u8; lowp_a_bytes(t, m, k)];
-            pack_a_lowp(t, m, k, &a, &mut packed);
+            pack_a_lowp(t, m, k, |i| a[i], &mut packed, &mut |_| {});
             let view = LowpA::new(packed.as_ptr(), t, m, k);
             // The values it stands for, row-major, then packed as f32.
             let mut deq = vec![0.0f32; m * k];
