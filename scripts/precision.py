@@ -93,7 +93,7 @@ def top1(y):
 
 
 def mib(b):
-    return f"{b / 2**20:.1f}"
+    return f"{b / 2**20:.2f}" if b < 2**20 else f"{b / 2**20:.1f}"
 
 
 def main():
@@ -167,8 +167,14 @@ def main():
             f"| {name} | {mode} | {ea:.2e} | {er:.2e} | {orr:.2e} | {top} | {mib(rss)} | "
             f"{rr:.2f} | {mib(stored)} | {tr:.2f} |"
         )
+    # Hand-written notes after the table (measurements of other runs) are kept.
+    kept = ""
+    if os.path.exists(a.out):
+        old = open(a.out).read()
+        at = old.find("\nNotes")
+        kept = old[at:] if at >= 0 else ""
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines) + "\n" + kept)
     print(f"wrote {a.out}")
 
 
