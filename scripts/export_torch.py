@@ -7,7 +7,8 @@ legacy TorchScript exporter (dynamo=False) at opset 17, random weights (weights=
 mode; BatchNorm running statistics are first warmed by a few train-mode random batches so
 they are not the trivial 0/1. Models (NAME):
 
-- resnet18, mobilenet_v2, efficientnet_b0, shufflenet_v2_x1_0, squeezenet1_1: torchvision,
+- resnet18, mobilenet_v2, efficientnet_b0, shufflenet_v2_x1_0, squeezenet1_1, resnet50, vgg19:
+  torchvision,
   input "input" float[N,3,224,224] with a symbolic batch dim N, output "logits" [N,1000];
 - transformer_encoder: nn.TransformerEncoder, 4 layers, d_model 256, nhead 4, batch_first,
   input "x" float[1,128,256]; exported with autograd enabled (not under no_grad) so PyTorch
@@ -116,7 +117,15 @@ def export(model, args, path, input_names, output_names, dynamic_axes=None, no_g
         torch.onnx.export(model, args, path, **kwargs)
 
 
-TORCHVISION = ["resnet18", "mobilenet_v2", "efficientnet_b0", "shufflenet_v2_x1_0", "squeezenet1_1"]
+TORCHVISION = [
+    "resnet18",
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "shufflenet_v2_x1_0",
+    "squeezenet1_1",
+    "resnet50",
+    "vgg19",
+]
 ALL = TORCHVISION + ["transformer_encoder", "gpt_decoder"]
 
 

@@ -52,11 +52,14 @@ use arenac_compiler::import::{ImportOptions, decode_model, import_model};
 use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
+use arenac_compiler::analysis::weights_type::weights_report;
+pub use arenac_compiler::analysis::weights_type::{WeightsReport, WeightsStorage};
 pub use arenac_compiler::arena::ArenaPlan;
 pub use arenac_compiler::arena::budget::MemoryLimit;
 pub use arenac_compiler::arena::report::{BufferEntry, PlanReport};
 pub use arenac_compiler::codegen::{ARENA_ALIGN, Executable, IoSlot};
 pub use arenac_compiler::error::budget::{BudgetExceeded, Fit};
+pub use arenac_compiler::gemm::lowp::WeightType;
 pub use arenac_compiler::import::FrozenInput;
 pub use arenac_compiler::import::inputs::parse_shape_spec;
 pub use arenac_compiler::ir::print::print_graph;
@@ -101,6 +104,11 @@ pub struct CompileOptions {
     /// scratch per thread, so the arena is exact for this count; a [`Session`] runs on this
     /// many threads (its pool is made once, when the session is created).
     pub threads: usize,
+    /// The type the weights of Conv, Gemm and MatMul (constant B) are stored in (default f32):
+    /// f16/bf16/int8 halve or quarter them, widened to f32 inside the GEMM kernels (int8:
+    /// symmetric per output channel, f32 scales). Other constants stay f32; the summary and
+    /// the plan report list them ([`Model::weights_report`]).
+    pub weights: WeightType,
 }
 
 /// The default thread count: the CPUs this process may run on
@@ -120,6 +128,7 @@ impl Default for CompileOptions {
             values: HashMap::new(),
             threads: default_threads(),
             profile: false,
+            weights: WeightType::F32,
         }
     }
 }
@@ -210,6 +219,8 @@ pub struct Model {
     timing: (Instant, Duration),
     /// Where that time went.
     timings: CompileTimings,
+    /// The weights' storage type ([`CompileOptions::weights`]).
+    weights: WeightType,
 }
 
 /// Where [`compile_file`]'s time went (wall clock, each phase once).
@@ -243,6 +254,8 @@ pub struct Summary {
     pub arena_bytes: usize,
     /// The lower bound of the plan's schedule: most bytes live at one step.
     pub arena_lower_bound_bytes: usize,
+    /// With a reduced weights type: the bytes by type, the saving, the nodes kept in f32.
+    pub weights_storage: Option<WeightsStorage>,
 }
 
 impl Model {
@@ -297,7 +310,15 @@ impl Model {
 
     /// The plan report (text with [`PlanReport::to_text`], JSON with [`PlanReport::to_json`]).
     pub fn plan_report(&self) -> PlanReport {
-        build_report(&self.graph, &self.plan)
+        let mut r = build_report(&self.graph, &self.plan);
+        r.weights_storage = self.weights_report().storage_entry(r.weights_bytes);
+        r
+    }
+
+    /// What the weights type ([`CompileOptions::weights`]) stores reduced, what it saves and
+    /// which nodes keep f32 weights (predicted from the plan, as the code generator decides).
+    pub fn weights_report(&self) -> WeightsReport {
+        weights_report(&self.graph, &self.plan, self.weights)
     }
 
     /// The arena as an SVG picture.
@@ -323,6 +344,7 @@ impl Model {
             naive_intermediate_bytes,
             arena_bytes: self.plan.arena_bytes,
             arena_lower_bound_bytes: self.plan.lower_bound_bytes,
+            weights_storage: self.weights_report().storage_entry(weights.bytes),
         }
     }
 }
@@ -378,13 +400,17 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
     let executable = if opts.codegen {
         // The weights end up in the executable's own region: the mapped file's pages can go
         // as soon as they have been copied (they are read again from the file if needed).
-        let mut release = || {
+        let mut release = |part: Option<&[u8]>| {
             if let Some(s) = &source {
-                s.release();
+                match part {
+                    Some(bytes) => s.release_range(bytes),
+                    None => s.release(),
+                }
             }
         };
         let codegen = arenac_compiler::codegen::CodegenOptions {
             profile: opts.profile,
+            weights: opts.weights,
         };
         Some(Arc::new(arenac_compiler::codegen::compile_with(
             &imported.graph,
@@ -410,6 +436,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         frozen: imported.frozen,
         timing: (started, done - started),
         timings,
+        weights: opts.weights,
     })
 }
 

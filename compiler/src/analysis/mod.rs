@@ -6,4 +6,5 @@
 pub mod fuse;
 pub mod liveness;
 pub mod schedule;
+pub mod weights_type;
 pub mod widen;

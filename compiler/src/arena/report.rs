@@ -67,6 +67,10 @@ pub struct PlanReport {
     /// order of their nodes; empty for a graph without any.
     #[serde(default)]
     pub subgraphs: Vec<SubgraphEntry>,
+    /// The weights in a reduced storage type (`--weights f16|bf16|int8`): bytes by type, the
+    /// saving against f32, the nodes kept in f32. Absent for f32 weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_storage: Option<crate::analysis::weights_type::WeightsStorage>,
 }
 
 /// The plan of one graph held by a control-flow node: its own arena lives in the node's
@@ -253,6 +257,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         arena_buffers: live.buffers.len(),
         buffers,
         subgraphs,
+        weights_storage: None,
     }
 }
 
@@ -315,6 +320,9 @@ impl PlanReport {
             line("weights", self.weights_bytes),
             self.weight_tensors
         );
+        if let Some(w) = &self.weights_storage {
+            out.push_str(&w.to_text(20));
+        }
         let peak = match (&self.peak_node, &self.peak_op) {
             (Some(n), Some(op)) => format!("step {}: '{n}' ({op})", self.peak_step),
             _ => format!("step {}", self.peak_step),

@@ -46,6 +46,10 @@ pub struct CodegenOptions {
     /// executed nodes, and the executable carries a [`profile::ProfileInfo`]. Off (the
     /// default), the entry has no hook call at all.
     pub profile: bool,
+    /// The type the weights of Conv, Gemm and MatMul (constant B) are stored in
+    /// ([`crate::gemm::lowp`]; widened to f32 inside the GEMM core). Other constants stay f32
+    /// ([`crate::analysis::weights_type::weights_report`] lists them).
+    pub weights: crate::gemm::lowp::WeightType,
 }
 
 /// Where a graph input or output lives in the arena.
@@ -96,6 +100,8 @@ pub struct Executable {
     profile: Option<profile::ProfileInfo>,
     /// Calls in the entry function's IR.
     entry_calls: program::EntryCalls,
+    /// Bytes stored in the reduced weights type, and the f32 bytes of their sources.
+    reduced_weights: (usize, usize),
 }
 
 // SAFETY: after `compile` returns, nothing mutates an `Executable`: the JIT module is kept
@@ -263,6 +269,12 @@ impl Executable {
         self.compile_started
     }
 
+    /// Bytes of the weights stored in the reduced type ([`CodegenOptions::weights`]), and the
+    /// f32 bytes the same weights take as given.
+    pub fn reduced_weights(&self) -> (usize, usize) {
+        self.reduced_weights
+    }
+
     /// Bytes of the read-only weights region.
     pub fn weights_bytes(&self) -> usize {
         self.weights.len()
@@ -289,7 +301,7 @@ impl Executable {
 /// Compiles `g` with its arena plan into an [`Executable`]. An op without a kernel is an
 /// [`Error::Node`] naming the node and op.
 pub fn compile(g: &Graph, plan: &ArenaPlan) -> Result<Executable, Error> {
-    compile_releasing(g, plan, &mut || {})
+    compile_releasing(g, plan, &mut |_| {})
 }
 
 /// Constants read between two calls of the `release` hook of [`compile_releasing`].
@@ -307,14 +319,17 @@ fn constant_bytes(g: &Graph, id: crate::ir::graph::NodeId) -> usize {
         .sum()
 }
 
-/// [`compile`], calling `release` each time a few MiB of constants have been copied or packed
-/// into the weights region, and at the end: the caller can then drop the source pages (e.g.
-/// [`crate::import::tensor_proto::SourceMap::release`] on the mapped model file), so the
-/// file's pages and the weights region are not both resident at the peak.
+/// [`compile`], calling `release(None)` each time a few MiB of constants have been copied or
+/// packed into the weights region, and at the end: the caller can then drop the source pages
+/// (e.g. [`crate::import::tensor_proto::SourceMap::release`] on the mapped model file), so the
+/// file's pages and the weights region are not both resident at the peak. While a large
+/// weight is packed, `release(Some(bytes))` names a part of a constant's bytes read for the
+/// last time (the caller drops those pages if they are the file's, and ignores other memory):
+/// the peak holds one panel of the source, not the whole matrix.
 pub fn compile_releasing(
     g: &Graph,
     plan: &ArenaPlan,
-    release: &mut dyn FnMut(),
+    release: &mut dyn FnMut(Option<&[u8]>),
 ) -> Result<Executable, Error> {
     compile_with(g, plan, &CodegenOptions::default(), release)
 }
@@ -324,7 +339,7 @@ pub fn compile_with(
     g: &Graph,
     plan: &ArenaPlan,
     opts: &CodegenOptions,
-    release: &mut dyn FnMut(),
+    release: &mut dyn FnMut(Option<&[u8]>),
 ) -> Result<Executable, Error> {
     let started = Instant::now();
     // Kernels take their workspace from the plan's scratch buffers and assume 64-aligned
@@ -368,6 +383,8 @@ pub fn compile_with(
     let fault_offset = plan.arena_bytes.next_multiple_of(ARENA_ALIGN);
     prog.set_fault_offset(fault_offset);
     let mut w = weights::WeightsBuilder::with_capacity(weights_estimate(g, plan));
+    w.set_storage(opts.weights);
+    w.set_release(release);
     let mut consumed = 0usize;
     let root = lower::Frame::root();
     let (live, node_index) = if opts.profile {
@@ -395,10 +412,11 @@ pub fn compile_with(
         consumed += constant_bytes(g, id);
         if consumed >= RELEASE_EVERY {
             consumed = 0;
-            release();
+            w.release_all();
         }
     }
-    release();
+    w.release_all();
+    let reduced_weights = w.reduced_bytes();
     if opts.profile {
         prog.mark(prog.call_count(), profiled.len() as u64);
     }
@@ -444,6 +462,7 @@ pub fn compile_with(
         compile_started: started,
         profile,
         entry_calls,
+        reduced_weights,
     })
 }
 

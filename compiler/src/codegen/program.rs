@@ -149,6 +149,8 @@ pub type HostObject = Box<dyn std::any::Any + Send + Sync>;
 pub struct Externs {
     /// `arenac_sgemm`.
     pub sgemm: FuncRef,
+    /// `arenac_sgemm_lowp` (B stored in a reduced type).
+    pub sgemm_lowp: FuncRef,
     /// `arenac_pack_b`.
     pub pack_b: FuncRef,
     /// `arenac_logf`.
@@ -182,12 +184,18 @@ type ExternDef = (
     Option<cranelift_codegen::ir::Type>,
 );
 
-fn extern_defs() -> [ExternDef; 10] {
+fn extern_defs() -> [ExternDef; 11] {
     [
         (
             "arenac_sgemm",
             crate::gemm::arenac_sgemm as *const u8,
             &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64, I64],
+            None,
+        ),
+        (
+            "arenac_sgemm_lowp",
+            crate::gemm::lowp::arenac_sgemm_lowp as *const u8,
+            &[I64, I64, I64, I64, I64, I64, I64, I64, I32, I64, I64, I64],
             None,
         ),
         (
@@ -429,6 +437,7 @@ impl Program {
         self.ctx.clear();
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let sgemm_lowp = self.extern_id("arenac_sgemm_lowp")?;
         let (sgemm, pack_b, logf, conv2d, pool2d, dft, mel, host) = (
             self.extern_id("arenac_sgemm")?,
             self.extern_id("arenac_pack_b")?,
@@ -441,6 +450,9 @@ impl Program {
         );
         let ext = Externs {
             sgemm: self.module.declare_func_in_func(sgemm, &mut self.ctx.func),
+            sgemm_lowp: self
+                .module
+                .declare_func_in_func(sgemm_lowp, &mut self.ctx.func),
             pack_b: self.module.declare_func_in_func(pack_b, &mut self.ctx.func),
             logf: self.module.declare_func_in_func(logf, &mut self.ctx.func),
             conv2d: self.module.declare_func_in_func(conv2d, &mut self.ctx.func),

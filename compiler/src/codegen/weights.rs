@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::ARENA_ALIGN;
 pub use super::aligned::AlignedBytes;
+use crate::gemm::lowp::WeightType;
 use crate::ir::tensor::Tensor;
 
 /// Collects the weights region, writing each piece once, in place: the region is an
@@ -14,7 +15,7 @@ use crate::ir::tensor::Tensor;
 /// Compile-time forms are built straight into it ([`WeightsBuilder::form_f32`]), so a large
 /// weight is never held twice besides its source, and each form of a constant is stored once
 /// however many nodes read it (layers sharing weights share their packed forms).
-pub struct WeightsBuilder {
+pub struct WeightsBuilder<'a> {
     region: AlignedBytes,
     len: usize,
     /// Offsets of the pieces stored so far, by what they hold.
@@ -23,7 +24,20 @@ pub struct WeightsBuilder {
     /// mapped file, or another dtype): reused from one form to the next, so its pages are
     /// faulted in once for the largest such constant, not once per constant.
     decoded: Vec<f32>,
+    /// The type the GEMM paths' weights are stored in ([`WeightsBuilder::storage`]).
+    storage: WeightType,
+    /// Told which source bytes have been read for the last time (`Some`) or that every
+    /// constant read so far may go (`None`): see `codegen::compile_with`.
+    release: Option<&'a mut ReleaseHook<'a>>,
+    /// Bytes of the pieces stored in a reduced type, and the f32 bytes of their sources.
+    reduced: (usize, usize),
+    /// Nodes whose weights were stored in the reduced type.
+    pub(crate) reduced_nodes: std::collections::HashSet<crate::ir::graph::NodeId>,
 }
+
+/// The source-release hook: `Some(bytes)` names source bytes read for now, `None` every
+/// constant read so far.
+pub type ReleaseHook<'a> = dyn FnMut(Option<&[u8]>) + 'a;
 
 /// What a stored piece holds: a form (`form`, e.g. "packed B 256x768 rs=1 cs=256") computed
 /// from constant buffers (by address and length; a buffer shared by several tensors, such as
@@ -46,21 +60,92 @@ impl FormKey {
     }
 }
 
-impl Default for WeightsBuilder {
+impl Default for WeightsBuilder<'_> {
     fn default() -> Self {
         WeightsBuilder::with_capacity(0)
     }
 }
 
-impl WeightsBuilder {
+impl<'a> WeightsBuilder<'a> {
     /// A builder whose region can take `bytes` before it has to grow.
-    pub fn with_capacity(bytes: usize) -> WeightsBuilder {
+    pub fn with_capacity(bytes: usize) -> WeightsBuilder<'a> {
         WeightsBuilder {
             region: AlignedBytes::zeroed(bytes.max(ARENA_ALIGN)),
             len: 0,
             seen: HashMap::new(),
             decoded: Vec::new(),
+            storage: WeightType::F32,
+            release: None,
+            reduced: (0, 0),
+            reduced_nodes: Default::default(),
         }
+    }
+
+    /// Stores the GEMM paths' weights (Conv, Gemm and MatMul with a constant B) in `t`.
+    pub fn set_storage(&mut self, t: WeightType) {
+        self.storage = t;
+    }
+
+    /// The type the GEMM paths' weights are stored in.
+    pub fn storage(&self) -> WeightType {
+        self.storage
+    }
+
+    /// Gives the builder the hook that drops source pages (see `codegen::compile_with`).
+    pub fn set_release(&mut self, release: &'a mut ReleaseHook<'a>) {
+        self.release = Some(release);
+    }
+
+    /// Tells the hook that `bytes` (of a constant's source) have been read for the last time.
+    pub fn release_part(&mut self, bytes: &[u8]) {
+        if let Some(r) = self.release.as_mut() {
+            r(Some(bytes));
+        }
+    }
+
+    /// Tells the hook that every constant read so far may go.
+    pub fn release_all(&mut self) {
+        if let Some(r) = self.release.as_mut() {
+            r(None);
+        }
+    }
+
+    /// Bytes stored in the reduced type so far, and the f32 bytes their sources hold.
+    pub fn reduced_bytes(&self) -> (usize, usize) {
+        self.reduced
+    }
+
+    /// The offset of `n` bytes computed from the constants `sources` by `form` (as
+    /// [`WeightsBuilder::form_f32`], for a piece of any layout): `fill` gets the zeroed bytes
+    /// and this builder's release hook (to report source bytes it has read for the last time).
+    /// `reduced`: the f32 bytes the same weights take when this piece stores them in a reduced
+    /// type (counted in [`WeightsBuilder::reduced_bytes`]).
+    pub fn form_bytes(
+        &mut self,
+        sources: &[&Tensor],
+        form: String,
+        n: usize,
+        reduced: Option<usize>,
+        fill: impl FnOnce(&mut [u8], &mut dyn FnMut(&[u8])),
+    ) -> usize {
+        let key = FormKey::new(sources, form);
+        if let Some(&off) = self.seen.get(&key) {
+            return off;
+        }
+        let off = reserve_in(&mut self.region, &mut self.len, n);
+        let dst = &mut self.region.as_mut_slice()[off..off + n];
+        let mut hook = |b: &[u8]| {
+            if let Some(r) = self.release.as_mut() {
+                r(Some(b));
+            }
+        };
+        fill(dst, &mut hook);
+        self.seen.insert(key, off);
+        if let Some(f) = reduced {
+            self.reduced.0 += n;
+            self.reduced.1 += f;
+        }
+        off
     }
 
     /// Reserves `n` bytes at the next aligned offset; returns the offset.
@@ -134,6 +219,8 @@ impl WeightsBuilder {
         let off = reserve_in(&mut self.region, &mut self.len, n * 4);
         fill(src, f32s_at(&mut self.region, off, n));
         self.seen.insert(key, off);
+        // Its source pages (often the mapped file's) may go now, not a few MiB later.
+        self.release_part(t.bytes());
         off
     }
 

@@ -439,7 +439,9 @@ unsafe fn conv_unit(
     // Input planes of image img, group gi; output channels gi*mg.. of image img.
     let xg = x.cast_const().wrapping_add((img * ch + gi * cg) * h * wd);
     let yg = y.wrapping_add((img * us(p.m) + gi * mg) * pixels);
-    let a = if p.packed_a != 0 {
+    let a = if let Some(a) = super::lowp::conv_a_view(p, w.cast_const(), gi) {
+        a
+    } else if p.packed_a != 0 {
         // Group gi's packed block (prepare_weights' layout, same kernel).
         super::AView::packed(
             w.cast_const().wrapping_add(gi * super::packed_a_len(mg, k)),

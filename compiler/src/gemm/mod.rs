@@ -43,6 +43,7 @@ pub mod conv;
 mod depthwise;
 mod direct;
 mod kernels;
+pub mod lowp;
 pub mod pool;
 pub mod pool3d;
 pub(crate) mod small;
@@ -331,6 +332,8 @@ pub(crate) struct BView {
     full: usize,
     /// The last partial panel copied in packed form (row-major with `n % NR != 0`).
     tail: *const f32,
+    /// A packed B stored in a reduced type ([`lowp`]): panels are widened before use.
+    lowp: Option<lowp::LowpB>,
 }
 
 // SAFETY: as for `AView`: pointers valid by the entry points' contracts, only read.
@@ -347,6 +350,55 @@ impl BView {
             ps: k * NR,
             full: n.div_ceil(NR),
             tail: std::ptr::null(),
+            lowp: None,
+        }
+    }
+
+    /// A B packed in `t` by [`lowp::pack_b_lowp`] at `base` (`k` rows, `n` columns); f32 is
+    /// [`BView::packed`].
+    pub(crate) fn packed_lowp(base: *const u8, t: lowp::WeightType, k: usize, n: usize) -> BView {
+        let f32_view = BView::packed(base.cast(), k, n);
+        if !t.is_reduced() {
+            return f32_view;
+        }
+        let scales = if t == lowp::WeightType::I8 {
+            base.wrapping_add(packed_b_len(k, n).next_multiple_of(64))
+                .cast::<f32>()
+        } else {
+            std::ptr::null()
+        };
+        BView {
+            lowp: Some(lowp::LowpB {
+                base,
+                t,
+                scales,
+                ps: k * NR,
+            }),
+            ..f32_view
+        }
+    }
+
+    /// Panels `jp..jp + np` from row `pc` (`kc` rows) as the micro-kernels read them: start,
+    /// row stride and panel distance; a reduced-type B is widened into `buf` first.
+    ///
+    /// # Safety
+    /// The panels exist (the entry point's contract on B).
+    pub(crate) unsafe fn panels(
+        &self,
+        (jp, np): (usize, usize),
+        (pc, kc): (usize, usize),
+        buf: Option<&mut lowp::PanelBuf>,
+    ) -> (*const f32, usize, usize) {
+        match (&self.lowp, buf) {
+            (Some(l), Some(buf)) => {
+                // SAFETY: the caller's contract.
+                let (p, ps) = unsafe { l.widen(jp, np, pc, kc, buf) };
+                (p, NR, ps)
+            }
+            _ => {
+                let (p, rs) = self.panel(jp, pc);
+                (p, rs, self.ps)
+            }
         }
     }
 
@@ -356,6 +408,7 @@ impl BView {
         BView {
             base: self.base.wrapping_add(jp * self.ps),
             full: self.full.saturating_sub(jp),
+            lowp: self.lowp.map(|l| l.at_panel(jp)),
             ..self
         }
     }
@@ -460,6 +513,7 @@ pub(crate) unsafe fn rowmajor_b(
         ps: NR,
         full,
         tail,
+        lowp: None,
     }
 }
 
@@ -523,6 +577,8 @@ pub(crate) enum AView {
         /// First row of the view.
         row0: usize,
     },
+    /// Packed in a reduced type by [`lowp::pack_a_lowp`] (widened block by block).
+    Lowp(lowp::LowpA),
 }
 
 impl AView {
@@ -545,6 +601,10 @@ impl AView {
                 m_pad,
                 row0: row0 + r0,
             },
+            AView::Lowp(l) => AView::Lowp(lowp::LowpA {
+                row0: l.row0 + r0,
+                ..l
+            }),
         }
     }
 }
@@ -596,6 +656,66 @@ pub(crate) unsafe fn sgemm_core(
     accumulate: bool,
     scratch: *mut f32,
 ) {
+    if b.lowp.is_some() || matches!(av, AView::Lowp(_)) {
+        // SAFETY: the caller's contract.
+        unsafe { sgemm_core_lowp(kernel, (m, n, k), av, b, (c, ldc), accumulate, scratch) };
+        return;
+    }
+    // SAFETY: the caller's contract; neither operand needs widening.
+    unsafe {
+        core_with(
+            kernel,
+            (m, n, k),
+            av,
+            b,
+            (c, ldc),
+            accumulate,
+            scratch,
+            None,
+            None,
+        )
+    }
+}
+
+/// [`sgemm_core`] with reduced-type operands: the widened panels and A block live in stack
+/// buffers of this frame (48 + 144 KiB; kept out of the f32 path's frame).
+///
+/// # Safety
+/// That of [`sgemm_core`].
+#[inline(never)]
+unsafe fn sgemm_core_lowp(
+    kernel: Kernel,
+    mnk: (usize, usize, usize),
+    av: AView,
+    b: BView,
+    c: (*mut f32, usize),
+    accumulate: bool,
+    scratch: *mut f32,
+) {
+    let mut pbuf = lowp::PanelBuf(std::mem::MaybeUninit::uninit());
+    let mut abuf = lowp::BlockBuf(std::mem::MaybeUninit::uninit());
+    let abuf = matches!(av, AView::Lowp(_)).then_some(&mut abuf);
+    let pbuf = b.lowp.is_some().then_some(&mut pbuf);
+    // SAFETY: the caller's contract; the buffers are this frame's.
+    unsafe { core_with(kernel, mnk, av, b, c, accumulate, scratch, pbuf, abuf) }
+}
+
+/// The blocked product, with the buffers reduced-type operands are widened into.
+///
+/// # Safety
+/// That of [`sgemm_core`]; `pbuf` given when B is reduced, `abuf` when A is.
+#[allow(clippy::too_many_arguments)]
+unsafe fn core_with(
+    kernel: Kernel,
+    (m, n, k): (usize, usize, usize),
+    av: AView,
+    b: BView,
+    (c, ldc): (*mut f32, usize),
+    accumulate: bool,
+    scratch: *mut f32,
+    mut pbuf: Option<&mut lowp::PanelBuf>,
+    mut abuf: Option<&mut lowp::BlockBuf>,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -612,7 +732,7 @@ pub(crate) unsafe fn sgemm_core(
         && small::takes(&kernel, m)
     {
         // SAFETY: the caller's contract, A row-major; fewer rows than the micro-kernel.
-        unsafe { small::sgemm_small(&kernel, m, n, k, a, lda, b, c, ldc, accumulate) };
+        unsafe { small::sgemm_small(&kernel, m, n, k, a, lda, b, c, ldc, accumulate, pbuf) };
         return;
     }
     let mr = kernel.mr;
@@ -640,6 +760,11 @@ pub(crate) unsafe fn sgemm_core(
                 AView::Packed { base, m_pad, row0 } => {
                     base.wrapping_add(pc * m_pad + (row0 + ic) * kc)
                 }
+                AView::Lowp(l) => match abuf.as_deref_mut() {
+                    // SAFETY: block (pc, row0 + ic) of the packed A: inside it by the contract.
+                    Some(buf) => unsafe { l.widen(mr, (pc, kc), (ic, mc), buf) },
+                    None => return,
+                },
             };
             let nip = mc.div_ceil(mr);
             let mut jp = 0;
@@ -654,8 +779,9 @@ pub(crate) unsafe fn sgemm_core(
                 let j0 = jp * NR;
                 let w = width.min(n - j0);
                 // Panel jp (and jp + 1 when np = 2) from row pc: kc rows at stride brs.
-                let (bp, brs) = b.panel(jp, pc);
-                let bstride = b.ps;
+                // SAFETY: panels jp..jp+np exist (the contract on B).
+                let (bp, brs, bstride) =
+                    unsafe { b.panels((jp, np), (pc, kc), pbuf.as_deref_mut()) };
                 // Prefetch the next B panel(s) (same K rows) while these are in use, a share
                 // of their kc lines per micro-kernel call (a hint: past the end it is harmless).
                 let pf_lines = kc.div_ceil(nip);

@@ -63,6 +63,7 @@ pub(crate) unsafe fn sgemm_small(
     c: *mut f32,
     ldc: usize,
     accumulate: bool,
+    mut pbuf: Option<&mut super::lowp::PanelBuf>,
 ) {
     let panels = n.div_ceil(NR);
     let kblocks = k.div_ceil(KC);
@@ -88,16 +89,29 @@ pub(crate) unsafe fn sgemm_small(
             let width = np * NR;
             let j0 = jp * NR;
             let w = width.min(n - j0);
-            let (bp, brs) = b.panel(jp, pc);
+            // SAFETY: panels jp..jp+np exist (the contract on B).
+            let (bp, brs, bstride) = unsafe { b.panels((jp, np), (pc, kc), pbuf.as_deref_mut()) };
             let ap = a.wrapping_add(pc);
             if w == width {
                 // SAFETY: rows 0..m, columns j0..j0+width of C and columns pc..pc+kc of A
                 // are in bounds by the contract; the panels hold kc rows at stride brs.
-                unsafe { f(kc, ap, lda, bp, b.ps, brs, c.add(j0), ldc, acc) };
+                unsafe { f(kc, ap, lda, bp, bstride, brs, c.add(j0), ldc, acc) };
             } else {
                 let mut tile = [0.0f32; 12 * W2];
                 // SAFETY: the tile holds m < 12 rows of `width` floats; A and B as above.
-                unsafe { f(kc, ap, lda, bp, b.ps, brs, tile.as_mut_ptr(), width, false) };
+                unsafe {
+                    f(
+                        kc,
+                        ap,
+                        lda,
+                        bp,
+                        bstride,
+                        brs,
+                        tile.as_mut_ptr(),
+                        width,
+                        false,
+                    )
+                };
                 for (r, trow) in tile.chunks_exact(width).take(m).enumerate() {
                     // SAFETY: row r < m, columns j0..j0+w <= n of C.
                     let dst = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc + j0), w) };

@@ -103,6 +103,36 @@ impl SourceMap {
     }
 }
 
+impl SourceMap {
+    /// Drops the resident pages wholly inside `bytes` when they lie in this mapping (other
+    /// memory, e.g. a decoded copy, is left alone): a large weight's pages can go panel by
+    /// panel as it is packed. Same safety as [`SourceMap::release`].
+    pub fn release_range(&self, bytes: &[u8]) {
+        let (base, len) = (self.0.as_ptr() as usize, self.0.len());
+        let (start, end) = (
+            bytes.as_ptr() as usize,
+            bytes.as_ptr() as usize + bytes.len(),
+        );
+        if bytes.is_empty() || start < base || end > base + len {
+            return;
+        }
+        const PAGE: usize = 4096;
+        // Whole pages only, rounded inwards from the mapping's (page-aligned) start.
+        let first = (start - base).next_multiple_of(PAGE);
+        let last = (end - base) / PAGE * PAGE;
+        if last <= first {
+            return;
+        }
+        #[cfg(unix)]
+        // SAFETY: as in `release`: a private, read-only, never-written file mapping; the range
+        // lies inside it, and its pages read back the same bytes from the file.
+        let _ = unsafe {
+            self.0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+        };
+    }
+}
+
 /// Maps a whole file read-only into a [`Bytes`], with a handle to release its resident pages
 /// later (empty files give empty bytes and no handle).
 pub fn map_file_shared(path: &Path) -> Result<(Bytes, Option<SourceMap>), Error> {

@@ -13,7 +13,8 @@ use anyhow::{anyhow, bail};
 use arenac::io::input_spec::split_input_spec;
 use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
-    CompileOptions, DType, IoSlot, TensorRef, compile_file, parse_shape_spec, supported_ops,
+    CompileOptions, DType, IoSlot, TensorRef, WeightType, compile_file, parse_shape_spec,
+    supported_ops,
 };
 use arenac_compiler::ir::graph::ValueId;
 use arenac_compiler::ir::lowp::{self, CastMode};
@@ -50,6 +51,12 @@ enum Command {
         /// Print the typed IR after import and folding.
         #[arg(long)]
         print_ir: bool,
+        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
+        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
+        /// stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
+              value_parser = parse_weights)]
+        weights: WeightType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -79,6 +86,12 @@ enum Command {
         /// Also write the arena as an SVG picture to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
+        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
+        /// stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
+              value_parser = parse_weights)]
+        weights: WeightType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -121,6 +134,12 @@ enum Command {
         /// Keep element-wise nodes unfused (one kernel and one buffer per node).
         #[arg(long)]
         no_fuse: bool,
+        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
+        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
+        /// stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
+              value_parser = parse_weights)]
+        weights: WeightType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -175,8 +194,11 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             memory_limit,
             print_ir,
             threads,
+            weights,
         } => {
-            let opts = options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
+            let mut opts =
+                options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
+            opts.weights = weights;
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -221,6 +243,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
                 bytes(s.arena_bytes),
                 bytes(s.arena_lower_bound_bytes)
             );
+            if let Some(w) = &s.weights_storage {
+                out.push_str(&w.to_text(20));
+            }
             let _ = writeln!(out, "compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
         }
         Command::Plan {
@@ -232,10 +257,12 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             json,
             svg,
             threads,
+            weights,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
+            opts.weights = weights;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -263,6 +290,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             memory_limit,
             no_fuse,
             threads,
+            weights,
             profile,
             batch,
             progress,
@@ -270,6 +298,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
+            opts.weights = weights;
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");
@@ -325,6 +354,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--weights`: a storage type, or a message listing the choices.
+fn parse_weights(s: &str) -> Result<WeightType, String> {
+    WeightType::parse(s).ok_or_else(|| {
+        format!("unknown weights type '{s}': use f32, f16, bf16 or int8 (e.g. --weights bf16)")
+    })
 }
 
 /// Compile options from the CLI's `--shape`, `--memory-limit`, `--keep-order` and
@@ -525,7 +561,12 @@ fn run_model(
     );
     let s = compiled.summary();
     let _ = writeln!(out, "arena:   {}", bytes(arena_bytes));
-    let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
+    match &s.weights_storage {
+        Some(w) => out.push_str(&w.to_text(10)),
+        None => {
+            let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
+        }
+    }
     let t = compiled.compile_timings();
     let _ = writeln!(
         out,

@@ -28,6 +28,9 @@ pub struct MatMulDesc {
     pub c_stride: Vec<usize>,
     /// B is already packed (a constant packed at compile time).
     pub b_packed: bool,
+    /// The type a packed B is stored in (`WeightType::code`: 0 f32; else it is called through
+    /// `arenac_sgemm_lowp`).
+    pub b_type: u64,
     /// Element strides of a runtime B's rows and columns.
     pub b_rs: usize,
     /// See `b_rs`.
@@ -128,6 +131,12 @@ impl MatMulDesc {
             sa,
             iconst(bld, self.threads.max(1)),
         ];
-        bld.ins().call(ext.sgemm, &args);
+        if self.b_packed && self.b_type != 0 {
+            let mut args = args.to_vec();
+            args.push(iconst(bld, self.b_type as usize));
+            bld.ins().call(ext.sgemm_lowp, &args);
+        } else {
+            bld.ins().call(ext.sgemm, &args);
+        }
     }
 }

@@ -10,6 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
+use crate::gemm::lowp::{lowp_b_bytes, pack_b_lowp};
 use crate::gemm::{pack_b, pack_b_le, packed_b_len};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
@@ -67,24 +68,21 @@ pub(super) fn gemm(
         }
         _ => (cx.operand(av, w)?, a.trans_a),
     };
-    let (b_op, b_packed) = match cx.constant(bv) {
+    let (b_op, b_packed, b_type) = match cx.constant(bv) {
         Some(t) => {
             // Packed straight into the weights region, from the weight's bytes when it is
             // f32 (often the mapped file): no intermediate copy of a large matrix. Stored
             // once per weight and packing (layers sharing a weight share it).
+            let st = w.storage();
             let form = format!(
-                "packed B {k}x{n} rs={rs} cs={cs} alpha={:#x}",
-                a.alpha.to_bits()
+                "packed B {k}x{n} rs={rs} cs={cs} alpha={:#x} as {}",
+                a.alpha.to_bits(),
+                st.name()
             );
-            let off = w.form_f32(&[t], form, packed_b_len(k, n), |packed| {
-                pack_b_of(t, k, n, 0, rs, cs, packed);
-                if a.alpha != 1.0 {
-                    packed.iter_mut().for_each(|x| *x *= a.alpha);
-                }
-            });
-            (Operand::Weights(off), true)
+            let off = packed_b_weights(cx, w, t, (k, n), (0, rs, cs), a.alpha, form);
+            (Operand::Weights(off), true, st.code())
         }
-        None => (cx.arena(bv)?, false),
+        None => (cx.arena(bv)?, false, 0),
     };
     let out = cx.arena(y)?;
     // A runtime B cannot carry alpha: the product goes to Y alone, then Y = alpha * Y and
@@ -128,6 +126,7 @@ pub(super) fn gemm(
         b_stride: vec![],
         c_stride: vec![],
         b_packed,
+        b_type,
         b_rs: rs,
         b_cs: cs,
         a_transposed,
@@ -151,6 +150,78 @@ pub(super) fn gemm(
     }
     Ok(())
 }
+
+/// The weights offset of the `k x n` matrix at element `start` of constant `t` (strides `rs`,
+/// `cs`) packed for the GEMM core, times `alpha`, in the builder's storage type ([`pack_b`]'s
+/// layout, or [`pack_b_lowp`]'s for a reduced type): straight from the weight's bytes when it
+/// is f32 (often the mapped file, at any alignment), another dtype through a converted copy.
+/// A large f32 source is packed in its storage order and its pages released as they are
+/// consumed (the compile-time peak holds one panel or a few rows of it, not the matrix).
+fn packed_b_weights(
+    cx: &Ctx<'_>,
+    w: &mut WeightsBuilder,
+    t: &Tensor,
+    (k, n): (usize, usize),
+    (start, rs, cs): (usize, usize, usize),
+    alpha: f32,
+    form: String,
+) -> usize {
+    let st = w.storage();
+    if st.is_reduced() {
+        w.reduced_nodes.insert(cx.id);
+    }
+    let small = k.saturating_mul(n) < RELEASE_AT;
+    if !st.is_reduced() && (small || t.dtype() != DType::F32) {
+        return w.form_f32(&[t], form, packed_b_len(k, n), |packed| {
+            pack_b_of(t, k, n, start, rs, cs, packed);
+            if alpha != 1.0 {
+                packed.iter_mut().for_each(|x| *x *= alpha);
+            }
+        });
+    }
+    let bytes = lowp_b_bytes(st, k, n);
+    let reduced = st.is_reduced().then_some(k * n * 4);
+    w.form_bytes(&[t], form, bytes, reduced, |out, release| {
+        with_f32_reader(t, |read, src| {
+            let mut released = 0usize;
+            let src = src.map(|s| s.get(start * 4..).unwrap_or_default());
+            let read = |i: usize| read(start + i) * alpha;
+            pack_b_lowp(st, k, n, read, rs, cs, out, &mut |e| {
+                // Source pages wholly read: let them go (every MiB or so).
+                if let Some(src) = src
+                    && (e - released.min(e)) * 4 >= 1 << 20
+                {
+                    release(src.get(..e * 4).unwrap_or_default());
+                    released = e;
+                }
+            });
+            if let Some(src) = src {
+                release(src.get(..(k * n) * 4).unwrap_or(src));
+            }
+        })
+    })
+}
+
+/// Calls `f` with a reader of constant `t`'s elements as f32 and, for an f32 tensor, its bytes
+/// (read in place, at any alignment: often the mapped file, whose pages the caller may release
+/// as it goes); another dtype is read through a converted copy (no bytes given).
+fn with_f32_reader<R>(t: &Tensor, f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R) -> R {
+    if t.dtype() == DType::F32 {
+        let src: &[u8] = t.bytes();
+        let read = |i: usize| {
+            let c = src.get(i * 4..i * 4 + 4).unwrap_or(&[0; 4]);
+            f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+        };
+        f(&read, Some(src))
+    } else {
+        let v = t.to_f32_vec();
+        f(&|i| v.get(i).copied().unwrap_or(0.0), None)
+    }
+}
+
+/// Elements from which a constant B is packed in its storage order with its source released
+/// as it goes (smaller ones are packed at once, panel by panel).
+const RELEASE_AT: usize = 1 << 20;
 
 /// Packs the `k x n` matrix at element `start` of constant `t` (strides `rs`, `cs`) into
 /// `out` ([`pack_b`]'s layout): an f32 weight straight from its bytes (often the mapped file,
@@ -234,19 +305,27 @@ pub(super) fn matmul(
     } else {
         bb.to_vec()
     };
-    let (b_op, b_packed, b_slice) = match cx.constant(bv) {
+    let (b_op, b_packed, b_slice, b_type) = match cx.constant(bv) {
         Some(t) => {
-            let len = packed_b_len(k, n);
+            let st = w.storage();
             let slices = prod(&bb);
-            let form = format!("packed B {slices}x{k}x{n}");
-            let off = w.form_f32(&[t], form, len * slices, |packed| {
-                for (s, out) in packed.chunks_exact_mut(len.max(1)).enumerate() {
-                    pack_b_of(t, k, n, s * k * n, n, 1, out);
-                }
-            });
-            (Operand::Weights(off), true, len * 4)
+            // Each slice's packed B (with its scales for int8) at a 64-byte boundary.
+            let len = lowp_b_bytes(st, k, n).next_multiple_of(64);
+            let mut first = None;
+            for s in 0..slices {
+                let form = format!("packed B slice {s} {k}x{n} as {}", st.name());
+                let off = packed_b_weights(cx, w, t, (k, n), (s * k * n, n, 1), 1.0, form);
+                first.get_or_insert(off);
+            }
+            // Stored back to back: each slice's piece is `len` bytes, 64-aligned.
+            (
+                Operand::Weights(first.unwrap_or_default()),
+                true,
+                len,
+                st.code(),
+            )
         }
-        None => (cx.arena(bv)?, false, k * n * 4),
+        None => (cx.arena(bv)?, false, k * n * 4, 0),
     };
     let desc = MatMulDesc {
         m,
@@ -257,6 +336,7 @@ pub(super) fn matmul(
         c_stride: batch_strides(&out_batch, &out_batch, m * n * 4),
         batch: out_batch,
         b_packed,
+        b_type,
         b_rs: n,
         b_cs: 1,
         a_transposed: false,
@@ -377,18 +457,53 @@ pub(super) fn conv(
     let weights = match cx.constant(wv) {
         Some(wt) => {
             use crate::gemm::conv::{mark_packed, prepare_weights, prepared_len};
+            use crate::gemm::lowp::{conv_lowp_bytes, mark_conv, pack_conv_lowp};
             mark_packed(&mut params);
-            let form = format!(
-                "conv weights m={} k={} group={} packed={}",
-                params.m,
-                params.k(),
-                params.group,
-                params.packed_a
-            );
-            let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
-                prepare_weights(&mut params.clone(), src, out);
-            });
-            Operand::Weights(off)
+            let st = w.storage();
+            if mark_conv(&mut params, st) {
+                // Stored in the reduced type, packed for the GEMM core (read widened).
+                w.reduced_nodes.insert(cx.id);
+                let form = format!(
+                    "conv weights m={} k={} group={} as {}",
+                    params.m,
+                    params.k(),
+                    params.group,
+                    st.name()
+                );
+                let p = params;
+                let bytes = conv_lowp_bytes(&p, st);
+                let off = w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
+                    // Read straight from the weight's bytes (often the mapped file), its
+                    // pages released as rows are packed.
+                    with_f32_reader(wt, |read, src| {
+                        let mut released = 0usize;
+                        pack_conv_lowp(&p, st, read, out, &mut |e| {
+                            if let Some(src) = src
+                                && (e - released.min(e)) * 4 >= 1 << 20
+                            {
+                                rel(src.get(..e * 4).unwrap_or_default());
+                                released = e;
+                            }
+                        });
+                        if let Some(src) = src {
+                            rel(src);
+                        }
+                    });
+                });
+                Operand::Weights(off)
+            } else {
+                let form = format!(
+                    "conv weights m={} k={} group={} packed={}",
+                    params.m,
+                    params.k(),
+                    params.group,
+                    params.packed_a
+                );
+                let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
+                    prepare_weights(&mut params.clone(), src, out);
+                });
+                Operand::Weights(off)
+            }
         }
         None => {
             params.packed_a = 0;
