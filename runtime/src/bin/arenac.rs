@@ -152,9 +152,11 @@ enum Command {
         #[arg(long, value_name = "FILE.json")]
         profile: Option<PathBuf>,
         /// Stream the rows (first dim) of the .npy inputs through the model in batches of N
-        /// rows, in flat memory: a symbolic batch dim is bound to N (a fixed one is used as
-        /// is), the last batch padded; `auto` = the largest N whose arena + weights + staging
-        /// fit --memory-limit. Outputs go to --output-dir as batches finish.
+        /// rows, in flat memory: a symbolic batch dim is bound to N (--shape binds the other
+        /// dims) and the last batch runs on a program compiled for its rows; a fixed batch
+        /// dim is used as is, the last batch padded. `auto` = the largest N whose arena +
+        /// weights + staging fit --memory-limit. Outputs go to --output-dir as batches
+        /// finish.
         #[arg(long, value_name = "N|auto")]
         batch: Option<String>,
         /// With --batch: show a progress bar on stderr (rows done/total, rows/s, ETA) even

@@ -117,13 +117,6 @@ pub fn auto_batch(
         let (p, st, _) = plan_at(Some(batch))?;
         (p, st)
     };
-    // The candidates' plans are freed, but glibc keeps much of that heap: give it back, so
-    // the search does not add to the run's peak RSS.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap memory; no allocation is in flight here.
-    unsafe {
-        libc::malloc_trim(0);
-    }
     Ok(AutoBatch {
         batch,
         plan_bytes,
