@@ -5,7 +5,8 @@
 //!   a direct kernel vectorized along the output width;
 //! - pointwise (`1 x 1` kernel, stride 1, no padding): the input of one image and group is
 //!   already the `K x pixels` B matrix; it is fed to the GEMM core unpacked (no im2col);
-//! - direct (stride 1, no groups, wide output rows, AVX-512): [`super::direct`], no im2col;
+//! - direct (no groups, AVX-512; stride 1 with wide output rows, or a "same" stride-1 conv
+//!   over its flattened plane: [`super::direct_flat`]): [`super::direct`], no im2col;
 //! - otherwise im2col: for each image and group, the output pixels are cut into tiles of at
 //!   most [`ConvParams::tile_pixels`] ([`IM2COL_TILE`] unless the planner chose a
 //!   smaller tile, [`conv2d_tile_for_scratch`]); each tile's im2col panel

@@ -48,9 +48,9 @@ pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
 }
 
 /// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups,
-/// horizontal stride 1 (or 2 with at most 4 input channels),
-/// a kernel of at most [`MAX_KW`] columns, not pointwise, output rows of at least 14 pixels
-/// (and `ARENAC_CONV_DIRECT` is not `0`: im2col instead, for comparisons).
+/// not pointwise, and a geometry of the flat kernel ([`super::direct_flat`]: stride 1, output
+/// plane the input's size) or of the row kernel ([`row_fits`]) (and `ARENAC_CONV_DIRECT` is
+/// not `0`: im2col instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("ARENAC_CONV_DIRECT").map_or(true, |v| v != "0"))
@@ -58,37 +58,43 @@ pub(super) fn applies(p: &ConvParams) -> bool {
         && p.packed_a != 0
         && super::selected_kernel().name.starts_with("avx512")
         && p.group <= 1
-        // Stride 2 beats im2col (measured) only for few input channels: first layers.
-        && (p.stride_w == 1 || (p.stride_w == 2 && p.c <= 4))
+        && !p.is_pointwise()
+        && super::selected_kernel().mr == 12
+        && (super::direct_flat::geometry_fits(p) || row_fits(p))
+}
+
+/// Whether the row kernel computes the geometry: horizontal stride 1 (or 2 with at most 4
+/// input channels), a kernel of at most [`MAX_KW`] columns, output rows of 14+ pixels.
+fn row_fits(p: &ConvParams) -> bool {
+    // Stride 2 beats im2col (measured) only for few input channels: first layers.
+    (p.stride_w == 1 || (p.stride_w == 2 && p.c <= 4))
         && p.stride_h >= 1
         && p.kw as usize <= MAX_KW
         && p.ow >= 14
-        && !p.is_pointwise()
-        && super::selected_kernel().mr == 12
 }
 
 /// The geometry as `usize`s.
 #[derive(Clone, Copy)]
-struct Geom {
-    c: usize,
-    h: usize,
-    w: usize,
-    m: usize,
-    kh: usize,
-    kw: usize,
-    pt: isize,
-    pl: isize,
-    sh: usize,
-    sw: usize,
-    dh: usize,
-    dw: usize,
-    oh: usize,
-    ow: usize,
-    k: usize,
+pub(super) struct Geom {
+    pub(super) c: usize,
+    pub(super) h: usize,
+    pub(super) w: usize,
+    pub(super) m: usize,
+    pub(super) kh: usize,
+    pub(super) kw: usize,
+    pub(super) pt: isize,
+    pub(super) pl: isize,
+    pub(super) sh: usize,
+    pub(super) sw: usize,
+    pub(super) dh: usize,
+    pub(super) dw: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
+    pub(super) k: usize,
 }
 
 impl Geom {
-    fn new(p: &ConvParams) -> Self {
+    pub(super) fn new(p: &ConvParams) -> Self {
         let u = |v: u64| v as usize;
         let k = p.k();
         Geom {
@@ -123,6 +129,11 @@ pub(super) unsafe fn run(
     bias: *const f32,
     y: *mut f32,
 ) {
+    if super::direct_flat::geometry_fits(p) {
+        // SAFETY: this function's contract is the flat path's.
+        unsafe { super::direct_flat::run(p, x, w, bias, y) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let g = Geom::new(p);

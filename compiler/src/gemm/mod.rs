@@ -42,6 +42,7 @@ pub mod act;
 pub mod conv;
 mod depthwise;
 mod direct;
+mod direct_flat;
 mod kernels;
 pub mod lowp;
 pub mod pool;

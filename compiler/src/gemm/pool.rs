@@ -224,13 +224,26 @@ fn row_exact(g: &Geom, x: &[f32], oy: usize, y: &mut [f32]) {
 /// One output row `oy` (`yrow`: `ow` floats) by the separable passes; `S` is the horizontal
 /// stride (0: any). Reads `x` only, writes `yrow` only at the end of each column block.
 #[inline(always)]
-fn row_fast<const S: usize>(g: &Geom, x: &[f32], oy: usize, yrow: &mut [f32], t: &mut [f32; CAP]) {
+fn row_fast<const S: usize, const V: u8>(
+    g: &Geom,
+    x: &[f32],
+    oy: usize,
+    yrow: &mut [f32],
+    t: &mut [f32; CAP],
+) {
     let sw = if S == 0 { g.sw } else { S };
     let ident = if g.max { f32::NEG_INFINITY } else { 0.0 };
     let span = (g.kw - 1) * g.dw + 1;
     // Block of nb outputs reads (nb - 1) * sw + span columns, plus sw of identity past them
     // so the horizontal pass can take whole chunks of sw.
     let nb_max = (CAP - span - sw) / sw + 1;
+    // The vector pass reads whole vectors past the block: at most 2 * nb16 + span - 2.
+    let simd = S == 2 && V != stride2::PORTABLE;
+    let nb_max = if simd {
+        nb_max.min((CAP - span) / 2 / 16 * 16).max(1)
+    } else {
+        nb_max
+    };
     {
         let (ky0, ky1) = valid_taps(oy, g.sh, g.kh, g.dh, g.pt, g.h);
         let mut ox0 = 0;
@@ -264,6 +277,13 @@ fn row_fast<const S: usize>(g: &Geom, x: &[f32], oy: usize, yrow: &mut [f32], t:
                 }
             }
             let out = &mut yrow[ox0..ox0 + nb];
+            if simd {
+                // SAFETY: the variant's CPU features (V names them; the caller runs in a
+                // function enabling them); t holds CAP >= 2 * nb16 + span - 1 floats.
+                unsafe { stride2::pass::<V>(t, g.kw, g.dw, g.max, out) };
+                ox0 += nb;
+                continue;
+            }
             for kx in 0..g.kw {
                 let src = &tb[kx * g.dw..kx * g.dw + nb * sw];
                 let taps = src.chunks_exact(sw).map(|c| c[0]);
@@ -321,23 +341,30 @@ fn exact_path(g: &Geom, x: &[f32]) -> bool {
 
 /// Output row `oy` of plane `x` into `yrow` by the path `exact` chose.
 #[inline(always)]
-fn row(g: &Geom, exact: bool, x: &[f32], oy: usize, yrow: &mut [f32], t: &mut [f32; CAP]) {
+fn row<const V: u8>(
+    g: &Geom,
+    exact: bool,
+    x: &[f32],
+    oy: usize,
+    yrow: &mut [f32],
+    t: &mut [f32; CAP],
+) {
     if exact {
         return row_exact(g, x, oy, yrow);
     }
     match g.sw {
-        1 => row_fast::<1>(g, x, oy, yrow, t),
-        2 => row_fast::<2>(g, x, oy, yrow, t),
-        _ => row_fast::<0>(g, x, oy, yrow, t),
+        1 => row_fast::<1, V>(g, x, oy, yrow, t),
+        2 => row_fast::<2, V>(g, x, oy, yrow, t),
+        _ => row_fast::<0, V>(g, x, oy, yrow, t),
     }
 }
 
 /// One plane (`x`: `h*w` floats, `y`: `oh*ow`, disjoint), by the fastest exact path.
 #[inline(always)]
-fn plane(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
+fn plane<const V: u8>(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
     let exact = exact_path(g, x);
     for (oy, yrow) in y.chunks_exact_mut(g.ow.max(1)).take(g.oh).enumerate() {
-        row(g, exact, x, oy, yrow, t);
+        row::<V>(g, exact, x, oy, yrow, t);
     }
 }
 
@@ -350,7 +377,7 @@ fn plane(g: &Geom, x: &[f32], y: &mut [f32], t: &mut [f32; CAP]) {
 /// call, `(lag + 1) * ow <= CAP`, and writing output row `oy` then covers no input float that
 /// a row computed later reads ([`in_place_lag`]; `y` may overlap `x`).
 #[inline(always)]
-unsafe fn plane_in_place(
+unsafe fn plane_in_place<const V: u8>(
     g: &Geom,
     lag: usize,
     x: *const f32,
@@ -377,7 +404,7 @@ unsafe fn plane_in_place(
             // SAFETY: as above; this shared slice is dropped before any row is written.
             let xs = unsafe { std::slice::from_raw_parts(x, n) };
             let slot = oy % slots;
-            row(g, exact, xs, oy, &mut r[slot * ow..(slot + 1) * ow], t);
+            row::<V>(g, exact, xs, oy, &mut r[slot * ow..(slot + 1) * ow], t);
         }
         if oy >= lag {
             write(r, oy - lag);
@@ -482,7 +509,7 @@ type PlaneFn = unsafe fn(&Geom, *const f32, *mut f32, &mut [f32; CAP], Option<&m
 /// Out of place (`r` is `None`): `x` is valid for `h*w` floats, `y` for `oh*ow`, and they are
 /// disjoint. In place: [`plane_in_place`]'s contract holds with `g.lag`.
 #[inline(always)]
-unsafe fn plane_any(
+unsafe fn plane_any<const V: u8>(
     g: &Geom,
     x: *const f32,
     y: *mut f32,
@@ -491,7 +518,7 @@ unsafe fn plane_any(
 ) {
     match r {
         // SAFETY: by this function's contract.
-        Some(r) => unsafe { plane_in_place(g, g.lag, x, y, t, r) },
+        Some(r) => unsafe { plane_in_place::<V>(g, g.lag, x, y, t, r) },
         None => {
             // SAFETY: by this function's contract (disjoint, in bounds).
             let (xs, ys) = unsafe {
@@ -500,7 +527,7 @@ unsafe fn plane_any(
                     std::slice::from_raw_parts_mut(y, g.oh * g.ow),
                 )
             };
-            plane(g, xs, ys, t);
+            plane::<V>(g, xs, ys, t);
         }
     }
 }
@@ -517,12 +544,12 @@ unsafe fn plane_portable(
     r: Option<&mut [f32; CAP]>,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { plane_any(g, x, y, t, r) }
+    unsafe { plane_any::<{ stride2::PORTABLE }>(g, x, y, t, r) }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{CAP, Geom, plane_any};
+    use super::{CAP, Geom, plane_any, stride2};
 
     /// The AVX2 variant.
     ///
@@ -537,7 +564,7 @@ mod x86 {
         r: Option<&mut [f32; CAP]>,
     ) {
         // SAFETY: forwarded contract.
-        unsafe { plane_any(g, x, y, t, r) }
+        unsafe { plane_any::<{ stride2::AVX2 }>(g, x, y, t, r) }
     }
 
     /// The AVX-512F variant.
@@ -553,7 +580,7 @@ mod x86 {
         r: Option<&mut [f32; CAP]>,
     ) {
         // SAFETY: forwarded contract.
-        unsafe { plane_any(g, x, y, t, r) }
+        unsafe { plane_any::<{ stride2::AVX512 }>(g, x, y, t, r) }
     }
 }
 
@@ -645,6 +672,8 @@ pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *
         }
     });
 }
+
+mod stride2;
 
 #[cfg(test)]
 mod tests;

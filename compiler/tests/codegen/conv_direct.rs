@@ -135,3 +135,114 @@ fn direct_conv_random_against_reference() {
         check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
     }
 }
+
+/// The flat direct path ("same" convolutions at stride 1: the output plane is the input's,
+/// vectors run across row ends): random kernels 1..7 by 1..7 with dilations, every split of
+/// the padding between the two sides, planes from 4 x 4 (one partial chunk) to 20 x 20,
+/// output channel counts whose last panel has 1..12 rows, batches, 1-d convs; no
+/// activation, Relu and a fused SiLU, against the reference evaluation. On an AVX-512 CPU
+/// each case must take the direct path.
+#[test]
+fn flat_direct_conv_random_against_reference() {
+    let mut rng = Rng(0xf1a7);
+    let avx512 = kernel_name().starts_with("avx512");
+    let pick = |rng: &mut Rng, lo: usize, hi: usize| lo + (rng.next() as usize) % (hi - lo + 1);
+    let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+    for case in 0..48 {
+        let one_d = case % 6 == 5;
+        let (n, c, m) = (
+            pick(&mut rng, 1, 2),
+            pick(&mut rng, 1, 24),
+            pick(&mut rng, 1, 40),
+        );
+        let (kh, kw) = if one_d {
+            (1, pick(&mut rng, 2, 7))
+        } else {
+            (pick(&mut rng, 1, 7), pick(&mut rng, 1, 7))
+        };
+        // A 1x1 kernel needs padding to be no pointwise conv, so take at least 2 columns.
+        let kw = if kh == 1 { kw.max(2) } else { kw };
+        let (dh, dw) = (pick(&mut rng, 1, 2), pick(&mut rng, 1, 2));
+        let (span_h, span_w) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+        // "Same": the pads of each axis sum to the window's span less one, split anyhow.
+        let (pt, pl) = (pick(&mut rng, 0, span_h - 1), pick(&mut rng, 0, span_w - 1));
+        let (pb, pr) = (span_h - 1 - pt, span_w - 1 - pl);
+        let h = if one_d { 1 } else { pick(&mut rng, 4, 20) };
+        let w = if one_d {
+            pick(&mut rng, 16, 90)
+        } else {
+            pick(&mut rng, 4, 20)
+        };
+        let (xs, ws, ys, attrs) = if one_d {
+            (
+                vec![n, c, w],
+                vec![m, c, kw],
+                vec![n, m, w],
+                vec![
+                    ("kernel_shape", ints(&[kw])),
+                    ("dilations", ints(&[dw])),
+                    ("pads", ints(&[pl, pr])),
+                ],
+            )
+        } else {
+            (
+                vec![n, c, h, w],
+                vec![m, c, kh, kw],
+                vec![n, m, h, w],
+                vec![
+                    ("kernel_shape", ints(&[kh, kw])),
+                    ("dilations", ints(&[dh, dw])),
+                    ("pads", ints(&[pt, pl, pb, pr])),
+                ],
+            )
+        };
+        let spatial = |v: &[usize]| v[2..].to_vec();
+        let mut p = ConvParams::from_shapes(
+            &xs,
+            &ys,
+            &spatial(&ws),
+            &if one_d { vec![1] } else { vec![1, 1] },
+            &if one_d { vec![dw] } else { vec![dh, dw] },
+            &if one_d {
+                vec![pl, pr]
+            } else {
+                vec![pt, pl, pb, pr]
+            },
+            1,
+        )
+        .expect("2-d geometry");
+        p.packed_a = 1;
+        // Planes of fewer than 16 pixels stay on im2col.
+        let flat = h * w >= 16;
+        assert_eq!(
+            p.is_direct(),
+            avx512 && flat,
+            "case {case}: {xs:?} * {ws:?} -> {ys:?}"
+        );
+        let bias = case % 3 != 1;
+        let mut mb = ModelBuilder::new("conv", 14)
+            .input("x", DType::F32, &dims(&xs))
+            .initializer("w", &rng.tensor(&ws, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if bias {
+            mb = mb.initializer("b", &rng.tensor(&[m], -1.0, 1.0));
+            ins.push("b");
+        }
+        mb = mb
+            .output("y", DType::F32, &dims(&ys))
+            .node("conv", "Conv", &ins, &["c"], attrs);
+        let model = match case % 3 {
+            0 => mb.node("r", "Relu", &["c"], &["y"], vec![]),
+            1 => mb.node("s", "Sigmoid", &["c"], &["s"], vec![]).node(
+                "m",
+                "Mul",
+                &["c", "s"],
+                &["y"],
+                vec![],
+            ),
+            _ => mb.node("r", "Identity", &["c"], &["y"], vec![]),
+        }
+        .build();
+        check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
+    }
+}

@@ -97,11 +97,12 @@ fn convolutions() {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     type Case<'a> = (Vec<usize>, Vec<usize>, Vec<(&'a str, Attr)>);
     let cases: Vec<Case<'_>> = vec![
-        // Many units (a large plane): whole tiles per thread (im2col: rows under 14 pixels).
+        // Many units (a large plane): whole tiles per thread (im2col: rows under 14 pixels,
+        // not "same").
         (
             vec![1, 16, 200, 12],
             vec![32, 16, 3, 3],
-            vec![("pads", ints(&[1, 1, 1, 1]))],
+            vec![("pads", ints(&[0, 1, 0, 1]))],
         ),
         // Direct at stride 2 (few input channels).
         (
@@ -109,24 +110,28 @@ fn convolutions() {
             vec![20, 3, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
         ),
-        // Direct (stride 1, wide rows; AVX-512): rows of 12-channel panels and a last panel
-        // of 4, rows ending mid-vector.
+        // Direct rows (stride 1, wide rows, not "same"; AVX-512): rows of 12-channel panels
+        // and a last panel of 4, rows ending mid-vector.
         (
             vec![1, 16, 40, 40],
             vec![32, 16, 3, 3],
-            vec![("pads", ints(&[1, 1, 1, 1]))],
+            vec![("pads", ints(&[0, 1, 0, 1]))],
         ),
+        // Direct over the flat plane ("same", stride 1; AVX-512): chunks across row ends,
+        // panels innermost (input the larger operand), batch 2, a last panel of 10.
         (
             vec![2, 20, 17, 45],
             vec![70, 20, 3, 5],
             vec![("pads", ints(&[1, 2, 1, 2]))],
         ),
-        // One tile: the product split over threads; edge rows (m = 70).
+        // Flat with chunks innermost (weights the larger operand), a last chunk of 1 pixel.
         (
-            vec![1, 64, 9, 9],
-            vec![70, 64, 3, 3],
+            vec![1, 64, 7, 7],
+            vec![40, 64, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
         ),
+        // One tile: the product split over threads; edge rows (m = 70).
+        (vec![1, 64, 9, 9], vec![70, 64, 3, 3], vec![]),
         // Pointwise with a partial last panel (pixels % 16 != 0), batch 2.
         (vec![2, 96, 15, 15], vec![48, 96, 1, 1], vec![]),
         // Grouped, strided.
