@@ -377,12 +377,18 @@ pub(super) mod x86 {
 
     /// The activation of 8 values (bias already added).
     #[inline(always)]
-    fn act256(act: Activation, v: __m256) -> __m256 {
+    pub(crate) fn act256(act: Activation, v: __m256) -> __m256 {
         // SAFETY: value-only AVX/AVX2/FMA intrinsics inside AVX2+FMA callers.
         unsafe {
             let one = _mm256_set1_ps(1.0);
             let zero = _mm256_setzero_ps();
             match act {
+                Activation::None => v,
+                // As act512: a NaN input gives the second operand (0, or the bound).
+                Activation::Relu => _mm256_max_ps(v, zero),
+                Activation::Clip(lo, hi) => {
+                    _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(lo)), _mm256_set1_ps(hi))
+                }
                 Activation::Sigmoid => {
                     let e = exp256(_mm256_sub_ps(zero, v));
                     _mm256_div_ps(one, _mm256_add_ps(one, e))
