@@ -257,6 +257,19 @@ pub(super) mod x86 {
         }
     }
 
+    /// `1 / d` for `d >= 1` (NaN stays NaN; above 1e38, including inf, as 1e-38):
+    /// `rcp14` refined by one Newton step.
+    #[inline(always)]
+    fn recip512(d: __m512) -> __m512 {
+        // SAFETY: value-only AVX-512F intrinsics inside AVX-512F callers.
+        unsafe {
+            // min returns its second operand when either is NaN: NaN passes through.
+            let d = _mm512_min_ps(_mm512_set1_ps(1e38), d);
+            let r = _mm512_rcp14_ps(d);
+            _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0)), r)
+        }
+    }
+
     /// The activation of 16 values (bias already added).
     #[inline(always)]
     pub(crate) fn act512(act: Activation, v: __m512) -> __m512 {
@@ -274,13 +287,15 @@ pub(super) mod x86 {
                     let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, zero);
                     _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(a))
                 }
+                // 1 / (1 + e) by the 14-bit reciprocal estimate and one Newton step (a few
+                // ulp, cheaper than a division).
                 Activation::Sigmoid => {
                     let e = exp512(_mm512_sub_ps(zero, v));
-                    _mm512_div_ps(one, _mm512_add_ps(one, e))
+                    recip512(_mm512_add_ps(one, e))
                 }
                 Activation::Silu => {
                     let e = exp512(_mm512_sub_ps(zero, v));
-                    _mm512_div_ps(v, _mm512_add_ps(one, e))
+                    _mm512_mul_ps(v, recip512(_mm512_add_ps(one, e)))
                 }
                 Activation::Tanh => {
                     let ax = _mm512_abs_ps(v);

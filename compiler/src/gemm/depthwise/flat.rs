@@ -9,8 +9,9 @@
 //! load and one fused multiply-add, whatever the stride, dilation or padding; lanes whose `q`
 //! falls in a row's last `wh - ow` columns are computed and dropped (the store is masked per
 //! output row). Stride 2 is deinterleaved while copying the input, so the loads stay
-//! contiguous. Each output sums its taps in the same order (`ky`, then `kx`) on every path
-//! and thread count.
+//! contiguous. Taps are summed (`ky`, then `kx`) into two or four partial sums (tap `t` into
+//! sum `t % P`, `P` fixed by how many vectors remain at that point of the plane) added
+//! pairwise at the end: the same order at every thread count.
 //!
 //! The scratch lives on the stack of the task ([`SCRATCH`] floats, zeroed once per task: the
 //! padding positions are the same for every plane and are never written); geometries whose
@@ -66,11 +67,6 @@ impl Layout {
         // The last group starts below oh * wh and reads GROUP floats from there.
         let len = (plane * g.sh * g.sw).max(max_off + g.oh * wh + GROUP);
         (len <= SCRATCH).then_some(Layout { hh, wh, len, taps })
-    }
-
-    /// Floats of scratch the kernels read and write.
-    pub(super) fn len(&self) -> usize {
-        self.len
     }
 }
 
@@ -231,10 +227,10 @@ pub(super) mod x86 {
             // SAFETY: AVX-512F; q < n and the slice sizes checked above.
             unsafe {
                 match (n - q).div_ceil(16) {
-                    1 => group512::<1>(g, l, buf, wt, bias, act, y, q),
-                    2 => group512::<2>(g, l, buf, wt, bias, act, y, q),
-                    3 => group512::<3>(g, l, buf, wt, bias, act, y, q),
-                    _ => group512::<4>(g, l, buf, wt, bias, act, y, q),
+                    1 => group512::<1, 4>(g, l, buf, wt, bias, act, y, q),
+                    2 => group512::<2, 4>(g, l, buf, wt, bias, act, y, q),
+                    3 => group512::<3, 2>(g, l, buf, wt, bias, act, y, q),
+                    _ => group512::<4, 2>(g, l, buf, wt, bias, act, y, q),
                 }
             }
             q += 64;
@@ -248,7 +244,7 @@ pub(super) mod x86 {
     /// `q < oh * wh`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn group512<const U: usize>(
+    unsafe fn group512<const U: usize, const P: usize>(
         g: &Geom,
         l: &Layout,
         buf: &[f32],
@@ -261,14 +257,31 @@ pub(super) mod x86 {
         // SAFETY: every load reads buf[off + q .. off + q + 16 U] with off <= the largest tap
         // offset and q < oh * wh, below `l.len` (Layout::new); wt has kh*kw floats.
         unsafe {
-            let mut acc = [_mm512_set1_ps(bias); U];
+            // Tap t goes to partial sum t % P (U * P independent chains hide the FMA
+            // latency), the partial sums added pairwise at the end.
+            let mut part = [[_mm512_setzero_ps(); U]; P];
+            part[0] = [_mm512_set1_ps(bias); U];
             let base = buf.as_ptr().add(q);
-            for (t, &off) in l.taps[..g.kh * g.kw].iter().enumerate() {
-                let wv = _mm512_set1_ps(*wt.get_unchecked(t));
-                let p = base.add(off as usize);
-                for (u, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p.add(16 * u)), *a);
+            let ntaps = g.kh * g.kw;
+            for (c, offs) in l.taps[..ntaps].chunks(P).enumerate() {
+                for (k, &off) in offs.iter().enumerate() {
+                    let wv = _mm512_set1_ps(*wt.get_unchecked(c * P + k));
+                    let p = base.add(off as usize);
+                    for (u, a) in part[k].iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p.add(16 * u)), *a);
+                    }
                 }
+            }
+            let mut acc = part[0];
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = if P == 4 {
+                    _mm512_add_ps(
+                        _mm512_add_ps(part[0][u], part[1][u]),
+                        _mm512_add_ps(part[2][u], part[3][u]),
+                    )
+                } else {
+                    _mm512_add_ps(part[0][u], part[1][u])
+                };
             }
             let (wh, ow) = (l.wh as isize, g.ow as isize);
             for (u, &a) in acc.iter().enumerate() {
@@ -340,10 +353,10 @@ pub(super) mod x86 {
             // SAFETY: AVX2; q < n and the slice sizes checked above.
             unsafe {
                 match (n - q).div_ceil(8) {
-                    1 => group256::<1>(g, l, buf, wt, bias, act, y, q),
-                    2 => group256::<2>(g, l, buf, wt, bias, act, y, q),
-                    3 => group256::<3>(g, l, buf, wt, bias, act, y, q),
-                    _ => group256::<4>(g, l, buf, wt, bias, act, y, q),
+                    1 => group256::<1, 4>(g, l, buf, wt, bias, act, y, q),
+                    2 => group256::<2, 4>(g, l, buf, wt, bias, act, y, q),
+                    3 => group256::<3, 2>(g, l, buf, wt, bias, act, y, q),
+                    _ => group256::<4, 2>(g, l, buf, wt, bias, act, y, q),
                 }
             }
             q += 32;
@@ -356,7 +369,7 @@ pub(super) mod x86 {
     /// As [`group512`] with AVX2 and FMA.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn group256<const U: usize>(
+    unsafe fn group256<const U: usize, const P: usize>(
         g: &Geom,
         l: &Layout,
         buf: &[f32],
@@ -368,14 +381,31 @@ pub(super) mod x86 {
     ) {
         // SAFETY: as in group512 (8-lane vectors, GROUP covers 4 of them).
         unsafe {
-            let mut acc = [_mm256_set1_ps(bias); U];
+            // Tap t goes to partial sum t % P (U * P independent chains hide the FMA
+            // latency), the partial sums added pairwise at the end.
+            let mut part = [[_mm256_setzero_ps(); U]; P];
+            part[0] = [_mm256_set1_ps(bias); U];
             let base = buf.as_ptr().add(q);
-            for (t, &off) in l.taps[..g.kh * g.kw].iter().enumerate() {
-                let wv = _mm256_set1_ps(*wt.get_unchecked(t));
-                let p = base.add(off as usize);
-                for (u, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p.add(8 * u)), *a);
+            let ntaps = g.kh * g.kw;
+            for (c, offs) in l.taps[..ntaps].chunks(P).enumerate() {
+                for (k, &off) in offs.iter().enumerate() {
+                    let wv = _mm256_set1_ps(*wt.get_unchecked(c * P + k));
+                    let p = base.add(off as usize);
+                    for (u, a) in part[k].iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(p.add(8 * u)), *a);
+                    }
                 }
+            }
+            let mut acc = part[0];
+            for (u, a) in acc.iter_mut().enumerate() {
+                *a = if P == 4 {
+                    _mm256_add_ps(
+                        _mm256_add_ps(part[0][u], part[1][u]),
+                        _mm256_add_ps(part[2][u], part[3][u]),
+                    )
+                } else {
+                    _mm256_add_ps(part[0][u], part[1][u])
+                };
             }
             let (wh, ow) = (l.wh as isize, g.ow as isize);
             let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
