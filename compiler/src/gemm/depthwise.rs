@@ -491,8 +491,11 @@ pub(super) unsafe fn run(
         SyncPtr(bias.cast_mut()),
         SyncPtr(y),
     );
-    // The flat kernel where this CPU has one and the phase planes fit its stack scratch.
-    let flat = selected_flat().zip(flat::Layout::new(&g));
+    // The flat kernel where this CPU has one, the phase planes fit its stack scratch and it
+    // is the faster of the two.
+    let flat = selected_flat()
+        .zip(flat::Layout::new(&g))
+        .filter(|(_, l)| l.pays_off(&g));
     crate::par::for_each(runs, width, |r, _| {
         let io = |plane: usize| {
             let (img, o) = (plane / m.max(1), plane % m.max(1));

@@ -15,13 +15,16 @@
 //!
 //! The scratch lives on the stack of the task ([`SCRATCH`] floats, zeroed once per task: the
 //! padding positions are the same for every plane and are never written); geometries whose
-//! phase planes do not fit take the row kernel of the parent module.
+//! phase planes do not fit, or where [`Layout::pays_off`] says the row kernel is faster, take
+//! the row kernel of the parent module.
 
 use super::Geom;
 use crate::gemm::conv::Activation;
 
 /// Floats of the per-task stack scratch (64 KiB): a 112x112 plane with a 3x3 kernel fits.
 pub(super) const SCRATCH: usize = 16 * 1024;
+/// Floats of scratch at stride 1 up to which the flat kernel is used (32 KiB, an L1 cache).
+const L1_FLOATS: usize = 8 * 1024;
 /// Most taps (`kh * kw`) the flat kernel takes.
 const MAX_TAPS: usize = 64;
 /// Most floats one group of vectors covers (four AVX-512 vectors).
@@ -67,6 +70,19 @@ impl Layout {
         // The last group starts below oh * wh and reads GROUP floats from there.
         let len = (plane * g.sh * g.sw).max(max_off + g.oh * wh + GROUP);
         (len <= SCRATCH).then_some(Layout { hh, wh, len, taps })
+    }
+
+    /// Whether the flat kernel beats the row kernel on `g` (measured on EfficientNet-B0 and
+    /// MobileNetV2, AVX-512): at stride 1 while the phase plane stays within L1 (a 56x56
+    /// plane yes, 112x112 no: the copy then costs more than the masks it saves), at other
+    /// strides from 25 taps on (5x5: faster; 3x3 at stride 2: the deinterleaving copy costs
+    /// more than the row kernel's permutes).
+    pub(super) fn pays_off(&self, g: &Geom) -> bool {
+        if g.sh == 1 && g.sw == 1 {
+            self.len <= L1_FLOATS
+        } else {
+            g.kh * g.kw >= 25
+        }
     }
 }
 
