@@ -221,6 +221,7 @@ pub(super) mod x86 {
     /// AVX-512F, AVX2 and FMA; `l` is `Layout::new(g)`, `buf` has `l.len()` floats whose
     /// padding positions are zero, `x`, `wt`, `y` hold `h*w`, `kh*kw`, `oh*ow` floats.
     #[target_feature(enable = "avx512f,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::gemm::depthwise) unsafe fn plane512(
         g: &Geom,
         l: &Layout,
@@ -348,6 +349,7 @@ pub(super) mod x86 {
     /// # Safety
     /// That of [`plane512`] with AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::gemm::depthwise) unsafe fn plane256(
         g: &Geom,
         l: &Layout,
