@@ -257,6 +257,19 @@ pub(super) mod x86 {
         }
     }
 
+    /// `1 / d` for `d >= 1` (NaN stays NaN; above 1e38, including inf, as 1e-38):
+    /// `rcp14` refined by one Newton step.
+    #[inline(always)]
+    fn recip512(d: __m512) -> __m512 {
+        // SAFETY: value-only AVX-512F intrinsics inside AVX-512F callers.
+        unsafe {
+            // min returns its second operand when either is NaN: NaN passes through.
+            let d = _mm512_min_ps(_mm512_set1_ps(1e38), d);
+            let r = _mm512_rcp14_ps(d);
+            _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0)), r)
+        }
+    }
+
     /// The activation of 16 values (bias already added).
     #[inline(always)]
     pub(crate) fn act512(act: Activation, v: __m512) -> __m512 {
@@ -274,13 +287,15 @@ pub(super) mod x86 {
                     let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, zero);
                     _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(a))
                 }
+                // 1 / (1 + e) by the 14-bit reciprocal estimate and one Newton step (a few
+                // ulp, cheaper than a division).
                 Activation::Sigmoid => {
                     let e = exp512(_mm512_sub_ps(zero, v));
-                    _mm512_div_ps(one, _mm512_add_ps(one, e))
+                    recip512(_mm512_add_ps(one, e))
                 }
                 Activation::Silu => {
                     let e = exp512(_mm512_sub_ps(zero, v));
-                    _mm512_div_ps(v, _mm512_add_ps(one, e))
+                    _mm512_mul_ps(v, recip512(_mm512_add_ps(one, e)))
                 }
                 Activation::Tanh => {
                     let ax = _mm512_abs_ps(v);
@@ -377,12 +392,18 @@ pub(super) mod x86 {
 
     /// The activation of 8 values (bias already added).
     #[inline(always)]
-    fn act256(act: Activation, v: __m256) -> __m256 {
+    pub(crate) fn act256(act: Activation, v: __m256) -> __m256 {
         // SAFETY: value-only AVX/AVX2/FMA intrinsics inside AVX2+FMA callers.
         unsafe {
             let one = _mm256_set1_ps(1.0);
             let zero = _mm256_setzero_ps();
             match act {
+                Activation::None => v,
+                // As act512: a NaN input gives the second operand (0, or the bound).
+                Activation::Relu => _mm256_max_ps(v, zero),
+                Activation::Clip(lo, hi) => {
+                    _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(lo)), _mm256_set1_ps(hi))
+                }
                 Activation::Sigmoid => {
                     let e = exp256(_mm256_sub_ps(zero, v));
                     _mm256_div_ps(one, _mm256_add_ps(one, e))

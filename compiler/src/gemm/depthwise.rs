@@ -18,6 +18,8 @@
 use super::conv::{Activation, ConvParams};
 use super::split::SyncPtr;
 
+mod flat;
+
 /// The geometry one plane needs.
 #[derive(Clone, Copy)]
 struct Geom {
@@ -422,6 +424,23 @@ mod x86 {
     }
 }
 
+/// The flat phase-plane kernel ([`flat`]) for the GEMM kernel selected on this CPU (same
+/// override, same features), if it has one.
+fn selected_flat() -> Option<flat::FlatFn> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let name = super::selected_kernel().name;
+        let fma = is_x86_feature_detected!("fma") && is_x86_feature_detected!("avx2");
+        if name.starts_with("avx512") && fma {
+            return Some(flat::x86::plane512);
+        }
+        if name.starts_with("avx") && fma {
+            return Some(flat::x86::plane256);
+        }
+    }
+    None
+}
+
 /// The variant for the GEMM kernel selected on this CPU (same override, same features).
 fn selected() -> PlaneFn {
     #[cfg(target_arch = "x86_64")]
@@ -472,8 +491,13 @@ pub(super) unsafe fn run(
         SyncPtr(bias.cast_mut()),
         SyncPtr(y),
     );
+    // The flat kernel where this CPU has one, the phase planes fit its stack scratch and it
+    // is the faster of the two.
+    let flat = selected_flat()
+        .zip(flat::Layout::new(&g))
+        .filter(|(_, l)| l.pays_off(&g));
     crate::par::for_each(runs, width, |r, _| {
-        for plane in planes * r / runs..planes * (r + 1) / runs {
+        let io = |plane: usize| {
             let (img, o) = (plane / m.max(1), plane % m.max(1));
             let ci = o / mult.max(1);
             // SAFETY: input plane (img, ci) with ci < c, output plane (img, o) with o < m,
@@ -493,7 +517,18 @@ pub(super) unsafe fn run(
             } else {
                 0.0
             };
-            f(&g, xs, ws, b, act, ys);
+            (xs, ws, b, ys)
+        };
+        let mine = planes * r / runs..planes * (r + 1) / runs;
+        match flat {
+            // SAFETY: the kernel was selected for this CPU, the layout made from `g`, and
+            // `io` gives planes of the sizes `g` implies.
+            Some((kernel, l)) => unsafe { flat::run_planes(kernel, &g, &l, act, mine.map(io)) },
+            None => {
+                for (xs, ws, b, ys) in mine.map(io) {
+                    f(&g, xs, ws, b, act, ys);
+                }
+            }
         }
     });
 }
@@ -512,15 +547,47 @@ mod tests {
                 v.push(("avx2", |g, x, w, b, a, y| unsafe {
                     x86::plane_avx2(g, x, w, b, a, y)
                 }));
+                // SAFETY: AVX2 and FMA detected.
+                v.push(("flat avx2", |g, x, w, b, a, y| unsafe {
+                    flat_plane(flat::x86::plane256, g, x, w, b, a, y)
+                }));
                 if is_x86_feature_detected!("avx512f") {
                     // SAFETY: AVX-512F, AVX2 and FMA detected.
                     v.push(("avx512", |g, x, w, b, a, y| unsafe {
                         x86::plane_avx512(g, x, w, b, a, y)
                     }));
+                    // SAFETY: as above.
+                    v.push(("flat avx512", |g, x, w, b, a, y| unsafe {
+                        flat_plane(flat::x86::plane512, g, x, w, b, a, y)
+                    }));
                 }
             }
         }
         v
+    }
+
+    /// One plane through a flat kernel, twice in the same scratch (the second plane sees the
+    /// first one's interior, as in a run), or the row kernel when the layout does not fit.
+    ///
+    /// # Safety
+    /// `kernel` runs on this CPU.
+    unsafe fn flat_plane(
+        kernel: flat::FlatFn,
+        g: &Geom,
+        x: &[f32],
+        w: &[f32],
+        b: f32,
+        a: Activation,
+        y: &mut [f32],
+    ) {
+        let Some(l) = flat::Layout::new(g) else {
+            return plane_portable(g, x, w, b, a, y);
+        };
+        let other: Vec<f32> = x.iter().map(|v| v * 3.0 + 1.0).collect();
+        let mut scratch_y = vec![0.0; y.len()];
+        let planes = [(&other[..], w, b + 1.0, &mut scratch_y[..]), (x, w, b, y)];
+        // SAFETY: the caller's contract; the planes have the sizes `g` implies.
+        unsafe { flat::run_planes(kernel, g, &l, a, planes.into_iter()) };
     }
 
     #[test]
@@ -532,7 +599,7 @@ mod tests {
             s ^= s << 17;
             s
         };
-        for case in 0..300 {
+        for case in 0..600 {
             let pick = |r: u64, lo: u64, hi: u64| lo + r % (hi - lo + 1);
             let (kh, kw) = (pick(next(), 1, 5), pick(next(), 1, 7));
             let (sh, sw) = (pick(next(), 1, 3), pick(next(), 1, 3));
@@ -602,8 +669,14 @@ mod tests {
                 }
             }
             for (name, f) in variants() {
-                let mut got = vec![f32::NAN; u(oh * ow)];
-                f(&g, &x, &wt, bias, act, &mut got);
+                // Sentinels after the plane catch a store past its end.
+                let mut got = vec![f32::NAN; u(oh * ow) + 64];
+                got[u(oh * ow)..].fill(-7.0);
+                f(&g, &x, &wt, bias, act, &mut got[..u(oh * ow)]);
+                assert!(
+                    got[u(oh * ow)..].iter().all(|&v| v == -7.0),
+                    "{name} case {case} {p:?}: wrote past the plane"
+                );
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),

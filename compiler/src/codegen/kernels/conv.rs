@@ -129,17 +129,35 @@ impl PoolDesc {
                 let vm = Math { ty: F32X4 };
                 for_range(b, *planes, &mut |b, pl| {
                     let xp = offset(b, x, pl, len * 4);
-                    let acc = b.declare_var(F32X4);
+                    // Four accumulators over 16 floats a step (independent fadd chains),
+                    // then the remaining whole vectors, summed pairwise.
                     let z = vm.c(b, 0.0);
-                    b.def_var(acc, z);
-                    for_range(b, len / 4, &mut |b, i| {
-                        let p = offset(b, xp, i, 16);
-                        let v = vm.load(b, p, 0);
+                    let accs: [_; 4] = std::array::from_fn(|_| {
+                        let a = b.declare_var(F32X4);
+                        b.def_var(a, z);
+                        a
+                    });
+                    for_range(b, len / 16, &mut |b, i| {
+                        let p = offset(b, xp, i, 64);
+                        for (k, &acc) in accs.iter().enumerate() {
+                            let v = vm.load(b, p, (k * 16) as i32);
+                            let a = b.use_var(acc);
+                            let a = b.ins().fadd(a, v);
+                            b.def_var(acc, a);
+                        }
+                    });
+                    for (k, &acc) in accs.iter().enumerate().take((len % 16) / 4) {
+                        let v = vm.load(b, xp, ((len / 16) * 64 + k * 16) as i32);
                         let a = b.use_var(acc);
                         let a = b.ins().fadd(a, v);
                         b.def_var(acc, a);
-                    });
-                    let a = b.use_var(acc);
+                    }
+                    let [a0, a1, a2, a3] = accs.map(|a| b.use_var(a));
+                    let s01 = b.ins().fadd(a0, a1);
+                    let s23 = b.ins().fadd(a2, a3);
+                    let a = b.ins().fadd(s01, s23);
+                    b.def_var(accs[0], a);
+                    let a = b.use_var(accs[0]);
                     let mut sum = Math::hreduce(b, a, |b, x, y| b.ins().fadd(x, y));
                     for t in (len / 4) * 4..len {
                         let v = sm.load(b, xp, (t * 4) as i32);
