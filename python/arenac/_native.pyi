@@ -20,6 +20,7 @@ class Session:
         memory_limit: Optional[str] = None,
         threads: Optional[int] = None,
         max_sessions: Optional[int] = None,
+        weights: Optional[str] = None,
     ) -> None: ...
     def run(
         self,

@@ -114,6 +114,10 @@ class InferenceSession:
     ``max_sessions``: how many runs may go at once from several Python threads, each in its
     own arena (default: as many arenas as fit the memory limit beside the weights, at most
     one per CPU; 1 makes runs take turns).
+    ``weights``: the type the weights of Conv, Gemm and MatMul are stored in: ``"f32"``
+    (default), ``"f16"``, ``"bf16"`` or ``"int8"`` (symmetric per output channel), widened to
+    f32 inside the kernels; ``plan()["weights_storage"]`` shows the bytes saved and the nodes
+    kept in f32.
 
     Compiling and running release the GIL.
     """
@@ -129,6 +133,7 @@ class InferenceSession:
         memory_limit: MemoryLimit = None,
         threads: Optional[int] = None,
         max_sessions: Optional[int] = None,
+        weights: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         self._tmp = None
@@ -148,6 +153,7 @@ class InferenceSession:
             _memory_limit_text(memory_limit),
             _default_threads(threads, sess_options),
             max_sessions,
+            weights,
         )
 
     def run(

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arenac::{CompileOptions, TensorRef, compile_file};
+use arenac::{CompileOptions, TensorRef, WeightType, compile_file};
 use arenac_compiler::import::inputs::{DeclDim, DeclaredInput, declared_inputs};
 use arenac_compiler::import::load_model_file;
 use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -324,7 +324,7 @@ fn py_fixed(py: Python<'_>, dims: &[usize]) -> PyResult<Vec<Py<PyAny>>> {
 impl Session {
     /// Reads the model and, when every input's shape is known, compiles it (without the GIL).
     #[new]
-    #[pyo3(signature = (path, shapes=None, memory_limit=None, threads=None, max_sessions=None))]
+    #[pyo3(signature = (path, shapes=None, memory_limit=None, threads=None, max_sessions=None, weights=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -332,9 +332,19 @@ impl Session {
         memory_limit: Option<String>,
         threads: Option<usize>,
         max_sessions: Option<usize>,
+        weights: Option<String>,
     ) -> PyResult<Session> {
         let session = py.detach(|| -> Result<Session, Failure> {
             let mut opts = CompileOptions::default();
+            if let Some(w) = &weights {
+                opts.weights = WeightType::parse(w).ok_or_else(|| {
+                    let names: Vec<&str> = WeightType::ALL.iter().map(|t| t.name()).collect();
+                    Failure::new(
+                        Kind::InvalidArgument,
+                        format!("weights: unknown type '{w}' (one of {})", names.join(", ")),
+                    )
+                })?;
+            }
             if let Some(t) = threads {
                 if t == 0 {
                     return Err(Failure::new(

@@ -92,3 +92,24 @@ def test_light_model_matches_onnxruntime(light_dir, name):
     for k, ours in enumerate(outs):
         theirs = np.load(light_dir / f"{name}_output_{k}.npy")
         assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("weights,tol", [("f16", 1e-2), ("bf16", 6e-2), ("int8", 6e-2)])
+def test_digits_reduced_weights(digits_path, samples, weights, tol):
+    """Weights stored in 16 or 8 bits: outputs near the f32 run's, the same top-1 on at least
+    97 of 100 samples, and the plan reports the storage and its saving."""
+    (full,) = arenac.InferenceSession(digits_path).run(None, {"pixels": samples})
+    sess = arenac.InferenceSession(digits_path, weights=weights)
+    (ours,) = sess.run(None, {"pixels": samples})
+    assert np.max(np.abs(ours - full)) <= tol * np.max(np.abs(full))
+    agree = np.mean(np.argmax(ours, axis=1) == np.argmax(full, axis=1))
+    assert agree >= 0.97
+    storage = sess.plan()["weights_storage"]
+    assert storage["storage"] == weights
+    assert storage["saving_bytes"] > 0
+
+
+def test_unknown_weights_type_is_a_value_error(digits_path):
+    with pytest.raises(arenac.InvalidArgument, match="weights: unknown type 'f8'") as e:
+        arenac.InferenceSession(digits_path, weights="f8")
+    assert isinstance(e.value, ValueError)
