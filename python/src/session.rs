@@ -320,6 +320,37 @@ fn py_fixed(py: Python<'_>, dims: &[usize]) -> PyResult<Vec<Py<PyAny>>> {
         .collect()
 }
 
+impl Session {
+    /// The compiled slots (`slots` of the latest executable) when the model is compiled for
+    /// fixed shapes, else the declared values: as (name, ONNX Runtime type, dims).
+    fn args(
+        &self,
+        py: Python<'_>,
+        slots: impl Fn(&arenac_compiler::codegen::Executable) -> &[arenac_compiler::codegen::IoSlot],
+        declared: &[DeclaredInput],
+    ) -> PyResult<Vec<PyArg>> {
+        if !self.dynamic
+            && let Ok(c) = self.latest()
+            && let Some(exe) = c.model.executable()
+        {
+            return slots(exe)
+                .iter()
+                .map(|s| {
+                    Ok((
+                        s.name.clone(),
+                        ort_type(s.ty.dtype),
+                        py_fixed(py, &s.ty.shape)?,
+                    ))
+                })
+                .collect();
+        }
+        declared
+            .iter()
+            .map(|d| Ok((d.name.clone(), ort_type(d.dtype), py_dims(py, d)?)))
+            .collect()
+    }
+}
+
 #[pymethods]
 impl Session {
     /// Reads the model and, when every input's shape is known, compiles it (without the GIL).
@@ -444,50 +475,12 @@ impl Session {
 
     /// The declared inputs (or the bound ones when the model is compiled for fixed shapes).
     fn inputs(&self, py: Python<'_>) -> PyResult<Vec<PyArg>> {
-        if !self.dynamic
-            && let Ok(c) = self.latest()
-            && let Some(exe) = c.model.executable()
-        {
-            return exe
-                .inputs()
-                .iter()
-                .map(|s| {
-                    Ok((
-                        s.name.clone(),
-                        ort_type(s.ty.dtype),
-                        py_fixed(py, &s.ty.shape)?,
-                    ))
-                })
-                .collect();
-        }
-        self.inputs
-            .iter()
-            .map(|d| Ok((d.name.clone(), ort_type(d.dtype), py_dims(py, d)?)))
-            .collect()
+        self.args(py, |exe| exe.inputs(), &self.inputs)
     }
 
     /// The declared outputs (or the compiled ones when the model is compiled for fixed shapes).
     fn outputs(&self, py: Python<'_>) -> PyResult<Vec<PyArg>> {
-        if !self.dynamic
-            && let Ok(c) = self.latest()
-            && let Some(exe) = c.model.executable()
-        {
-            return exe
-                .outputs()
-                .iter()
-                .map(|s| {
-                    Ok((
-                        s.name.clone(),
-                        ort_type(s.ty.dtype),
-                        py_fixed(py, &s.ty.shape)?,
-                    ))
-                })
-                .collect();
-        }
-        self.outputs
-            .iter()
-            .map(|d| Ok((d.name.clone(), ort_type(d.dtype), py_dims(py, d)?)))
-            .collect()
+        self.args(py, |exe| exe.outputs(), &self.outputs)
     }
 
     /// The plan report of the most recently used compiled model, as `arenac plan --json`
