@@ -463,3 +463,72 @@ fn bad_bool_rows_stop_the_run_from_the_reader_thread() {
     // The first batch ran; the bad one did not.
     assert_eq!(seen.0, vec![0]);
 }
+
+/// `y = ReduceSum(x, axis 1)` over rows of `T` values: `x[N, T]`, `T` free.
+fn free_row_dim_model(dir: &Path) -> std::path::PathBuf {
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+    let m = ModelBuilder::new("sum", 11)
+        .input("x", DType::F32, &[Dim::Sym("N"), Dim::Sym("T")])
+        .node(
+            "sum",
+            "ReduceSum",
+            &["x"],
+            &["y"],
+            vec![("axes", Attr::Ints(vec![1])), ("keepdims", Attr::Int(0))],
+        )
+        .output("y", DType::F32, &[])
+        .build();
+    let path = dir.join("sum.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn free_dims_past_the_batch_come_from_the_files() {
+    use arenac::stream::{FileJob, run_files};
+    let dir = tempfile::tempdir().unwrap();
+    let model = free_row_dim_model(dir.path());
+    let (rows, t) = (7, 5);
+    let x: Vec<f32> = (0..rows * t).map(|i| (i % 9) as f32 - 2.0).collect();
+    let xp = dir.path().join("x.npy");
+    write_f32(&xp, vec![rows, t], &x);
+    // T is bound to 5 by the file (the declared N by the batch); a --shape agreeing with it
+    // is fine.
+    for (opts, out) in [
+        (CompileOptions::default(), "a"),
+        (CompileOptions::default().with_shape("T", vec![t]), "b"),
+    ] {
+        let out = dir.path().join(out);
+        let report = run_files(FileJob {
+            model: &model,
+            opts,
+            inputs: vec![("x".into(), xp.clone())],
+            batch: Some(3),
+            output_dir: Some(&out),
+            labels: None,
+            progress: None,
+        })
+        .unwrap();
+        assert_eq!((report.rows, report.batches), (rows, 3));
+        let y = npy::read_npy(&out.join("output_0.npy")).unwrap();
+        let want: Vec<f32> = x.chunks(t).map(|r| r.iter().sum()).collect();
+        assert_eq!(y.view().to_f32_vec(), want);
+    }
+    // A --shape disagreeing with the file: one line naming both.
+    let err = run_files(FileJob {
+        model: &model,
+        opts: CompileOptions::default().with_shape("T", vec![4]),
+        inputs: vec![("x".into(), xp.clone())],
+        batch: Some(3),
+        output_dir: None,
+        labels: None,
+        progress: None,
+    })
+    .expect_err("a --shape disagreeing with the file is an error")
+    .to_string();
+    assert!(
+        err.contains("x.npy") && err.contains("[5]") && err.contains("[4]"),
+        "{err}"
+    );
+}

@@ -152,8 +152,8 @@ enum Command {
         #[arg(long, value_name = "FILE.json")]
         profile: Option<PathBuf>,
         /// Stream the rows (first dim) of the .npy inputs through the model in batches of N
-        /// rows, in flat memory: a symbolic batch dim is bound to N (--shape binds the other
-        /// dims) and the last batch runs on a program compiled for its rows; a fixed batch
+        /// rows, in flat memory: a symbolic batch dim is bound to N (the other free dims to
+        /// the files' rows, unless --shape binds them) and the last batch runs on a program compiled for its rows; a fixed batch
         /// dim is used as is, the last batch padded. `auto` = the largest N whose arena +
         /// weights + staging fit --memory-limit. Outputs go to --output-dir as batches
         /// finish.

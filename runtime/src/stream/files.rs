@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::drain::Drain;
 use super::{
     AutoBatch, BatchRunner, MappedNpy, NpyRowWriter, RowSink, StreamError, auto_batch,
-    staging_bytes,
+    bind_row_dims, staging_bytes,
 };
 use crate::CompileOptions;
 use crate::session::TensorRef;
@@ -89,16 +89,19 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
         Some(path) => Some(open_labels(path, rows)?),
         None => None,
     };
+    let named: Vec<(&str, &MappedNpy)> = mapped.iter().map(|(n, m)| (*n, m)).collect();
+    // Free dims past the batch (`H`, `W`...) from the files, unless --shape binds them.
+    let opts = bind_row_dims(job.model, &job.opts, &named)?;
     let auto = match job.batch {
         Some(_) => None,
         None => {
             let row_bytes = mapped.iter().map(|(_, m)| m.row_bytes()).sum();
-            Some(auto_batch(job.model, &job.opts, row_bytes, rows)?)
+            Some(auto_batch(job.model, &opts, row_bytes, rows)?)
         }
     };
     let batch = job.batch.or(auto.as_ref().map(|a| a.batch)).unwrap_or(1);
     let started = Instant::now();
-    let mut runner = BatchRunner::new(job.model, &job.opts, batch)?;
+    let mut runner = BatchRunner::new(job.model, &opts, batch)?;
     let compile_time = started.elapsed();
 
     let mut writers = Vec::new();
@@ -125,7 +128,6 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
         rows,
         progress: job.progress,
     };
-    let named: Vec<(&str, &MappedNpy)> = mapped.iter().map(|(n, m)| (*n, m)).collect();
     let running = Instant::now();
     let stats = runner.run(&named, &mut sink)?;
     let (correct, has_labels) = (sink.correct, sink.labels.is_some());

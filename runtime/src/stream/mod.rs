@@ -12,6 +12,7 @@
 //! - [`NpyRowWriter`]: an output `.npy` whose header (with the full row count) is written
 //!   first, under a temporary name renamed when every row is in.
 //! - [`auto_batch`]: the largest N whose arena + weights + staging fit the memory limit.
+//! - [`bind_row_dims`]: the free dims of a row (`H`, `W`) bound from the input files.
 //! - [`run_files`]: all of it between files, as `arenac run --batch` does.
 //!
 //! ```
@@ -40,6 +41,7 @@
 //! ```
 
 mod auto;
+mod dims;
 mod drain;
 mod files;
 mod mapped;
@@ -48,6 +50,7 @@ mod runner;
 mod writer;
 
 pub use auto::{AutoBatch, auto_batch, staging_bytes};
+pub use dims::bind_row_dims;
 pub use files::{FileJob, FileReport, peak_rss_bytes, run_files};
 pub use mapped::MappedNpy;
 pub use runner::{BatchRunner, RowSink, RowSlot, StreamStats, batch_symbol};
