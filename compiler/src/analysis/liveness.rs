@@ -54,9 +54,12 @@ use std::collections::{HashMap, HashSet};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::ops::Op;
-use crate::plan::{ALIGN, Interval, lower_bound};
+use crate::plan::Interval;
+
+pub use decide::{PASSES, Pass};
 
 mod concat;
+mod decide;
 #[cfg(test)]
 mod tests;
 mod tiles;
@@ -226,99 +229,15 @@ struct Open {
     pinned: bool,
 }
 
-/// Computes buffers for `g` run in `order` (a topological order of all its nodes).
-///
-/// With [`LivenessOptions::concat_in_place`], the Concats done in place are chosen
-/// (`concat.rs`): the chooser's set and variants of it are measured, and the buffers with the
-/// lowest peak of aligned live bytes are kept (without any in-place Concat when those measure
-/// lower). With [`LivenessOptions::scratch`], these choices see every im2col Conv scratch at
-/// its smallest tile, and each Conv then gets the largest tile that keeps that peak
-/// (`tiles.rs`).
+/// Computes buffers for `g` run in `order` (a topological order of all its nodes): the
+/// memory decisions of [`PASSES`] (those `opts` enables: scratch, shrinking in-place writes,
+/// in-place Concats, Conv tiles; `decide.rs`), then the buffers they give.
 pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness {
-    let scratch = if opts.scratch {
-        tiles::decision_scratch(g, order, opts.threads)
-    } else {
-        Vec::new()
-    };
-    let mut live = choose(g, order, opts, &scratch);
-    if opts.scratch {
-        tiles::relax(g, &mut live, opts.threads);
-    }
-    live
+    decide::run(g, order, opts, PASSES)
 }
 
-/// The peak of aligned live bytes of `l`'s buffers.
-fn peak(l: &Liveness) -> usize {
-    lower_bound(&l.intervals(), ALIGN).0
-}
-
-/// [`liveness`] before the Conv tiles are relaxed: the shrinking in-place writes and the
-/// in-place Concats kept, with `scratch` bytes per step.
-fn choose(g: &Graph, order: &[NodeId], opts: LivenessOptions, scratch: &[usize]) -> Liveness {
-    let none = concat::ConcatSlots::default();
-    let mut shrink = HashSet::new();
-    let mut base = build(g, order, opts, &none, &shrink, scratch);
-    if opts.in_place {
-        // Shrinking in-place writes, one at a time in schedule order, each kept only when it
-        // lowers the peak.
-        for &id in order {
-            let node = g.node(id);
-            let (Some(&x), Some(&y)) = (node.inputs.first(), node.outputs.first()) else {
-                continue;
-            };
-            if !shrinking_in_place(&node.op, &g.value(x).ty, &g.value(y).ty) {
-                continue;
-            }
-            shrink.insert(id);
-            let trial = build(g, order, opts, &none, &shrink, scratch);
-            if trial.alias_of.contains_key(&y) && peak(&trial) < peak(&base) {
-                base = trial;
-            } else {
-                shrink.remove(&id);
-            }
-        }
-    }
-    if !opts.concat_in_place {
-        return base;
-    }
-    let all = concat::ConcatSlots::find(g, order, opts.views);
-    if all.is_empty() {
-        return base;
-    }
-    // Candidates in order of preference (ties keep the earlier): the chooser's set, pruned
-    // while dropping a Concat live at its peak, or its inputs computed
-    // before the peak, lowers the peak; every slot; none.
-    let measure = |slots: &concat::ConcatSlots| {
-        let l = build(g, order, opts, slots, &shrink, scratch);
-        (peak(&l), l)
-    };
-    let mut chosen = all.choose(g, &base);
-    let (mut best_peak, mut best) = measure(&chosen);
-    // Each round drops at least one slot: at most as many rounds as slots.
-    for _ in 0..chosen.len() {
-        let (_, at) = lower_bound(&best.intervals(), ALIGN);
-        let mut round: Option<(usize, concat::ConcatSlots, Liveness)> = None;
-        for trial in chosen.variants(g, &best, at) {
-            let (p, l) = measure(&trial);
-            if p < round.as_ref().map_or(best_peak, |r| r.0) {
-                round = Some((p, trial, l));
-            }
-        }
-        match round {
-            Some((p, slots, l)) => (best_peak, chosen, best) = (p, slots, l),
-            None => break,
-        }
-    }
-    if chosen.len() < all.len() {
-        let (p, l) = measure(&all);
-        if p < best_peak {
-            (best_peak, best) = (p, l);
-        }
-    }
-    if peak(&base) < best_peak { base } else { best }
-}
-
-/// [`liveness`] with the in-place Concat slots given.
+/// The buffers of `g` run in `order` with these decisions: the in-place Concat slots, the
+/// shrinking in-place writes and the scratch bytes per step (the one measure every pass uses).
 fn build(
     g: &Graph,
     order: &[NodeId],

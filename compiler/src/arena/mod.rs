@@ -5,6 +5,18 @@
 //! ```text
 //! Graph ──fuse_elementwise (plan_graph only)──▶ Graph ──schedule──▶ order ──liveness──▶ buffers (intervals) ──place──▶ offsets ──verify──▶ ArenaPlan
 //! ```
+//!
+//! Liveness takes the memory decisions over the order as passes, each proposing and judged by
+//! one measure (the buffers its decisions give), in the order of
+//! [`crate::analysis::liveness::PASSES`]:
+//! 1. `scratch`: each node's workspace, an im2col Conv's panel at its smallest tile;
+//! 2. `shrinking in-place`: poolings writing their smaller output over their input, each kept
+//!    when it lowers the peak;
+//! 3. `in-place concat`: Concat inputs computed into their slice, the set with the lowest peak;
+//! 4. `conv tiles`: each im2col Conv's largest tile that keeps that peak.
+//!
+//! The schedule search measures candidate orders by the same passes
+//! ([`crate::analysis::schedule::peak_bytes`]).
 
 pub mod budget;
 pub mod control;

@@ -21,9 +21,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Liveness;
+use super::decide::{Decide, Decisions, peak};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ops::Op;
-use crate::plan::{ALIGN, align_up};
+use crate::plan::{ALIGN, align_up, lower_bound};
 
 /// Slots of the in-place Concat inputs over one schedule.
 #[derive(Debug, Default)]
@@ -299,4 +300,51 @@ impl ConcatSlots {
         }
         Some((root, offset))
     }
+}
+
+/// The `in-place concat` pass ([`super::decide::PASSES`]): every slot of the schedule
+/// ([`ConcatSlots::find`]) judged on the buffers decided so far. Candidates in order of
+/// preference (ties keep the earlier): the chooser's set ([`ConcatSlots::choose`]), pruned
+/// while dropping a Concat live at its peak, or its inputs computed before the peak, lowers
+/// the peak ([`ConcatSlots::variants`]); every slot; none.
+pub(super) fn choose_pass(cx: &Decide<'_>, d: &mut Decisions) {
+    let all = ConcatSlots::find(cx.g, cx.order, cx.opts.views);
+    if all.is_empty() {
+        return;
+    }
+    let base = cx.measure(d);
+    let base_peak = peak(&base);
+    let mut measure = |slots: ConcatSlots| {
+        d.slots = slots;
+        let l = cx.measure(d);
+        (peak(&l), l, std::mem::take(&mut d.slots))
+    };
+    let (mut best_peak, mut best, mut chosen) = measure(all.choose(cx.g, &base));
+    // Each round drops at least one slot: at most as many rounds as slots.
+    for _ in 0..chosen.len() {
+        let (_, at) = lower_bound(&best.intervals(), ALIGN);
+        let mut round: Option<(usize, Liveness, ConcatSlots)> = None;
+        for trial in chosen.variants(cx.g, &best, at) {
+            let (p, l, slots) = measure(trial);
+            if p < round.as_ref().map_or(best_peak, |r| r.0) {
+                round = Some((p, l, slots));
+            }
+        }
+        match round {
+            Some((p, l, slots)) => (best_peak, best, chosen) = (p, l, slots),
+            None => break,
+        }
+    }
+    if chosen.len() < all.len() {
+        let (p, l, slots) = measure(all);
+        if p < best_peak {
+            (best_peak, best, chosen) = (p, l, slots);
+        }
+    }
+    drop(best);
+    d.slots = if base_peak < best_peak {
+        ConcatSlots::default()
+    } else {
+        chosen
+    };
 }

@@ -1,6 +1,8 @@
+use super::decide::peak;
 use super::*;
 use crate::import::text::parse_model_text;
 use crate::import::{ImportOptions, import_model};
+use crate::plan::{ALIGN, lower_bound};
 
 pub(crate) fn graph(src: &str) -> Graph {
     let m = parse_model_text(src).expect("parse");
@@ -535,8 +537,14 @@ fn concat_choice_is_never_above_its_alternatives() {
         let opts = LivenessOptions::full();
         let got = lower_bound(&liveness(&g, g.order(), opts).intervals(), ALIGN).0;
         // The alternatives measured with the same scratch and shrinking writes liveness used.
-        let scratch = tiles::decision_scratch(&g, g.order(), 1);
-        let shrink = HashSet::new();
+        let cx = decide::Decide {
+            g: &g,
+            order: g.order(),
+            opts,
+        };
+        let mut d = decide::Decisions::default();
+        tiles::smallest(&cx, &mut d);
+        let (scratch, shrink) = (d.scratch, HashSet::new());
         let base = build(
             &g,
             g.order(),

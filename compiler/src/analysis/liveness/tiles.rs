@@ -5,15 +5,16 @@
 //! is reached (its input, its output and the panel live together, AlexNet's and VGG-19's
 //! peaks), a smaller tile lowers the peak; elsewhere the default tile is kept, the fastest.
 //!
-//! Liveness makes its choices (shrinking pooling writes, in-place Concats) with every such
-//! scratch at its smallest tile ([`decision_scratch`]), so they aim at the lowest peak
+//! The passes make their choices (shrinking pooling writes, in-place Concats) with every such
+//! scratch at its smallest tile ([`smallest`]), so they aim at the lowest peak
 //! reachable; [`relax`] then gives each Conv the largest tile whose step stays at or below
 //! that peak. Only the Convs whose step would otherwise exceed it are shrunk, each just
 //! enough, and the peak is the smallest-tile peak. The code generator reads the tile back
 //! from the planned bytes ([`crate::gemm::conv::conv2d_tile_for_scratch`]), one function for
 //! both sides.
 
-use super::{BufferKind, Liveness, is_constant, node_scratch};
+use super::decide::{Decide, Decisions};
+use super::{BufferKind, is_constant, node_scratch};
 use crate::gemm::conv::{ConvParams, conv2d_scratch_bytes, conv2d_tiles};
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
@@ -41,23 +42,28 @@ fn bytes_at(p: &ConvParams, tile: usize) -> usize {
     })
 }
 
-/// The scratch bytes of each step of `order` while liveness makes its choices: an im2col
-/// Conv's at its smallest tile, every other node's as it asks ([`node_scratch`]).
-pub(super) fn decision_scratch(g: &Graph, order: &[NodeId], threads: usize) -> Vec<usize> {
-    order
+/// The `scratch` pass ([`super::decide::PASSES`]): the scratch bytes of each step while the
+/// other passes make their choices — an im2col Conv's at its smallest tile, every other
+/// node's as it asks ([`node_scratch`]).
+pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
+    let threads = cx.opts.threads;
+    d.scratch = cx
+        .order
         .iter()
-        .map(|&id| match tiled_conv(g, id, threads) {
+        .map(|&id| match tiled_conv(cx.g, id, threads) {
             Some(p) => conv2d_tiles(&p)
                 .last()
-                .map_or_else(|| node_scratch(g, id, threads), |t| bytes_at(&p, t)),
-            None => node_scratch(g, id, threads),
+                .map_or_else(|| node_scratch(cx.g, id, threads), |t| bytes_at(&p, t)),
+            None => node_scratch(cx.g, id, threads),
         })
-        .collect()
+        .collect();
 }
 
-/// Grows each Conv scratch of `live` to the largest tile whose step stays at or below the
-/// peak of aligned live bytes (the peak itself does not change).
-pub(super) fn relax(g: &Graph, live: &mut Liveness, threads: usize) {
+/// The `conv tiles` pass: grows each Conv's scratch to the largest tile whose step stays at
+/// or below the peak of aligned live bytes of the buffers decided so far (the peak itself
+/// does not change).
+pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
+    let live = cx.measure(d);
     let n = live.order.len();
     let aligned = |b: usize| align_up(b, ALIGN).unwrap_or(usize::MAX) as i128;
     let mut total = vec![0i128; n + 1];
@@ -68,14 +74,15 @@ pub(super) fn relax(g: &Graph, live: &mut Liveness, threads: usize) {
         }
     }
     let peak = total.iter().copied().max().unwrap_or(0);
-    for b in live.buffers.iter_mut() {
+    for b in &live.buffers {
         if b.kind != BufferKind::Scratch {
             continue;
         }
-        let Some(p) = b.node.and_then(|id| tiled_conv(g, id, threads)) else {
+        let Some(p) = b.node.and_then(|id| tiled_conv(cx.g, id, cx.opts.threads)) else {
             continue;
         };
-        let Some(t) = total.get_mut(b.interval.start) else {
+        let step = b.interval.start;
+        let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
             continue;
         };
         let rest = *t - aligned(b.interval.size);
@@ -83,7 +90,7 @@ pub(super) fn relax(g: &Graph, live: &mut Liveness, threads: usize) {
             .map(|tile| bytes_at(&p, tile))
             .find(|&bytes| bytes >= b.interval.size && rest + aligned(bytes) <= peak)
         {
-            b.interval.size = bytes;
+            *planned = bytes;
             *t = rest + aligned(bytes);
         }
     }

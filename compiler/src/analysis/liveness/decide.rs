@@ -1,0 +1,135 @@
+//! The memory decisions over one schedule, as passes: each pass proposes changes to
+//! [`Decisions`] and judges them with one measure, [`Decide::measure`] (the buffers those
+//! decisions give, [`super::build`]); the order is [`PASSES`], top to bottom.
+//!
+//! | pass | decides | measured by |
+//! |---|---|---|
+//! | `scratch` | each node's workspace bytes; an im2col Conv's at its smallest tile | — |
+//! | `shrinking in-place` | which poolings write their smaller output over their input | the peak, one node at a time in schedule order |
+//! | `in-place concat` | which Concat inputs are computed into their slice (`concat.rs`) | the peak of the chooser's set, its variants, every slot, none |
+//! | `conv tiles` | each im2col Conv's tile: the largest that keeps the peak (`tiles.rs`) | the step's live bytes against the peak |
+//!
+//! A pass sees the decisions of the passes before it; the first three aim at the lowest peak
+//! with every im2col panel at its smallest, the last gives the speed back where the peak
+//! allows. A pass is skipped when its [`LivenessOptions`] flag is off.
+
+use std::collections::HashSet;
+
+use super::concat::ConcatSlots;
+use super::{Liveness, LivenessOptions, build, shrinking_in_place, tiles};
+use crate::ir::graph::{Graph, NodeId};
+use crate::plan::{ALIGN, lower_bound};
+
+/// What the passes decided; [`Decide::measure`] turns it into buffers.
+#[derive(Debug, Default)]
+pub(super) struct Decisions {
+    /// Scratch bytes of each step (empty: none).
+    pub(super) scratch: Vec<usize>,
+    /// Nodes writing a smaller output over their input.
+    pub(super) shrink: HashSet<NodeId>,
+    /// The in-place Concat slots.
+    pub(super) slots: ConcatSlots,
+}
+
+/// A graph, a schedule and the options: what every pass reads.
+pub(super) struct Decide<'g> {
+    pub(super) g: &'g Graph,
+    pub(super) order: &'g [NodeId],
+    pub(super) opts: LivenessOptions,
+}
+
+impl Decide<'_> {
+    /// The buffers `d` gives.
+    pub(super) fn measure(&self, d: &Decisions) -> Liveness {
+        build(
+            self.g, self.order, self.opts, &d.slots, &d.shrink, &d.scratch,
+        )
+    }
+}
+
+/// The peak of aligned live bytes of `l`'s buffers.
+pub(super) fn peak(l: &Liveness) -> usize {
+    lower_bound(&l.intervals(), ALIGN).0
+}
+
+/// One memory decision.
+pub struct Pass {
+    /// Its name (module doc table).
+    pub name: &'static str,
+    /// Whether it runs under these options.
+    enabled: fn(&LivenessOptions) -> bool,
+    /// Proposes and measures; leaves its choice in the decisions.
+    run: fn(&Decide<'_>, &mut Decisions),
+}
+
+fn scratch_on(o: &LivenessOptions) -> bool {
+    o.scratch
+}
+
+fn in_place_on(o: &LivenessOptions) -> bool {
+    o.in_place
+}
+
+fn concat_on(o: &LivenessOptions) -> bool {
+    o.concat_in_place
+}
+
+/// The memory decisions, in the order they run.
+pub const PASSES: &[Pass] = &[
+    Pass {
+        name: "scratch",
+        enabled: scratch_on,
+        run: tiles::smallest,
+    },
+    Pass {
+        name: "shrinking in-place",
+        enabled: in_place_on,
+        run: shrink_pass,
+    },
+    Pass {
+        name: "in-place concat",
+        enabled: concat_on,
+        run: super::concat::choose_pass,
+    },
+    Pass {
+        name: "conv tiles",
+        enabled: scratch_on,
+        run: tiles::relax,
+    },
+];
+
+/// Runs `passes` (those `opts` enables) in order, then measures their decisions once.
+pub(super) fn run(g: &Graph, order: &[NodeId], opts: LivenessOptions, passes: &[Pass]) -> Liveness {
+    let cx = Decide { g, order, opts };
+    let mut d = Decisions::default();
+    for p in passes {
+        if (p.enabled)(&opts) {
+            (p.run)(&cx, &mut d);
+        }
+    }
+    cx.measure(&d)
+}
+
+/// Shrinking in-place writes (a pooling's smaller output over its dead input), one at a
+/// time in schedule order, each kept only when it lowers the peak: the output keeps the
+/// input's whole buffer until its own last read, which is not always a gain.
+fn shrink_pass(cx: &Decide<'_>, d: &mut Decisions) {
+    let mut base = peak(&cx.measure(d));
+    for &id in cx.order {
+        let node = cx.g.node(id);
+        let (Some(&x), Some(&y)) = (node.inputs.first(), node.outputs.first()) else {
+            continue;
+        };
+        if !shrinking_in_place(&node.op, &cx.g.value(x).ty, &cx.g.value(y).ty) {
+            continue;
+        }
+        d.shrink.insert(id);
+        let trial = cx.measure(d);
+        let p = peak(&trial);
+        if trial.alias_of.contains_key(&y) && p < base {
+            base = p;
+        } else {
+            d.shrink.remove(&id);
+        }
+    }
+}
