@@ -236,6 +236,18 @@ pub fn liveness(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Liveness 
     decide::run(g, order, opts, PASSES)
 }
 
+/// [`liveness`] with only the passes `keep` accepts (by [`Pass::name`]), in [`PASSES`]
+/// order: e.g. without `conv tiles`, every im2col panel at its smallest tile.
+pub fn liveness_with(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    keep: impl Fn(&str) -> bool,
+) -> Liveness {
+    let passes: Vec<&Pass> = PASSES.iter().filter(|p| keep(p.name)).collect();
+    decide::run_refs(g, order, opts, &passes)
+}
+
 /// The buffers of `g` run in `order` with these decisions: the in-place Concat slots, the
 /// shrinking in-place writes and the scratch bytes per step (the one measure every pass uses).
 fn build(

@@ -5,6 +5,7 @@
 
 pub mod fuse;
 pub mod liveness;
+pub mod patches;
 pub mod schedule;
 pub mod weights_type;
 pub mod widen;

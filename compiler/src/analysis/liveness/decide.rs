@@ -100,6 +100,17 @@ pub const PASSES: &[Pass] = &[
 
 /// Runs `passes` (those `opts` enables) in order, then measures their decisions once.
 pub(super) fn run(g: &Graph, order: &[NodeId], opts: LivenessOptions, passes: &[Pass]) -> Liveness {
+    let refs: Vec<&Pass> = passes.iter().collect();
+    run_refs(g, order, opts, &refs)
+}
+
+/// [`run`] over a selection of passes.
+pub(super) fn run_refs(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    passes: &[&Pass],
+) -> Liveness {
     let cx = Decide { g, order, opts };
     let mut d = Decisions::default();
     for p in passes {

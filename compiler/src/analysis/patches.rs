@@ -1,0 +1,431 @@
+//! Patch-based execution, the analysis half (issue 16): which leading stage of a CNN could
+//! run patch by patch, on which grid, and the arena peak and recomputed FLOPs that gives.
+//! A pure function of the graph, its schedule and its buffers; **nothing executes patches
+//! yet** — this predicts what the lowering will have to reach, and is the pass's decision.
+//!
+//! A stage is a prefix of the schedule whose nodes are all spatially local (2-d Conv,
+//! depthwise included, Max/AveragePool, and element-wise nodes whose arena inputs have the
+//! output's shape: receptive field 1) and whose values leave it through one 4-d value, the
+//! stage output. The stage output is cut into a `p x p` grid of patches (explicit ranges, the
+//! first patches one row/column larger when `p` does not divide). For each patch the window
+//! of every stage value is found backwards (`PATCHES.md` §0.1): an output window
+//! `[o0, o1)` of a node with kernel `k`, stride `s`, dilation `d` and begin padding `p_b`
+//! reads input rows `[o0 s - p_b, (o1 - 1) s - p_b + (k - 1) d + 1)`, clamped to the input;
+//! a value read by several stage nodes takes the union of their windows.
+//!
+//! Predicted peak of the patched program = max(stage, rest):
+//! - stage: the graph inputs and the stage output whole (the output is written patch by
+//!   patch straight into its buffer), plus the largest per-patch working set — each stage
+//!   intermediate at its window's size, live from its producer to its last reader in schedule
+//!   order (kernel scratch not counted);
+//! - rest: the live bytes of today's buffers at every step after the stage.
+//!
+//! Recomputed FLOPs: each stage node's FLOPs scaled by the summed area of its output windows
+//! over the patches against its output's area, less the node's own FLOPs.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use crate::analysis::liveness::{Liveness, LivenessOptions, liveness_with};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::TensorType;
+use crate::ops::Op;
+use crate::plan::{ALIGN, align_up};
+
+/// A window of a 4-d value's plane: rows and columns, half-open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Rows.
+    pub rows: Range<usize>,
+    /// Columns.
+    pub cols: Range<usize>,
+}
+
+impl Window {
+    fn area(&self) -> usize {
+        self.rows.len() * self.cols.len()
+    }
+
+    fn union(&self, o: &Window) -> Window {
+        Window {
+            rows: self.rows.start.min(o.rows.start)..self.rows.end.max(o.rows.end),
+            cols: self.cols.start.min(o.cols.start)..self.cols.end.max(o.cols.end),
+        }
+    }
+}
+
+/// How a stage node maps an output window to an input window, per spatial dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Local {
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    pb: [usize; 2],
+}
+
+/// The input rows (or columns) an output range `o` reads through one dim of `l`, clamped to
+/// `0..size`.
+fn back(o: &Range<usize>, k: usize, s: usize, d: usize, pb: usize, size: usize) -> Range<usize> {
+    if o.is_empty() {
+        return 0..0;
+    }
+    let lo = (o.start * s).saturating_sub(pb);
+    let hi = ((o.end - 1) * s + (k - 1) * d + 1).saturating_sub(pb);
+    lo.min(size)..hi.min(size)
+}
+
+/// Whether `t` is a 4-d batch-1 tensor with a static size.
+fn plane(t: &TensorType) -> bool {
+    t.shape.len() == 4 && t.shape.first() == Some(&1) && t.bytes().is_some()
+}
+
+/// The window rule of node `id`, when it may be in a stage: `Some(None)` for element-wise
+/// (receptive field 1), `Some(Some(local))` for a 2-d Conv or pooling.
+fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
+    let node = g.node(id);
+    let y = g.value(*node.outputs.first()?);
+    if node.outputs.len() != 1 || !plane(&y.ty) {
+        return None;
+    }
+    let two = |v: &[usize]| -> Option<[usize; 2]> { Some([*v.first()?, *v.get(1)?]) };
+    let local = |k: &[usize], s: &[usize], d: &[usize], pads: &[usize]| {
+        Some(Local {
+            k: two(k)?,
+            s: two(s)?,
+            d: two(d)?,
+            pb: two(pads)?,
+        })
+    };
+    match &node.op {
+        Op::Conv(a) if a.kernel.len() == 2 => {
+            local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
+        }
+        Op::MaxPool(a) | Op::AveragePool(a) if a.kernel.len() == 2 => {
+            local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Variadic(_)
+        | Op::ClipDynamic { .. }
+        | Op::FusedElementwise(_)
+        | Op::BatchNormalization { .. } => {
+            // Every arena input has the output's shape (constants broadcast per channel).
+            let same = node.inputs.iter().all(|&v| {
+                matches!(g.value(v).kind, ValueKind::Constant(_))
+                    || g.value(v).ty.shape == y.ty.shape
+            });
+            same.then_some(None)
+        }
+        _ => None,
+    }
+}
+
+/// One candidate: a stage of the first `nodes` scheduled nodes on a `grid x grid` grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatchPlan {
+    /// Scheduled nodes in the stage (a prefix of the schedule).
+    pub nodes: usize,
+    /// The stage output.
+    pub output: ValueId,
+    /// Patches per side.
+    pub grid: usize,
+    /// Predicted peak of live bytes with patches (64-byte aligned buffers).
+    pub peak_bytes: usize,
+    /// The stage's share of it: inputs + stage output + the largest patch working set.
+    pub stage_bytes: usize,
+    /// The rest's share: the highest step after the stage.
+    pub rest_bytes: usize,
+    /// FLOPs recomputed in the halos.
+    pub extra_flops: u64,
+    /// FLOPs of the stage's nodes run once.
+    pub stage_flops: u64,
+}
+
+/// What the analysis found for a graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PatchReport {
+    /// Today's peak of live bytes (the liveness given, aligned).
+    pub unpatched_bytes: usize,
+    /// FLOPs of the whole graph.
+    pub total_flops: u64,
+    /// Every stage and grid measured, stage by stage, grids 2.. upward.
+    pub candidates: Vec<PatchPlan>,
+}
+
+impl PatchReport {
+    /// The candidate with the lowest peak whose recomputed FLOPs are at most `max_extra` of
+    /// the whole graph's (ties: fewer FLOPs), when it is below today's peak.
+    pub fn best(&self, max_extra: f64) -> Option<&PatchPlan> {
+        self.candidates
+            .iter()
+            .filter(|c| c.extra_flops as f64 <= max_extra * self.total_flops as f64)
+            .filter(|c| c.peak_bytes < self.unpatched_bytes)
+            .min_by_key(|c| (c.peak_bytes, c.extra_flops))
+    }
+}
+
+fn aligned(b: usize) -> usize {
+    align_up(b, ALIGN).unwrap_or(usize::MAX)
+}
+
+fn flops_of(g: &Graph, id: NodeId) -> u64 {
+    let n = g.node(id);
+    let ins: Vec<TensorType> = n.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+    let outs: Vec<TensorType> = n.outputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+    crate::ops::cost::flops(&n.op, &ins, &outs)
+}
+
+/// `0..len` cut into `p` ranges, the first `len % p` one longer.
+fn split(len: usize, p: usize) -> Vec<Range<usize>> {
+    let (q, r) = (len / p, len % p);
+    let mut at = 0;
+    (0..p)
+        .map(|i| {
+            let n = q + usize::from(i < r);
+            let out = at..at + n;
+            at += n;
+            out
+        })
+        .collect()
+}
+
+/// The windows of the stage values for one patch `w` of the stage output `out`, the stage
+/// being `order[..n]`.
+pub fn windows(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    out: ValueId,
+    w: Window,
+) -> HashMap<ValueId, Window> {
+    let mut win: HashMap<ValueId, Window> = HashMap::from([(out, w)]);
+    for &id in order[..n].iter().rev() {
+        let node = g.node(id);
+        let Some(wo) = node.outputs.first().and_then(|y| win.get(y)).cloned() else {
+            continue;
+        };
+        let Some(r) = rule(g, id) else {
+            continue;
+        };
+        // A Conv's or pooling's data input; every arena input of an element-wise node.
+        let reads = match r {
+            Some(_) => &node.inputs[..1.min(node.inputs.len())],
+            None => &node.inputs[..],
+        };
+        for &v in reads {
+            if matches!(g.value(v).kind, ValueKind::Constant(_)) {
+                continue;
+            }
+            let shape = &g.value(v).ty.shape;
+            let (h, wd) = (
+                shape.get(2).copied().unwrap_or(1),
+                shape.get(3).copied().unwrap_or(1),
+            );
+            let wi = match r {
+                None => wo.clone(),
+                Some(l) => Window {
+                    rows: back(&wo.rows, l.k[0], l.s[0], l.d[0], l.pb[0], h),
+                    cols: back(&wo.cols, l.k[1], l.s[1], l.d[1], l.pb[1], wd),
+                },
+            };
+            let merged = match win.get(&v) {
+                Some(old) => old.union(&wi),
+                None => wi,
+            };
+            win.insert(v, merged);
+        }
+    }
+    win
+}
+
+/// The highest step after a stage of `n` steps whose output is `out`, from today's buffers:
+/// the buffer holding `out` may have been an earlier, larger value's (an in-place chain from
+/// the stem, a pooling written over its input); patched, it holds `out` and the values
+/// written in place after the stage only, so it counts at their size.
+fn rest_peak(
+    g: &Graph,
+    live: &Liveness,
+    at: &[usize],
+    step_of: &HashMap<NodeId, usize>,
+    n: usize,
+    out: ValueId,
+) -> usize {
+    let steps = live.order.len();
+    let Some(b) = live
+        .value_buffer
+        .get(&out)
+        .and_then(|&b| live.buffers.get(b))
+    else {
+        return at
+            .get(n..steps)
+            .and_then(|r| r.iter().copied().max())
+            .unwrap_or(0);
+    };
+    let produced = |v: ValueId| match g.value(v).kind {
+        ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
+        _ => 0,
+    };
+    let held = b
+        .values
+        .iter()
+        .filter(|&&v| v == out || produced(v) >= n)
+        .map(|&v| {
+            g.value(v)
+                .ty
+                .bytes()
+                .unwrap_or(0)
+                .saturating_add(live.offset_of(v))
+        })
+        .max()
+        .unwrap_or(0);
+    let (was, now) = (aligned(b.interval.size), aligned(held));
+    (n..steps)
+        .map(|t| {
+            let here = at.get(t).copied().unwrap_or(0);
+            if b.interval.start <= t && t < b.interval.end {
+                here.saturating_sub(was).saturating_add(now)
+            } else {
+                here
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Measures every patchable stage of `g` run in `order` on grids of 2x2 up to `max_grid`,
+/// against the buffers of the memory passes with `opts` but `conv tiles`: patched, the
+/// panels grow back only up to the new peak, so today's panels, grown up to today's peak,
+/// would hide the gain.
+pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usize) -> PatchReport {
+    let base = liveness_with(g, order, opts, |name| name != "conv tiles");
+    let live = &base;
+    let steps = order.len();
+    // Live aligned bytes of today's buffers per step.
+    let mut at = vec![0usize; steps + 1];
+    for b in &live.buffers {
+        for t in at
+            .iter_mut()
+            .take(b.interval.end.min(steps))
+            .skip(b.interval.start)
+        {
+            *t = t.saturating_add(aligned(b.interval.size));
+        }
+    }
+    let unpatched_bytes = at.iter().copied().max().unwrap_or(0);
+    let total_flops = order.iter().map(|&id| flops_of(g, id)).sum();
+    let step_of: HashMap<NodeId, usize> =
+        order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let mut last_read: HashMap<ValueId, usize> = HashMap::new();
+    for (s, &id) in order.iter().enumerate() {
+        for &v in &g.node(id).inputs {
+            last_read.insert(v, s);
+        }
+    }
+    let mut candidates = Vec::new();
+    for n in 1..=steps {
+        if rule(g, order[n - 1]).is_none() {
+            break;
+        }
+        // Values made in the stage and read after it (or graph outputs): exactly one, 4-d.
+        let made: Vec<ValueId> = order[..n]
+            .iter()
+            .flat_map(|&id| g.node(id).outputs.clone())
+            .collect();
+        let leaving: Vec<ValueId> = made
+            .iter()
+            .copied()
+            .filter(|v| g.outputs.contains(v) || last_read.get(v).is_some_and(|&s| s >= n))
+            .collect();
+        let [out] = leaving.as_slice() else {
+            continue;
+        };
+        let oty = &g.value(*out).ty;
+        if !plane(oty) {
+            continue;
+        }
+        // Graph inputs read in the stage stay whole.
+        let inputs: usize = g
+            .value_ids()
+            .filter(|&v| g.value(v).kind == ValueKind::Input)
+            .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
+            .sum();
+        let rest_bytes = rest_peak(g, live, &at, &step_of, n, *out);
+        let stage_flops: u64 = order[..n].iter().map(|&id| flops_of(g, id)).sum();
+        let (h, w) = (oty.shape[2], oty.shape[3]);
+        for p in 2..=max_grid.min(h).min(w) {
+            let mut worst = 0usize;
+            let mut area: HashMap<ValueId, usize> = HashMap::new();
+            for rows in split(h, p) {
+                for cols in split(w, p) {
+                    let win = windows(
+                        g,
+                        order,
+                        n,
+                        *out,
+                        Window {
+                            rows: rows.clone(),
+                            cols,
+                        },
+                    );
+                    for (v, wv) in &win {
+                        *area.entry(*v).or_default() += wv.area();
+                    }
+                    // The patch's working set over the stage's steps.
+                    let bytes_of = |v: ValueId| {
+                        let t = &g.value(v).ty;
+                        let c = t.shape.get(1).copied().unwrap_or(1);
+                        win.get(&v)
+                            .map_or(0, |wv| aligned(c * wv.area() * t.dtype.size()))
+                    };
+                    for s in 0..n {
+                        let live_bytes: usize = made
+                            .iter()
+                            .filter(|&&v| v != *out)
+                            .filter(|&&v| {
+                                let start = match g.value(v).kind {
+                                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
+                                    _ => 0,
+                                };
+                                start <= s && last_read.get(&v).copied().unwrap_or(start) >= s
+                            })
+                            .map(|&v| bytes_of(v))
+                            .sum();
+                        worst = worst.max(live_bytes);
+                    }
+                }
+            }
+            let extra_flops: u64 = order[..n]
+                .iter()
+                .map(|&id| {
+                    let y = g.node(id).outputs[0];
+                    let full = g.value(y).ty.shape[2] * g.value(y).ty.shape[3];
+                    let f = flops_of(g, id);
+                    let done = area.get(&y).copied().unwrap_or(full);
+                    let scaled = (f as f64 * done as f64 / full.max(1) as f64) as u64;
+                    scaled.saturating_sub(f)
+                })
+                .sum();
+            let stage_bytes = inputs
+                .saturating_add(aligned(oty.bytes().unwrap_or(0)))
+                .saturating_add(worst);
+            candidates.push(PatchPlan {
+                nodes: n,
+                output: *out,
+                grid: p,
+                peak_bytes: stage_bytes.max(rest_bytes),
+                stage_bytes,
+                rest_bytes,
+                extra_flops,
+                stage_flops,
+            });
+        }
+    }
+    PatchReport {
+        unpatched_bytes,
+        total_flops,
+        candidates,
+    }
+}
+
+#[cfg(test)]
+mod tests;

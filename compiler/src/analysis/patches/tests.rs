@@ -1,0 +1,121 @@
+use super::*;
+use crate::import::text::parse_model_text;
+use crate::import::{ImportOptions, import_model};
+
+fn graph(src: &str) -> Graph {
+    let model = parse_model_text(src).expect("parses");
+    import_model(&model, None, &ImportOptions::default())
+        .expect("imports")
+        .graph
+}
+
+/// MobileNetV2's first blocks at 224 (stem, block 1, the stride-2 block 2, the residual
+/// block 3, the stride-2 block 4 down to 28x28x32), weights as inputs.
+const MBV2: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+mb (float[1,3,224,224] X, float[32,3,3,3] W1, float[32,1,3,3] Wd1, float[16,32,1,1] Wp1,
+    float[96,16,1,1] We2, float[96,1,3,3] Wd2, float[24,96,1,1] Wp2,
+    float[144,24,1,1] We3, float[144,1,3,3] Wd3, float[24,144,1,1] Wp3,
+    float[144,24,1,1] We4, float[144,1,3,3] Wd4, float[32,144,1,1] Wp4) => (float[1,32,1,1] Y)
+{
+    C1 = Conv <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (X, W1)
+    R1 = Relu (C1)
+    D1 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1], group = 32> (R1, Wd1)
+    P1 = Conv (D1, Wp1)
+    E2 = Conv (P1, We2)
+    D2 = Conv <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], group = 96> (E2, Wd2)
+    P2 = Conv (D2, Wp2)
+    E3 = Conv (P2, We3)
+    D3 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1], group = 144> (E3, Wd3)
+    P3 = Conv (D3, Wp3)
+    A3 = Add (P3, P2)
+    E4 = Conv (A3, We4)
+    D4 = Conv <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], group = 144> (E4, Wd4)
+    P4 = Conv (D4, Wp4)
+    Y = GlobalAveragePool (P4)
+}
+"#;
+
+fn value(g: &Graph, name: &str) -> ValueId {
+    g.value_ids()
+        .find(|&v| g.value(v).name == name)
+        .unwrap_or_else(|| panic!("no value {name}"))
+}
+
+#[test]
+fn an_interior_patch_reads_mcunetv2s_75_pixels() {
+    // PATCHES.md §0.1: 4x4 patches of the 28x28 output read 75x75 input pixels
+    // (7 -> 15 -> 17 -> 35 -> 37 -> 75), the residual's window the union of both reads.
+    let g = graph(MBV2);
+    let order = g.order().to_vec();
+    let n = order.len() - 1;
+    let p4 = value(&g, "P4");
+    let w = windows(
+        &g,
+        &order,
+        n,
+        p4,
+        Window {
+            rows: 7..14,
+            cols: 7..14,
+        },
+    );
+    let side = |name: &str| {
+        let wv = &w[&value(&g, name)];
+        (wv.rows.len(), wv.cols.len())
+    };
+    assert_eq!(side("D4"), (7, 7));
+    assert_eq!(side("E4"), (15, 15));
+    assert_eq!(side("A3"), (15, 15));
+    assert_eq!(side("E3"), (17, 17));
+    assert_eq!(side("P2"), (17, 17));
+    assert_eq!(side("E2"), (35, 35));
+    assert_eq!(side("R1"), (37, 37));
+    assert_eq!(side("X"), (75, 75));
+    assert_eq!(w[&value(&g, "X")].rows, 43..118);
+    // A corner patch is clamped at the image edge (the row above is the conv's own
+    // padding): 0..14 -> 0..15 -> 0..30 -> 0..31 -> 0..62, not 75 rows.
+    let w = windows(
+        &g,
+        &order,
+        n,
+        p4,
+        Window {
+            rows: 0..7,
+            cols: 0..7,
+        },
+    );
+    assert_eq!(w[&value(&g, "X")].rows, 0..62);
+    assert_eq!(w[&value(&g, "E2")].rows, 0..30);
+}
+
+#[test]
+fn the_stage_ends_at_the_global_pool_and_patches_lower_the_peak() {
+    let g = graph(MBV2);
+    let report = analyze(&g, g.order(), LivenessOptions::full(), 4);
+    // Every candidate stage is a prefix of Convs, Relu and the Add, never the pool.
+    assert!(report.candidates.iter().all(|c| c.nodes < g.order().len()));
+    let longest = report.candidates.iter().map(|c| c.nodes).max().unwrap();
+    assert_eq!(longest, g.order().len() - 1);
+    // Finer grids recompute more.
+    let at = |n: usize, p: usize| {
+        report
+            .candidates
+            .iter()
+            .find(|c| c.nodes == n && c.grid == p)
+            .unwrap()
+            .clone()
+    };
+    assert!(at(longest, 4).extra_flops > at(longest, 2).extra_flops);
+    assert!(at(longest, 2).extra_flops > 0);
+    // With any recompute allowed, the best plan is below today's peak.
+    let best = report.best(1.0).expect("patching lowers this stem's peak");
+    assert!(best.peak_bytes < report.unpatched_bytes);
+    assert!(best.peak_bytes >= best.rest_bytes && best.peak_bytes >= best.stage_bytes);
+}
+
+#[test]
+fn ranges_split_like_array_split() {
+    assert_eq!(split(7, 3), vec![0..3, 3..5, 5..7]);
+    assert_eq!(split(4, 4), vec![0..1, 1..2, 2..3, 3..4]);
+}
