@@ -55,13 +55,38 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure of `kind` with `message`.
+    /// A failure of `kind` with `message`, its CLI and Rust advice said in this package's
+    /// terms ([`python_terms`]).
     pub fn new(kind: Kind, message: impl Into<String>) -> Failure {
         Failure {
             kind,
-            message: message.into(),
+            message: python_terms(&message.into()),
         }
     }
+}
+
+/// The library's messages name the CLI's `--shape` and the Rust `CompileOptions`; a Python
+/// user binds shapes with `shapes=` when creating the session.
+fn python_terms(message: &str) -> String {
+    const TERMS: &[(&str, &str)] = &[
+        (
+            "recompile with --shape / CompileOptions::with_shape to change it",
+            "create the session with shapes={...} to change it",
+        ),
+        ("give one with --shape", "give one with shapes={...}"),
+        (
+            "bind them with --shape:",
+            "bind them with shapes= when creating the session:",
+        ),
+        ("pass --shape ", "pass shapes= "),
+    ];
+    let mut out = TERMS
+        .iter()
+        .fold(message.to_string(), |m, (cli, py)| m.replace(cli, py));
+    if let Some(rest) = out.strip_prefix("--shape ") {
+        out = format!("shapes: {rest}");
+    }
+    out
 }
 
 impl From<arenac::Error> for Failure {

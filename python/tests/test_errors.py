@@ -36,6 +36,8 @@ def test_wrong_shape(digits_path, samples):
     assert isinstance(e.value, ValueError) and isinstance(e.value, arenac.Error)
     msg = one_line(e)
     assert "pixels" in msg and "[1,64]" in msg.replace(" ", "") and "[2,64]" in msg.replace(" ", "")
+    # Advice in this package's terms, not the CLI's.
+    assert "--shape" not in msg and "shapes=" in msg
 
 
 def test_wrong_rank_on_symbolic_model(digits_path):
