@@ -10,7 +10,8 @@
 //!   time), its f32 outputs become narrow, checked by the op's own inference; `Cast(to f32)`
 //!   becomes `Cast(to narrow)`;
 //! - **staged** ([`staged`]): Conv, pooling, GlobalAveragePool, Gemm/MatMul, Softmax,
-//!   LayerNormalization and the one-input activations, whose 16-bit kernels
+//!   LayerNormalization, the one-input activations and SiLU (`Sigmoid` + `Mul`, made one
+//!   fused node here as fusion would in f32), whose 16-bit kernels
 //!   (`crate::gemm::stage16`) widen a row band, plane or row block of the narrow input into
 //!   small f32 scratch, run the f32 kernel and narrow the result into the output: narrow data
 //!   in and out, f32 weights (constants keep their type: `--weights` decides theirs);
@@ -103,6 +104,9 @@ pub fn staged(op: &Op, inputs: &[&TensorType], constant: &[bool]) -> bool {
         Op::MaxPool(a) | Op::AveragePool(a) => pool2d(a, rank),
         Op::GlobalAveragePool => rank >= 3,
         Op::Unary(u) => unary16(u),
+        Op::FusedElementwise(f) => {
+            inputs.len() == 1 && crate::ops::stage16::fused_supports(&f.steps)
+        }
         Op::Gemm(_) | Op::MatMul => {
             crate::ops::stage16::mm_stage(op, &shapes, constant, 1).is_some()
         }
@@ -165,6 +169,7 @@ pub fn retype_activations(g: &mut Graph, act: ActType) -> ActReport {
         narrow: HashMap::new(),
         names: g.values().iter().map(|v| v.name.clone()).collect(),
         report,
+        skip: HashSet::new(),
     };
     for v in g.value_ids() {
         let val = g.value(v);
@@ -200,6 +205,8 @@ struct Builder<'a> {
     narrow: HashMap<ValueId, ValueId>,
     names: HashSet<String>,
     report: ActReport,
+    /// Old nodes already emitted as part of another (the Mul of a SiLU).
+    skip: HashSet<NodeId>,
 }
 
 impl Builder<'_> {
@@ -285,6 +292,12 @@ impl Builder<'_> {
 
     /// Emits old node `id` as native, staged or kept.
     fn node(&mut self, id: NodeId) {
+        if self.skip.contains(&id) {
+            return;
+        }
+        if self.silu(id) {
+            return;
+        }
         let n = self.g.node(id);
         let in_tys: Vec<&TensorType> = n.inputs.iter().map(|&v| &self.g.value(v).ty).collect();
         let consts: Vec<bool> = n.inputs.iter().map(|&v| self.is_const(v)).collect();
@@ -303,6 +316,50 @@ impl Builder<'_> {
         } else if !self.native(id) {
             self.copy(id, true);
         }
+    }
+
+    /// `s = Sigmoid(x)` read only by `Mul(x, s)` (either order): emitted as one staged
+    /// fused node `x * sigmoid(x)` with the Mul's output (what element-wise fusion makes of it
+    /// in f32), so a Conv before it applies SiLU in its epilogue and no buffer holds `s`.
+    fn silu(&mut self, id: NodeId) -> bool {
+        use crate::ops::{BinaryOp, FusedArg, FusedAttrs, FusedStep};
+        let n = self.g.node(id);
+        if n.op != Op::Unary(UnaryOp::Sigmoid) || n.inputs.len() != 1 || n.outputs.len() != 1 {
+            return false;
+        }
+        let (x, sv) = (n.inputs[0], n.outputs[0]);
+        if !self.is_f32_data(x) || self.is_const(x) || self.g.outputs.contains(&sv) {
+            return false;
+        }
+        let [m] = self.g.consumers(sv)[..] else {
+            return false;
+        };
+        let mn = self.g.node(m);
+        let x_first = mn.inputs[..] == [x, sv];
+        if mn.op != Op::Binary(BinaryOp::Mul) || !(x_first || mn.inputs[..] == [sv, x]) {
+            return false;
+        }
+        let (a, b) = (FusedArg::Input(0), FusedArg::Step(0));
+        let steps = vec![
+            FusedStep {
+                op: Op::Unary(UnaryOp::Sigmoid),
+                args: vec![a.clone()],
+            },
+            FusedStep {
+                op: Op::Binary(BinaryOp::Mul),
+                args: if x_first { vec![a, b] } else { vec![b, a] },
+            },
+        ];
+        let xin = self.narrow_form(x, &mn.name);
+        let t = TensorType::new(self.nt, self.g.value(mn.outputs[0]).ty.shape.clone());
+        let outs = self.narrow_outputs(m, std::slice::from_ref(&t));
+        let op = Op::FusedElementwise(FusedAttrs { steps });
+        let nid = self.ng.add_node(mn.name.clone(), op, &[xin], &outs);
+        self.record_outputs(m, nid);
+        self.skip.insert(m);
+        self.report.narrow_nodes += 1;
+        self.report.staged_nodes += 1;
+        true
     }
 
     /// The node with its old types (inputs in their old form), f32 outputs widened on

@@ -157,3 +157,113 @@ pub fn row_stage(op: &Op, shapes: &[&[usize]], constant: &[bool]) -> Option<(usi
         _ => None,
     }
 }
+
+/// Most steps a staged fused program may have (each a chunk buffer on the stack).
+const FUSED_STEPS: usize = 8;
+
+/// Elements per chunk of the staged fused kernel.
+const FUSED_CHUNK: usize = 256;
+
+/// Whether a one-input fused element-wise program runs staged ([`run_fused`]): at most
+/// [`FUSED_STEPS`] steps of float unary ops and Add/Sub/Mul/Div/Max/Min of the input, earlier
+/// steps and scalar constants.
+pub fn fused_supports(steps: &[super::FusedStep]) -> bool {
+    use super::{BinaryOp, FusedArg};
+    steps.len() <= FUSED_STEPS
+        && steps.iter().enumerate().all(|(k, s)| {
+            let op_ok = match &s.op {
+                Op::Unary(u) => crate::analysis::act_type::unary16(u),
+                Op::Binary(b) => matches!(
+                    b,
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+                ),
+                _ => false,
+            };
+            op_ok
+                && s.args.iter().all(|a| match a {
+                    FusedArg::Input(i) => *i == 0,
+                    FusedArg::Step(j) => *j < k,
+                    FusedArg::Const(t) => t.numel() == 1 && t.dtype().is_float(),
+                })
+        })
+}
+
+/// The scalar constants of each step's arguments as f32 (0 for other arguments), made at
+/// compile time for [`run_fused`].
+pub fn fused_consts(steps: &[super::FusedStep]) -> Vec<Vec<f32>> {
+    steps
+        .iter()
+        .map(|s| {
+            s.args
+                .iter()
+                .map(|a| match a {
+                    super::FusedArg::Const(c) => {
+                        c.to_f64_vec().first().copied().unwrap_or(0.0) as f32
+                    }
+                    _ => 0.0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs a program [`fused_supports`] accepts (`consts` from [`fused_consts`]) over `n` 16-bit values (`x == y` allowed), a
+/// chunk at a time: each step computed in f32 over the chunk, the last one rounded once.
+///
+/// # Safety
+/// `x` readable and `y` writable for `n` values of `t`; equal or not overlapping.
+pub unsafe fn run_fused(
+    t: crate::gemm::stage16::N16,
+    steps: &[super::FusedStep],
+    consts: &[Vec<f32>],
+    n: usize,
+    x: *const u16,
+    y: *mut u16,
+) {
+    use super::{BinaryOp, FusedArg};
+    use crate::gemm::stage16::{narrow, widen};
+    let mut input = [0f32; FUSED_CHUNK];
+    let mut bufs = [[0f32; FUSED_CHUNK]; FUSED_STEPS];
+    let mut at = 0;
+    while at < n {
+        let len = FUSED_CHUNK.min(n - at);
+        {
+            // SAFETY: inside `x`; dropped before `y` is written.
+            let src = unsafe { std::slice::from_raw_parts(x.add(at), len) };
+            widen(t, src, &mut input[..len]);
+        }
+        for (k, s) in steps.iter().enumerate() {
+            let (done, rest) = bufs.split_at_mut(k);
+            let Some(out) = rest.first_mut() else {
+                return;
+            };
+            let arg = |i: usize, e: usize| -> f32 {
+                match s.args.get(i) {
+                    Some(FusedArg::Input(_)) => input[e],
+                    Some(FusedArg::Step(j)) => done.get(*j).map_or(0.0, |b| b[e]),
+                    _ => consts.get(k).and_then(|c| c.get(i)).copied().unwrap_or(0.0),
+                }
+            };
+            for (e, o) in out.iter_mut().enumerate().take(len) {
+                *o = match &s.op {
+                    Op::Unary(crate::ops::UnaryOp::Relu) => arg(0, e).max(0.0),
+                    Op::Unary(u) => {
+                        crate::ops::elementwise::unary_f64(*u, f64::from(arg(0, e))) as f32
+                    }
+                    Op::Binary(BinaryOp::Add) => arg(0, e) + arg(1, e),
+                    Op::Binary(BinaryOp::Sub) => arg(0, e) - arg(1, e),
+                    Op::Binary(BinaryOp::Mul) => arg(0, e) * arg(1, e),
+                    Op::Binary(BinaryOp::Div) => arg(0, e) / arg(1, e),
+                    _ => 0.0,
+                };
+            }
+        }
+        let last = bufs
+            .get(steps.len().saturating_sub(1))
+            .map_or(&input, |b| b);
+        // SAFETY: inside `y`; no other live reference to it.
+        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(at), len) };
+        narrow(t, &last[..len], dst);
+        at += len;
+    }
+}

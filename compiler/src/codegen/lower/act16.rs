@@ -44,6 +44,7 @@ pub(super) fn lower(
     let n = cx.g.node(cx.id);
     match &n.op {
         Op::Unary(u) => unary(cx, t, *u, prog),
+        Op::FusedElementwise(f) => fused(cx, t, f.steps.clone(), prog),
         Op::GlobalAveragePool => gap(cx, t, prog),
         Op::MaxPool(a) | Op::AveragePool(a) => {
             let kind = match (&n.op, a.count_include_pad) {
@@ -95,6 +96,32 @@ fn unary(cx: &Ctx<'_>, t: N16, u: crate::ops::UnaryOp, prog: &mut Program) -> Re
         // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
         // planned in place, which `unary` allows).
         unsafe { stage16::unary(t, len, p[0].cast::<u16>(), p[1].cast::<u16>(), &f) };
+    });
+    host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
+}
+
+fn fused(
+    cx: &Ctx<'_>,
+    t: N16,
+    steps: Vec<crate::ops::FusedStep>,
+    prog: &mut Program,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let len = cx.ty(y).numel().unwrap_or(0);
+    let consts = crate::ops::stage16::fused_consts(&steps);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
+        // planned in place, which `run_fused` allows).
+        unsafe {
+            crate::ops::stage16::run_fused(
+                t,
+                &steps,
+                &consts,
+                len,
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+            )
+        };
     });
     host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
 }

@@ -28,16 +28,28 @@ pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, u64) {
     (q, lo as u64)
 }
 
-/// Output rows per band: as many as fit the staging budget (1/24 of the node's 16-bit
-/// input and output, between 16 KiB and [`super::STAGE_BYTES`]), at least one; all rows when
-/// the bands would not share one packed-weights layout.
+/// The staging budget of `p` in bytes: 1/48 of the node's 16-bit input and output, between
+/// 16 KiB and [`super::STAGE_BYTES`] — small against the arena's peak (a Conv is often at it).
+fn budget(p: &ConvParams) -> u64 {
+    let bytes16 = (p.n * (p.c * p.h * p.w + p.m * p.oh * p.ow)).saturating_mul(2);
+    (bytes16 / 48).clamp(16 << 10, super::STAGE_BYTES as u64)
+}
+
+/// The im2col tile of band `q` of `p`: the largest whose scratch fits the staging budget (the
+/// smallest tile when none does); irrelevant for the paths without a tile.
+fn band_tile(p: &ConvParams, q: &ConvParams) -> u64 {
+    crate::gemm::conv::conv2d_tile_for_scratch(q, budget(p) as usize)
+        .unwrap_or(crate::gemm::conv::CONV_MIN_TILE) as u64
+}
+
+/// Output rows per band: as many as fit the staging budget ([`budget`]), at least one; all
+/// rows when the bands would not share one packed-weights layout.
 pub fn band_rows(p: &ConvParams) -> u64 {
     let oh = p.oh.max(1);
     if !uniform(p, oh) {
         return oh;
     }
-    let bytes16 = (p.n * (p.c * p.h * p.w + p.m * p.oh * p.ow)).saturating_mul(2);
-    let budget = (bytes16 / 24).clamp(16 << 10, super::STAGE_BYTES as u64);
+    let budget = budget(p);
     let per_row = (p.m * p.ow + p.c * p.stride_h * p.w)
         .saturating_mul(4)
         .max(1);
@@ -90,6 +102,7 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
         .map(|q| {
             let mut q = *q;
             mark_packed(&mut q);
+            q.tile = band_tile(p, &q);
             conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
         .max()
@@ -137,7 +150,7 @@ pub unsafe fn conv(
             let r1 = (r0 + rows).min(p.oh);
             let (mut q, lo) = band(p, r0, r1);
             q.packed_a = packed;
-            q.tile = 0;
+            q.tile = band_tile(p, &q);
             let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
             // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by the
             // contract and [`parts`] (sized for the largest band).

@@ -38,7 +38,7 @@ pub const CHUNK: usize = 1024;
 
 /// Bytes of f32 staging a block should stay within (input and output together): small
 /// enough to stay in L2 and out of the arena's peak.
-pub const STAGE_BYTES: usize = 256 << 10;
+pub const STAGE_BYTES: usize = 128 << 10;
 
 /// Writes `src` (16-bit values as bits) widened into `dst` (`src.len()` floats).
 pub fn widen(t: N16, src: &[u16], dst: &mut [f32]) {
