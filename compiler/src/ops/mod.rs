@@ -747,6 +747,21 @@ impl Op {
         let f32s = input.dtype == DType::F32 && output.dtype == DType::F32;
         match self {
             Op::Lrn(_) => f32s && input == output && input.shape.len() >= 3,
+            // 16-bit staged pooling (`--activations`): by blocks of whole planes.
+            Op::MaxPool(a) | Op::AveragePool(a)
+                if matches!(input.dtype, DType::F16 | DType::BF16)
+                    && output.dtype == input.dtype =>
+            {
+                crate::gemm::pool::pool_params(
+                    &input.shape,
+                    &output.shape,
+                    &a.kernel,
+                    &a.strides,
+                    &a.dilations,
+                    &a.pads,
+                )
+                .is_some_and(|p| crate::gemm::stage16::pool::in_place_ok(&p))
+            }
             Op::MaxPool(a) | Op::AveragePool(a) => {
                 f32s && crate::gemm::pool::pool_params(
                     &input.shape,

@@ -127,6 +127,11 @@ fn conv_paths_in_bands() {
         (vec![1, 16, 33, 33], 16, 3, 1, 1, 16, Some("Sigmoid")),
         (vec![1, 16, 33, 33], 16, 3, 2, 1, 16, None),
         (vec![1, 3, 64, 64], 16, 7, 2, 3, 1, Some("Relu")),
+        // ResNet-18's shapes: the 7x7 stem, a 3x3 stage-1 conv, a strided 1x1 downsample.
+        (vec![1, 3, 224, 224], 64, 7, 2, 3, 1, Some("Relu")),
+        (vec![1, 64, 56, 56], 64, 3, 1, 1, 1, Some("Relu")),
+        (vec![1, 64, 56, 56], 128, 1, 2, 0, 1, None),
+        (vec![1, 128, 28, 28], 128, 3, 1, 1, 1, None),
     ];
     for (x, m, k, s, p, g, act) in cases {
         let model = conv_model(&mut rng, &x, m, k, s, p, g, act);

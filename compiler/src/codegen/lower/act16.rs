@@ -157,8 +157,10 @@ fn pool(
         .ok_or_else(|| cx.err("internal: a staged pooling without a 2-d geometry"))?;
     params.kind = kind;
     let (xo, yo, so) = (cx.arena(x)?, cx.arena(y)?, cx.scratch()?);
-    if xo == yo {
-        return Err(cx.err("internal: a staged pooling planned in place (a planner bug)"));
+    if xo == yo && !stage16::pool::in_place_ok(&params) {
+        return Err(cx.err(
+            "internal: a staged pooling planned in place where it cannot be (a planner bug)",
+        ));
     }
     check_scratch(cx, stage16::pool::scratch_bytes(&params))?;
     let kernel = HostKernel::new(move |p| {

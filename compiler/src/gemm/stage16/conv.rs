@@ -10,22 +10,22 @@ use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
 
 /// The geometry of the band of output rows `[r0, r1)` of one image of `p`: its params
-/// (`n = 1`) and the first input row it reads.
-pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, u64) {
+/// (`n = 1`) and the first input row it reads (negative inside the top padding). A band is
+/// vertically a *valid* convolution: its `h` is exactly the rows its window reads
+/// (`(rows - 1) * stride + (kh - 1) * dilation + 1`), padding rows staged as zeros, so every
+/// band (but a shorter last one) has one geometry whatever the padding.
+pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, i64) {
+    let rows = r1.max(r0 + 1) - r0;
     let start = (r0 * p.stride_h) as i64 - p.pad_t as i64;
-    let end = ((r1.max(r0 + 1) - 1) * p.stride_h + (p.kh.max(1) - 1) * p.dil_h + 1) as i64
-        - p.pad_t as i64;
-    let h = p.h.max(1) as i64;
-    let lo = start.clamp(0, h - 1);
-    let hi = end.min(h).max(lo + 1);
+    let h = (rows - 1) * p.stride_h + (p.kh.max(1) - 1) * p.dil_h + 1;
     let q = ConvParams {
         n: 1,
-        h: (hi - lo) as u64,
-        pad_t: (lo - start) as u64,
-        oh: r1 - r0,
+        h,
+        pad_t: 0,
+        oh: rows,
         ..*p
     };
-    (q, lo as u64)
+    (q, start)
 }
 
 /// The staging budget of `p` in bytes: 1/48 of the node's 16-bit input and output, between
@@ -90,11 +90,30 @@ pub fn weights_params(p: &ConvParams) -> ConvParams {
     ConvParams { n: p.n, ..q }
 }
 
+/// Channels per block when a depthwise Conv is staged by whole channel planes (each block a
+/// depthwise convolution of its own, its weights and bias a contiguous slice): the largest
+/// divisor (at least 2, so the block stays depthwise) of the group count whose planes fit the
+/// budget, else 2 for an even count; `None` (row bands) for other convs.
+pub fn dw_block(p: &ConvParams) -> Option<u64> {
+    if !p.is_depthwise() {
+        return None;
+    }
+    let g = p.group;
+    let mult = p.m / g.max(1);
+    let per = ((p.h * p.w + mult * p.oh * p.ow) * 4).max(1);
+    let fit = (budget(p) / per).max(2);
+    (2..=g).filter(|b| g % b == 0 && *b <= fit).max()
+}
+
 /// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
 fn parts(p: &ConvParams) -> (usize, usize, usize) {
+    let up = |f: u64| (f as usize).next_multiple_of(16);
+    if let Some(b) = dw_block(p) {
+        let mult = p.m / p.group.max(1);
+        return (up(b * p.h * p.w), up(b * mult * p.oh * p.ow), 0);
+    }
     let rows = band_rows(p);
     let bs = bands(p, rows);
-    let up = |f: u64| (f as usize).next_multiple_of(16);
     let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
     let inner = bs
@@ -134,6 +153,11 @@ pub unsafe fn conv(
     scratch: *mut f32,
 ) {
     let (xin, yout, _) = parts(p);
+    if let Some(b) = dw_block(p) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
+        return;
+    }
     let rows = band_rows(p);
     let packed = weights_params(p).packed_a;
     let (c, h, wd, m, oh, ow) = (
@@ -157,10 +181,16 @@ pub unsafe fn conv(
             unsafe {
                 let sx = scratch;
                 for ch in 0..c {
-                    let src = x.add(((img * c + ch) * h + lo as usize) * wd);
-                    let src = std::slice::from_raw_parts(src, hb * wd);
-                    let dst = std::slice::from_raw_parts_mut(sx.add(ch * hb * wd), hb * wd);
-                    widen(t, src, dst);
+                    for i in 0..hb {
+                        let dst = std::slice::from_raw_parts_mut(sx.add((ch * hb + i) * wd), wd);
+                        let row = lo + i as i64;
+                        if (0..h as i64).contains(&row) {
+                            let src = x.add(((img * c + ch) * h + row as usize) * wd);
+                            widen(t, std::slice::from_raw_parts(src, wd), dst);
+                        } else {
+                            dst.fill(0.0);
+                        }
+                    }
                 }
                 let sy = scratch.add(xin);
                 let inner = scratch.add(xin + yout);
@@ -173,6 +203,64 @@ pub unsafe fn conv(
                 }
             }
             r0 = r1;
+        }
+    }
+}
+
+/// [`conv`] of a depthwise `p` by blocks of `b` channels (whole planes).
+///
+/// # Safety
+/// As [`conv`]; `xin`/`yout` the scratch parts of [`parts`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_blocks(
+    t: N16,
+    p: &ConvParams,
+    b: u64,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+    xin: usize,
+    yout: usize,
+) {
+    let mult = p.m / p.group.max(1);
+    let q = ConvParams {
+        n: 1,
+        c: b,
+        m: b * mult,
+        group: b,
+        packed_a: 0,
+        tile: 0,
+        ..*p
+    };
+    let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
+    let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
+    let kk = (p.kh * p.kw) as usize;
+    for img in 0..p.n as usize {
+        let mut ch0 = 0usize;
+        while ch0 < p.group as usize {
+            let o0 = ch0 * mult as usize;
+            // SAFETY: channel block `ch0..ch0+b` of image `img` lies in `x` and `y`; its
+            // weights and bias are rows `o0..` of the OIHW weights and of the bias; the
+            // scratch parts hold one block ([`parts`]).
+            unsafe {
+                {
+                    let src =
+                        std::slice::from_raw_parts(x.add((img * p.c as usize + ch0) * hw), bx);
+                    widen(t, src, std::slice::from_raw_parts_mut(scratch, bx));
+                }
+                let sy = scratch.add(xin);
+                let bq = if p.has_bias != 0 { bias.add(o0) } else { bias };
+                arenac_conv2d(&q, scratch, w.add(o0 * kk), bq, sy, scratch.add(xin + yout));
+                let dst = y.add((img * p.m as usize + o0) * ohw);
+                narrow(
+                    t,
+                    std::slice::from_raw_parts(sy, by),
+                    std::slice::from_raw_parts_mut(dst, by),
+                );
+            }
+            ch0 += b as usize;
         }
     }
 }

@@ -18,6 +18,12 @@ fn block_budget(p: &PoolParams) -> usize {
     (bytes16 / 32).clamp(16 << 10, super::STAGE_BYTES)
 }
 
+/// Whether [`pool`] may write its output over its input: when an output plane is no larger
+/// than an input plane, block `k`'s output ends before block `k + 1`'s input starts.
+pub fn in_place_ok(p: &PoolParams) -> bool {
+    p.oh * p.ow <= p.h * p.w
+}
+
 /// Scratch bytes [`pool`] uses for `p`: one block of input planes, then one of output
 /// planes, in f32 (each part rounded up to 64 bytes).
 pub fn scratch_bytes(p: &PoolParams) -> usize {
@@ -36,7 +42,8 @@ fn parts(p: &PoolParams) -> (usize, usize) {
 ///
 /// # Safety
 /// `p` valid for [`arenac_pool2d`]; `x` readable for `planes*h*w` values, `y` writable for
-/// `planes*oh*ow` values, not overlapping `x`; `scratch` writable for [`scratch_bytes`]
+/// `planes*oh*ow` values, not overlapping `x` — or `y == x` when [`in_place_ok`] holds (a
+/// block's output planes land over input planes already read); `scratch` writable for [`scratch_bytes`]
 /// bytes, 4-aligned, overlapping neither.
 pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: *mut f32) {
     let (xin, _) = parts(p);
@@ -53,9 +60,11 @@ pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: 
         // SAFETY: the ranges lie inside `x`, `y` and the scratch by the contract; the scratch
         // parts are disjoint ([`parts`]).
         unsafe {
-            let xs = std::slice::from_raw_parts(x.add(at * hw), b * hw);
-            let sx = std::slice::from_raw_parts_mut(scratch, b * hw);
-            widen(t, xs, sx);
+            {
+                let xs = std::slice::from_raw_parts(x.add(at * hw), b * hw);
+                let sx = std::slice::from_raw_parts_mut(scratch, b * hw);
+                widen(t, xs, sx);
+            }
             let sy = scratch.add(xin);
             arenac_pool2d(&q, scratch, sy);
             let ys = std::slice::from_raw_parts_mut(y.add(at * ohw), b * ohw);

@@ -59,10 +59,10 @@ fn conv_bands_cover_the_input_rows_they_read() {
         ow: 5,
         ..Default::default()
     };
-    // Output rows 0..2 read input rows -1..=3: top padding 1, rows 0..4.
+    // Output rows 0..2 read input rows -1..=3 (row -1 staged as zeros): a valid band.
     let (q, lo) = conv::band(&p, 0, 2);
-    assert_eq!((lo, q.h, q.pad_t, q.oh), (0, 4, 1, 2));
-    // Rows 2..5 read 3..=9: rows 3..9, the last one bottom padding.
+    assert_eq!((lo, q.h, q.pad_t, q.oh), (-1, 5, 0, 2));
+    // Rows 2..5 read 3..=9, row 9 past the input (zeros).
     let (q, lo) = conv::band(&p, 2, 5);
-    assert_eq!((lo, q.h, q.pad_t, q.oh), (3, 6, 0, 3));
+    assert_eq!((lo, q.h, q.pad_t, q.oh), (3, 7, 0, 3));
 }
