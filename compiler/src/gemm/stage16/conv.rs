@@ -102,7 +102,7 @@ pub fn dw_block(p: &ConvParams) -> Option<u64> {
     let mult = p.m / g.max(1);
     let per = ((p.h * p.w + mult * p.oh * p.ow) * 4).max(1);
     let fit = (budget(p) / per).max(2);
-    (2..=g).filter(|b| g % b == 0 && *b <= fit).max()
+    (2..=g).filter(|b| g.is_multiple_of(*b) && *b <= fit).max()
 }
 
 /// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.

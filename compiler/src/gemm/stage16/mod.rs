@@ -44,9 +44,10 @@ pub const STAGE_BYTES: usize = 128 << 10;
 pub fn widen(t: N16, src: &[u16], dst: &mut [f32]) {
     let n = src.len().min(dst.len());
     let (src, dst) = (&src[..n], &mut dst[..n]);
-    // SAFETY: f16/bf16 are `repr(transparent)` over u16.
     match t {
+        // SAFETY: f16 is `repr(transparent)` over u16.
         N16::F16 => unsafe { &*(src as *const [u16] as *const [f16]) }.convert_to_f32_slice(dst),
+        // SAFETY: bf16 is `repr(transparent)` over u16.
         N16::Bf16 => unsafe { &*(src as *const [u16] as *const [bf16]) }.convert_to_f32_slice(dst),
     }
 }
@@ -55,10 +56,11 @@ pub fn widen(t: N16, src: &[u16], dst: &mut [f32]) {
 pub fn narrow(t: N16, src: &[f32], dst: &mut [u16]) {
     let n = src.len().min(dst.len());
     let (src, dst) = (&src[..n], &mut dst[..n]);
-    // SAFETY: f16/bf16 are `repr(transparent)` over u16.
     match t {
+        // SAFETY: f16 is `repr(transparent)` over u16.
         N16::F16 => unsafe { &mut *(dst as *mut [u16] as *mut [f16]) }.convert_from_f32_slice(src),
         N16::Bf16 => {
+            // SAFETY: bf16 is `repr(transparent)` over u16.
             unsafe { &mut *(dst as *mut [u16] as *mut [bf16]) }.convert_from_f32_slice(src)
         }
     }
