@@ -1,7 +1,14 @@
-"""Accuracy, memory and speed of `--weights f32|f16|bf16|int8` per model: writes docs/PRECISION.md.
+"""Accuracy, memory and speed of `--weights f32|f16|bf16|int8` and of
+`--activations f32|f16|bf16` per model: writes docs/PRECISION.md.
 
 Usage: .venv/bin/python scripts/precision.py [--arenac target/release/arenac]
-           [--models DIR] [--repeat N] [--out docs/PRECISION.md] [NAME...]
+           [--models DIR] [--repeat N] [--out docs/PRECISION.md] [--activations] [NAME...]
+
+With --activations, the activations table (arena in each mode from `arenac plan --json`,
+errors against the f32 run and onnxruntime, latency ratio) replaces the section between the
+`<!-- activations -->` markers of --out, over the ten benchmark models and the demo; without,
+the weights table is rewritten (everything from "Notes" on, the activations section included,
+is kept).
 
 For each model (the shipped demo, and the PyTorch exports in --models, default /work/exports:
 `scripts/export_torch.py DIR resnet18 resnet50 vgg19 mobilenet_v2 transformer_encoder`), one
@@ -37,6 +44,8 @@ def inputs_for(name, path):
         return "x", rng.standard_normal((1, 128, 256)).astype(np.float32), None
     if name == "gpt_decoder":
         return "tokens", rng.integers(0, 1000, (1, 64)).astype(np.int64), None
+    if name == "unet":
+        return "image", rng.standard_normal((1, 3, 256, 256)).astype(np.float32), None
     return "input", rng.standard_normal((1, 3, 224, 224)).astype(np.float32), None
 
 
@@ -92,6 +101,100 @@ def top1(y):
     return np.argmax(y.reshape(-1, y.shape[-1]), axis=-1)
 
 
+ACT_MODELS = ["digits", "resnet18", "squeezenet1_1", "efficientnet_b0", "mobilenet_v2",
+              "shufflenet_v2_x1_0", "transformer_encoder", "gpt_decoder", "unet", "resnet50",
+              "vgg19"]
+
+
+def plan_json(arenac, path, extra):
+    import json
+
+    out = subprocess.run([arenac, "plan", "--json", "--threads", "1", path, *extra],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def activations_table(a):
+    """The `--activations` section of --out (see the module doc)."""
+    names = a.names or ACT_MODELS
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="arenac-act-")
+    for name in names:
+        path = (
+            os.path.join(ROOT, "models", "digits", "digits.onnx")
+            if name == "digits"
+            else os.path.join(a.models, f"{name}.onnx")
+        )
+        if not os.path.exists(path):
+            print(f"{name}: {path} missing, skipped", file=sys.stderr)
+            continue
+        iname, x, labels = inputs_for(name, path)
+        xfile = os.path.join(tmp, f"{name}_in.npy")
+        np.save(xfile, x)
+        ref = ort_output(path, iname, x)
+        shape_args = ["--shape", f"N={x.shape[0]}"] if iname in ("input", "pixels", "image") else []
+        base = None
+        # Alternating runs (f32, f16, bf16, f32, ...) so a busy machine weighs on every mode.
+        times = {m: [] for m in ["f32", "f16", "bf16"]}
+        outs = {}
+        for rep in range(2):
+            for mode in ["f32", "f16", "bf16"]:
+                od = os.path.join(tmp, f"{name}_{mode}")
+                os.makedirs(od, exist_ok=True)
+                cmd = [a.arenac, "run", path, "--threads", "1", "--activations", mode, "--input",
+                       f"{iname}={xfile}", "--output-dir", od, "--repeat", str(a.repeat),
+                       *shape_args]
+                p = subprocess.run(cmd, capture_output=True, text=True)
+                if p.returncode != 0:
+                    raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr}")
+                times[mode].append(parse_time(p.stdout))
+                outs[mode] = np.load(os.path.join(od, "output_0.npy"))
+        for mode in ["f32", "f16", "bf16"]:
+            r = plan_json(a.arenac, path, ["--activations", mode, *shape_args])
+            arena = r["arena_bytes"]
+            st = r.get("activations_storage") or {}
+            y = outs[mode]
+            t = min(times[mode])
+            if base is None:
+                base = (y, t, arena)
+            ea, er = errors(y, base[0])
+            oa, orr = errors(y, ref)
+            agree = float(np.mean(top1(y) == top1(base[0])))
+            acc = float(np.mean(top1(y) == labels.reshape(-1))) if labels is not None else None
+            kept = len(st.get("kept_f32", []))
+            rows.append((name, mode, arena, arena / base[2], ea, er, orr, agree, acc, t / base[1], kept))
+            print(f"{name} {mode}: arena {mib(arena)} MiB ({arena / base[2]:.3f}x), rel {er:.2e} "
+                  f"vs f32, {orr:.2e} vs ort; time {t / base[1]:.2f}x; kept {kept}", flush=True)
+    lines = [
+        "<!-- activations -->",
+        "## Activations in f16 / bf16",
+        "",
+        "Made by `scripts/precision.py --activations` (after `cargo build --release -p arenac`), "
+        f"on {time.strftime('%Y-%m-%d')}. `arenac run --threads 1 --activations MODE`, one seeded "
+        "input per model; *arena* from `arenac plan --json --threads 1`; *time* = the better of "
+        "two medians of --repeat runs, modes alternated, as a ratio to f32's; *kept* = nodes left "
+        "in f32 (no 16-bit path; `arenac plan` lists them).",
+        "",
+        "| model | activations | arena MiB | arena / f32 | max abs vs f32 | rel vs f32 | rel vs onnxruntime | top-1 | time / f32 | kept |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (name, mode, arena, ar, ea, er, orr, agree, acc, tr, kept) in rows:
+        top = f"{agree * 100:.0f}%" + (f" ({acc * 100:.0f}%)" if acc is not None else "")
+        lines.append(f"| {name} | {mode} | {mib(arena)} | {ar:.3f} | {ea:.2e} | {er:.2e} | "
+                     f"{orr:.2e} | {top} | {tr:.2f} | {kept} |")
+    lines.append("<!-- /activations -->")
+    section = "\n".join(lines)
+    old = open(a.out).read() if os.path.exists(a.out) else ""
+    i, j = old.find("<!-- activations -->"), old.find("<!-- /activations -->")
+    if i >= 0 and j >= 0:
+        new = old[:i] + section + old[j + len("<!-- /activations -->"):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    with open(a.out, "w") as f:
+        f.write(new)
+    print(f"wrote {a.out}")
+
+
 def mib(b):
     return f"{b / 2**20:.2f}" if b < 2**20 else f"{b / 2**20:.1f}"
 
@@ -102,8 +205,11 @@ def main():
     ap.add_argument("--models", default="/work/exports")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "PRECISION.md"))
+    ap.add_argument("--activations", action="store_true")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args()
+    if a.activations:
+        return activations_table(a)
     names = a.names or ["digits", "resnet18", "resnet50", "mobilenet_v2", "vgg19", "transformer_encoder"]
     rows = []
     tmp = tempfile.mkdtemp(prefix="arenac-precision-")

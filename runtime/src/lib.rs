@@ -52,6 +52,7 @@ use arenac_compiler::import::{ImportOptions, decode_model, import_model};
 use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
+pub use arenac_compiler::analysis::act_type::{ActType, ActivationsStorage};
 use arenac_compiler::analysis::weights_type::weights_report;
 pub use arenac_compiler::analysis::weights_type::{WeightsReport, WeightsStorage};
 pub use arenac_compiler::arena::ArenaPlan;
@@ -109,6 +110,11 @@ pub struct CompileOptions {
     /// symmetric per output channel, f32 scales). Other constants stay f32; the summary and
     /// the plan report list them ([`Model::weights_report`]).
     pub weights: WeightType,
+    /// The type intermediates are stored in (default f32): f16/bf16 halve the arena, each
+    /// node computing in f32 and rounding once on store; graph inputs and outputs keep their
+    /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
+    /// ([`Summary::activations_storage`]).
+    pub activations: ActType,
 }
 
 /// The default thread count: the CPUs this process may run on
@@ -129,6 +135,7 @@ impl Default for CompileOptions {
             threads: default_threads(),
             profile: false,
             weights: WeightType::F32,
+            activations: ActType::F32,
         }
     }
 }
@@ -201,6 +208,7 @@ impl CompileOptions {
             keep_file_order: self.keep_file_order,
             fuse_elementwise: self.fuse,
             liveness: d.liveness.with_threads(self.threads),
+            activations: self.activations,
             ..d
         }
     }
@@ -221,6 +229,8 @@ pub struct Model {
     timings: CompileTimings,
     /// The weights' storage type ([`CompileOptions::weights`]).
     weights: WeightType,
+    /// With f16/bf16 activations: the arena of the same model planned with f32 ones.
+    arena_f32_bytes: Option<usize>,
 }
 
 /// Where [`compile_file`]'s time went (wall clock, each phase once).
@@ -237,7 +247,7 @@ pub struct CompileTimings {
 }
 
 /// Sizes of a compiled model.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     /// Nodes left after folding and element-wise fusion.
     pub nodes: usize,
@@ -256,6 +266,8 @@ pub struct Summary {
     pub arena_lower_bound_bytes: usize,
     /// With a reduced weights type: the bytes by type, the saving, the nodes kept in f32.
     pub weights_storage: Option<WeightsStorage>,
+    /// With f16/bf16 activations: the arena against f32's, the nodes kept in f32.
+    pub activations_storage: Option<ActivationsStorage>,
 }
 
 impl Model {
@@ -312,7 +324,18 @@ impl Model {
     pub fn plan_report(&self) -> PlanReport {
         let mut r = build_report(&self.graph, &self.plan);
         r.weights_storage = self.weights_report().storage_entry(r.weights_bytes);
+        r.activations_storage = self.activations_storage();
         r
+    }
+
+    /// What `--activations` ([`CompileOptions::activations`]) did: the arena against the f32
+    /// plan of the same model, the nodes kept in f32; `None` for f32 activations.
+    pub fn activations_storage(&self) -> Option<ActivationsStorage> {
+        ActivationsStorage::new(
+            &self.plan.activations,
+            self.plan.arena_bytes,
+            self.arena_f32_bytes.unwrap_or(self.plan.arena_bytes),
+        )
     }
 
     /// What the weights type ([`CompileOptions::weights`]) stores reduced, what it saves and
@@ -345,6 +368,7 @@ impl Model {
             arena_bytes: self.plan.arena_bytes,
             arena_lower_bound_bytes: self.plan.lower_bound_bytes,
             weights_storage: self.weights_report().storage_entry(weights.bytes),
+            activations_storage: self.activations_storage(),
         }
     }
 }
@@ -384,6 +408,16 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )));
     }
     let plan_opts = opts.plan_options();
+    // The f32 arena of the same graph, for the saving the summary and the report show.
+    let arena_f32_bytes = if opts.activations == ActType::F32 {
+        None
+    } else {
+        let f32_opts = PlanOptions {
+            activations: ActType::F32,
+            ..plan_opts
+        };
+        Some(plan_graph(&mut imported.graph.clone(), &f32_opts)?.arena_bytes)
+    };
     let plan = plan_graph(&mut imported.graph, &plan_opts)?;
     if let Some(budget) = &budget {
         enforce(
@@ -437,6 +471,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         timing: (started, done - started),
         timings,
         weights: opts.weights,
+        arena_f32_bytes,
     })
 }
 

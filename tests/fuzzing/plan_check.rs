@@ -35,6 +35,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.
         fuse_elementwise: false,
+        activations: arenac_compiler::analysis::act_type::ActType::F32,
     }
 }
 

@@ -26,6 +26,7 @@ pub mod svg;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::analysis::act_type::{ActReport, ActType, retype_activations};
 use crate::analysis::fuse::{FuseStats, fuse_elementwise};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
 use crate::analysis::schedule::{ScheduleOptions, schedule};
@@ -49,6 +50,10 @@ pub struct PlanOptions {
     /// ([`crate::analysis::fuse::fuse_elementwise`]). Only [`plan_graph`], which may rewrite
     /// the graph, reads it; [`plan_arena`] plans the graph it is given.
     pub fuse_elementwise: bool,
+    /// The type intermediates are stored in (`--activations`): f16/bf16 retype the graph's
+    /// f32 intermediates before fusion ([`crate::analysis::act_type::retype_activations`]).
+    /// Only [`plan_graph`] reads it.
+    pub activations: ActType,
 }
 
 impl Default for PlanOptions {
@@ -58,6 +63,7 @@ impl Default for PlanOptions {
             liveness: LivenessOptions::full(),
             align: ALIGN,
             fuse_elementwise: true,
+            activations: ActType::F32,
         }
     }
 }
@@ -131,6 +137,9 @@ pub struct ArenaPlan {
     /// [`crate::ops::Op::subgraphs`] order ([`control`]): each from offset 0 of its own arena,
     /// which is the node's scratch buffer in this one.
     pub sub_plans: control::SubPlans,
+    /// What retyping the activations did (`activations: f32` and empty unless planned by
+    /// [`plan_graph`] with [`PlanOptions::activations`]).
+    pub activations: ActReport,
 }
 
 impl ArenaPlan {
@@ -247,6 +256,7 @@ fn plan_flat(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         planning_time,
         fusion: FuseStats::default(),
         sub_plans: control::SubPlans::new(),
+        activations: ActReport::default(),
     })
 }
 
@@ -318,6 +328,15 @@ fn layer_wise(g: &Graph, align: usize) -> (usize, usize) {
 /// passes): they measure a runtime without arenac's rewrites. In debug builds the rewritten
 /// graph is verified; a failure is [`Error::PlanInternal`] naming the pass.
 pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
+    let activations = retype_activations(g, opts.activations);
+    if cfg!(debug_assertions)
+        && opts.activations != ActType::F32
+        && let Err(e) = crate::ir::verify::verify(g)
+    {
+        return Err(Error::PlanInternal(format!(
+            "graph invalid after retype_activations: {e}"
+        )));
+    }
     let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
     let fusion = if opts.fuse_elementwise {
         let stats = fuse_elementwise(g);
@@ -338,6 +357,7 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     plan.naive_bytes = naive_bytes;
     plan.layer_wise_bound_bytes = layer_wise_bound_bytes;
     plan.fusion = fusion;
+    plan.activations = activations;
     Ok(plan)
 }
 

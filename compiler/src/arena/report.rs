@@ -71,6 +71,10 @@ pub struct PlanReport {
     /// saving against f32, the nodes kept in f32. Absent for f32 weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_storage: Option<crate::analysis::weights_type::WeightsStorage>,
+    /// The intermediates in a 16-bit type (`--activations f16|bf16`): the arena against the
+    /// f32 plan, the nodes kept in f32. Absent for f32 activations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations_storage: Option<crate::analysis::act_type::ActivationsStorage>,
 }
 
 /// The plan of one graph held by a control-flow node: its own arena lives in the node's
@@ -258,6 +262,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         buffers,
         subgraphs,
         weights_storage: None,
+        activations_storage: None,
     }
 }
 
@@ -322,6 +327,9 @@ impl PlanReport {
         );
         if let Some(w) = &self.weights_storage {
             out.push_str(&w.to_text(20));
+        }
+        if let Some(a) = &self.activations_storage {
+            out.push_str(&a.to_text(20));
         }
         let peak = match (&self.peak_node, &self.peak_op) {
             (Some(n), Some(op)) => format!("step {}: '{n}' ({op})", self.peak_step),

@@ -14,6 +14,7 @@ mod tests;
 mod unary_math;
 
 pub(crate) use eval::int_pow;
+pub(crate) use eval::unary_f64;
 
 use crate::error::OpError;
 use crate::ir::lowp::{CastMode, E8m0Round};

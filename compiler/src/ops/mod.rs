@@ -24,6 +24,7 @@ pub mod reduce;
 pub mod resize;
 pub mod sample;
 pub mod spectral;
+pub mod stage16;
 #[cfg(test)]
 pub(crate) mod test_util;
 pub mod util;
@@ -666,6 +667,8 @@ impl Op {
     ///   output is planned over the input;
     /// - If, Loop: the arena its subgraphs were planned in ([`control::IfAttrs::arena_bytes`],
     ///   [`control::LoopAttrs::arena_bytes`]);
+    /// - a node staged on 16-bit data (`--activations f16|bf16`): its staging blocks in f32
+    ///   plus the f32 kernel's scratch for one block ([`stage16::scratch_bytes`]);
     /// - everything else: 0.
     ///
     /// Saturates instead of overflowing; types `infer` rejected give 0.
@@ -686,6 +689,9 @@ impl Op {
             return 0;
         };
         let elem = y.dtype.size();
+        if let Some(b) = stage16::scratch_bytes(self, inputs, y, constant, threads) {
+            return b;
+        }
         match self {
             Op::Conv(a) => {
                 conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false), threads)
@@ -741,6 +747,21 @@ impl Op {
         let f32s = input.dtype == DType::F32 && output.dtype == DType::F32;
         match self {
             Op::Lrn(_) => f32s && input == output && input.shape.len() >= 3,
+            // 16-bit staged pooling (`--activations`): by blocks of whole planes.
+            Op::MaxPool(a) | Op::AveragePool(a)
+                if matches!(input.dtype, DType::F16 | DType::BF16)
+                    && output.dtype == input.dtype =>
+            {
+                crate::gemm::pool::pool_params(
+                    &input.shape,
+                    &output.shape,
+                    &a.kernel,
+                    &a.strides,
+                    &a.dilations,
+                    &a.pads,
+                )
+                .is_some_and(|p| crate::gemm::stage16::pool::in_place_ok(&p))
+            }
             Op::MaxPool(a) | Op::AveragePool(a) => {
                 f32s && crate::gemm::pool::pool_params(
                     &input.shape,

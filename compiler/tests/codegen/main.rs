@@ -3,6 +3,7 @@
 //! compiled and run inside an aligned arena; plus the demo model against onnxruntime.
 //! One test binary, one module per op family.
 
+mod act16;
 mod attention;
 mod bitcast;
 mod common;

@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail};
 use arenac::io::input_spec::split_input_spec;
 use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
-    CompileOptions, DType, IoSlot, TensorRef, WeightType, compile_file, parse_shape_spec,
+    ActType, CompileOptions, DType, IoSlot, TensorRef, WeightType, compile_file, parse_shape_spec,
     supported_ops,
 };
 use arenac_compiler::ir::graph::ValueId;
@@ -57,6 +57,12 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
               value_parser = parse_weights)]
         weights: WeightType,
+        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
+        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
+        /// without a 16-bit kernel stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
+              value_parser = parse_activations)]
+        activations: ActType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -92,6 +98,12 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
               value_parser = parse_weights)]
         weights: WeightType,
+        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
+        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
+        /// without a 16-bit kernel stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
+              value_parser = parse_activations)]
+        activations: ActType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -140,6 +152,12 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
               value_parser = parse_weights)]
         weights: WeightType,
+        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
+        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
+        /// without a 16-bit kernel stay f32 and are listed.
+        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
+              value_parser = parse_activations)]
+        activations: ActType,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -197,10 +215,12 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             print_ir,
             threads,
             weights,
+            activations,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             opts.weights = weights;
+            opts.activations = activations;
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -248,6 +268,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             if let Some(w) = &s.weights_storage {
                 out.push_str(&w.to_text(20));
             }
+            if let Some(a) = &s.activations_storage {
+                out.push_str(&a.to_text(20));
+            }
             let _ = writeln!(out, "compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
         }
         Command::Plan {
@@ -260,11 +283,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             svg,
             threads,
             weights,
+            activations,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
             opts.weights = weights;
+            opts.activations = activations;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -293,6 +318,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             no_fuse,
             threads,
             weights,
+            activations,
             profile,
             batch,
             progress,
@@ -301,6 +327,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
             opts.weights = weights;
+            opts.activations = activations;
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");
@@ -356,6 +383,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--activations`: a storage type, or a message listing the choices.
+fn parse_activations(s: &str) -> Result<ActType, String> {
+    ActType::parse(s).ok_or_else(|| {
+        format!("unknown activations type '{s}': use f32, f16 or bf16 (e.g. --activations f16)")
+    })
 }
 
 /// `--weights`: a storage type, or a message listing the choices.
@@ -568,6 +602,9 @@ fn run_model(
         None => {
             let _ = writeln!(out, "weights: {}", bytes(s.weights_bytes));
         }
+    }
+    if let Some(a) = &s.activations_storage {
+        out.push_str(&a.to_text(10));
     }
     let t = compiled.compile_timings();
     let _ = writeln!(

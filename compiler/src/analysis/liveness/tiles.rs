@@ -29,6 +29,10 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     };
     let x = g.value(*node.inputs.first()?);
     let y = g.value(*node.outputs.first()?);
+    if x.ty.dtype != crate::ir::types::DType::F32 {
+        // A 16-bit staged Conv (`--activations`) plans its own fixed scratch.
+        return None;
+    }
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
     let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
     (conv2d_tiles(&p).count() > 1).then_some(p)

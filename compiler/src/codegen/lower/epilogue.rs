@@ -65,7 +65,9 @@ pub(super) fn fused_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Optio
         return None;
     }
     let y = n.outputs[0];
-    if g.outputs.contains(&y) || g.value(y).ty.dtype != DType::F32 {
+    // f16/bf16: a Conv staged for `--activations` (its epilogue runs in f32 before rounding).
+    let dt = g.value(y).ty.dtype;
+    if g.outputs.contains(&y) || !matches!(dt, DType::F32 | DType::F16 | DType::BF16) {
         return None;
     }
     let readers = g.consumers(y);

@@ -1,6 +1,7 @@
 //! What each node becomes: kernel calls (from the cache or freshly compiled) with the
 //! addresses of its operands.
 
+mod act16;
 mod control;
 mod convt;
 mod dense;
@@ -372,6 +373,10 @@ pub(super) fn node(
         }
         let desc = CopyDesc::new(elem, &[len], &[1], &[1]);
         return copy_call(&cx, prog, desc, src, dst);
+    }
+    // `--activations f16|bf16`: nodes with a staged 16-bit kernel.
+    if let Some(t) = act16::staged_type(&cx) {
+        return act16::lower(&cx, t, prog, w);
     }
     let y = cx.output()?;
     let out_shape = cx.ty(y).shape.clone();

@@ -218,7 +218,7 @@ fn eval_clip(x: &Tensor, lo: Option<&Tensor>, hi: Option<&Tensor>) -> Tensor {
     Tensor::from_i64(dtype, x.shape().to_vec(), &vals)
 }
 
-fn unary_f64(u: UnaryOp, x: f64) -> f64 {
+pub(crate) fn unary_f64(u: UnaryOp, x: f64) -> f64 {
     let hard_sigmoid = |x: f64, alpha: f64, beta: f64| fmax(0.0, fmin(1.0, alpha * x + beta));
     match u {
         // infer admits Not and BitwiseNot for bool and integers only.

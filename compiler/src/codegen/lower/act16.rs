@@ -1,0 +1,434 @@
+//! Lowering of the staged 16-bit nodes (`--activations f16|bf16`,
+//! [`crate::analysis::act_type::staged`]): each a [`HostKernel`] over
+//! [`crate::gemm::stage16`], called through `arenac_host` with the node's data, its
+//! weights-region operands and its planned f32 scratch.
+
+use super::Ctx;
+use super::epilogue::fused_activation;
+use crate::codegen::host::{HostKernel, SLOTS};
+use crate::codegen::program::{Operand, Program};
+use crate::codegen::weights::WeightsBuilder;
+use crate::error::Error;
+use crate::gemm::conv::{Activation, ConvParams, prepare_weights, prepared_len};
+use crate::gemm::pool::{POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX, pool_params};
+use crate::gemm::stage16::{self, N16};
+use crate::ir::types::DType;
+use crate::ops::Op;
+
+/// The 16-bit type of node `cx`'s first input when the node is a staged one (first input and
+/// first output of the same 16-bit type, op staged); `None` otherwise.
+pub(super) fn staged_type(cx: &Ctx<'_>) -> Option<N16> {
+    let n = cx.g.node(cx.id);
+    let x = cx.ty(*n.inputs.first()?);
+    let y = cx.ty(*n.outputs.first()?);
+    let t = match x.dtype {
+        DType::F16 => N16::F16,
+        DType::BF16 => N16::Bf16,
+        _ => return None,
+    };
+    if y.dtype != x.dtype {
+        return None;
+    }
+    let tys: Vec<_> = n.inputs.iter().map(|&v| cx.ty(v)).collect();
+    let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
+    crate::analysis::act_type::staged(&n.op, &tys, &consts).then_some(t)
+}
+
+/// Emits node `cx` (a staged node of type `t`).
+pub(super) fn lower(
+    cx: &Ctx<'_>,
+    t: N16,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    match &n.op {
+        Op::Unary(u) => unary(cx, t, *u, prog),
+        Op::FusedElementwise(f) => fused(cx, t, f.steps.clone(), prog),
+        Op::GlobalAveragePool => gap(cx, t, prog),
+        Op::MaxPool(a) | Op::AveragePool(a) => {
+            let kind = match (&n.op, a.count_include_pad) {
+                (Op::MaxPool(_), _) => POOL_MAX,
+                (_, true) => POOL_AVG_INCLUDE_PAD,
+                _ => POOL_AVG,
+            };
+            pool(cx, t, a, kind, prog)
+        }
+        Op::Conv(a) => conv(cx, t, a, prog, w),
+        Op::Gemm(_) | Op::MatMul => matmul(cx, t, prog, w),
+        Op::Softmax { log, .. } => softmax(cx, t, *log, prog),
+        Op::LayerNormalization { epsilon, .. } => layer_norm(cx, t, *epsilon, prog, w),
+        op => Err(cx.err(format!(
+            "internal: no staged 16-bit kernel for {}",
+            op.name()
+        ))),
+    }
+}
+
+/// Emits one host call of `kernel` with `args` (at most [`SLOTS`]).
+fn host_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    kernel: HostKernel,
+    args: Vec<Operand>,
+) -> Result<(), Error> {
+    let mut all = vec![prog.keep(Box::new(kernel))];
+    all.extend(args);
+    all.resize(SLOTS + 1, Operand::Null);
+    let (node, op) = cx.label();
+    let f = prog.kernel("host".to_string(), SLOTS + 1, (&node, &op), |b, p, ext| {
+        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
+    })?;
+    prog.call(f, all);
+    Ok(())
+}
+
+fn unary(cx: &Ctx<'_>, t: N16, u: crate::ops::UnaryOp, prog: &mut Program) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let len = cx.ty(y).numel().unwrap_or(0);
+    let kernel = HostKernel::new(move |p| {
+        let f = |v: &mut [f32]| match u {
+            crate::ops::UnaryOp::Relu => v.iter_mut().for_each(|e| *e = e.max(0.0)),
+            _ => v
+                .iter_mut()
+                .for_each(|e| *e = crate::ops::elementwise::unary_f64(u, f64::from(*e)) as f32),
+        };
+        // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
+        // planned in place, which `unary` allows).
+        unsafe { stage16::unary(t, len, p[0].cast::<u16>(), p[1].cast::<u16>(), &f) };
+    });
+    host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
+}
+
+fn fused(
+    cx: &Ctx<'_>,
+    t: N16,
+    steps: Vec<crate::ops::FusedStep>,
+    prog: &mut Program,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let len = cx.ty(y).numel().unwrap_or(0);
+    let consts = crate::ops::stage16::fused_consts(&steps);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
+        // planned in place, which `run_fused` allows).
+        unsafe {
+            crate::ops::stage16::run_fused(
+                t,
+                &steps,
+                &consts,
+                len,
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+            )
+        };
+    });
+    host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
+}
+
+fn gap(cx: &Ctx<'_>, t: N16, prog: &mut Program) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let xs = cx.ty(x).shape.clone();
+    let planes = xs.iter().take(2).product::<usize>();
+    let len = xs.iter().skip(2).product::<usize>();
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X holds `planes * len` values, Y `planes`, apart.
+        let (xv, yv) = unsafe {
+            (
+                crate::codegen::host::input::<u16>(p[0], planes * len),
+                crate::codegen::host::output::<u16>(p[1], planes),
+            )
+        };
+        stage16::gap(t, planes, len, xv, yv);
+    });
+    host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
+}
+
+fn pool(
+    cx: &Ctx<'_>,
+    t: N16,
+    a: &crate::ops::PoolAttrs,
+    kind: u64,
+    prog: &mut Program,
+) -> Result<(), Error> {
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let (xs, ys) = (&cx.ty(x).shape, &cx.ty(y).shape);
+    let mut params = pool_params(xs, ys, &a.kernel, &a.strides, &a.dilations, &a.pads)
+        .ok_or_else(|| cx.err("internal: a staged pooling without a 2-d geometry"))?;
+    params.kind = kind;
+    let (xo, yo, so) = (cx.arena(x)?, cx.arena(y)?, cx.scratch()?);
+    if xo == yo && !stage16::pool::in_place_ok(&params) {
+        return Err(cx.err(
+            "internal: a staged pooling planned in place where it cannot be (a planner bug)",
+        ));
+    }
+    check_scratch(cx, stage16::pool::scratch_bytes(&params))?;
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X, Y and the scratch planned for this geometry
+        // (scratch checked against `scratch_bytes` at compile time), Y apart from X.
+        unsafe {
+            stage16::pool::pool(
+                t,
+                &params,
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+                p[2].cast::<f32>(),
+            )
+        };
+    });
+    host_call(cx, prog, kernel, vec![xo, yo, so])
+}
+
+/// Errors unless the planned scratch holds `need` bytes.
+fn check_scratch(cx: &Ctx<'_>, need: usize) -> Result<(), Error> {
+    let planned = super::dense::planned_scratch(cx);
+    if planned < need {
+        return Err(cx.err(format!(
+            "internal: the staged 16-bit kernel needs {need} bytes of scratch, {planned} \
+             planned (a planner bug)"
+        )));
+    }
+    Ok(())
+}
+
+fn conv(
+    cx: &Ctx<'_>,
+    t: N16,
+    a: &crate::ops::ConvAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    let bias = cx.g.node(cx.id).inputs.get(2).copied();
+    let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |f| f.act);
+    let mut params = ConvParams::from_shapes(
+        &xs,
+        &ys,
+        &a.kernel,
+        &a.strides,
+        &a.dilations,
+        &a.pads,
+        a.group.max(1),
+    )
+    .ok_or_else(|| cx.err("internal: a staged Conv without a 1-d or 2-d geometry"))?;
+    params.has_bias = u64::from(bias.is_some());
+    params.threads = cx.threads() as u64;
+    [params.act, params.act_a, params.act_b] = act.encode();
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("internal: a staged Conv with run-time weights"))?;
+    let wp = stage16::conv::weights_params(&params);
+    params.packed_a = wp.packed_a;
+    let form = format!(
+        "conv weights m={} k={} group={} packed={} (16-bit staged)",
+        wp.m,
+        wp.k(),
+        wp.group,
+        wp.packed_a
+    );
+    let woff = w.form_f32_of(wt, form, prepared_len(&wp), |src, out| {
+        prepare_weights(&mut wp.clone(), src, out);
+    });
+    let bias_op = match bias {
+        Some(bv) => match cx.constant(bv) {
+            Some(bt) if bt.dtype() == DType::F32 => Operand::Weights(w.tensor_f32(bt)),
+            _ => return Err(cx.err("internal: a staged Conv with a run-time or non-f32 bias")),
+        },
+        None => Operand::Null,
+    };
+    check_scratch(cx, stage16::conv::scratch_bytes(&params))?;
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X, Y, the prepared weights and bias (weights
+        // region) and the scratch (checked at compile time) planned for this geometry.
+        unsafe {
+            stage16::conv::conv(
+                t,
+                &params,
+                p[0].cast::<u16>(),
+                p[1].cast::<f32>(),
+                p[2].cast::<f32>(),
+                p[3].cast::<u16>(),
+                p[4].cast::<f32>(),
+            )
+        };
+    });
+    host_call(
+        cx,
+        prog,
+        kernel,
+        vec![
+            cx.arena(xv)?,
+            Operand::Weights(woff),
+            bias_op,
+            cx.arena(y)?,
+            cx.scratch()?,
+        ],
+    )
+}
+
+/// The shapes and constant flags of node `cx`'s inputs.
+fn operands(cx: &Ctx<'_>) -> (Vec<Vec<usize>>, Vec<bool>) {
+    let n = cx.g.node(cx.id);
+    (
+        n.inputs.iter().map(|&v| cx.ty(v).shape.clone()).collect(),
+        n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect(),
+    )
+}
+
+fn matmul(cx: &Ctx<'_>, t: N16, prog: &mut Program, w: &mut WeightsBuilder) -> Result<(), Error> {
+    let (shapes, consts) = operands(cx);
+    let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let op = &cx.g.node(cx.id).op;
+    let s = crate::ops::stage16::mm_stage(op, &refs, &consts, cx.threads())
+        .ok_or_else(|| cx.err("internal: a staged Gemm/MatMul of another geometry"))?;
+    let (av, bv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let (k, n) = (s.k, s.n);
+    let (alpha, beta, trans_b) = match op {
+        Op::Gemm(g) => (g.alpha, g.beta, g.trans_b),
+        _ => (1.0, 1.0, false),
+    };
+    let (b_op, packed_op) = if s.runtime_b {
+        (cx.arena(bv)?, Operand::Null)
+    } else {
+        let bt = cx
+            .constant(bv)
+            .ok_or_else(|| cx.err("internal: a staged product without its constant B"))?;
+        let (rs, cs) = if trans_b { (1, k) } else { (n, 1) };
+        let form = format!("packed B {k}x{n} alpha={alpha} trans_b={trans_b} (16-bit staged)");
+        let off = w.form_f32_of(bt, form, crate::gemm::packed_b_len(k, n), |src, out| {
+            crate::gemm::pack_b_from(
+                k,
+                n,
+                |i| src.get(i).copied().unwrap_or(0.0) * alpha,
+                rs,
+                cs,
+                out,
+            );
+        });
+        (Operand::Null, Operand::Weights(off))
+    };
+    let bias_op = match cx.g.node(cx.id).inputs.get(2) {
+        Some(&cv) => {
+            let ct = cx
+                .constant(cv)
+                .ok_or_else(|| cx.err("internal: a staged Gemm with a run-time C"))?;
+            let c: Vec<f64> = ct.to_f64_vec();
+            let row: Vec<u8> = (0..n)
+                .map(|j| {
+                    (c.get(if c.len() == 1 { 0 } else { j })
+                        .copied()
+                        .unwrap_or(0.0)
+                        * f64::from(beta)) as f32
+                })
+                .flat_map(f32::to_ne_bytes)
+                .collect();
+            Operand::Weights(w.add(&row))
+        }
+        None => Operand::Null,
+    };
+    check_scratch(cx, s.scratch_bytes())?;
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: A, B (run-time) or packed B and the bias row
+        // (weights region), Y and the scratch (checked at compile time) for this geometry.
+        unsafe {
+            stage16::matmul::matmul(
+                t,
+                &s,
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+                p[2].cast::<f32>(),
+                p[3].cast::<f32>(),
+                p[4].cast::<u16>(),
+                p[5].cast::<f32>(),
+            )
+        };
+    });
+    let args = vec![
+        cx.arena(av)?,
+        b_op,
+        packed_op,
+        bias_op,
+        cx.arena(y)?,
+        cx.scratch()?,
+    ];
+    host_call(cx, prog, kernel, args)
+}
+
+fn softmax(cx: &Ctx<'_>, t: N16, log: bool, prog: &mut Program) -> Result<(), Error> {
+    let (shapes, consts) = operands(cx);
+    let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let (rows, len) = crate::ops::stage16::row_stage(&cx.g.node(cx.id).op, &refs, &consts)
+        .ok_or_else(|| cx.err("internal: a staged Softmax over a non-last axis"))?;
+    check_scratch(cx, stage16::rows::scratch_bytes(len))?;
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X, Y (equal or apart) and one row of scratch.
+        unsafe {
+            stage16::rows::softmax(
+                t,
+                rows,
+                len,
+                log,
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+                p[2].cast::<f32>(),
+            )
+        };
+    });
+    host_call(
+        cx,
+        prog,
+        kernel,
+        vec![cx.arena(x)?, cx.arena(y)?, cx.scratch()?],
+    )
+}
+
+fn layer_norm(
+    cx: &Ctx<'_>,
+    t: N16,
+    eps: f32,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let (shapes, consts) = operands(cx);
+    let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+    let (rows, len) = crate::ops::stage16::row_stage(&cx.g.node(cx.id).op, &refs, &consts)
+        .ok_or_else(|| cx.err("internal: a staged LayerNormalization of another form"))?;
+    check_scratch(cx, stage16::rows::scratch_bytes(len))?;
+    let n = cx.g.node(cx.id);
+    let mut params = Vec::new();
+    for i in 1..3 {
+        params.push(match n.inputs.get(i) {
+            Some(&v) => {
+                let c = cx
+                    .constant(v)
+                    .ok_or_else(|| cx.err("internal: run-time LayerNormalization parameters"))?;
+                Operand::Weights(w.tensor_f32(c))
+            }
+            None => Operand::Null,
+        });
+    }
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X, Y (equal or apart), scale and bias rows of
+        // `len` floats (bias may be null) and one row of scratch.
+        unsafe {
+            stage16::rows::layer_norm(
+                t,
+                rows,
+                len,
+                eps,
+                p[2].cast::<f32>(),
+                p[3].cast::<f32>(),
+                p[0].cast::<u16>(),
+                p[1].cast::<u16>(),
+                p[4].cast::<f32>(),
+            )
+        };
+    });
+    let mut args = vec![cx.arena(x)?, cx.arena(y)?];
+    args.extend(params);
+    args.push(cx.scratch()?);
+    host_call(cx, prog, kernel, args)
+}

@@ -1,0 +1,266 @@
+//! Conv on 16-bit data: the output computed in bands of whole output rows. For each image
+//! and band, the input rows the band reads (all channels) are widened into f32 scratch, the
+//! band runs as a convolution of its own through [`crate::gemm::conv::arenac_conv2d`] (any
+//! path: im2col, pointwise, direct, depthwise; bias and fused activation in its epilogue)
+//! into f32 scratch, then narrowed into the output rows. A band's geometry: the input rows
+//! `[lo, hi)` it reads, top padding what lies above `lo`, bottom padding implied (rows past
+//! `hi` read as zero, as past `h`).
+
+use super::{N16, narrow, widen};
+use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
+
+/// The geometry of the band of output rows `[r0, r1)` of one image of `p`: its params
+/// (`n = 1`) and the first input row it reads (negative inside the top padding). A band is
+/// vertically a *valid* convolution: its `h` is exactly the rows its window reads
+/// (`(rows - 1) * stride + (kh - 1) * dilation + 1`), padding rows staged as zeros, so every
+/// band (but a shorter last one) has one geometry whatever the padding.
+pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, i64) {
+    let rows = r1.max(r0 + 1) - r0;
+    let start = (r0 * p.stride_h) as i64 - p.pad_t as i64;
+    let h = (rows - 1) * p.stride_h + (p.kh.max(1) - 1) * p.dil_h + 1;
+    let q = ConvParams {
+        n: 1,
+        h,
+        pad_t: 0,
+        oh: rows,
+        ..*p
+    };
+    (q, start)
+}
+
+/// The staging budget of `p` in bytes: 1/48 of the node's 16-bit input and output, between
+/// 16 KiB and [`super::STAGE_BYTES`] — small against the arena's peak (a Conv is often at it).
+fn budget(p: &ConvParams) -> u64 {
+    let bytes16 = (p.n * (p.c * p.h * p.w + p.m * p.oh * p.ow)).saturating_mul(2);
+    (bytes16 / 48).clamp(16 << 10, super::STAGE_BYTES as u64)
+}
+
+/// The im2col tile of band `q` of `p`: the largest whose scratch fits the staging budget (the
+/// smallest tile when none does); irrelevant for the paths without a tile.
+fn band_tile(p: &ConvParams, q: &ConvParams) -> u64 {
+    crate::gemm::conv::conv2d_tile_for_scratch(q, budget(p) as usize)
+        .unwrap_or(crate::gemm::conv::CONV_MIN_TILE) as u64
+}
+
+/// Output rows per band: as many as fit the staging budget ([`budget`]), at least one; all
+/// rows when the bands would not share one packed-weights layout.
+pub fn band_rows(p: &ConvParams) -> u64 {
+    let oh = p.oh.max(1);
+    if !uniform(p, oh) {
+        return oh;
+    }
+    let budget = budget(p);
+    let per_row = (p.m * p.ow + p.c * p.stride_h * p.w)
+        .saturating_mul(4)
+        .max(1);
+    let rows = (budget / per_row).clamp(1, oh);
+    if uniform(p, rows) { rows } else { oh }
+}
+
+/// The distinct band geometries of `p` at `rows` rows per band (first, a middle one, last).
+fn bands(p: &ConvParams, rows: u64) -> Vec<ConvParams> {
+    let oh = p.oh.max(1);
+    let mut r0s = vec![0];
+    if rows < oh {
+        r0s.push(rows);
+        r0s.push((oh - 1) / rows * rows);
+    }
+    r0s.into_iter()
+        .map(|r0| band(p, r0, (r0 + rows).min(oh)).0)
+        .collect()
+}
+
+/// Whether every band at `rows` rows takes the packed-weights layout of the first.
+fn uniform(p: &ConvParams, rows: u64) -> bool {
+    let marks: Vec<u64> = bands(p, rows)
+        .into_iter()
+        .map(|mut q| {
+            mark_packed(&mut q);
+            q.packed_a
+        })
+        .collect();
+    marks.windows(2).all(|w| w[0] == w[1])
+}
+
+/// `p` as the weights are prepared for (the first band's layout: `packed_a` as
+/// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`.
+pub fn weights_params(p: &ConvParams) -> ConvParams {
+    let mut q = band(p, 0, band_rows(p).min(p.oh.max(1))).0;
+    mark_packed(&mut q);
+    ConvParams { n: p.n, ..q }
+}
+
+/// Channels per block when a depthwise Conv is staged by whole channel planes (each block a
+/// depthwise convolution of its own, its weights and bias a contiguous slice): the largest
+/// divisor (at least 2, so the block stays depthwise) of the group count whose planes fit the
+/// budget, else 2 for an even count; `None` (row bands) for other convs.
+pub fn dw_block(p: &ConvParams) -> Option<u64> {
+    if !p.is_depthwise() {
+        return None;
+    }
+    let g = p.group;
+    let mult = p.m / g.max(1);
+    let per = ((p.h * p.w + mult * p.oh * p.ow) * 4).max(1);
+    let fit = (budget(p) / per).max(2);
+    (2..=g).filter(|b| g.is_multiple_of(*b) && *b <= fit).max()
+}
+
+/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
+fn parts(p: &ConvParams) -> (usize, usize, usize) {
+    let up = |f: u64| (f as usize).next_multiple_of(16);
+    if let Some(b) = dw_block(p) {
+        let mult = p.m / p.group.max(1);
+        return (up(b * p.h * p.w), up(b * mult * p.oh * p.ow), 0);
+    }
+    let rows = band_rows(p);
+    let bs = bands(p, rows);
+    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let yout = up(p.m * rows * p.ow);
+    let inner = bs
+        .iter()
+        .map(|q| {
+            let mut q = *q;
+            mark_packed(&mut q);
+            q.tile = band_tile(p, &q);
+            conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
+        })
+        .max()
+        .unwrap_or(0);
+    (xin, yout, inner)
+}
+
+/// Scratch bytes [`conv`] uses for `p` (constant weights, `threads` set).
+pub fn scratch_bytes(p: &ConvParams) -> usize {
+    let (a, b, c) = parts(p);
+    (a + b + c) * 4
+}
+
+/// `y = act(conv(x, w) + bias)` on 16-bit `x` and `y`, band by band.
+///
+/// # Safety
+/// `p` describes the whole node (constant weights prepared by
+/// `crate::gemm::conv::prepare_weights` for [`weights_params`]); `x` readable for
+/// `n*c*h*w` values, `y` writable for `n*m*oh*ow`, `w`/`bias` as [`arenac_conv2d`] reads them;
+/// `scratch` writable for [`scratch_bytes`] bytes, 64-aligned; `y` and `scratch` overlap
+/// nothing else.
+pub unsafe fn conv(
+    t: N16,
+    p: &ConvParams,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+) {
+    let (xin, yout, _) = parts(p);
+    if let Some(b) = dw_block(p) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
+        return;
+    }
+    let rows = band_rows(p);
+    let packed = weights_params(p).packed_a;
+    let (c, h, wd, m, oh, ow) = (
+        p.c as usize,
+        p.h as usize,
+        p.w as usize,
+        p.m as usize,
+        p.oh as usize,
+        p.ow as usize,
+    );
+    for img in 0..p.n as usize {
+        let mut r0 = 0;
+        while r0 < p.oh {
+            let r1 = (r0 + rows).min(p.oh);
+            let (mut q, lo) = band(p, r0, r1);
+            q.packed_a = packed;
+            q.tile = band_tile(p, &q);
+            let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
+            // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by the
+            // contract and [`parts`] (sized for the largest band).
+            unsafe {
+                let sx = scratch;
+                for ch in 0..c {
+                    for i in 0..hb {
+                        let dst = std::slice::from_raw_parts_mut(sx.add((ch * hb + i) * wd), wd);
+                        let row = lo + i as i64;
+                        if (0..h as i64).contains(&row) {
+                            let src = x.add(((img * c + ch) * h + row as usize) * wd);
+                            widen(t, std::slice::from_raw_parts(src, wd), dst);
+                        } else {
+                            dst.fill(0.0);
+                        }
+                    }
+                }
+                let sy = scratch.add(xin);
+                let inner = scratch.add(xin + yout);
+                arenac_conv2d(&q, sx, w, bias, sy, inner);
+                for mo in 0..m {
+                    let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
+                    let dst = std::slice::from_raw_parts_mut(dst, ob * ow);
+                    let src = std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow);
+                    narrow(t, src, dst);
+                }
+            }
+            r0 = r1;
+        }
+    }
+}
+
+/// [`conv`] of a depthwise `p` by blocks of `b` channels (whole planes).
+///
+/// # Safety
+/// As [`conv`]; `xin`/`yout` the scratch parts of [`parts`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_blocks(
+    t: N16,
+    p: &ConvParams,
+    b: u64,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+    xin: usize,
+    yout: usize,
+) {
+    let mult = p.m / p.group.max(1);
+    let q = ConvParams {
+        n: 1,
+        c: b,
+        m: b * mult,
+        group: b,
+        packed_a: 0,
+        tile: 0,
+        ..*p
+    };
+    let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
+    let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
+    let kk = (p.kh * p.kw) as usize;
+    for img in 0..p.n as usize {
+        let mut ch0 = 0usize;
+        while ch0 < p.group as usize {
+            let o0 = ch0 * mult as usize;
+            // SAFETY: channel block `ch0..ch0+b` of image `img` lies in `x` and `y`; its
+            // weights and bias are rows `o0..` of the OIHW weights and of the bias; the
+            // scratch parts hold one block ([`parts`]).
+            unsafe {
+                {
+                    let src =
+                        std::slice::from_raw_parts(x.add((img * p.c as usize + ch0) * hw), bx);
+                    widen(t, src, std::slice::from_raw_parts_mut(scratch, bx));
+                }
+                let sy = scratch.add(xin);
+                let bq = if p.has_bias != 0 { bias.add(o0) } else { bias };
+                arenac_conv2d(&q, scratch, w.add(o0 * kk), bq, sy, scratch.add(xin + yout));
+                let dst = y.add((img * p.m as usize + o0) * ohw);
+                narrow(
+                    t,
+                    std::slice::from_raw_parts(sy, by),
+                    std::slice::from_raw_parts_mut(dst, by),
+                );
+            }
+            ch0 += b as usize;
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Scratch of the nodes staged on 16-bit data (`--activations f16|bf16`,
+//! `crate::analysis::act_type::staged`): the planner and the lowering
+//! (`crate::codegen::lower::act16`) size it by the same functions of `crate::gemm::stage16`.
+
+use super::Op;
+use crate::ir::types::{DType, TensorType};
+
+/// Scratch bytes of a staged node whose data inputs are `inputs` and first output `y` (the
+/// first input and `y` f16 or bf16); `None` for a node that is not staged (its usual rule
+/// applies).
+pub fn scratch_bytes(
+    op: &Op,
+    inputs: &[TensorType],
+    y: &TensorType,
+    constant: &[bool],
+    threads: usize,
+) -> Option<usize> {
+    let x = inputs.first()?;
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+    if !matches!(x.dtype, DType::F16 | DType::BF16) || y.dtype != x.dtype {
+        return None;
+    }
+    let wide = |t: &TensorType| TensorType::new(DType::F32, t.shape.clone());
+    let (x32, y32) = (wide(x), wide(y));
+    match op {
+        Op::Conv(a) if constant.get(1).copied().unwrap_or(false) => {
+            let p = super::conv::scratch_params(a, &x32, &y32, true, threads)?;
+            Some(crate::gemm::stage16::conv::scratch_bytes(&p))
+        }
+        Op::MaxPool(a) | Op::AveragePool(a) => {
+            let p = crate::gemm::pool::pool_params(
+                &x.shape,
+                &y.shape,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+            )?;
+            Some(crate::gemm::stage16::pool::scratch_bytes(&p))
+        }
+        Op::Gemm(_) | Op::MatMul => Some(mm_stage(op, &shapes, constant, threads)?.scratch_bytes()),
+        Op::Softmax { .. } | Op::LayerNormalization { .. } => row_stage(op, &shapes, constant)
+            .map(|(_, len)| crate::gemm::stage16::rows::scratch_bytes(len)),
+        _ => None,
+    }
+}
+
+/// The staged product of a Gemm or MatMul with data input shapes `shapes` (A, B, C...) and
+/// constants `constant`: B constant and 2-d (A's leading dims folded into rows), or B a
+/// run-time operand with A's batch dims; Gemm without `transA`, its C absent or a constant
+/// of one element or `N`. `None` when the node is not staged.
+pub fn mm_stage(
+    op: &Op,
+    shapes: &[&[usize]],
+    constant: &[bool],
+    threads: usize,
+) -> Option<crate::gemm::stage16::matmul::MmStage> {
+    use crate::gemm::stage16::matmul::MmStage;
+    let (sa, sb) = (*shapes.first()?, *shapes.get(1)?);
+    let b_const = constant.get(1).copied().unwrap_or(false);
+    let prod = |d: &[usize]| d.iter().product::<usize>();
+    match op {
+        Op::MatMul => {
+            let r = sa.len();
+            if r < 2 {
+                return None;
+            }
+            let k = sa[r - 1];
+            if b_const {
+                if sb.len() != 2 || sb[0] != k {
+                    return None;
+                }
+                let m = prod(&sa[..r - 1]);
+                Some(MmStage {
+                    batch: 1,
+                    m,
+                    k,
+                    n: sb[1],
+                    runtime_b: false,
+                    threads,
+                })
+            } else {
+                if sb.len() != r || sb[..r - 2] != sa[..r - 2] || sb[r - 2] != k {
+                    return None;
+                }
+                Some(MmStage {
+                    batch: prod(&sa[..r - 2]),
+                    m: sa[r - 2],
+                    k,
+                    n: sb[r - 1],
+                    runtime_b: true,
+                    threads,
+                })
+            }
+        }
+        Op::Gemm(g) => {
+            if g.trans_a || !b_const || sa.len() != 2 || sb.len() != 2 {
+                return None;
+            }
+            let (k, n) = if g.trans_b {
+                (sb[1], sb[0])
+            } else {
+                (sb[0], sb[1])
+            };
+            if sa[1] != k {
+                return None;
+            }
+            if let Some(c) = shapes.get(2) {
+                let c_ok = constant.get(2).copied().unwrap_or(false)
+                    && (prod(c) == 1 || (prod(c) == n && c.last() == Some(&n)));
+                if !c_ok {
+                    return None;
+                }
+            }
+            Some(MmStage {
+                batch: 1,
+                m: sa[0],
+                k,
+                n,
+                runtime_b: false,
+                threads,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Rows and row length of a staged Softmax/LogSoftmax (normalized over the last axis, or
+/// opset < 13's flattening from `axis`) or LayerNormalization (one output; scale and bias
+/// constants of the row's length) on data of shape `x`; `None` when not staged.
+pub fn row_stage(op: &Op, shapes: &[&[usize]], constant: &[bool]) -> Option<(usize, usize)> {
+    let x = *shapes.first()?;
+    let r = x.len();
+    let split = |axis: usize| -> Option<(usize, usize)> {
+        (axis < r).then(|| (x[..axis].iter().product(), x[axis..].iter().product()))
+    };
+    match op {
+        Op::Softmax {
+            axis, coerce_2d, ..
+        } => {
+            if *coerce_2d || *axis + 1 == r {
+                split(*axis)
+            } else {
+                None
+            }
+        }
+        Op::LayerNormalization {
+            axis, stats: None, ..
+        } => {
+            let (rows, len) = split(*axis)?;
+            let ok = (1..shapes.len()).all(|i| {
+                constant.get(i).copied().unwrap_or(false)
+                    && shapes[i].iter().product::<usize>() == len
+            });
+            (ok && shapes.len() >= 2).then_some((rows, len))
+        }
+        _ => None,
+    }
+}
+
+/// Most steps a staged fused program may have (each a chunk buffer on the stack).
+const FUSED_STEPS: usize = 8;
+
+/// Elements per chunk of the staged fused kernel.
+const FUSED_CHUNK: usize = 256;
+
+/// Whether a one-input fused element-wise program runs staged ([`run_fused`]): at most
+/// [`FUSED_STEPS`] steps of float unary ops and Add/Sub/Mul/Div/Max/Min of the input, earlier
+/// steps and scalar constants.
+pub fn fused_supports(steps: &[super::FusedStep]) -> bool {
+    use super::{BinaryOp, FusedArg};
+    steps.len() <= FUSED_STEPS
+        && steps.iter().enumerate().all(|(k, s)| {
+            let op_ok = match &s.op {
+                Op::Unary(u) => crate::analysis::act_type::unary16(u),
+                Op::Binary(b) => matches!(
+                    b,
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+                ),
+                _ => false,
+            };
+            op_ok
+                && s.args.iter().all(|a| match a {
+                    FusedArg::Input(i) => *i == 0,
+                    FusedArg::Step(j) => *j < k,
+                    FusedArg::Const(t) => t.numel() == 1 && t.dtype().is_float(),
+                })
+        })
+}
+
+/// The scalar constants of each step's arguments as f32 (0 for other arguments), made at
+/// compile time for [`run_fused`].
+pub fn fused_consts(steps: &[super::FusedStep]) -> Vec<Vec<f32>> {
+    steps
+        .iter()
+        .map(|s| {
+            s.args
+                .iter()
+                .map(|a| match a {
+                    super::FusedArg::Const(c) => {
+                        c.to_f64_vec().first().copied().unwrap_or(0.0) as f32
+                    }
+                    _ => 0.0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs a program [`fused_supports`] accepts (`consts` from [`fused_consts`]) over `n` 16-bit values (`x == y` allowed), a
+/// chunk at a time: each step computed in f32 over the chunk, the last one rounded once.
+///
+/// # Safety
+/// `x` readable and `y` writable for `n` values of `t`; equal or not overlapping.
+pub unsafe fn run_fused(
+    t: crate::gemm::stage16::N16,
+    steps: &[super::FusedStep],
+    consts: &[Vec<f32>],
+    n: usize,
+    x: *const u16,
+    y: *mut u16,
+) {
+    use super::{BinaryOp, FusedArg};
+    use crate::gemm::stage16::{narrow, widen};
+    let mut input = [0f32; FUSED_CHUNK];
+    let mut bufs = [[0f32; FUSED_CHUNK]; FUSED_STEPS];
+    let mut at = 0;
+    while at < n {
+        let len = FUSED_CHUNK.min(n - at);
+        {
+            // SAFETY: inside `x`; dropped before `y` is written.
+            let src = unsafe { std::slice::from_raw_parts(x.add(at), len) };
+            widen(t, src, &mut input[..len]);
+        }
+        for (k, s) in steps.iter().enumerate() {
+            let (done, rest) = bufs.split_at_mut(k);
+            let Some(out) = rest.first_mut() else {
+                return;
+            };
+            let arg = |i: usize, e: usize| -> f32 {
+                match s.args.get(i) {
+                    Some(FusedArg::Input(_)) => input[e],
+                    Some(FusedArg::Step(j)) => done.get(*j).map_or(0.0, |b| b[e]),
+                    _ => consts.get(k).and_then(|c| c.get(i)).copied().unwrap_or(0.0),
+                }
+            };
+            for (e, o) in out.iter_mut().enumerate().take(len) {
+                *o = match &s.op {
+                    Op::Unary(crate::ops::UnaryOp::Relu) => arg(0, e).max(0.0),
+                    Op::Unary(u) => {
+                        crate::ops::elementwise::unary_f64(*u, f64::from(arg(0, e))) as f32
+                    }
+                    Op::Binary(BinaryOp::Add) => arg(0, e) + arg(1, e),
+                    Op::Binary(BinaryOp::Sub) => arg(0, e) - arg(1, e),
+                    Op::Binary(BinaryOp::Mul) => arg(0, e) * arg(1, e),
+                    Op::Binary(BinaryOp::Div) => arg(0, e) / arg(1, e),
+                    _ => 0.0,
+                };
+            }
+        }
+        let last = bufs
+            .get(steps.len().saturating_sub(1))
+            .map_or(&input, |b| b);
+        // SAFETY: inside `y`; no other live reference to it.
+        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(at), len) };
+        narrow(t, &last[..len], dst);
+        at += len;
+    }
+}

@@ -1,0 +1,280 @@
+//! `--activations f16|bf16` (`analysis::act_type`, `gemm::stage16`): each staged op's
+//! 16-bit program against the same graph's f32 program, within a tolerance relative to the
+//! largest output magnitude (f16 1e-2, bf16 4e-2: the input, every intermediate and the output
+//! each rounded once), at 1 and 2 threads; the op must have run staged (none kept in f32) and,
+//! where given, the arena must be at most a ratio of f32's (these graphs are small: the staging
+//! blocks' 16 KiB floor weighs; the 0.52x on the benchmark models is measured by
+//! `scripts/precision.py --activations`).
+
+use arenac_compiler::analysis::act_type::{ActReport, ActType};
+use arenac_compiler::arena::plan_graph;
+
+use crate::common::*;
+
+/// Compiles `g` with `act` activations and runs it: outputs, report, arena bytes.
+fn run_act(
+    g: &Graph,
+    inputs: &[Tensor],
+    act: ActType,
+    threads: usize,
+) -> (Vec<Tensor>, ActReport, usize) {
+    let mut g = g.clone();
+    let opts = PlanOptions {
+        activations: act,
+        liveness: arenac_compiler::analysis::liveness::LivenessOptions::full()
+            .with_threads(threads),
+        ..PlanOptions::default()
+    };
+    let plan = plan_graph(&mut g, &opts).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles ({}): {e}", act.name()));
+    let out = run(&exe, inputs);
+    (out, plan.activations.clone(), plan.arena_bytes)
+}
+
+/// Checks `model` in f16 and bf16 against f32; `staged` nodes must run staged.
+fn check_act(model: ModelProto, inputs: &[Tensor], staged: usize, arena_ratio: Option<f64>) {
+    let g = import(&model);
+    let (want, _, arena32) = run_act(&g, inputs, ActType::F32, 1);
+    for (act, tol) in [(ActType::F16, 1e-2f32), (ActType::Bf16, 4e-2)] {
+        for threads in [1, 2] {
+            let (got, r, arena) = run_act(&g, inputs, act, threads);
+            assert!(
+                r.kept.is_empty(),
+                "{}: kept in f32: {:?}",
+                act.name(),
+                r.kept
+            );
+            assert_eq!(r.staged_nodes, staged, "{}: {r:?}", act.name());
+            if let (1, Some(arena_ratio)) = (threads, arena_ratio) {
+                let ratio = arena as f64 / arena32 as f64;
+                assert!(
+                    ratio <= arena_ratio,
+                    "{}: arena {arena} vs f32 {arena32}",
+                    act.name()
+                );
+            }
+            for (o, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a.dtype(), b.dtype(), "outputs keep their type");
+                let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
+                let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                    assert!(
+                        (x - y).abs() <= tol * scale,
+                        "{} output {o} element {i}: got {x}, f32 {y} (scale {scale})",
+                        act.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_model(
+    rng: &mut Rng,
+    x: &[usize],
+    m: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    group: usize,
+    act: Option<&'static str>,
+) -> ModelProto {
+    let c = x[1];
+    let w = rng.tensor(&[m, c / group, k, k], -0.5, 0.5);
+    let b = rng.tensor(&[m], -0.5, 0.5);
+    let (p, s, k) = (pad as i64, stride as i64, k as i64);
+    let mut mb = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(x))
+        .initializer("w", &w)
+        .initializer("b", &b)
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w", "b"],
+            &[if act.is_some() { "c" } else { "y" }],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![k, k])),
+                ("strides", Attr::Ints(vec![s, s])),
+                ("pads", Attr::Ints(vec![p, p, p, p])),
+                ("group", Attr::Int(group as i64)),
+            ],
+        );
+    if let Some(a) = act {
+        mb = mb.node("act", a, &["c"], &["y"], vec![]);
+    }
+    // A Neg after the conv keeps its output an intermediate (a graph output stays f32).
+    mb.node("neg", "Neg", &["y"], &["z"], vec![])
+        .output("z", DType::F32, &[])
+        .build()
+}
+
+#[test]
+#[allow(clippy::type_complexity)]
+fn conv_paths_in_bands() {
+    let mut rng = Rng(0x5eed_1616);
+    // (input, m, k, stride, pad, group, activation)
+    let cases: Vec<(
+        Vec<usize>,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        Option<&'static str>,
+    )> = vec![
+        (vec![1, 8, 40, 40], 16, 3, 1, 1, 1, Some("Relu")),
+        (vec![1, 8, 41, 37], 16, 3, 2, 1, 1, None),
+        (vec![2, 16, 30, 30], 24, 1, 1, 0, 1, Some("Relu")),
+        (vec![1, 16, 33, 33], 16, 3, 1, 1, 16, Some("Sigmoid")),
+        (vec![1, 16, 33, 33], 16, 3, 2, 1, 16, None),
+        (vec![1, 3, 64, 64], 16, 7, 2, 3, 1, Some("Relu")),
+        // ResNet-18's shapes: the 7x7 stem, a 3x3 stage-1 conv, a strided 1x1 downsample.
+        (vec![1, 3, 224, 224], 64, 7, 2, 3, 1, Some("Relu")),
+        (vec![1, 64, 56, 56], 64, 3, 1, 1, 1, Some("Relu")),
+        (vec![1, 64, 56, 56], 128, 1, 2, 0, 1, None),
+        (vec![1, 128, 28, 28], 128, 3, 1, 1, 1, None),
+    ];
+    for (x, m, k, s, p, g, act) in cases {
+        let model = conv_model(&mut rng, &x, m, k, s, p, g, act);
+        let input = rng.tensor(&x, -1.0, 1.0);
+        // The activation node is staged too (and applied by the conv's epilogue). Graphs this
+        // small need not shrink (a depthwise conv has no f32 scratch to start with).
+        check_act(model, &[input], 1 + usize::from(act.is_some()), None);
+    }
+}
+
+#[test]
+fn pooling_gap_and_activations() {
+    let mut rng = Rng(0x9001);
+    let x = [1, 12, 37, 37];
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&x))
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node(
+            "mp",
+            "MaxPool",
+            &["r"],
+            &["m"],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("strides", Attr::Ints(vec![2, 2])),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+            ],
+        )
+        .node(
+            "ap",
+            "AveragePool",
+            &["m"],
+            &["a"],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("count_include_pad", Attr::Int(1)),
+            ],
+        )
+        .node("s", "Sigmoid", &["a"], &["s"], vec![])
+        .node("e", "Erf", &["s"], &["e"], vec![])
+        .node("c", "Clip", &["e"], &["c"], vec![])
+        .node("g", "GlobalAveragePool", &["c"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let input = rng.tensor(&x, -3.0, 3.0);
+    check_act(model, &[input], 7, Some(0.8));
+}
+
+#[test]
+fn silu_after_conv_and_alone() {
+    let mut rng = Rng(0x0005_1100);
+    let x = [1, 8, 20, 20];
+    let w = rng.tensor(&[8, 8, 3, 3], -0.3, 0.3);
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&x))
+        .initializer("w", &w)
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+            ],
+        )
+        .node("s", "Sigmoid", &["c"], &["s"], vec![])
+        .node("m", "Mul", &["c", "s"], &["m"], vec![])
+        .node("a", "Add", &["m", "x"], &["a"], vec![])
+        .node("s2", "Sigmoid", &["a"], &["s2"], vec![])
+        .node("m2", "Mul", &["s2", "a"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let input = rng.tensor(&x, -2.0, 2.0);
+    // Conv (SiLU in its epilogue) and the second SiLU as one staged fused node; too small
+    // for the arena to shrink past the staging blocks' 16 KiB floor.
+    check_act(model, &[input], 3, None);
+}
+
+#[test]
+fn products_softmax_and_layer_norm() {
+    let mut rng = Rng(0xa77e);
+    let (b, s, d) = (2, 24, 40);
+    let wq = rng.tensor(&[d, d], -0.3, 0.3);
+    let scale = rng.tensor(&[d], 0.5, 1.5);
+    let bias = rng.tensor(&[d], -0.5, 0.5);
+    let gw = rng.tensor(&[16, d], -0.3, 0.3);
+    let gc = rng.tensor(&[16], -0.5, 0.5);
+    let gemm = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&[s, d]))
+        .initializer("gw", &gw)
+        .initializer("gc", &gc)
+        .node("n", "Neg", &["x"], &["n"], vec![])
+        .node(
+            "g",
+            "Gemm",
+            &["n", "gw", "gc"],
+            &["g"],
+            vec![
+                ("transB", Attr::Int(1)),
+                ("alpha", Attr::Float(0.5)),
+                ("beta", Attr::Float(2.0)),
+            ],
+        )
+        .node("y", "Neg", &["g"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    check_act(gemm, &[rng.tensor(&[s, d], -1.0, 1.0)], 1, None);
+    let attn = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&[b, s, d]))
+        .initializer("wq", &wq)
+        .initializer("scale", &scale)
+        .initializer("bias", &bias)
+        .node("q", "MatMul", &["x", "wq"], &["q"], vec![])
+        .node(
+            "kt",
+            "Transpose",
+            &["x"],
+            &["kt"],
+            vec![("perm", Attr::Ints(vec![0, 2, 1]))],
+        )
+        .node("sc", "MatMul", &["q", "kt"], &["sc"], vec![])
+        .node(
+            "p",
+            "Softmax",
+            &["sc"],
+            &["p"],
+            vec![("axis", Attr::Int(-1))],
+        )
+        .node("o", "MatMul", &["p", "x"], &["o"], vec![])
+        .node(
+            "ln",
+            "LayerNormalization",
+            &["o", "scale", "bias"],
+            &["ln"],
+            vec![("axis", Attr::Int(-1))],
+        )
+        .node("y", "Neg", &["ln"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    // MatMul x3 (constant B, run-time B twice), Softmax, LayerNormalization.
+    check_act(attn, &[rng.tensor(&[b, s, d], -1.0, 1.0)], 5, None);
+}
