@@ -295,6 +295,9 @@ pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
         .saturating_mul(p.threads.max(1) as usize)
 }
 
+/// Floats of an im2col panel from which the threads of a split product build it together.
+const PAR_PANEL_FLOATS: usize = 32 * 1024;
+
 /// The smallest im2col tile the planner may choose (output pixels).
 pub const CONV_MIN_TILE: usize = 64;
 
@@ -327,10 +330,11 @@ pub fn conv2d_tile_for_scratch(p: &ConvParams, bytes: usize) -> Option<usize> {
 
 /// `y = act(conv(x, w) + bias)`, spread over the current pool ([`crate::par`]).
 ///
-/// Work is cut into *units*: one image, one group, one tile of output pixels. With enough
-/// units, whole units go to the threads, each with its own slot of the scratch (panel and A
-/// scratch); with few (a small output plane: ResNet's last stages have one tile), units run
-/// one after the other and each unit's product is split over the threads
+/// Work is cut into *units*: one image, one group, one tile of output pixels ([`tiling`]).
+/// With enough units (or a plane cut into one balanced tile per thread), whole units go to
+/// the threads, each with its own slot of the scratch (panel and A scratch); otherwise (fewer
+/// pixels than output channels: ResNet's last stages) units run one after the other, the
+/// threads build each unit's im2col panel together (by K rows) and split its product
 /// ([`super::split::sgemm_split`]). Either way every output element is computed as in a
 /// single-threaded run: results are bit-identical at every thread count.
 ///
@@ -367,11 +371,9 @@ pub unsafe extern "C" fn arenac_conv2d(
     let (panel, a_floats) = scratch_parts(&p);
     let slot = panel + a_floats;
     let width = (p.threads.max(1) as usize).min(crate::par::threads());
-    let pixels = (p.oh * p.ow) as usize;
-    let tile_px = p.tile_pixels().min(pixels).max(1);
-    let tiles = pixels.div_ceil(tile_px);
+    let (tile_px, per_thread) = tiling(&p, width);
+    let tiles = ((p.oh * p.ow) as usize).div_ceil(tile_px);
     let units = p.n as usize * p.group.max(1) as usize * tiles;
-    let unit_macs = (p.m / p.group.max(1)) as usize * p.k() * tile_px;
     let (x, w, bias, y, scratch) = (
         SyncPtr(x.cast_mut()),
         SyncPtr(w.cast_mut()),
@@ -379,16 +381,16 @@ pub unsafe extern "C" fn arenac_conv2d(
         SyncPtr(y),
         SyncPtr(scratch),
     );
-    if width > 1 && units >= 2 * width && unit_macs >= MIN_TASK_MACS {
+    if per_thread {
         crate::par::for_each(units, width, |u, t| {
             // SAFETY: the contract; unit u writes only its own tile of y, thread t < width
-            // uses only its own scratch slot (the planner sized `threads` slots).
+            // uses only its own scratch slot (the planner sized `threads` slots); tile_px is
+            // at most the planned tile (`tiling`).
             unsafe {
                 conv_unit(
                     &p,
                     (x.get(), w.get(), bias.get(), y.get()),
-                    u,
-                    tiles,
+                    (u, tiles, tile_px),
                     scratch.get().wrapping_add(t * slot),
                     None,
                 )
@@ -402,13 +404,50 @@ pub unsafe extern "C" fn arenac_conv2d(
                 conv_unit(
                     &p,
                     (x.get(), w.get(), bias.get(), y.get()),
-                    u,
-                    tiles,
+                    (u, tiles, tile_px),
                     scratch.get(),
                     Some((slot, width)),
                 )
             };
         }
+    }
+}
+
+/// How [`arenac_conv2d`] cuts `p`'s output pixels on `width` threads: the tile (output
+/// pixels, at most the planned [`ConvParams::tile_pixels`]) and whether whole units (image,
+/// group, tile) go to the threads, each with its own scratch slot (`true`), or the units run
+/// one after the other with each product split over the threads (`false`).
+///
+/// One thread: the planned tile. Several: units go to threads when there are at least two per
+/// thread, or when the plane has at least as many pixels as the group has output channels
+/// (its A is not the larger operand, so each thread reading all of A costs less than building
+/// the panel on one thread); then the pixels are cut into a multiple of `width` tiles if
+/// needed, and the tiles are balanced (equal counts of 16-column panels, the last one
+/// shorter). Each output element is computed the same way whatever its tile (the same
+/// micro-kernel chain over the same K blocks), so the tiling does not change results.
+fn tiling(p: &ConvParams, width: usize) -> (usize, bool) {
+    let pixels = ((p.oh * p.ow) as usize).max(1);
+    let tile_max = p.tile_pixels().min(pixels).max(1);
+    if width <= 1 {
+        return (tile_max, false);
+    }
+    let per = (p.n * p.group.max(1)) as usize;
+    let mg = (p.m / p.group.max(1)) as usize;
+    let mut tiles = pixels.div_ceil(tile_max);
+    if per.saturating_mul(tiles) < 2 * width && pixels >= mg {
+        // Cut finer: a multiple of `width` units.
+        let units = per.saturating_mul(tiles).next_multiple_of(width);
+        tiles = units.div_ceil(per).max(tiles);
+    }
+    let panels = pixels.div_ceil(NR);
+    let tile = (panels.div_ceil(tiles.max(1)) * NR).min(tile_max);
+    let units = per.saturating_mul(pixels.div_ceil(tile));
+    let unit_macs = mg.saturating_mul(p.k()).saturating_mul(tile);
+    let balanced = units >= 2 * width || (units >= width && units.is_multiple_of(width));
+    if balanced && unit_macs >= MIN_TASK_MACS {
+        (tile, true)
+    } else {
+        (tile_max, false)
     }
 }
 
@@ -422,8 +461,7 @@ pub unsafe extern "C" fn arenac_conv2d(
 unsafe fn conv_unit(
     p: &ConvParams,
     (x, w, bias, y): (*mut f32, *mut f32, *mut f32, *mut f32),
-    u: usize,
-    tiles: usize,
+    (u, tiles, tile_px): (usize, usize, usize),
     scratch: *mut f32,
     split: Option<(usize, usize)>,
 ) {
@@ -434,7 +472,6 @@ unsafe fn conv_unit(
     let pixels = us(p.oh) * us(p.ow);
     let k = p.k();
     let (img, gi, ti) = (u / (g * tiles), (u / tiles) % g, u % tiles);
-    let tile_px = p.tile_pixels().min(pixels).max(1);
     let t0 = ti * tile_px;
     let tile = tile_px.min(pixels - t0);
     // Input planes of image img, group gi; output channels gi*mg.. of image img.
@@ -464,7 +501,19 @@ unsafe fn conv_unit(
         // SAFETY: packed_b_len(k, tile) <= panel_floats (the panel part of scratch_parts),
         // writable by the contract and disjoint from x; the input planes of this group lie
         // at xg.
-        unsafe { im2col_panel(p, xg, t0, tile, scratch) };
+        match split {
+            Some((_, width)) if width > 1 && k * tile >= PAR_PANEL_FLOATS => {
+                // Built by the threads together: `width` ranges of K rows.
+                let (xs, out) = (SyncPtr(xg.cast_mut()), SyncPtr(scratch));
+                crate::par::for_each(width, width, |c, _| {
+                    let rows = k * c / width..k * (c + 1) / width;
+                    // SAFETY: as below; the row ranges are disjoint.
+                    unsafe { im2col_panel(p, xs.get(), t0, tile, out.get(), rows) };
+                });
+            }
+            // SAFETY: as above, all rows on this thread.
+            _ => unsafe { im2col_panel(p, xg, t0, tile, scratch, 0..k) },
+        }
         super::BView::packed(scratch, k, tile)
     };
     let c = yg.wrapping_add(t0);
@@ -517,7 +566,9 @@ unsafe fn conv_unit(
     }
 }
 
-/// Writes the im2col panel of output pixels `t0..t0+tile` in packed-B layout at `out`.
+/// Writes rows `rows` (of the `K` rows) of the im2col panel of output pixels `t0..t0+tile`
+/// in packed-B layout at `out`; disjoint row ranges write disjoint floats, so threads may
+/// build one panel together.
 ///
 /// Row by row of K (tap `(ci, ky, kx)`), the tile's output pixels are walked as segments of
 /// one output row each; a segment is one input row read at stride `sw` (zeros where the tap
@@ -526,11 +577,19 @@ unsafe fn conv_unit(
 ///
 /// # Safety
 /// `xg` readable for `C/group` planes of `h*w` floats; `out` writable for
-/// `packed_b_len(p.k(), tile)` floats and disjoint from `xg`; `t0 + tile <= oh*ow`.
-unsafe fn im2col_panel(p: &ConvParams, xg: *const f32, t0: usize, tile: usize, out: *mut f32) {
+/// `packed_b_len(p.k(), tile)` floats and disjoint from `xg`; `t0 + tile <= oh*ow`;
+/// `rows.end <= p.k()`; nothing else reads or writes these rows of the panel meanwhile.
+unsafe fn im2col_panel(
+    p: &ConvParams,
+    xg: *const f32,
+    t0: usize,
+    tile: usize,
+    out: *mut f32,
+    rows: std::ops::Range<usize>,
+) {
     let u = |v: u64| v as usize;
     let (cg, h, wd) = (u(p.c / p.group.max(1)), u(p.h), u(p.w));
-    let (kh, kw, ow) = (u(p.kh), u(p.kw), u(p.ow).max(1));
+    let (kh, kw, ow) = (u(p.kh).max(1), u(p.kw).max(1), u(p.ow).max(1));
     let (sh, sw, pt, pl) = (
         u(p.stride_h),
         u(p.stride_w),
@@ -539,41 +598,45 @@ unsafe fn im2col_panel(p: &ConvParams, xg: *const f32, t0: usize, tile: usize, o
     );
     let (dh, dw) = (u(p.dil_h), u(p.dil_w));
     let k = p.k();
-    let len_total = packed_b_len(k, tile);
-    // SAFETY: writable for packed_b_len(k, tile) floats by the contract.
-    let panel = unsafe { std::slice::from_raw_parts_mut(out, len_total) };
-    // SAFETY: the group's cg input planes, readable by the contract, disjoint from `panel`.
+    if tile == 0 || rows.end > k {
+        return;
+    }
+    // SAFETY: the group's cg input planes, readable by the contract, disjoint from `out`.
     let xs = unsafe { std::slice::from_raw_parts(xg, cg * h * wd) };
     // Columns past the tile in the last panel are zero in every row.
-    let cols_last = tile - (tile.div_ceil(NR).max(1) - 1) * NR;
-    if cols_last < NR && tile > 0 {
-        let last = (tile.div_ceil(NR) - 1) * k * NR;
-        for row in panel[last..].chunks_exact_mut(NR) {
-            row[cols_last..].fill(0.0);
-        }
-    }
+    let cols_last = tile - (tile.div_ceil(NR) - 1) * NR;
+    let last = (tile.div_ceil(NR) - 1) * k * NR;
     let (oy0, ox0) = (t0 / ow, t0 % ow);
-    let (mut ci, mut ky, mut kx) = (0usize, 0usize, 0usize);
-    for r in 0..k {
+    let (mut ci, mut ky, mut kx) = (
+        rows.start / (kh * kw),
+        rows.start / kw % kh,
+        rows.start % kw,
+    );
+    for r in rows {
+        if cols_last < NR {
+            // SAFETY: row r of the last panel, inside the panel (contract), NR - cols_last
+            // floats from column cols_last.
+            unsafe { std::ptr::write_bytes(out.add(last + r * NR + cols_last), 0, NR - cols_last) };
+        }
         let plane = &xs[ci * h * wd..(ci + 1) * h * wd];
-        // Columns j0 + i (i < n) of row r: the floats at panel[(j / NR) * k * NR + r * NR
-        // + j % NR], written as pieces inside one panel; `val(i)` gives each value.
-        let mut put = |j0: usize, from: usize, to: usize, src: Option<(&[f32], usize)>| {
+        // Columns j0 + i (i < n) of row r: the floats at out[(j / NR) * k * NR + r * NR
+        // + j % NR], written as pieces inside one panel.
+        let put = |j0: usize, from: usize, to: usize, src: Option<(&[f32], usize)>| {
             let mut i = from;
             while i < to {
                 let j = j0 + i;
                 let n = (NR - j % NR).min(to - i);
                 let at = (j / NR) * k * NR + r * NR + j % NR;
-                let d = &mut panel[at..at + n];
+                // SAFETY: j + n <= tile and r < k: inside the panel of packed_b_len(k, tile)
+                // floats, in row r, which only this call writes.
+                let d = unsafe { std::slice::from_raw_parts_mut(out.add(at), n) };
                 match src {
                     None => d.fill(0.0),
                     Some((row, first)) => {
                         // Element i of the segment is row[first + (i - from) * sw].
                         let s0 = first + (i - from) * sw;
                         if sw == 1 {
-                            for (d, &v) in d.iter_mut().zip(&row[s0..s0 + n]) {
-                                *d = v;
-                            }
+                            d.copy_from_slice(&row[s0..s0 + n]);
                         } else {
                             for (t, d) in d.iter_mut().enumerate() {
                                 *d = row[s0 + t * sw];

@@ -297,6 +297,165 @@ pub(crate) mod x86 {
     }
 }
 
+/// Edge kernels: the last micro-panel of a block when it has `h < MR` rows. The packed A
+/// micro-panel keeps its `MR`-float groups (`MR - h` zero rows), but only `h` rows are
+/// computed and stored, straight into C when the columns are whole: same chain of fused
+/// multiply-adds per element as the full kernel, so the same bits.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_edge {
+    use super::{KernelFn, NR};
+    use core::arch::x86_64::*;
+
+    /// `M x (W * 16)` over an AVX-512 micro-panel (`MR = 12` floats per step).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `a` readable for `kc * 12` floats, each of the `W` panels
+    /// (at `b + j * bstride`) for `kc` rows of 16 at `brs`, `c` readable and writable for `M`
+    /// rows of `W * 16` floats at `ldc`.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn avx512<const M: usize, const W: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        bstride: usize,
+        brs: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = super::x86::AVX512_MR;
+        let mut acc = [[_mm512_setzero_ps(); W]; M];
+        let pf_steps = pf_lines.min(kc);
+        for p in 0..kc {
+            if p < pf_steps {
+                // A hint: never faults, whatever the address.
+                for j in 0..W {
+                    _mm_prefetch::<_MM_HINT_T0>(
+                        pf.wrapping_add(p * brs + j * bstride).cast::<i8>(),
+                    );
+                }
+            }
+            // SAFETY: row p < kc of each panel and step p of the micro-panel (M < MR rows
+            // of it), in bounds by the contract; unaligned loads.
+            unsafe {
+                let bp = b.add(p * brs);
+                let mut bv = [_mm512_setzero_ps(); W];
+                for (j, v) in bv.iter_mut().enumerate() {
+                    *v = _mm512_loadu_ps(bp.add(j * bstride));
+                }
+                let ap = a.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*ap.add(i));
+                    for (r, &v) in row.iter_mut().zip(&bv) {
+                        *r = _mm512_fmadd_ps(av, v, *r);
+                    }
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (j, &r) in row.iter().enumerate() {
+                // SAFETY: row i < M, columns j*16..j*16+16 of the C tile.
+                unsafe {
+                    let p = c.add(i * ldc + j * NR);
+                    let v = if accumulate {
+                        _mm512_add_ps(r, _mm512_loadu_ps(p))
+                    } else {
+                        r
+                    };
+                    _mm512_storeu_ps(p, v);
+                }
+            }
+        }
+    }
+
+    /// `M x 16` over an AVX2 micro-panel (`MR = 6` floats per step).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `a` readable for `kc * 6` floats, `b` for `kc` rows of
+    /// 16 at `brs`, `c` readable and writable for `M` rows of 16 floats at `ldc`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn avx2<const M: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        _bstride: usize,
+        brs: usize,
+        c: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        pf: *const f32,
+        pf_lines: usize,
+    ) {
+        const MR: usize = super::x86::AVX2_MR;
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
+        let pf_steps = pf_lines.min(kc);
+        for p in 0..kc {
+            if p < pf_steps {
+                // A hint: never faults, whatever the address.
+                _mm_prefetch::<_MM_HINT_T0>(pf.wrapping_add(p * brs).cast::<i8>());
+            }
+            // SAFETY: row p < kc of the panel and step p of the micro-panel (M < MR rows).
+            unsafe {
+                let bp = b.add(p * brs);
+                let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+                let ap = a.add(p * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*ap.add(i));
+                    row[0] = _mm256_fmadd_ps(av, b0, row[0]);
+                    row[1] = _mm256_fmadd_ps(av, b1, row[1]);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: row i < M of the C tile, 16 floats.
+            unsafe {
+                let p = c.add(i * ldc);
+                let (mut r0, mut r1) = (row[0], row[1]);
+                if accumulate {
+                    r0 = _mm256_add_ps(r0, _mm256_loadu_ps(p));
+                    r1 = _mm256_add_ps(r1, _mm256_loadu_ps(p.add(8)));
+                }
+                _mm256_storeu_ps(p, r0);
+                _mm256_storeu_ps(p.add(8), r1);
+            }
+        }
+    }
+
+    /// The AVX-512 edge kernel for `h` rows (1..=11) of `panels` (1 or 2) panels.
+    pub(crate) fn avx512_edge(h: usize, panels: usize) -> Option<KernelFn> {
+        /// Lists one instantiation per row count (no logic).
+        macro_rules! sel {
+            ($($n:literal),*) => {
+                match (h, panels) {
+                    $(($n, 1) => Some(avx512::<$n, 1> as KernelFn),
+                      ($n, 2) => Some(avx512::<$n, 2> as KernelFn),)*
+                    _ => None,
+                }
+            };
+        }
+        sel!(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+    }
+
+    /// The AVX2 edge kernel for `h` rows (1..=5) of one panel.
+    pub(crate) fn avx2_edge(h: usize, panels: usize) -> Option<KernelFn> {
+        if panels != 1 {
+            return None;
+        }
+        match h {
+            1 => Some(avx2::<1> as KernelFn),
+            2 => Some(avx2::<2> as KernelFn),
+            3 => Some(avx2::<3> as KernelFn),
+            4 => Some(avx2::<4> as KernelFn),
+            5 => Some(avx2::<5> as KernelFn),
+            _ => None,
+        }
+    }
+}
+
 /// The small-`m` kernels of [`super::small`] for x86 (see there for the contract).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_small {

@@ -87,6 +87,9 @@ pub(crate) struct Kernel {
     pub(crate) run: KernelFn,
     /// An `mr x 2NR` kernel over two adjacent panels, if any.
     pub(crate) wide: Option<KernelFn>,
+    /// The kernel for a last micro-panel of `h < mr` rows over `np` panels, if any
+    /// ([`kernels::x86_edge`]).
+    pub(crate) edge: Option<fn(usize, usize) -> Option<KernelFn>>,
 }
 
 const SCALAR: Kernel = Kernel {
@@ -94,6 +97,7 @@ const SCALAR: Kernel = Kernel {
     mr: kernels::SCALAR_MR,
     run: kernels::kernel_scalar,
     wide: None,
+    edge: None,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -102,6 +106,7 @@ const AVX2: Kernel = Kernel {
     mr: kernels::x86::AVX2_MR,
     run: kernels::x86::kernel_avx2,
     wide: None,
+    edge: Some(kernels::x86_edge::avx2_edge),
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -110,6 +115,7 @@ const AVX512: Kernel = Kernel {
     mr: kernels::x86::AVX512_MR,
     run: kernels::x86::kernel_avx512,
     wide: Some(kernels::x86::kernel_avx512_wide),
+    edge: Some(kernels::x86_edge::avx512_edge),
 };
 
 const _: () = {
@@ -670,10 +676,16 @@ unsafe fn core_with(
                     let h = mr.min(m - i0);
                     // Micro-panel ip of the block (kc * mr floats), packed above or beforehand.
                     let ap = apanels.wrapping_add(ip * kc * mr);
-                    if h == mr && w == width {
-                        // SAFETY: full tile: rows i0..i0+mr <= m, columns j0..j0+width <= n of
-                        // C, readable and writable by the contract; the panels hold kc rows at
-                        // stride brs; the kernel runs on this CPU (caller's contract).
+                    // A last micro-panel of h < mr rows: only h rows computed.
+                    let (run, rows) = match kernel.edge.filter(|_| h < mr) {
+                        Some(edge) => edge(h, np).map_or((run, mr), |f| (f, h)),
+                        None => (run, mr),
+                    };
+                    if h == rows && w == width {
+                        // SAFETY: full tile: rows i0..i0+rows <= m (the kernel writes `rows`),
+                        // columns j0..j0+width <= n of C, readable and writable by the
+                        // contract; the panels hold kc rows at stride brs; the kernel runs on
+                        // this CPU (caller's contract).
                         unsafe {
                             run(
                                 kc,

@@ -132,6 +132,28 @@ fn convolutions() {
         ),
         // One tile: the product split over threads; edge rows (m = 70).
         (vec![1, 64, 9, 9], vec![70, 64, 3, 3], vec![]),
+        // One tile, fewer pixels (64) than output channels (200): the product split over
+        // threads, its im2col panel (k = 1152 rows) built by the threads together.
+        (
+            vec![1, 128, 16, 16],
+            vec![200, 128, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        ),
+        // One tile of more pixels (100) than output channels: cut into a tile per thread
+        // (64 + 36 pixels), each thread building its own panel.
+        (
+            vec![1, 32, 20, 20],
+            vec![24, 32, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        ),
+        // 1x1 stride 2 (ResNet's downsampling), one tile of 225 pixels cut per thread.
+        (
+            vec![1, 64, 30, 30],
+            vec![40, 64, 1, 1],
+            vec![("strides", ints(&[2, 2]))],
+        ),
+        // Pointwise, one tile of 196 pixels cut per thread (112 + 84), edge rows (m = 52).
+        (vec![1, 64, 14, 14], vec![52, 64, 1, 1], vec![]),
         // Pointwise with a partial last panel (pixels % 16 != 0), batch 2.
         (vec![2, 96, 15, 15], vec![48, 96, 1, 1], vec![]),
         // Grouped, strided.
