@@ -226,7 +226,7 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
     let len = super::packed_a_len(mg, k);
     if p.packed_a == super::direct::DIRECT_PACKED {
         // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
-        super::direct::pack(mg, k, &w[..mg * k], &mut out[..len]);
+        super::direct::pack(p, &w[..mg * k], &mut out[..len]);
         return;
     }
     for gi in 0..g {
