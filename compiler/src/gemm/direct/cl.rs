@@ -37,18 +37,18 @@ const MAX_TAPS: usize = 64;
 /// Most runs of rows (or columns) with the same tap range ([`Runs`]).
 const MAX_RUNS: usize = 24;
 
-/// Whether the geometry is one this path computes and is faster on (measured): `m` a
-/// multiple of 16, planes that fit the scatter's 32-bit offsets, at most [`MAX_RUNS`] runs
-/// of rows and of columns; and either a horizontal stride over 1 with 8+ input channels, or
-/// a plane of at most 64 pixels (the caller checks the rest: groups, packing, the CPU).
-/// `ARENAC_CONV_CL=0` turns it off, `=1` takes it wherever the geometry allows.
+/// Whether the geometry is one this path computes (`m` a multiple of 16, at most
+/// [`MAX_TAPS`] taps, planes that fit the scatter's 32-bit offsets, at most [`MAX_RUNS`] runs
+/// of rows and of columns) and is faster on (measured with `examples/conv_bench`, GFLOP/s by
+/// CPU time, against the row and flat kernels): whole groups of 64 output channels (the
+/// hand-scheduled 4 x 6 block; 16 or 32 channels ran at half speed), `K >= 64` (the scatter
+/// per pixel outweighs 27 taps: 50 vs 66 on a 3-channel 3x3), and not a stride-1 conv over
+/// input planes of a multiple of 4 KiB (every channel's rows then fall in the same L1 sets:
+/// 89 vs 103 on 64 x 64 planes; 112 vs 97 on 56 x 56). The caller checks the rest: groups,
+/// packing, the CPU. `ARENAC_CONV_CL=0` turns it off, `=1` takes it wherever it computes.
 pub(super) fn fits(p: &ConvParams) -> bool {
     static MODE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let mode = *MODE.get_or_init(|| {
-        std::env::var("ARENAC_CONV_CL")
-            .ok()
-            .map(|v| v != "0")
-    });
+    let mode = *MODE.get_or_init(|| std::env::var("ARENAC_CONV_CL").ok().map(|v| v != "0"));
     if mode == Some(false) {
         return false;
     }
@@ -66,7 +66,9 @@ pub(super) fn fits(p: &ConvParams) -> bool {
     if mode == Some(true) {
         return true;
     }
-    (p.stride_w > 1 && p.c >= 8) || p.oh * p.ow <= 64
+    p.m.is_multiple_of(64)
+        && p.k() >= 64
+        && (p.stride_h > 1 || p.stride_w > 1 || !p.h.saturating_mul(p.w).is_multiple_of(1024))
 }
 
 /// Packs `m x k` weights (row-major, `m % 16 == 0`) into `out` (`m k` floats) in the layout
@@ -105,9 +107,23 @@ struct Runs {
 fn runs_of(p: &ConvParams, rows: bool) -> Option<Runs> {
     let u = |v: u64| v as usize;
     let (out, len, k, s, d, pad) = if rows {
-        (u(p.oh), u(p.h), u(p.kh), u(p.stride_h), u(p.dil_h), u(p.pad_t))
+        (
+            u(p.oh),
+            u(p.h),
+            u(p.kh),
+            u(p.stride_h),
+            u(p.dil_h),
+            u(p.pad_t),
+        )
     } else {
-        (u(p.ow), u(p.w), u(p.kw), u(p.stride_w), u(p.dil_w), u(p.pad_l))
+        (
+            u(p.ow),
+            u(p.w),
+            u(p.kw),
+            u(p.stride_w),
+            u(p.dil_w),
+            u(p.pad_l),
+        )
     };
     let (s, d) = (s.max(1), d.max(1));
     let mut r = Runs {
