@@ -14,7 +14,8 @@
 //! chunks of up to [`NP`] pixels (across its rows); for each chunk an `nb x NP` block of
 //! accumulators sums, for every tap `(ci, ky, kx)` in K order, `nb` weight vectors times the
 //! chunk's input values, one broadcast each. Bias and the fused activation are applied in
-//! registers; each accumulator (16 channels of one pixel) is scattered to its 16 planes.
+//! registers; the block is transposed in registers (channels to rows of pixels) and each
+//! channel's pixels stored by one masked store per run of consecutive pixels.
 //!
 //! One *unit* is one image, one channel group and one chunk; units run chunks innermost (a
 //! group's weights stay in cache). Each output element is summed over its valid taps in K
@@ -408,22 +409,80 @@ mod x86 {
                 }
             }
             let plane = g.oh * g.ow;
-            let lanes = _mm512_mullo_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                _mm512_set1_epi32(plane as i32),
-            );
+            // Runs of pixels at consecutive offsets of the plane (one row each): run r is
+            // lanes of mask `keep[r]`, lane i at offset `at[r] + i` (pixels ascend).
+            let (mut keep, mut at, mut nr) = ([0u16; NP], [0usize; NP], 0);
+            for (i, &(oy, ox)) in pix.iter().enumerate() {
+                let f = oy * g.ow + ox;
+                if nr > 0 && at[nr - 1] + i == f {
+                    keep[nr - 1] |= 1 << i;
+                } else {
+                    (keep[nr], at[nr]) = (1 << i, f - i);
+                    nr += 1;
+                }
+            }
+            let (keep, at) = (&keep[..nr], &at[..nr]);
             for (j, aj) in acc.iter().enumerate() {
                 let b = match bias {
                     Some(b) => _mm512_loadu_ps(b.add(16 * j)),
                     None => _mm512_setzero_ps(),
                 };
                 let yc = y.add((oc0 + 16 * j) * plane);
-                for (&a, &(oy, ox)) in aj.iter().zip(pix) {
-                    let v = act512(act, _mm512_add_ps(a, b));
-                    // Pixel (oy, ox) of channels oc0 + 16 j + l, l < 16.
-                    _mm512_i32scatter_ps::<4>(yc.add(oy * g.ow + ox).cast(), lanes, v);
+                let mut v = [_mm512_setzero_ps(); 8];
+                for (o, &a) in v.iter_mut().zip(aj) {
+                    *o = act512(act, _mm512_add_ps(a, b));
+                }
+                // Channel l of the block: its pixels in plane oc0 + 16 j + l, one masked
+                // store per run.
+                let t = transpose(v);
+                for q in 0..4 {
+                    for (half, &tv) in [t[q], t[4 + q]].iter().enumerate() {
+                        // Channels q + 8 half (low lanes) and q + 4 + 8 half (high lanes).
+                        let lo = yc.add((q + 8 * half) * plane);
+                        let hi = yc.add((q + 4 + 8 * half) * plane).wrapping_sub(8);
+                        for (&k, &a) in keep.iter().zip(at) {
+                            _mm512_mask_storeu_ps(lo.wrapping_add(a), k, tv);
+                            _mm512_mask_storeu_ps(hi.wrapping_add(a), k << 8, tv);
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// Rows `r[p]` (16 channels of pixel `p`) to channels: vector `q` (< 4) holds channel `q`
+    /// in its low 8 lanes and `q + 4` in its high 8, vector `4 + q` channels `q + 8` and
+    /// `q + 12`; lane `i` of each half is pixel `i`.
+    #[inline(always)]
+    fn transpose(r: [__m512; 8]) -> [__m512; 8] {
+        // SAFETY: value-only AVX-512F intrinsics inside AVX-512F callers.
+        unsafe {
+            let mut t = [_mm512_setzero_ps(); 8];
+            for i in 0..4 {
+                // Per 128-bit lane L (channels 4L..): pixels 2i, 2i+1 of channels 4L, 4L+1
+                // (t[2i]) and 4L+2, 4L+3 (t[2i+1]).
+                t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+            }
+            let mut u = [_mm512_setzero_ps(); 8];
+            for g in 0..2 {
+                // Lane L of u[4g + q]: channel 4L + q, pixels 4g .. 4g + 4.
+                u[4 * g] = _mm512_shuffle_ps::<0x44>(t[4 * g], t[4 * g + 2]);
+                u[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t[4 * g], t[4 * g + 2]);
+                u[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t[4 * g + 1], t[4 * g + 3]);
+                u[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t[4 * g + 1], t[4 * g + 3]);
+            }
+            let ia = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+            let ib =
+                _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+            let mut o = [_mm512_setzero_ps(); 8];
+            for q in 0..4 {
+                // Lanes L0 then L1 (channels q, q + 4) and L2, L3 (q + 8, q + 12) of pixels
+                // 0..4 (u[q]) and 4..8 (u[4 + q]).
+                o[q] = _mm512_permutex2var_ps(u[q], ia, u[4 + q]);
+                o[4 + q] = _mm512_permutex2var_ps(u[q], ib, u[4 + q]);
+            }
+            o
         }
     }
 
