@@ -190,8 +190,9 @@ impl ConvParams {
     }
 
     /// Whether the direct path runs ([`super::direct`]: AVX-512, constant weights, no
-    /// groups, stride 1, rows of at least 14 output pixels); it leaves the planned scratch
-    /// unused.
+    /// groups; whole groups of 64 output channels with `K >= 64` at any stride, or stride 1
+    /// with rows of at least 14 output pixels or a "same" plane); it leaves the planned
+    /// scratch unused.
     pub fn is_direct(&self) -> bool {
         super::direct::applies(self)
     }

@@ -1,6 +1,7 @@
 //! Direct convolution (no im2col): the AVX-512 path of [`super::conv`] for ungrouped
 //! convolutions at horizontal stride 1 or 2 whose output rows are wide enough to fill
-//! 16-lane vectors.
+//! 16-lane vectors; whole groups of 64 output channels at any stride take [`cl`] (channels
+//! in the lanes) instead, "same" stride-1 convolutions [`super::direct_flat`].
 //!
 //! The weights are packed at compile time ([`pack`], [`super::conv::prepare_weights`] with
 //! `packed_a` = [`DIRECT_PACKED`]): per panel of 12 output channels, each K step's 12 weights
@@ -61,8 +62,9 @@ fn pack_rows(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
 }
 
 /// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups,
-/// not pointwise, and a geometry of the flat kernel ([`super::direct_flat`]: stride 1, output
-/// plane the input's size) or of the row kernel ([`row_fits`]) (and `ARENAC_CONV_DIRECT` is
+/// not pointwise, and a geometry of the channels-in-lanes kernel ([`cl::fits`]), of the flat
+/// kernel ([`super::direct_flat`]: stride 1, output plane the input's size) or of the row
+/// kernel ([`row_fits`]) (and `ARENAC_CONV_DIRECT` is
 /// not `0`: im2col instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

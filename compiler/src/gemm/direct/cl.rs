@@ -39,11 +39,11 @@ const MAX_TAPS: usize = 64;
 const MAX_RUNS: usize = 24;
 
 /// Whether the geometry is one this path computes (`m` a multiple of 16, at most
-/// [`MAX_TAPS`] taps, planes that fit the scatter's 32-bit offsets, at most [`MAX_RUNS`] runs
+/// [`MAX_TAPS`] taps, planes under 2^27 pixels, at most [`MAX_RUNS`] runs
 /// of rows and of columns) and is faster on (measured with `examples/conv_bench`, GFLOP/s by
 /// CPU time, against the row and flat kernels): whole groups of 64 output channels (the
-/// hand-scheduled 4 x 6 block; 16 or 32 channels ran at half speed), `K >= 64` (the scatter
-/// per pixel outweighs 27 taps: 50 vs 66 on a 3-channel 3x3), and not a stride-1 conv over
+/// hand-scheduled 4 x 6 block; 16 or 32 channels ran at half speed), `K >= 64` (the store
+/// per chunk outweighs 27 taps: 50 vs 66 on a 3-channel 3x3), and not a stride-1 conv over
 /// input planes of a multiple of 4 KiB (every channel's rows then fall in the same L1 sets:
 /// 89 vs 103 on 64 x 64 planes; 112 vs 97 on 56 x 56). The caller checks the rest: groups,
 /// packing, the CPU. `ARENAC_CONV_CL=0` turns it off, `=1` takes it wherever it computes.
