@@ -190,8 +190,9 @@ impl ConvParams {
     }
 
     /// Whether the direct path runs ([`super::direct`]: AVX-512, constant weights, no
-    /// groups, stride 1, rows of at least 14 output pixels); it leaves the planned scratch
-    /// unused.
+    /// groups; whole groups of 64 output channels with `K >= 64` at any stride, or stride 1
+    /// with rows of at least 14 output pixels or a "same" plane); it leaves the planned
+    /// scratch unused.
     pub fn is_direct(&self) -> bool {
         super::direct::applies(self)
     }
@@ -226,7 +227,7 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
     let len = super::packed_a_len(mg, k);
     if p.packed_a == super::direct::DIRECT_PACKED {
         // One group; the same length as the GEMM kernel's packing (MR = 12 on AVX-512).
-        super::direct::pack(mg, k, &w[..mg * k], &mut out[..len]);
+        super::direct::pack(p, &w[..mg * k], &mut out[..len]);
         return;
     }
     for gi in 0..g {

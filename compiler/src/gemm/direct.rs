@@ -1,6 +1,7 @@
 //! Direct convolution (no im2col): the AVX-512 path of [`super::conv`] for ungrouped
 //! convolutions at horizontal stride 1 or 2 whose output rows are wide enough to fill
-//! 16-lane vectors.
+//! 16-lane vectors; whole groups of 64 output channels at any stride take [`cl`] (channels
+//! in the lanes) instead, "same" stride-1 convolutions [`super::direct_flat`].
 //!
 //! The weights are packed at compile time ([`pack`], [`super::conv::prepare_weights`] with
 //! `packed_a` = [`DIRECT_PACKED`]): per panel of 12 output channels, each K step's 12 weights
@@ -24,15 +25,28 @@
 use super::conv::ConvParams;
 use super::split::SyncPtr;
 
+mod cl;
+
 /// Widest kernel the path takes (the per-chunk load masks live on the stack).
 const MAX_KW: usize = 16;
 
 /// [`ConvParams::packed_a`] of weights packed by [`pack`].
 pub(super) const DIRECT_PACKED: u64 = 2;
 
+/// Packs `p`'s `m x k` weights (row-major) into `out` (`m.div_ceil(12) * 12 * k` floats) for
+/// the kernel [`run`] takes: [`cl::pack`] for the channels-in-lanes kernel, else [`pack_rows`].
+pub(super) fn pack(p: &ConvParams, w: &[f32], out: &mut [f32]) {
+    let (m, k) = (p.m as usize, p.k());
+    if cl::fits(p) {
+        cl::pack(m, k, w, out);
+    } else {
+        pack_rows(m, k, w, out);
+    }
+}
+
 /// Packs `m x k` weights (row-major) into `out` (`m.div_ceil(12) * 12 * k` floats): row `r`,
 /// step `s` at `(r / 12) * k * 12 + s * 12 + r % 12`, rows past `m` zero.
-pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
+fn pack_rows(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
     for (ip, panel) in out.chunks_exact_mut(k * 12).enumerate() {
         for (s, step) in panel.chunks_exact_mut(12).enumerate() {
             for (r, o) in step.iter_mut().enumerate() {
@@ -48,8 +62,9 @@ pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
 }
 
 /// Whether [`run`] computes `p`: AVX-512 selected, constant weights (`packed_a != 0`), no groups,
-/// not pointwise, and a geometry of the flat kernel ([`super::direct_flat`]: stride 1, output
-/// plane the input's size) or of the row kernel ([`row_fits`]) (and `ARENAC_CONV_DIRECT` is
+/// not pointwise, and a geometry of the channels-in-lanes kernel ([`cl::fits`]), of the flat
+/// kernel ([`super::direct_flat`]: stride 1, output plane the input's size) or of the row
+/// kernel ([`row_fits`]) (and `ARENAC_CONV_DIRECT` is
 /// not `0`: im2col instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -60,7 +75,7 @@ pub(super) fn applies(p: &ConvParams) -> bool {
         && p.group <= 1
         && !p.is_pointwise()
         && super::selected_kernel().mr == 12
-        && (super::direct_flat::geometry_fits(p) || row_fits(p))
+        && (cl::fits(p) || super::direct_flat::geometry_fits(p) || row_fits(p))
 }
 
 /// Whether the row kernel computes the geometry: horizontal stride 1 (or 2 with at most 4
@@ -129,6 +144,11 @@ pub(super) unsafe fn run(
     bias: *const f32,
     y: *mut f32,
 ) {
+    if cl::fits(p) {
+        // SAFETY: this function's contract, the weights packed by `cl::pack` (`pack`).
+        unsafe { cl::run(p, x, w, bias, y) };
+        return;
+    }
     if super::direct_flat::geometry_fits(p) {
         // SAFETY: this function's contract is the flat path's.
         unsafe { super::direct_flat::run(p, x, w, bias, y) };

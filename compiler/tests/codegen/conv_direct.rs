@@ -246,3 +246,94 @@ fn flat_direct_conv_random_against_reference() {
         check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
     }
 }
+
+/// The channels-in-lanes direct path (`gemm/direct/cl.rs`: whole groups of 64 output
+/// channels, `K >= 64`, strided or over planes not a multiple of 4 KiB): random kernels 1..7
+/// by 1..7, strides 1..3 on each axis, dilations, asymmetric pads up to 3 (regions of every
+/// tap range, rows or columns whose windows reach no tap), planes from 1 x 1 to 20 x 23 so
+/// chunks of 1..6 pixels cross region rows, 64 or 128 channels, batches; no activation,
+/// Relu and a fused SiLU, against the reference evaluation. On an AVX-512 CPU each case must
+/// take the direct path.
+#[test]
+fn channels_in_lanes_direct_conv_random_against_reference() {
+    let mut rng = Rng(0xc1_1a9e5);
+    let avx512 = kernel_name().starts_with("avx512");
+    let pick = |rng: &mut Rng, lo: usize, hi: usize| lo + (rng.next() as usize) % (hi - lo + 1);
+    let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
+    for case in 0..40 {
+        let (n, m) = (pick(&mut rng, 1, 2), 64 * pick(&mut rng, 1, 2));
+        let (kh, kw) = (pick(&mut rng, 1, 7), pick(&mut rng, 1, 7));
+        // K = c kh kw >= 64.
+        let c = (64usize.div_ceil(kh * kw)).max(1) + pick(&mut rng, 0, 12);
+        let (dh, dw) = (pick(&mut rng, 1, 2), pick(&mut rng, 1, 2));
+        let (sh, sw) = (pick(&mut rng, 1, 3), pick(&mut rng, 1, 3));
+        // A 1x1 kernel at stride 1 needs padding to be no pointwise conv.
+        let pads = [0, 1, 2, 3].map(|_| pick(&mut rng, 0, 3));
+        let [pt, pl, pb, pr] = if pads.iter().all(|&p| p == 0) {
+            [0, 1, 0, 0]
+        } else {
+            pads
+        };
+        let (span_h, span_w) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+        let h = (span_h + pick(&mut rng, 0, 14))
+            .saturating_sub(pt + pb)
+            .max(1);
+        let w = (span_w + pick(&mut rng, 0, 16))
+            .saturating_sub(pl + pr)
+            .max(1);
+        let (h, w) = (
+            h.max(span_h.saturating_sub(pt + pb)),
+            w.max(span_w.saturating_sub(pl + pr)),
+        );
+        let oh = (h + pt + pb - span_h) / sh + 1;
+        let ow = (w + pl + pr - span_w) / sw + 1;
+        let (xs, ws, ys) = (vec![n, c, h, w], vec![m, c, kh, kw], vec![n, m, oh, ow]);
+        let attrs = vec![
+            ("kernel_shape", ints(&[kh, kw])),
+            ("strides", ints(&[sh, sw])),
+            ("dilations", ints(&[dh, dw])),
+            ("pads", ints(&[pt, pl, pb, pr])),
+        ];
+        let mut p = ConvParams::from_shapes(
+            &xs,
+            &ys,
+            &[kh, kw],
+            &[sh, sw],
+            &[dh, dw],
+            &[pt, pl, pb, pr],
+            1,
+        )
+        .expect("2-d geometry");
+        p.packed_a = 1;
+        assert_eq!(
+            p.is_direct(),
+            avx512,
+            "case {case}: {xs:?} * {ws:?} -> {ys:?}"
+        );
+        let bias = case % 3 != 2;
+        let mut mb = ModelBuilder::new("conv", 14)
+            .input("x", DType::F32, &dims(&xs))
+            .initializer("w", &rng.tensor(&ws, -1.0, 1.0));
+        let mut ins = vec!["x", "w"];
+        if bias {
+            mb = mb.initializer("b", &rng.tensor(&[m], -1.0, 1.0));
+            ins.push("b");
+        }
+        mb = mb
+            .output("y", DType::F32, &dims(&ys))
+            .node("conv", "Conv", &ins, &["c"], attrs);
+        let model = match case % 3 {
+            0 => mb.node("r", "Relu", &["c"], &["y"], vec![]),
+            1 => mb.node("s", "Sigmoid", &["c"], &["s"], vec![]).node(
+                "m",
+                "Mul",
+                &["c", "s"],
+                &["y"],
+                vec![],
+            ),
+            _ => mb.node("r", "Identity", &["c"], &["y"], vec![]),
+        }
+        .build();
+        check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
+    }
+}

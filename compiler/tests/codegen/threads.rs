@@ -130,6 +130,19 @@ fn convolutions() {
             vec![40, 64, 3, 3],
             vec![("pads", ints(&[1, 1, 1, 1]))],
         ),
+        // Channels in lanes (whole groups of 64 channels, AVX-512): stride 2 with many
+        // input channels, regions of every tap range, chunks across region rows.
+        (
+            vec![1, 32, 23, 19],
+            vec![128, 32, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        ),
+        // Channels in lanes over a 7 x 7 plane (stride 1, "same"), batch 2.
+        (
+            vec![2, 64, 7, 7],
+            vec![192, 64, 3, 3],
+            vec![("pads", ints(&[1, 1, 1, 1]))],
+        ),
         // One tile: the product split over threads; edge rows (m = 70).
         (vec![1, 64, 9, 9], vec![70, 64, 3, 3], vec![]),
         // One tile, fewer pixels (64) than output channels (200): the product split over
