@@ -18,6 +18,7 @@
 use super::conv::{Activation, ConvParams};
 use super::split::SyncPtr;
 
+mod chan8;
 mod flat;
 
 /// The geometry one plane needs.
@@ -485,6 +486,12 @@ pub(super) unsafe fn run(
     let runs = (work / super::split::MIN_TASK_MACS)
         .min(width * 4)
         .clamp(1, planes.max(1));
+    // Channels in the vector lanes where this CPU has the kernel and its ring fits.
+    if let Some(ring) = chan8::Ring::new(&g).filter(|_| mult == 1 && chan8::available()) {
+        let b = (p.has_bias != 0).then_some(bias);
+        // SAFETY: the caller's contract, C == M == group, the kernel available.
+        return unsafe { chan8::run(&g, &ring, act, p.n as usize, c, width, x, w, b, y) };
+    }
     let (x, w, bias, y) = (
         SyncPtr(x.cast_mut()),
         SyncPtr(w.cast_mut()),
