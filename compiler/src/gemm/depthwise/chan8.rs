@@ -237,15 +237,27 @@ pub(super) mod x86 {
                 }
                 next = last + 1;
                 lo = lo.max(next.saturating_sub(ring.rows));
+                // (A macro, not a closure: closures do not inherit the target features.)
+                macro_rules! group8 {
+                    ($ox:expr) => {{
+                        let ox = $ox;
+                        let acc = pixels::<8>(g, &wv.0, bias, act, ky0..ky1, &iy_of, &slot, ox);
+                        let cols = transpose8(acc);
+                        for (l, &yl) in ys.iter().enumerate().take(nc) {
+                            // Columns ox..ox+8 of row oy of output plane c0 + l.
+                            _mm256_storeu_ps(yl.add(oy * g.ow + ox), cols[l]);
+                        }
+                    }};
+                }
                 let mut ox = 0;
                 while ox + 8 <= g.ow {
-                    let acc = pixels::<8>(g, &wv.0, bias, act, ky0..ky1, &iy_of, &slot, ox);
-                    let cols = transpose8(acc);
-                    for (l, &yl) in ys.iter().enumerate().take(nc) {
-                        // Columns ox..ox+8 of row oy of output plane c0 + l.
-                        _mm256_storeu_ps(yl.add(oy * g.ow + ox), cols[l]);
-                    }
+                    group8!(ox);
                     ox += 8;
+                }
+                if ox < g.ow && g.ow >= 8 {
+                    // The row's last 8 columns (some computed again, the same values).
+                    group8!(g.ow - 8);
+                    ox = g.ow;
                 }
                 while ox < g.ow {
                     let u = if g.ow - ox >= 4 { 4 } else { 1 };
@@ -315,30 +327,48 @@ pub(super) mod x86 {
             for iy in p0.saturating_sub(g.pt)..p1.saturating_sub(g.pt).min(g.h) {
                 fill_row(g, xs, buf.add((g.pt + iy) * wp * BLOCK), iy);
             }
-            let at = |q: usize| {
-                let (oy, ox) = (q / g.ow, q % g.ow);
-                buf.add((oy * g.sh * wp + ox * g.sw) * BLOCK) as *const f32
-            };
-            let (mut q, end) = (rows.start * g.ow, rows.end * g.ow);
+            // (A macro, not a closure: closures do not inherit the target features.)
+            macro_rules! group8 {
+                ($q:expr, $oy:expr, $ox:expr) => {{
+                    let q = $q;
+                    let acc = flat::<8>(wv, off, bias, act, bases(g, wp, buf, $oy, $ox));
+                    for (l, v) in transpose8(acc).into_iter().enumerate().take(nc) {
+                        // Outputs q..q+8 < oh*ow of plane c0 + l.
+                        _mm256_storeu_ps(ys[l].add(q), v);
+                    }
+                }};
+            }
+            let (start, end) = (rows.start * g.ow, rows.end * g.ow);
+            let (mut q, mut oy, mut ox) = (start, rows.start, 0);
             while q + 8 <= end {
-                let acc = flat::<8>(wv, off, bias, act, std::array::from_fn(|u| at(q + u)));
-                for (l, v) in transpose8(acc).into_iter().enumerate().take(nc) {
-                    // Outputs q..q+8 < oh*ow of plane c0 + l.
-                    _mm256_storeu_ps(ys[l].add(q), v);
-                }
+                group8!(q, oy, ox);
                 q += 8;
+                ox += 8;
+                while ox >= g.ow {
+                    (ox, oy) = (ox - g.ow, oy + 1);
+                }
+            }
+            if q < end && end - start >= 8 {
+                // The last 8 outputs of the task (some computed again, the same values).
+                let q = end - 8;
+                group8!(q, q / g.ow, q % g.ow);
+                return;
             }
             while q < end {
                 let u = if end - q >= 4 { 4 } else { 1 };
                 let mut tmp = Aligned::<{ 4 * BLOCK }>([0.0; 4 * BLOCK]);
                 let out = tmp.0.as_mut_ptr();
+                let (oy, ox) = (q / g.ow, q % g.ow);
                 if u == 4 {
-                    let acc = flat::<4>(wv, off, bias, act, std::array::from_fn(|i| at(q + i)));
+                    let acc = flat::<4>(wv, off, bias, act, bases(g, wp, buf, oy, ox));
                     for (i, a) in acc.iter().enumerate() {
                         _mm256_store_ps(out.add(i * BLOCK), *a);
                     }
                 } else {
-                    _mm256_store_ps(out, flat::<1>(wv, off, bias, act, [at(q)])[0]);
+                    _mm256_store_ps(
+                        out,
+                        flat::<1>(wv, off, bias, act, bases(g, wp, buf, oy, ox))[0],
+                    );
                 }
                 for (l, &yl) in ys.iter().enumerate().take(nc) {
                     for i in 0..u {
@@ -349,6 +379,27 @@ pub(super) mod x86 {
                 q += u;
             }
         }
+    }
+
+    /// Base pointers (tap 0) of the `U` flat outputs from output `(oy, ox)` in the whole
+    /// padded plane `buf` of `wp` pixels per row.
+    #[inline(always)]
+    fn bases<const U: usize>(
+        g: &Geom,
+        wp: usize,
+        buf: *const f32,
+        oy: usize,
+        ox: usize,
+    ) -> [*const f32; U] {
+        let (mut y, mut x) = (oy, ox);
+        std::array::from_fn(|_| {
+            let b = buf.wrapping_add((y * g.sh * wp + x * g.sw) * BLOCK);
+            x += 1;
+            if x == g.ow {
+                (x, y) = (0, y + 1);
+            }
+            b
+        })
     }
 
     /// `U` pixels whose tap `k` lies at `base[u] + off[k]`: activation applied.
@@ -436,6 +487,15 @@ pub(super) mod x86 {
                     _mm256_store_ps(d.add((j + k) * BLOCK), v);
                 }
                 j += 8;
+            }
+            if j < g.w && g.w >= 8 {
+                // The last 8 columns (some written again, the same values).
+                let j = g.w - 8;
+                let r = std::array::from_fn(|l| _mm256_loadu_ps(src[l].add(j)));
+                for (k, v) in transpose8(r).into_iter().enumerate() {
+                    _mm256_store_ps(d.add((j + k) * BLOCK), v);
+                }
+                return;
             }
             while j < g.w {
                 for (l, s) in src.iter().enumerate() {
