@@ -1,5 +1,10 @@
 //! Depthwise 2-d convolution (`C/group == 1`, any channel multiplier `M/group`), direct.
 //!
+//! On AVX2/AVX-512 CPUs a convolution with `C == M == group` whose rows fit its ring takes
+//! [`chan8`] (8 channels in the vector lanes, measured 1.3-3x faster than the per-plane
+//! kernels below on MobileNetV2's and EfficientNet-B0's layers); the rest of this module is
+//! the per-plane path for the other cases.
+//!
 //! Output channel `o` reads input channel `o / (M/group)` and its own `kh x kw` filter (the
 //! OIHW weights as they are: no preparation). Each output row is cut into an interior, where
 //! every tap of every column lies inside the input row, and borders. The interior is computed
