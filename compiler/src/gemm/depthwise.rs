@@ -1,5 +1,10 @@
 //! Depthwise 2-d convolution (`C/group == 1`, any channel multiplier `M/group`), direct.
 //!
+//! On AVX2/AVX-512 CPUs a convolution with `C == M == group` whose rows fit its ring takes
+//! [`chan8`] (8 channels in the vector lanes, measured 1.3-3x faster than the per-plane
+//! kernels below on MobileNetV2's and EfficientNet-B0's layers); the rest of this module is
+//! the per-plane path for the other cases.
+//!
 //! Output channel `o` reads input channel `o / (M/group)` and its own `kh x kw` filter (the
 //! OIHW weights as they are: no preparation). Each output row is cut into an interior, where
 //! every tap of every column lies inside the input row, and borders. The interior is computed
@@ -18,6 +23,7 @@
 use super::conv::{Activation, ConvParams};
 use super::split::SyncPtr;
 
+mod chan8;
 mod flat;
 
 /// The geometry one plane needs.
@@ -485,6 +491,12 @@ pub(super) unsafe fn run(
     let runs = (work / super::split::MIN_TASK_MACS)
         .min(width * 4)
         .clamp(1, planes.max(1));
+    // Channels in the vector lanes where this CPU has the kernel and its ring fits.
+    if let Some(ring) = chan8::Ring::new(&g).filter(|_| mult == 1 && chan8::available()) {
+        let b = (p.has_bias != 0).then_some(bias);
+        // SAFETY: the caller's contract, C == M == group, the kernel available.
+        return unsafe { chan8::run(&g, &ring, act, p.n as usize, c, width, x, w, b, y) };
+    }
     let (x, w, bias, y) = (
         SyncPtr(x.cast_mut()),
         SyncPtr(w.cast_mut()),
