@@ -95,7 +95,9 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
     let auto = match job.batch {
         Some(_) => None,
         None => {
-            let row_bytes = mapped.iter().map(|(_, m)| m.row_bytes()).sum();
+            // The labels' batch buffer is counted as one more input (twice: conservative).
+            let label_bytes = labels.as_ref().map_or(0, MappedNpy::row_bytes);
+            let row_bytes = mapped.iter().map(|(_, m)| m.row_bytes()).sum::<usize>() + label_bytes;
             Some(auto_batch(job.model, &opts, row_bytes, rows)?)
         }
     };
@@ -124,6 +126,7 @@ pub fn run_files(job: FileJob<'_>) -> Result<FileReport, StreamError> {
     let mut sink = FileSink {
         drain,
         labels: labels.as_ref(),
+        label_buf: Vec::new(),
         correct: 0,
         rows,
         progress: job.progress,
@@ -202,6 +205,9 @@ fn open_labels(path: &Path, rows: usize) -> Result<MappedNpy, StreamError> {
 struct FileSink<'l, 'a> {
     drain: Option<Drain>,
     labels: Option<&'l MappedNpy>,
+    /// One batch of labels, read with `pread` (no page of the labels' map becomes resident:
+    /// faulting them in kept about 4 MiB resident at large batches).
+    label_buf: Vec<u8>,
     correct: usize,
     rows: usize,
     progress: Option<&'a mut dyn FnMut(usize, usize)>,
@@ -222,13 +228,18 @@ impl RowSink for FileSink<'_, '_> {
         {
             let n = rows.shape().first().copied().unwrap_or(1);
             let classes = rows.numel().checked_div(n).unwrap_or(0);
+            let lb = labels.row_bytes();
+            // Sized once, at the first (largest) batch: later batches reuse it.
+            self.label_buf.resize(n * lb, 0);
+            labels.read_rows(first_row..first_row + n, &mut self.label_buf)?;
             for r in 0..n {
                 let predicted = (0..classes).max_by(|&a, &b| {
                     let v = |c: usize| rows.get_f32(r * classes + c).unwrap_or(f32::NAN);
                     v(a).total_cmp(&v(b)).then(b.cmp(&a))
                 });
-                let label = labels
-                    .rows_bytes(first_row + r..first_row + r + 1)
+                let label = self
+                    .label_buf
+                    .get(r * lb..(r + 1) * lb)
                     .and_then(|b| TensorRef::from_bytes(labels.dtype(), &[1], b).ok())
                     .and_then(|t| t.get_f32(0));
                 if let (Some(p), Some(l)) = (predicted, label)
@@ -243,7 +254,8 @@ impl RowSink for FileSink<'_, '_> {
 
     fn batch_done(&mut self, rows_done: usize) {
         if let Some(l) = self.labels {
-            l.release_before(rows_done);
+            // Read with pread: only the page cache holds them; drop what is behind.
+            l.drop_cached(0..rows_done);
         }
         if let Some(p) = self.progress.as_mut() {
             p(rows_done, self.rows);
