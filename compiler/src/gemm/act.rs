@@ -357,7 +357,7 @@ pub(super) mod x86 {
 
     /// `exp(x)` on 8 lanes: inf above [`EXP_HI`], 0 below -87.34, NaN stays NaN.
     #[inline(always)]
-    fn exp256(x0: __m256) -> __m256 {
+    pub(crate) fn exp256(x0: __m256) -> __m256 {
         // SAFETY: (all intrinsics below) value-only AVX/AVX2/FMA intrinsics inlined into
         // `#[target_feature(enable = "avx2,fma")]` callers.
         unsafe {

@@ -86,50 +86,9 @@ pub(super) struct Task<'a> {
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use super::{BLOCK, Geom, MAX_TAPS, RING, Ring, Task};
-    use crate::gemm::act::x86::act256;
+    use crate::gemm::act::x86::{act256, exp256};
     use crate::gemm::conv::Activation;
     use core::arch::x86_64::*;
-
-    /// `exp(x)` on 8 lanes, the Cephes polynomial of `gemm::act` (its `exp256` is private to
-    /// that module): inf above 88.72, 0 below -87.34, NaN stays NaN.
-    #[inline(always)]
-    fn exp8(x0: __m256) -> __m256 {
-        const P: [f32; 6] = [
-            1.987_569_1e-4,
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            1.666_666_5e-1,
-            0.5,
-        ];
-        const HI: f32 = 88.722_84;
-        // SAFETY: value-only AVX/AVX2/FMA intrinsics inside AVX2+FMA callers.
-        unsafe {
-            let x = _mm256_max_ps(_mm256_set1_ps(-87.3), _mm256_min_ps(_mm256_set1_ps(HI), x0));
-            let t = _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E));
-            let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-            let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693_359_4), x);
-            let r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.121_944_4e-4), r);
-            let mut p = _mm256_set1_ps(P[0]);
-            for &k in &P[1..] {
-                p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(k));
-            }
-            let r2 = _mm256_mul_ps(r, r);
-            let p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0)));
-            // 2^n in two halves, each a normal float for n in [-126, 128].
-            let ni = _mm256_cvtps_epi32(n);
-            let n1 = _mm256_srai_epi32::<1>(ni);
-            let n2 = _mm256_sub_epi32(ni, n1);
-            let bias = _mm256_set1_epi32(127);
-            let s1 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n1, bias)));
-            let s2 = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(n2, bias)));
-            let r = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-            let over = _mm256_cmp_ps::<_CMP_GT_OQ>(x0, _mm256_set1_ps(HI));
-            let r = _mm256_blendv_ps(r, _mm256_set1_ps(f32::INFINITY), over);
-            let under = _mm256_cmp_ps::<_CMP_LT_OQ>(x0, _mm256_set1_ps(-87.336_55));
-            _mm256_blendv_ps(r, _mm256_setzero_ps(), under)
-        }
-    }
 
     /// `1 / d` for `d >= 1` (NaN stays NaN; inf and values above 1e38 give 0): the 12-bit
     /// estimate refined by one Newton step. (A function, not a closure: closures do not
@@ -156,7 +115,7 @@ pub(super) mod x86 {
             match act {
                 Activation::Sigmoid | Activation::Silu => {
                     // sigmoid(v) = 1 / (1 + exp(-v)).
-                    let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+                    let e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), v));
                     let r = recip8(_mm256_add_ps(one, e));
                     if matches!(act, Activation::Silu) {
                         _mm256_mul_ps(v, r)
