@@ -115,6 +115,10 @@ pub struct CompileOptions {
     /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
     /// ([`Summary::activations_storage`]).
     pub activations: ActType,
+    /// Run the leading stage of a CNN patch by patch (spatial tiles with their halos
+    /// recomputed) when that plans a smaller arena; off by default. The plan report shows the
+    /// stage, the grid and the arena without patches.
+    pub patches: bool,
 }
 
 /// The default thread count: the CPUs this process may run on
@@ -136,6 +140,7 @@ impl Default for CompileOptions {
             profile: false,
             weights: WeightType::F32,
             activations: ActType::F32,
+            patches: false,
         }
     }
 }
@@ -209,6 +214,7 @@ impl CompileOptions {
             fuse_elementwise: self.fuse,
             liveness: d.liveness.with_threads(self.threads),
             activations: self.activations,
+            patches: self.patches,
             ..d
         }
     }

@@ -36,6 +36,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.
         fuse_elementwise: false,
         activations: arenac_compiler::analysis::act_type::ActType::F32,
+        patches: false,
     }
 }
 

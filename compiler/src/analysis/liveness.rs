@@ -182,6 +182,7 @@ pub(crate) fn in_place_compatible(op: &Op, input: &TensorType, output: &TensorTy
             | Op::Where
             | Op::BatchNormalization { .. }
             | Op::FusedElementwise(_)
+            | Op::PatchWrite { .. }
     ) && input.dtype.size() == output.dtype.size()
         && input.shape == output.shape
         && input.bytes().is_some()

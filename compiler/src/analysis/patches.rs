@@ -1,7 +1,8 @@
-//! Patch-based execution, the analysis half (issue 16): which leading stage of a CNN could
-//! run patch by patch, on which grid, and the arena peak and recomputed FLOPs that gives.
-//! A pure function of the graph, its schedule and its buffers; **nothing executes patches
-//! yet** — this predicts what the lowering will have to reach, and is the pass's decision.
+//! Patch-based execution (issue 16): which leading stage of a CNN can run patch by patch, on
+//! which grid, and the arena peak and recomputed FLOPs that gives ([`analyze`], a pure
+//! function of the graph, its schedule and its buffers); [`patch`] takes the best candidate
+//! and rewrites the graph to run it (`lower.rs`), and `arena::plan_graph` keeps the rewrite
+//! when its planned arena is smaller.
 //!
 //! A stage is a prefix of the schedule whose nodes are all spatially local (2-d Conv,
 //! depthwise included, Max/AveragePool, and element-wise nodes whose arena inputs have the
@@ -426,6 +427,55 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         candidates,
     }
 }
+
+/// Grids tried: up to this many patches per side.
+pub const MAX_GRID: usize = 8;
+
+/// Recomputed FLOPs allowed, as a share of the whole graph's.
+pub const MAX_EXTRA_FLOPS: f64 = 0.10;
+
+/// The patched stage of a plan, for reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatchInfo {
+    /// Nodes in the stage (before the rewrite).
+    pub stage_nodes: usize,
+    /// The stage output's name.
+    pub output: String,
+    /// Patches per side.
+    pub grid: usize,
+    /// The arena without patches.
+    pub unpatched_bytes: usize,
+    /// The peak [`analyze`] predicted with patches.
+    pub predicted_bytes: usize,
+    /// FLOPs recomputed in the halos.
+    pub extra_flops: u64,
+    /// FLOPs of the whole graph, unpatched.
+    pub total_flops: u64,
+}
+
+/// The best candidate of [`analyze`] (lowest predicted peak within [`MAX_EXTRA_FLOPS`]) as
+/// a rewritten graph, or `None` when no candidate lowers the peak or the rewrite cannot
+/// express the stage. `order` is the schedule the graph is planned in today.
+pub fn patch(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Option<(Graph, PatchInfo)> {
+    let report = analyze(g, order, opts, MAX_GRID);
+    let best = report.best(MAX_EXTRA_FLOPS)?;
+    let ng = lower::rewrite(g, order, best)?;
+    Some((
+        ng,
+        PatchInfo {
+            stage_nodes: best.nodes,
+            output: g.value(best.output).name.clone(),
+            grid: best.grid,
+            unpatched_bytes: report.unpatched_bytes,
+            predicted_bytes: best.peak_bytes,
+            extra_flops: best.extra_flops,
+            total_flops: report.total_flops,
+        },
+    ))
+}
+
+mod lower;
+pub use lower::rewrite;
 
 #[cfg(test)]
 mod tests;

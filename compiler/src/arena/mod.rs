@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::act_type::{ActReport, ActType, retype_activations};
 use crate::analysis::fuse::{FuseStats, fuse_elementwise};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
+use crate::analysis::patches::{self, PatchInfo};
 use crate::analysis::schedule::{ScheduleOptions, schedule};
 use crate::error::Error;
 pub use crate::error::budget::{grouped, human_bytes};
@@ -54,6 +55,9 @@ pub struct PlanOptions {
     /// f32 intermediates before fusion ([`crate::analysis::act_type::retype_activations`]).
     /// Only [`plan_graph`] reads it.
     pub activations: ActType,
+    /// Run the leading stage of a CNN patch by patch when that lowers the arena
+    /// ([`crate::analysis::patches`]). Only [`plan_graph`] reads it.
+    pub patches: bool,
 }
 
 impl Default for PlanOptions {
@@ -64,6 +68,7 @@ impl Default for PlanOptions {
             align: ALIGN,
             fuse_elementwise: true,
             activations: ActType::F32,
+            patches: false,
         }
     }
 }
@@ -140,6 +145,9 @@ pub struct ArenaPlan {
     /// What retyping the activations did (`activations: f32` and empty unless planned by
     /// [`plan_graph`] with [`PlanOptions::activations`]).
     pub activations: ActReport,
+    /// The stage run patch by patch, when [`PlanOptions::patches`] found one that lowers the
+    /// arena (planned by [`plan_graph`] only).
+    pub patches: Option<PatchInfo>,
 }
 
 impl ArenaPlan {
@@ -257,6 +265,7 @@ fn plan_flat(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         fusion: FuseStats::default(),
         sub_plans: control::SubPlans::new(),
         activations: ActReport::default(),
+        patches: None,
     })
 }
 
@@ -353,6 +362,29 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     };
     let sub_plans = control::plan_in_place(g, opts)?;
     let mut plan = plan_flat(g, opts)?;
+    if opts.patches {
+        let started = Instant::now();
+        if let Some((ng, info)) = patches::patch(g, &plan.schedule, opts.liveness) {
+            if cfg!(debug_assertions)
+                && let Err(e) = crate::ir::verify::verify(&ng)
+            {
+                return Err(Error::PlanInternal(format!(
+                    "graph invalid after the patch rewrite: {e}"
+                )));
+            }
+            let patched = plan_flat(&ng, opts)?;
+            if patched.arena_bytes < plan.arena_bytes {
+                let unpatched_bytes = plan.arena_bytes;
+                *g = ng;
+                plan = patched;
+                plan.patches = Some(PatchInfo {
+                    unpatched_bytes,
+                    ..info
+                });
+            }
+        }
+        plan.planning_time += started.elapsed();
+    }
     plan.sub_plans = sub_plans;
     plan.naive_bytes = naive_bytes;
     plan.layer_wise_bound_bytes = layer_wise_bound_bytes;

@@ -189,6 +189,7 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
         | Op::Concat { .. }
         | Op::Split { .. }
         | Op::Slice { .. }
+        | Op::PatchWrite { .. }
         | Op::Gather { .. }
         | Op::Expand { .. }
         | Op::Tile { .. }

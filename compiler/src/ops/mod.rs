@@ -238,6 +238,17 @@ pub enum Op {
         /// The sliced axes.
         axes: Vec<SliceAxis>,
     },
+    /// One patch of a patch-executed stage (`analysis::patches`) written into its window of
+    /// the stage output: inputs `[patch]` (the first patch: the output's other elements are
+    /// left as they were — zero in the reference) or `[acc, patch]` (the output is `acc` with
+    /// the window overwritten; the kernel writes over `acc` when the planner puts both in one
+    /// buffer). Not an ONNX op: made by the patch rewrite only.
+    PatchWrite {
+        /// Row and column of the window's first element in the output plane.
+        at: [usize; 2],
+        /// The output plane's height and width.
+        full: [usize; 2],
+    },
     /// Gather along an axis with runtime indices.
     Gather {
         /// Normalized axis.
@@ -465,6 +476,7 @@ impl Op {
             | Op::Concat { .. }
             | Op::Split { .. }
             | Op::Slice { .. }
+            | Op::PatchWrite { .. }
             | Op::Gather { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }

@@ -544,6 +544,7 @@ pub(super) fn node(
         }
         Op::Transpose { .. }
         | Op::Slice { .. }
+        | Op::PatchWrite { .. }
         | Op::Concat { .. }
         | Op::Split { .. }
         | Op::Expand { .. }

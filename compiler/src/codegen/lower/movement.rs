@@ -99,6 +99,32 @@ pub(super) fn movement(
             let from = shifted(cx, cx.operand(x, w)?, base * elem as i64)?;
             copy_call(cx, prog, desc, from, cx.arena(y)?)
         }
+        Op::PatchWrite { at, .. } => {
+            let y = cx.output()?;
+            let ys = cx.ty(y).shape.clone();
+            let out_st = contiguous(&ys);
+            let to = cx.arena(y)?;
+            let patch = *n
+                .inputs
+                .last()
+                .ok_or_else(|| cx.err("PatchWrite without a patch"))?;
+            if n.inputs.len() == 2 {
+                // Written over its accumulated input when the planner put both in one buffer.
+                let from = cx.operand(x, w)?;
+                if from != to {
+                    let desc = CopyDesc::new(elem, &ys, &out_st, &out_st);
+                    copy_call(cx, prog, desc, from, to)?;
+                }
+            }
+            let ps = cx.ty(patch).shape.clone();
+            let (Some(&rs), Some(&cs)) = (out_st.get(2), out_st.get(3)) else {
+                return Err(cx.err("PatchWrite output must be 4-d"));
+            };
+            let base = at[0] as i64 * rs + at[1] as i64 * cs;
+            let desc = CopyDesc::new(elem, &ps, &contiguous(&ps), &out_st);
+            let dst = shifted(cx, to, base * elem as i64)?;
+            copy_call(cx, prog, desc, cx.operand(patch, w)?, dst)
+        }
         Op::Concat { axis } => {
             let y = cx.output()?;
             let ys = cx.ty(y).shape.clone();

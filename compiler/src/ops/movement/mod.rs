@@ -153,6 +153,7 @@ pub fn name(op: &Op) -> &'static str {
         Op::Concat { .. } => "Concat",
         Op::Split { .. } => "Split",
         Op::Slice { .. } => "Slice",
+        Op::PatchWrite { .. } => "PatchWrite",
         Op::Gather { .. } => "Gather",
         Op::Expand { .. } => "Expand",
         Op::Tile { .. } => "Tile",
@@ -406,6 +407,38 @@ pub fn infer(op: &Op, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError>
                 .ok_or_else(|| overflow("Pad", &x.shape))?;
             Ok(vec![checked_type(x.dtype, out, "Pad")?])
         }
+        Op::PatchWrite { at, full } => {
+            let (acc, patch) = match inputs {
+                [p] => (None, p),
+                [a, p] => (Some(a), p),
+                _ => {
+                    return Err(OpError::Arity {
+                        expected: "1 or 2".into(),
+                        actual: inputs.len(),
+                    });
+                }
+            };
+            let [n, c, h, w] = patch.shape[..] else {
+                return Err(OpError::shape(
+                    "PatchWrite takes a 4-d patch",
+                    &[&patch.shape],
+                ));
+            };
+            if at[0] + h > full[0] || at[1] + w > full[1] {
+                return Err(OpError::shape(
+                    format!("patch at {at:?} does not fit a {full:?} plane"),
+                    &[&patch.shape],
+                ));
+            }
+            let y = TensorType::new(patch.dtype, vec![n, c, full[0], full[1]]);
+            if acc.is_some_and(|a| *a != y) {
+                return Err(OpError::shape(
+                    "PatchWrite's accumulated input must have the output's type",
+                    &[&patch.shape],
+                ));
+            }
+            Ok(vec![y])
+        }
         _ => Err(wrong_family(op, "movement")),
     }
 }
@@ -494,6 +527,34 @@ pub fn eval(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> {
                 offset += s;
             }
             return Ok(outs);
+        }
+        Op::PatchWrite { at, .. } => {
+            let shape = out_shape(0);
+            let patch = inputs[inputs.len() - 1];
+            let ps = patch.shape();
+            let (ph, pw) = (ps[2], ps[3]);
+            let sz = patch.dtype().size();
+            let n = checked_numel(&shape).ok_or_else(|| overflow("PatchWrite", &shape))?;
+            let mut out = match inputs {
+                [acc, _] => acc.bytes().to_vec(),
+                _ => vec![0u8; n * sz],
+            };
+            let (h, w) = (shape[2], shape[3]);
+            for plane in 0..shape[0] * shape[1] {
+                for r in 0..ph {
+                    let src = (plane * ph * pw + r * pw) * sz;
+                    let dst = (plane * h * w + (at[0] + r) * w + at[1]) * sz;
+                    let (Some(from), Some(to)) = (
+                        patch.bytes().get(src..src + pw * sz),
+                        out.get_mut(dst..dst + pw * sz),
+                    ) else {
+                        return Err(OpError::shape("PatchWrite window out of range", &[ps]));
+                    };
+                    to.copy_from_slice(from);
+                }
+            }
+            Tensor::from_bytes(patch.dtype(), shape, Bytes::from(out))
+                .map_err(|e| OpError::Overflow(e.to_string()))?
         }
         Op::Slice { axes } => build(x, out_shape(0), None, |o| {
             let mut idx = o.to_vec();
@@ -590,6 +651,7 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
         Op::Transpose { perm } => vec![("perm", fmt_list(perm))],
         Op::Concat { axis } | Op::Gather { axis } => vec![("axis", axis.to_string())],
         Op::Split { axis, sizes } => vec![("axis", axis.to_string()), ("split", fmt_list(sizes))],
+        Op::PatchWrite { at, full } => vec![("at", fmt_list(at)), ("full", fmt_list(full))],
         Op::Slice { axes } => {
             let col = |f: fn(&SliceAxis) -> i64| fmt_list(&axes.iter().map(f).collect::<Vec<_>>());
             vec![

@@ -1,0 +1,344 @@
+//! Patch-based execution, the lowering half: a graph rewrite that runs a stage found by
+//! [`super::analyze`] patch by patch.
+//!
+//! For every patch of the stage output (the `grid x grid` ranges of [`super::split`]), in
+//! row-major order, the stage's nodes are emitted again on windows ([`super::windows`]):
+//! - a value read from outside the stage (a graph input) is cut to its window by a `Slice`;
+//! - a Conv or pooling reads its input window (cut by a `Slice` when a wider window of it
+//!   was computed for another reader) with its pads recomputed per side: the part of the
+//!   window outside the image is padding, as in the whole node, the rest comes from the
+//!   neighbouring patch's rows (the halo, recomputed); a MaxPool's `ceil_mode` turns into
+//!   explicit end pads;
+//! - an element-wise node reads every input at its own output's window;
+//! - the patch of the stage output is written into its window of the whole stage output by a
+//!   [`Op::PatchWrite`], each one over the previous (the planner's in-place rule puts the
+//!   chain in one buffer).
+//!
+//! The nodes after the stage are copied unchanged, reading the last `PatchWrite`, which
+//! carries the stage output's name. Nodes are added patch by patch, so the file order of the
+//! new graph runs each patch's stage to the end before the next patch starts: the schedule
+//! is never worse than that order ([`crate::analysis::schedule`]).
+//!
+//! Every output element of a patched node is computed from the same inputs and weights as in
+//! the whole node; only which kernel path a smaller shape takes may change the summation order
+//! (tests compare within 1e-6 relative and count exact matches).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Local, PatchPlan, Window, back, rule, split, windows};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::TensorType;
+use crate::ops::{Op, SliceAxis};
+
+/// The graph `g` (run in `order`) with `plan`'s stage run patch by patch, or `None` when the
+/// stage holds something this rewrite cannot express (then the graph is left unpatched).
+pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
+    let n = plan.nodes;
+    let stage = order.get(..n)?;
+    let out = plan.output;
+    let oshape = g.value(out).ty.shape.clone();
+    let (&h, &w) = (oshape.get(2)?, oshape.get(3)?);
+    let made: HashSet<ValueId> = stage
+        .iter()
+        .flat_map(|&id| g.node(id).outputs.iter().copied())
+        .collect();
+    let mut b = Rewrite {
+        g,
+        ng: Graph::new(g.name.clone(), g.opset),
+        map: HashMap::new(),
+        names: g.values().iter().map(|v| v.name.clone()).collect(),
+    };
+    for v in g.value_ids() {
+        let val = g.value(v);
+        if !matches!(val.kind, ValueKind::Computed(_)) {
+            let id =
+                b.ng.add_value(val.name.clone(), val.ty.clone(), val.kind.clone());
+            b.map.insert(v, id);
+        }
+    }
+    let (rows, cols) = (split(h, plan.grid), split(w, plan.grid));
+    let patches = rows.len() * cols.len();
+    let mut acc: Option<ValueId> = None;
+    let mut k = 0;
+    for (i, r) in rows.iter().enumerate() {
+        for (j, c) in cols.iter().enumerate() {
+            let want = Window {
+                rows: r.clone(),
+                cols: c.clone(),
+            };
+            let win = windows(g, order, n, out, want.clone());
+            let mut p = Patch {
+                tag: format!("p{i}x{j}"),
+                values: HashMap::new(),
+                slices: HashMap::new(),
+            };
+            for &id in stage {
+                b.node_on_patch(id, &win, &made, &mut p)?;
+            }
+            let (pout, pwin) = p.values.get(&out)?.clone();
+            if pwin != want {
+                return None;
+            }
+            k += 1;
+            let name = if k == patches {
+                g.value(out).name.clone()
+            } else {
+                b.fresh(&format!("{}@acc{k}", g.value(out).name))
+            };
+            let ins: Vec<ValueId> = acc.into_iter().chain([pout]).collect();
+            let op = Op::PatchWrite {
+                at: [r.start, c.start],
+                full: [h, w],
+            };
+            acc = Some(b.add(format!("{}@write{k}", g.value(out).name), op, &ins, name)?);
+        }
+    }
+    b.map.insert(out, acc?);
+    for &id in order.get(n..)? {
+        let node = g.node(id);
+        let ins: Vec<ValueId> = node
+            .inputs
+            .iter()
+            .map(|v| b.map.get(v).copied())
+            .collect::<Option<_>>()?;
+        let outs: Vec<(String, TensorType)> = node
+            .outputs
+            .iter()
+            .map(|&v| (g.value(v).name.clone(), g.value(v).ty.clone()))
+            .collect();
+        let nid =
+            b.ng.add_node(node.name.clone(), node.op.clone(), &ins, &outs);
+        for (&old, &new) in node.outputs.iter().zip(&b.ng.node(nid).outputs) {
+            b.map.insert(old, new);
+        }
+    }
+    b.ng.inputs = g
+        .inputs
+        .iter()
+        .map(|v| b.map.get(v).copied())
+        .collect::<Option<_>>()?;
+    b.ng.outputs = g
+        .outputs
+        .iter()
+        .map(|v| b.map.get(v).copied())
+        .collect::<Option<_>>()?;
+    Some(b.ng)
+}
+
+/// The new graph being built.
+struct Rewrite<'a> {
+    g: &'a Graph,
+    ng: Graph,
+    /// Old values outside the stage (and the stage output, at the end) to new ones.
+    map: HashMap<ValueId, ValueId>,
+    names: HashSet<String>,
+}
+
+/// One patch's values.
+struct Patch {
+    /// Suffix of its node and value names.
+    tag: String,
+    /// Old stage value → its new value on this patch and the window it holds.
+    values: HashMap<ValueId, (ValueId, Window)>,
+    /// `(old value, window)` → a Slice already made.
+    slices: HashMap<(ValueId, [usize; 4]), ValueId>,
+}
+
+impl Rewrite<'_> {
+    fn fresh(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 1;
+        while self.names.contains(&name) {
+            k += 1;
+            name = format!("{base}#{k}");
+        }
+        self.names.insert(name.clone());
+        name
+    }
+
+    /// Adds a one-output node whose output type is inferred; returns the output.
+    fn add(&mut self, node: String, op: Op, ins: &[ValueId], out: String) -> Option<ValueId> {
+        let types: Vec<TensorType> = ins.iter().map(|&v| self.ng.value(v).ty.clone()).collect();
+        let ty = op.infer(&types).ok()?.into_iter().next()?;
+        let id = self.ng.add_node(node, op, ins, &[(out, ty)]);
+        self.ng.node(id).outputs.first().copied()
+    }
+
+    /// Old value `v` on `want` for this patch: its patch value, or a Slice of it (or of the
+    /// whole value, for one made outside the stage).
+    fn window_of(
+        &mut self,
+        v: ValueId,
+        want: &Window,
+        made: &HashSet<ValueId>,
+        p: &mut Patch,
+    ) -> Option<ValueId> {
+        let shape = &self.g.value(v).ty.shape;
+        let (src, have) = if made.contains(&v) {
+            p.values.get(&v)?.clone()
+        } else {
+            let whole = Window {
+                rows: 0..*shape.get(2)?,
+                cols: 0..*shape.get(3)?,
+            };
+            (*self.map.get(&v)?, whole)
+        };
+        if have == *want {
+            return Some(src);
+        }
+        let inside = have.rows.start <= want.rows.start
+            && want.rows.end <= have.rows.end
+            && have.cols.start <= want.cols.start
+            && want.cols.end <= have.cols.end;
+        if !inside || want.rows.is_empty() || want.cols.is_empty() {
+            return None;
+        }
+        let key = (
+            v,
+            [
+                want.rows.start,
+                want.rows.end,
+                want.cols.start,
+                want.cols.end,
+            ],
+        );
+        if let Some(&s) = p.slices.get(&key) {
+            return Some(s);
+        }
+        let axis = |axis: usize, r: &std::ops::Range<usize>, from: usize| SliceAxis {
+            axis,
+            start: (r.start - from) as i64,
+            end: (r.end - from) as i64,
+            step: 1,
+        };
+        let op = Op::Slice {
+            axes: vec![
+                axis(2, &want.rows, have.rows.start),
+                axis(3, &want.cols, have.cols.start),
+            ],
+        };
+        let base = format!("{}@{}@crop", self.g.value(v).name, p.tag);
+        let name = self.fresh(&base);
+        let s = self.add(name.clone(), op, &[src], name)?;
+        p.slices.insert(key, s);
+        Some(s)
+    }
+
+    /// Emits stage node `id` on this patch's window of its output.
+    fn node_on_patch(
+        &mut self,
+        id: NodeId,
+        win: &HashMap<ValueId, Window>,
+        made: &HashSet<ValueId>,
+        p: &mut Patch,
+    ) -> Option<()> {
+        let g = self.g;
+        let node = g.node(id);
+        let y = *node.outputs.first()?;
+        let Some(wy) = win.get(&y).cloned() else {
+            // Not needed by this patch of the stage output.
+            return Some(());
+        };
+        let mut ins = Vec::with_capacity(node.inputs.len());
+        let op = match rule(g, id)? {
+            Some(l) => {
+                let x = *node.inputs.first()?;
+                let xs = &g.value(x).ty.shape;
+                let (xh, xw) = (*xs.get(2)?, *xs.get(3)?);
+                let need = Window {
+                    rows: back(&wy.rows, l.k[0], l.s[0], l.d[0], l.pb[0], xh),
+                    cols: back(&wy.cols, l.k[1], l.s[1], l.d[1], l.pb[1], xw),
+                };
+                ins.push(self.window_of(x, &need, made, p)?);
+                for v in node.inputs.iter().skip(1) {
+                    ins.push(self.constant(*v)?);
+                }
+                let (rt, rb) = pads(&wy.rows, &need.rows, &l, 0)?;
+                let (ct, cb) = pads(&wy.cols, &need.cols, &l, 1)?;
+                let pads = vec![rt, ct, rb, cb];
+                match &node.op {
+                    Op::Conv(a) => Op::Conv(crate::ops::ConvAttrs { pads, ..a.clone() }),
+                    Op::MaxPool(a) => Op::MaxPool(crate::ops::PoolAttrs {
+                        pads,
+                        ceil_mode: false,
+                        ..a.clone()
+                    }),
+                    // With the padding counted, a ceil-mode window's overhang past the pads is
+                    // not counted, which explicit pads would count.
+                    Op::AveragePool(a) if !(a.ceil_mode && a.count_include_pad) => {
+                        Op::AveragePool(crate::ops::PoolAttrs {
+                            pads,
+                            ceil_mode: false,
+                            ..a.clone()
+                        })
+                    }
+                    _ => return None,
+                }
+            }
+            None => {
+                for (k, &v) in node.inputs.iter().enumerate() {
+                    if matches!(g.value(v).kind, ValueKind::Constant(_)) {
+                        let per_channel = matches!(node.op, Op::BatchNormalization { .. }) && k > 0
+                            || broadcast_per_channel(&g.value(v).ty);
+                        if !per_channel {
+                            return None;
+                        }
+                        ins.push(self.constant(v)?);
+                    } else {
+                        ins.push(self.window_of(v, &wy, made, p)?);
+                    }
+                }
+                node.op.clone()
+            }
+        };
+        let name = self.fresh(&format!("{}@{}", g.value(y).name, p.tag));
+        let out = self.add(format!("{}@{}", node.name, p.tag), op, &ins, name)?;
+        let expect = [
+            *g.value(y).ty.shape.first()?,
+            *g.value(y).ty.shape.get(1)?,
+            wy.rows.len(),
+            wy.cols.len(),
+        ];
+        if self.ng.value(out).ty.shape != expect
+            || self.ng.value(out).ty.dtype != g.value(y).ty.dtype
+        {
+            return None;
+        }
+        p.values.insert(y, (out, wy));
+        Some(())
+    }
+
+    /// A constant operand (weights, bias): the same value in the new graph.
+    fn constant(&self, v: ValueId) -> Option<ValueId> {
+        matches!(self.g.value(v).kind, ValueKind::Constant(_))
+            .then(|| self.map.get(&v).copied())
+            .flatten()
+    }
+}
+
+/// Whether a constant operand of an element-wise node broadcasts the same value over every
+/// pixel of a plane (a scalar, or trailing spatial dims of 1), so a window reads it whole.
+fn broadcast_per_channel(t: &TensorType) -> bool {
+    match t.shape.len() {
+        0 => true,
+        1 => t.shape[0] == 1,
+        r => t.shape[r - 1] == 1 && t.shape[r - 2] == 1,
+    }
+}
+
+/// Begin and end pads, along dim `dim` of `l`, of a node computing outputs `o` from the input
+/// range `need` (clamped to the image): what of the unclamped receptive field lies outside.
+fn pads(
+    o: &std::ops::Range<usize>,
+    need: &std::ops::Range<usize>,
+    l: &Local,
+    dim: usize,
+) -> Option<(usize, usize)> {
+    let (k, s, d, pb) = (l.k[dim], l.s[dim], l.d[dim], l.pb[dim]);
+    let lo = i64::try_from(o.start * s).ok()? - i64::try_from(pb).ok()?;
+    let hi = i64::try_from((o.end.checked_sub(1)?) * s + (k - 1) * d + 1).ok()?
+        - i64::try_from(pb).ok()?;
+    let begin = usize::try_from(i64::try_from(need.start).ok()? - lo).ok()?;
+    let end = usize::try_from(hi - i64::try_from(need.end).ok()?).ok()?;
+    Some((begin, end))
+}
