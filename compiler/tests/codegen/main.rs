@@ -29,6 +29,7 @@ mod lrn;
 mod models;
 mod movement;
 mod norm;
+mod patches;
 mod pool3d;
 mod pow;
 mod qlinear;
