@@ -42,19 +42,6 @@ pub struct Window {
     pub cols: Range<usize>,
 }
 
-impl Window {
-    fn area(&self) -> usize {
-        self.rows.len() * self.cols.len()
-    }
-
-    fn union(&self, o: &Window) -> Window {
-        Window {
-            rows: self.rows.start.min(o.rows.start)..self.rows.end.max(o.rows.end),
-            cols: self.cols.start.min(o.cols.start)..self.cols.end.max(o.cols.end),
-        }
-    }
-}
-
 /// How a stage node maps an output window to an input window, per spatial dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Local {
@@ -191,7 +178,8 @@ fn split(len: usize, p: usize) -> Vec<Range<usize>> {
 }
 
 /// The windows of the stage values for one patch `w` of the stage output `out`, the stage
-/// being `order[..n]`.
+/// being `order[..n]`: rows and columns found apart ([`ranges`]), windows being products of
+/// the two (a union of windows is taken per dim).
 pub fn windows(
     g: &Graph,
     order: &[NodeId],
@@ -199,17 +187,47 @@ pub fn windows(
     out: ValueId,
     w: Window,
 ) -> HashMap<ValueId, Window> {
-    let mut win: HashMap<ValueId, Window> = HashMap::from([(out, w)]);
+    let rows = ranges(g, order, n, out, 0, w.rows);
+    let cols = ranges(g, order, n, out, 1, w.cols);
+    g.value_ids()
+        .filter_map(|v| {
+            let rows = rows.get(v.index())?.clone()?;
+            let cols = cols.get(v.index())?.clone()?;
+            Some((v, Window { rows, cols }))
+        })
+        .collect()
+}
+
+/// The range along spatial dim `dim` (0: rows, 1: columns) of every stage value a range `r`
+/// of the stage output `out` reads, the stage being `order[..n]`; indexed by value id.
+pub fn ranges(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    out: ValueId,
+    dim: usize,
+    r: Range<usize>,
+) -> Vec<Option<Range<usize>>> {
+    let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
+    if let Some(o) = win.get_mut(out.index()) {
+        *o = Some(r);
+    }
     for &id in order[..n].iter().rev() {
         let node = g.node(id);
-        let Some(wo) = node.outputs.first().and_then(|y| win.get(y)).cloned() else {
+        let Some(wo) = node
+            .outputs
+            .first()
+            .and_then(|y| win.get(y.index()))
+            .cloned()
+            .flatten()
+        else {
             continue;
         };
-        let Some(r) = rule(g, id) else {
+        let Some(rule) = rule(g, id) else {
             continue;
         };
         // A Conv's or pooling's data input; every arena input of an element-wise node.
-        let reads = match r {
+        let reads = match rule {
             Some(_) => &node.inputs[..1.min(node.inputs.len())],
             None => &node.inputs[..],
         };
@@ -217,23 +235,17 @@ pub fn windows(
             if matches!(g.value(v).kind, ValueKind::Constant(_)) {
                 continue;
             }
-            let shape = &g.value(v).ty.shape;
-            let (h, wd) = (
-                shape.get(2).copied().unwrap_or(1),
-                shape.get(3).copied().unwrap_or(1),
-            );
-            let wi = match r {
+            let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
+            let wi = match rule {
                 None => wo.clone(),
-                Some(l) => Window {
-                    rows: back(&wo.rows, l.k[0], l.s[0], l.d[0], l.pb[0], h),
-                    cols: back(&wo.cols, l.k[1], l.s[1], l.d[1], l.pb[1], wd),
-                },
+                Some(l) => back(&wo, l.k[dim], l.s[dim], l.d[dim], l.pb[dim], size),
             };
-            let merged = match win.get(&v) {
-                Some(old) => old.union(&wi),
-                None => wi,
-            };
-            win.insert(v, merged);
+            if let Some(slot) = win.get_mut(v.index()) {
+                *slot = Some(match slot.take() {
+                    Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
+                    None => wi,
+                });
+            }
         }
     }
     win
@@ -293,7 +305,9 @@ fn rest_peak(
         .unwrap_or(0)
 }
 
-/// Measures every patchable stage of `g` run in `order` on grids of 2x2 up to `max_grid`,
+/// Measures every patchable stage of `g` run in `order` on grids of 2x2 up to `max_grid`
+/// (or up to the first grid whose stage fits under the rest's peak: finer ones only
+/// recompute more),
 /// against the buffers of the memory passes with `opts` but `conv tiles`: patched, the
 /// panels grow back only up to the new peak, so today's panels, grown up to today's peak,
 /// would hide the gain.
@@ -353,55 +367,82 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         let rest_bytes = rest_peak(g, live, &at, &step_of, n, *out);
         let stage_flops: u64 = order[..n].iter().map(|&id| flops_of(g, id)).sum();
         let (h, w) = (oty.shape[2], oty.shape[3]);
+        // Each stage value but the output: (value, producer's step, last reader's step
+        // clamped to the stage, bytes per pixel).
+        let spans: Vec<(ValueId, usize, usize, usize)> = made
+            .iter()
+            .filter(|&&v| v != *out)
+            .map(|&v| {
+                let start = match g.value(v).kind {
+                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                let end = last_read
+                    .get(&v)
+                    .copied()
+                    .unwrap_or(start)
+                    .clamp(start, n - 1);
+                let t = &g.value(v).ty;
+                let elem = t.shape.get(1).copied().unwrap_or(1) * t.dtype.size();
+                (v, start.min(n - 1), end, elem)
+            })
+            .collect();
         for p in 2..=max_grid.min(h).min(w) {
             let mut worst = 0usize;
-            let mut area: HashMap<ValueId, usize> = HashMap::new();
-            for rows in split(h, p) {
-                for cols in split(w, p) {
-                    let win = windows(
-                        g,
-                        order,
-                        n,
-                        *out,
-                        Window {
-                            rows: rows.clone(),
-                            cols,
-                        },
-                    );
-                    for (v, wv) in &win {
-                        *area.entry(*v).or_default() += wv.area();
+            let rows: Vec<_> = split(h, p)
+                .into_iter()
+                .map(|r| ranges(g, order, n, *out, 0, r))
+                .collect();
+            let cols: Vec<_> = split(w, p)
+                .into_iter()
+                .map(|c| ranges(g, order, n, *out, 1, c))
+                .collect();
+            let len = |m: &[Option<Range<usize>>], v: ValueId| {
+                m.get(v.index())
+                    .and_then(Option::as_ref)
+                    .map_or(0, |r| r.len())
+            };
+            // Per row (column) range of the grid: each span value's row (column) count.
+            let lens = |ms: &[Vec<Option<Range<usize>>>]| -> Vec<Vec<usize>> {
+                ms.iter()
+                    .map(|m| spans.iter().map(|&(v, ..)| len(m, v)).collect())
+                    .collect()
+            };
+            let (row_lens, col_lens) = (lens(&rows), lens(&cols));
+            let mut diff = vec![0isize; n + 1];
+            for rl in &row_lens {
+                for cl in &col_lens {
+                    // Live bytes per step: each value from its producer's step to its last
+                    // reader's (a difference array, then its running sum).
+                    diff.fill(0);
+                    for (k, &(_, start, end, elem)) in spans.iter().enumerate() {
+                        let b = aligned(elem * rl[k] * cl[k]) as isize;
+                        diff[start] += b;
+                        diff[end + 1] -= b;
                     }
-                    // The patch's working set over the stage's steps.
-                    let bytes_of = |v: ValueId| {
-                        let t = &g.value(v).ty;
-                        let c = t.shape.get(1).copied().unwrap_or(1);
-                        win.get(&v)
-                            .map_or(0, |wv| aligned(c * wv.area() * t.dtype.size()))
-                    };
-                    for s in 0..n {
-                        let live_bytes: usize = made
-                            .iter()
-                            .filter(|&&v| v != *out)
-                            .filter(|&&v| {
-                                let start = match g.value(v).kind {
-                                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
-                                    _ => 0,
-                                };
-                                start <= s && last_read.get(&v).copied().unwrap_or(start) >= s
-                            })
-                            .map(|&v| bytes_of(v))
-                            .sum();
-                        worst = worst.max(live_bytes);
+                    let mut live_bytes = 0isize;
+                    for d in &diff[..n] {
+                        live_bytes += d;
+                        worst = worst.max(live_bytes.max(0) as usize);
                     }
                 }
             }
+            // Output elements computed over all patches: (sum of row lengths) x (sum of
+            // column lengths).
+            let area = |v: ValueId| {
+                rows.iter().map(|m| len(m, v)).sum::<usize>()
+                    * cols.iter().map(|m| len(m, v)).sum::<usize>()
+            };
             let extra_flops: u64 = order[..n]
                 .iter()
                 .map(|&id| {
                     let y = g.node(id).outputs[0];
                     let full = g.value(y).ty.shape[2] * g.value(y).ty.shape[3];
                     let f = flops_of(g, id);
-                    let done = area.get(&y).copied().unwrap_or(full);
+                    let done = match area(y) {
+                        0 => full,
+                        a => a,
+                    };
                     let scaled = (f as f64 * done as f64 / full.max(1) as f64) as u64;
                     scaled.saturating_sub(f)
                 })
@@ -419,6 +460,10 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 extra_flops,
                 stage_flops,
             });
+            // Finer grids only recompute more: the rest of the graph is the peak now.
+            if stage_bytes <= rest_bytes {
+                break;
+            }
         }
     }
     PatchReport {
@@ -434,8 +479,9 @@ pub const MAX_GRID: usize = 8;
 /// Recomputed FLOPs allowed, as a share of the whole graph's.
 pub const MAX_EXTRA_FLOPS: f64 = 0.10;
 
-/// The patched stage of a plan, for reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The patched stage of a plan, for reports (`arenac plan`: text and the JSON field
+/// `patches`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PatchInfo {
     /// Nodes in the stage (before the rewrite).
     pub stage_nodes: usize,

@@ -372,7 +372,15 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
                     "graph invalid after the patch rewrite: {e}"
                 )));
             }
-            let patched = plan_flat(&ng, opts)?;
+            // The rewrite's file order runs each patch to the end of the stage, then the
+            // rest in the schedule just found: searching again only costs time (hundreds of
+            // milliseconds on the hundreds of nodes a grid makes).
+            let keep = PlanOptions {
+                keep_file_order: true,
+                ..*opts
+            };
+            let mut patched = plan_flat(&ng, &keep)?;
+            patched.options.keep_file_order = opts.keep_file_order;
             if patched.arena_bytes < plan.arena_bytes {
                 let unpatched_bytes = plan.arena_bytes;
                 *g = ng;

@@ -75,6 +75,11 @@ pub struct PlanReport {
     /// f32 plan, the nodes kept in f32. Absent for f32 activations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activations_storage: Option<crate::analysis::act_type::ActivationsStorage>,
+    /// The leading stage run patch by patch (`--patches`), when the planner kept it: the
+    /// stage, the grid, the arena without patches and the FLOPs the halos recompute. Absent
+    /// when nothing is patched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<crate::analysis::patches::PatchInfo>,
 }
 
 /// The plan of one graph held by a control-flow node: its own arena lives in the node's
@@ -263,6 +268,7 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         subgraphs,
         weights_storage: None,
         activations_storage: None,
+        patches: plan.patches.clone(),
     }
 }
 
@@ -330,6 +336,21 @@ impl PlanReport {
         }
         if let Some(a) = &self.activations_storage {
             out.push_str(&a.to_text(20));
+        }
+        if let Some(p) = &self.patches {
+            let _ = writeln!(
+                out,
+                "{:<22}stage of {} nodes up to '{}' run as {}x{} patches; arena without patches {} \
+                 ({:.2}x of it now), the halos recompute {:.1}% of the model's FLOPs",
+                "patches",
+                p.stage_nodes,
+                p.output,
+                p.grid,
+                p.grid,
+                human_bytes(p.unpatched_bytes),
+                self.arena_bytes as f64 / p.unpatched_bytes.max(1) as f64,
+                100.0 * p.extra_flops as f64 / p.total_flops.max(1) as f64
+            );
         }
         let peak = match (&self.peak_node, &self.peak_op) {
             (Some(n), Some(op)) => format!("step {}: '{n}' ({op})", self.peak_step),
