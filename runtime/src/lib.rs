@@ -115,10 +115,24 @@ pub struct CompileOptions {
     /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
     /// ([`Summary::activations_storage`]).
     pub activations: ActType,
-    /// Run the leading stage of a CNN patch by patch (spatial tiles with their halos
-    /// recomputed) when that plans a smaller arena; off by default. The plan report shows the
-    /// stage, the grid and the arena without patches.
-    pub patches: bool,
+    /// When to run the leading stage of a CNN patch by patch (spatial tiles, their halos
+    /// recomputed): by default only when the plan does not fit an explicit memory limit
+    /// otherwise. The plan report shows the stage, the grid and the arena without patches.
+    pub patches: Patches,
+}
+
+/// When the planner runs a CNN's leading stage patch by patch
+/// ([`arenac_compiler::analysis::patches`]): the patched plan is kept only when its arena is
+/// smaller; the halos recompute up to 10% of the model's FLOPs, which costs latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Patches {
+    /// Never (`--no-patches`).
+    Never,
+    /// When the unpatched plan does not fit an explicit `--memory-limit` (the default).
+    #[default]
+    OverLimit,
+    /// Whenever it plans a smaller arena (`--patches`).
+    Always,
 }
 
 /// The default thread count: the CPUs this process may run on
@@ -140,7 +154,7 @@ impl Default for CompileOptions {
             profile: false,
             weights: WeightType::F32,
             activations: ActType::F32,
-            patches: false,
+            patches: Patches::OverLimit,
         }
     }
 }
@@ -214,7 +228,7 @@ impl CompileOptions {
             fuse_elementwise: self.fuse,
             liveness: d.liveness.with_threads(self.threads),
             activations: self.activations,
-            patches: self.patches,
+            patches: self.patches == Patches::Always,
             ..d
         }
     }
@@ -274,6 +288,9 @@ pub struct Summary {
     pub weights_storage: Option<WeightsStorage>,
     /// With f16/bf16 activations: the arena against f32's, the nodes kept in f32.
     pub activations_storage: Option<ActivationsStorage>,
+    /// The leading stage run patch by patch ([`CompileOptions::patches`], or tried because
+    /// the plan did not fit the memory limit), when the planner kept it.
+    pub patches: Option<arenac_compiler::analysis::patches::PatchInfo>,
 }
 
 impl Model {
@@ -375,6 +392,7 @@ impl Model {
             arena_lower_bound_bytes: self.plan.lower_bound_bytes,
             weights_storage: self.weights_report().storage_entry(weights.bytes),
             activations_storage: self.activations_storage(),
+            patches: self.plan.patches.clone(),
         }
     }
 }
@@ -424,7 +442,26 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         };
         Some(plan_graph(&mut imported.graph.clone(), &f32_opts)?.arena_bytes)
     };
-    let plan = plan_graph(&mut imported.graph, &plan_opts)?;
+    // Under an explicit --memory-limit the plan may still fit patched: keep the graph as
+    // imported to try that before refusing.
+    let unplanned = (opts.memory_limit.is_some() && opts.patches == Patches::OverLimit)
+        .then(|| imported.graph.clone());
+    let mut plan_opts = plan_opts;
+    let mut plan = plan_graph(&mut imported.graph, &plan_opts)?;
+    if let (Some(budget), Some(mut g)) = (&budget, unplanned)
+        && plan.total_bytes() > budget.bytes
+    {
+        let patched_opts = PlanOptions {
+            patches: true,
+            ..plan_opts
+        };
+        let patched = plan_graph(&mut g, &patched_opts)?;
+        if patched.patches.is_some() {
+            imported.graph = g;
+            plan = patched;
+            plan_opts = patched_opts;
+        }
+    }
     if let Some(budget) = &budget {
         enforce(
             &proto,

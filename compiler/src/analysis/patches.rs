@@ -499,6 +499,24 @@ pub struct PatchInfo {
     pub total_flops: u64,
 }
 
+impl PatchInfo {
+    /// One line: the stage, the grid, the arena `arena_bytes` against the unpatched one, the
+    /// recomputed FLOPs.
+    pub fn describe(&self, arena_bytes: usize) -> String {
+        format!(
+            "stage of {} nodes up to '{}' run as {}x{} patches; arena without patches {} \
+             ({:.2}x of it now), the halos recompute {:.1}% of the model's FLOPs",
+            self.stage_nodes,
+            self.output,
+            self.grid,
+            self.grid,
+            crate::error::budget::human_bytes(self.unpatched_bytes),
+            arena_bytes as f64 / self.unpatched_bytes.max(1) as f64,
+            100.0 * self.extra_flops as f64 / self.total_flops.max(1) as f64
+        )
+    }
+}
+
 /// The best candidate of [`analyze`] (lowest predicted peak within [`MAX_EXTRA_FLOPS`]) as
 /// a rewritten graph, or `None` when no candidate lowers the peak or the rewrite cannot
 /// express the stage. `order` is the schedule the graph is planned in today.

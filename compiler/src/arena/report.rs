@@ -338,19 +338,7 @@ impl PlanReport {
             out.push_str(&a.to_text(20));
         }
         if let Some(p) = &self.patches {
-            let _ = writeln!(
-                out,
-                "{:<22}stage of {} nodes up to '{}' run as {}x{} patches; arena without patches {} \
-                 ({:.2}x of it now), the halos recompute {:.1}% of the model's FLOPs",
-                "patches",
-                p.stage_nodes,
-                p.output,
-                p.grid,
-                p.grid,
-                human_bytes(p.unpatched_bytes),
-                self.arena_bytes as f64 / p.unpatched_bytes.max(1) as f64,
-                100.0 * p.extra_flops as f64 / p.total_flops.max(1) as f64
-            );
+            let _ = writeln!(out, "{:<22}{}", "patches", p.describe(self.arena_bytes));
         }
         let peak = match (&self.peak_node, &self.peak_op) {
             (Some(n), Some(op)) => format!("step {}: '{n}' ({op})", self.peak_step),

@@ -13,8 +13,8 @@ use anyhow::{anyhow, bail};
 use arenac::io::input_spec::split_input_spec;
 use arenac::io::{TensorBuf, npy, read_tensor_file, write_output_file};
 use arenac::{
-    ActType, CompileOptions, DType, IoSlot, TensorRef, WeightType, compile_file, parse_shape_spec,
-    supported_ops,
+    ActType, CompileOptions, DType, IoSlot, Patches, TensorRef, WeightType, compile_file,
+    parse_shape_spec, supported_ops,
 };
 use arenac_compiler::ir::graph::ValueId;
 use arenac_compiler::ir::lowp::{self, CastMode};
@@ -64,9 +64,13 @@ enum Command {
               value_parser = parse_activations)]
         activations: ActType,
         /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// when that plans a smaller arena.
-        #[arg(long)]
+        /// whenever that plans a smaller arena (default: only when the plan would not fit
+        /// --memory-limit otherwise).
+        #[arg(long, conflicts_with = "no_patches")]
         patches: bool,
+        /// Never run stages patch by patch, even to fit --memory-limit.
+        #[arg(long)]
+        no_patches: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -109,9 +113,13 @@ enum Command {
               value_parser = parse_activations)]
         activations: ActType,
         /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// when that plans a smaller arena.
-        #[arg(long)]
+        /// whenever that plans a smaller arena (default: only when the plan would not fit
+        /// --memory-limit otherwise).
+        #[arg(long, conflicts_with = "no_patches")]
         patches: bool,
+        /// Never run stages patch by patch, even to fit --memory-limit.
+        #[arg(long)]
+        no_patches: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -167,9 +175,13 @@ enum Command {
               value_parser = parse_activations)]
         activations: ActType,
         /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// when that plans a smaller arena.
-        #[arg(long)]
+        /// whenever that plans a smaller arena (default: only when the plan would not fit
+        /// --memory-limit otherwise).
+        #[arg(long, conflicts_with = "no_patches")]
         patches: bool,
+        /// Never run stages patch by patch, even to fit --memory-limit.
+        #[arg(long)]
+        no_patches: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -229,12 +241,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             weights,
             activations,
             patches,
+            no_patches,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             opts.weights = weights;
             opts.activations = activations;
-            opts.patches = patches;
+            opts.patches = patch_policy(patches, no_patches);
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -285,6 +298,9 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             if let Some(a) = &s.activations_storage {
                 out.push_str(&a.to_text(20));
             }
+            if let Some(p) = &s.patches {
+                let _ = writeln!(out, "patches: {}", p.describe(s.arena_bytes));
+            }
             let _ = writeln!(out, "compiled in {:.1} ms", elapsed.as_secs_f64() * 1e3);
         }
         Command::Plan {
@@ -299,13 +315,14 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             weights,
             activations,
             patches,
+            no_patches,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
             opts.weights = weights;
             opts.activations = activations;
-            opts.patches = patches;
+            opts.patches = patch_policy(patches, no_patches);
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -336,6 +353,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             weights,
             activations,
             patches,
+            no_patches,
             profile,
             batch,
             progress,
@@ -345,7 +363,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             opts.fuse = !no_fuse;
             opts.weights = weights;
             opts.activations = activations;
-            opts.patches = patches;
+            opts.patches = patch_policy(patches, no_patches);
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");
@@ -401,6 +419,15 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--patches` / `--no-patches` / neither.
+fn patch_policy(patches: bool, no_patches: bool) -> Patches {
+    match (patches, no_patches) {
+        (true, _) => Patches::Always,
+        (_, true) => Patches::Never,
+        _ => Patches::OverLimit,
+    }
 }
 
 /// `--activations`: a storage type, or a message listing the choices.
@@ -623,6 +650,9 @@ fn run_model(
     }
     if let Some(a) = &s.activations_storage {
         out.push_str(&a.to_text(10));
+    }
+    if let Some(p) = &s.patches {
+        let _ = writeln!(out, "patches: {}", p.describe(arena_bytes));
     }
     let t = compiled.compile_timings();
     let _ = writeln!(

@@ -1,0 +1,143 @@
+//! Patch-based execution through the CLI: a CNN whose plan does not fit a `--memory-limit`
+//! unpatched runs under it patched (the default policy), `--no-patches` refuses it, `--patches`
+//! patches it unasked, the plan report shows the stage; outputs equal the unpatched run's.
+
+use arenac::DType;
+use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+use arenac_compiler::ir::tensor::Tensor;
+use prost::Message;
+
+mod common;
+use common::arenac;
+
+/// A MobileNet-style stem on a 3x128x128 image: conv 3x3/s2 to 16 channels + Relu, depthwise
+/// 3x3 + Relu, pointwise expand to 48 and project to 16, MaxPool 2x2, a 3x3/s2 conv, global
+/// average pooling and a Gemm to 10 classes. The full-resolution tensors make the peak.
+fn model(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut seed = 0x2545_f491_u64;
+    let mut t = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        Tensor::f32(shape.to_vec(), &v)
+    };
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let m = ModelBuilder::new("stem", 13)
+        .input("x", DType::F32, &[1, 3, 128, 128].map(Dim::N))
+        .output("y", DType::F32, &[])
+        .initializer("w1", &t(&[16, 3, 3, 3]))
+        .initializer("wd", &t(&[16, 1, 3, 3]))
+        .initializer("we", &t(&[48, 16, 1, 1]))
+        .initializer("wp", &t(&[16, 48, 1, 1]))
+        .initializer("w2", &t(&[32, 16, 3, 3]))
+        .initializer("fc", &t(&[32, 10]))
+        .node(
+            "stem",
+            "Conv",
+            &["x", "w1"],
+            &["a"],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        )
+        .node("r1", "Relu", &["a"], &["ar"], vec![])
+        .node(
+            "dw",
+            "Conv",
+            &["ar", "wd"],
+            &["d"],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("group", Attr::Int(16))],
+        )
+        .node("r2", "Relu", &["d"], &["dr"], vec![])
+        .node("exp", "Conv", &["dr", "we"], &["e"], vec![])
+        .node("proj", "Conv", &["e", "wp"], &["p"], vec![])
+        .node(
+            "mp",
+            "MaxPool",
+            &["p"],
+            &["m"],
+            vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+        )
+        .node(
+            "c2",
+            "Conv",
+            &["m", "w2"],
+            &["c"],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        )
+        .node("gap", "GlobalAveragePool", &["c"], &["g"], vec![])
+        .node("flat", "Flatten", &["g"], &["f"], vec![])
+        .node("head", "Gemm", &["f", "fc"], &["y"], vec![])
+        .build();
+    let path = dir.join("stem.onnx");
+    std::fs::write(&path, m.encode_to_vec()).expect("write the model");
+    path
+}
+
+/// `arena_bytes` and `weights_bytes` of `arenac plan --json` with `extra` flags.
+fn planned(model: &str, extra: &[&str]) -> (usize, usize, String) {
+    let mut args = vec!["plan", model, "--json", "--threads", "1"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = arenac(&args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let n = |k: &str| v[k].as_u64().expect("a number") as usize;
+    (n("arena_bytes"), n("weights_bytes"), out)
+}
+
+#[test]
+fn a_model_over_the_limit_runs_patched_with_the_same_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let m = model.to_str().unwrap();
+    let (arena, weights, _) = planned(m, &[]);
+    let (patched, _, json) = planned(m, &["--patches"]);
+    assert!(patched * 2 < arena, "patched arena {patched} vs {arena}");
+    assert!(json.contains("\"patches\""), "{json}");
+    // Between the two totals: refused unpatched, fits patched.
+    let limit = (weights + (arena + patched) / 2).to_string();
+    let (code, _, err) = arenac(&[
+        "run",
+        m,
+        "--threads",
+        "1",
+        "--memory-limit",
+        &limit,
+        "--no-patches",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("memory limit exceeded"), "{err}");
+    let plain = dir.path().join("plain");
+    let (code, _, err) = arenac(&[
+        "run",
+        m,
+        "--threads",
+        "1",
+        "--output-dir",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let fitted = dir.path().join("fitted");
+    let (code, out, err) = arenac(&[
+        "run",
+        m,
+        "--threads",
+        "1",
+        "--memory-limit",
+        &limit,
+        "--output-dir",
+        fitted.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("patches: stage of"), "{out}");
+    let a = std::fs::read(plain.join("output_0.npy")).unwrap();
+    let b = std::fs::read(fitted.join("output_0.npy")).unwrap();
+    assert_eq!(a, b, "patched outputs differ from the unpatched run's");
+    let (code, out, err) = arenac(&["plan", m, "--threads", "1", "--patches"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("arena without patches"), "{out}");
+}
