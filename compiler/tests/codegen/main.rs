@@ -31,6 +31,7 @@ mod movement;
 mod norm;
 mod pool3d;
 mod pow;
+mod pw_small;
 mod qlinear;
 mod quant;
 mod reduce;
