@@ -198,7 +198,8 @@ impl ConvParams {
     }
 
     /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant f32 weights,
-    /// no groups, at most [`super::pw_small::MAX_PIXELS`] pixels, AVX-512 or AVX2); it leaves
+    /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels, AVX-512 or
+    /// AVX2); it leaves
     /// the planned scratch unused.
     pub fn is_pointwise_small(&self) -> bool {
         super::pw_small::applies(self)

@@ -15,7 +15,7 @@
 //! Work is cut into tasks of one image and one block of 32 (AVX-512) or 16 (AVX2) output
 //! channels; every element is computed by the same code whichever thread runs its task, so
 //! results are bit-identical at every thread count. Taken only with constant f32 weights, no
-//! groups, at most [`MAX_PIXELS`] pixels, on AVX-512 or AVX2 (reduced weights keep the GEMM
+//! groups, small planes ([`applies`]), on AVX-512 or AVX2 (reduced weights keep the GEMM
 //! path: [`super::lowp::mark_conv`] replaces this layout).
 
 use super::conv::{Activation, ConvParams};
@@ -25,9 +25,17 @@ use super::{NR, packed_b_len};
 /// `ConvParams::packed_a` of weights packed by [`pack`].
 pub(super) const PW_SMALL_PACKED: u64 = 3;
 
-/// Largest plane (pixels) this path takes: past it the GEMM path's 16-pixel panels waste
-/// little (196 pixels: 94% useful).
-pub const MAX_PIXELS: usize = 64;
+/// Planes up to this many pixels always take this path (49: the GEMM path fills 77% of its
+/// 16-pixel panels, 1: 6%).
+pub const SMALL_PIXELS: usize = 64;
+
+/// Largest plane this path takes, with at least [`MIN_K_LARGER`] input channels: 14x14
+/// planes (196 pixels, the GEMM path 94% useful) gain 4-5% at K = 384..576 and lose 5-11% at
+/// K = 64..112, where the transpose on store weighs more (conv_bench, one thread).
+pub const MAX_PIXELS: usize = 256;
+
+/// Fewest input channels for planes of more than [`SMALL_PIXELS`] pixels.
+pub const MIN_K_LARGER: usize = 256;
 
 /// The instruction set of the selected GEMM kernel, if this path has kernels for it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -51,7 +59,8 @@ fn isa() -> Option<Isa> {
 }
 
 /// Whether [`run`] computes `p`: constant weights (`packed_a != 0`), pointwise, no groups, at
-/// most [`MAX_PIXELS`] pixels, an AVX-512 or AVX2 GEMM kernel selected (and
+/// most [`SMALL_PIXELS`] pixels (or [`MAX_PIXELS`] with `K >= MIN_K_LARGER`), an AVX-512 or
+/// AVX2 GEMM kernel selected (and
 /// `ARENAC_CONV_PW_SMALL` is not `0`: the GEMM path instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -60,8 +69,9 @@ pub(super) fn applies(p: &ConvParams) -> bool {
         && p.packed_a != 0
         && p.is_pointwise()
         && p.group <= 1
-        && (1..=MAX_PIXELS).contains(&pixels)
         && p.k() > 0
+        && (1..=MAX_PIXELS).contains(&pixels)
+        && (pixels <= SMALL_PIXELS || p.k() >= MIN_K_LARGER)
         && isa().is_some()
 }
 
@@ -100,7 +110,7 @@ pub(super) unsafe fn run(
         Isa::Avx2 => NR,
     };
     let blocks = m.div_ceil(block);
-    let tasks = p.n as usize * blocks;
+    let units = p.n as usize * blocks;
     let macs = (p.n as usize)
         .saturating_mul(m)
         .saturating_mul(k)
@@ -110,6 +120,21 @@ pub(super) unsafe fn run(
     } else {
         1
     };
+    // Tile rows (pixels) of the kernels.
+    let mr = match isa {
+        Isa::Avx512 => 12,
+        Isa::Avx2 => 6,
+    };
+    let tiles = pixels.div_ceil(mr);
+    // Few channel blocks that do not divide evenly among the threads (MobileNetV2's 160 or
+    // 96 channels: 5 or 3 blocks of 32): each block's pixel tiles are cut into `width` runs,
+    // so the threads get near-equal pixel counts. Tile boundaries stay where they are.
+    let parts = if width > 1 && !units.is_multiple_of(width) && units < 4 * width {
+        width.min(tiles)
+    } else {
+        1
+    };
+    let tasks = units * parts;
     let act = p.activation();
     let (x, w, bias, y) = (
         SyncPtr(x.cast_mut()),
@@ -118,7 +143,10 @@ pub(super) unsafe fn run(
         SyncPtr(y),
     );
     crate::par::for_each(tasks, width, |t, _| {
-        let (img, jb) = (t / blocks, t % blocks);
+        let (u, part) = (t / parts, t % parts);
+        let (img, jb) = (u / blocks, u % blocks);
+        let px =
+            (tiles * part / parts * mr).min(pixels)..(tiles * (part + 1) / parts * mr).min(pixels);
         let ch0 = jb * block;
         let nch = block.min(m - ch0);
         let xi = x.get().cast_const().wrapping_add(img * c * pixels);
@@ -127,7 +155,7 @@ pub(super) unsafe fn run(
         let b = w.get().cast_const().wrapping_add(ch0 / NR * k * NR);
         // SAFETY: the contract: x holds n images of c = k planes of `pixels` floats; W^T's
         // panels for channels ch0..ch0+nch exist (packed_b_len(k, m)); output rows
-        // ch0..ch0+nch of image img lie in y and only this task writes them.
+        // ch0..ch0+nch of image img lie in y, and only this task writes their pixels `px`.
         let bias = if p.has_bias != 0 {
             bias.get().cast_const().wrapping_add(ch0)
         } else {
@@ -138,6 +166,7 @@ pub(super) unsafe fn run(
             task(
                 isa,
                 (k, pixels, nch),
+                px,
                 xi,
                 b,
                 yi.wrapping_add(ch0 * pixels),
@@ -147,7 +176,8 @@ pub(super) unsafe fn run(
     });
 }
 
-/// One task: output channels `0..nch` (at most one block) of one image, every pixel.
+/// One task: output channels `0..nch` (at most one block) of one image, pixels `px` (from a
+/// multiple of the kernel's tile rows).
 ///
 /// # Safety
 /// `x` readable for `k` planes of `pixels` floats; `b` for `nch.div_ceil(16)` panels of `k`
@@ -156,6 +186,7 @@ pub(super) unsafe fn run(
 unsafe fn task(
     isa: Isa,
     (k, pixels, nch): (usize, usize, usize),
+    px: std::ops::Range<usize>,
     x: *const f32,
     b: *const f32,
     y: *mut f32,
@@ -167,9 +198,9 @@ unsafe fn task(
             Isa::Avx512 => (x86::MR512, nch.div_ceil(NR)),
             Isa::Avx2 => (x86::MR2, 1),
         };
-        let mut px0 = 0;
-        while px0 < pixels {
-            let h = mr.min(pixels - px0);
+        let mut px0 = px.start;
+        while px0 < px.end {
+            let h = mr.min(px.end - px0);
             let f = match isa {
                 Isa::Avx512 => x86::avx512(h, panels),
                 Isa::Avx2 => x86::avx2(h),
@@ -195,7 +226,7 @@ unsafe fn task(
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (isa, k, pixels, nch, x, b, y, epi);
+    let _ = (isa, k, pixels, nch, px, x, b, y, epi);
 }
 
 /// The bias of a task's first channel (null: none) and the activation, applied in registers.

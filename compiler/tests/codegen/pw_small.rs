@@ -1,6 +1,6 @@
 //! Pointwise convolutions on small planes (`gemm/pw_small.rs`: output channels in the
 //! vector lanes, pixels as the tile's rows, an in-register transpose on store): plane sizes
-//! from one pixel (squeeze-excitation) to 64, tile edges (pixels not a multiple of the
+//! from one pixel (squeeze-excitation) to 196, tile edges (pixels not a multiple of the
 //! tile's 12 or 6 rows, channels not a multiple of 16 or 32), K from 1 to past the GEMM's K
 //! block, batch 2, with and without bias, the epilogue activations in registers (fused
 //! Relu, Clip, Sigmoid, SiLU); against the reference evaluation. Run also with
@@ -47,7 +47,10 @@ fn model(x: &[usize], m: usize, bias: bool, act: usize, rng: &mut Rng) -> ModelP
 fn small_plane_pointwise_against_reference() {
     let mut rng = Rng(0x9e1);
     // (input shape, output channels)
-    let cases: [(Vec<usize>, usize); 12] = [
+    let cases: [(Vec<usize>, usize); 14] = [
+        // 14x14 with K >= 256 (this path) and K < 256 (the GEMM path).
+        (vec![1, 260, 14, 14], 45),
+        (vec![1, 40, 10, 13], 20),
         (vec![1, 5, 7, 7], 7),
         (vec![2, 37, 7, 7], 50),
         (vec![1, 48, 1, 1], 1152),
