@@ -198,8 +198,8 @@ impl ConvParams {
     }
 
     /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant f32 weights,
-    /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels, AVX-512 or
-    /// AVX2); it leaves
+    /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels when 16-pixel
+    /// panels would waste more than 5%, AVX-512 or AVX2); it leaves
     /// the planned scratch unused.
     pub fn is_pointwise_small(&self) -> bool {
         super::pw_small::applies(self)

@@ -29,9 +29,10 @@ pub(super) const PW_SMALL_PACKED: u64 = 3;
 /// 16-pixel panels, 1: 6%).
 pub const SMALL_PIXELS: usize = 64;
 
-/// Largest plane this path takes, with at least [`MIN_K_LARGER`] input channels: 14x14
-/// planes (196 pixels, the GEMM path 94% useful) gain 4-5% at K = 384..576 and lose 5-11% at
-/// K = 64..112, where the transpose on store weighs more (conv_bench, one thread).
+/// Largest plane this path takes, with at least [`MIN_K_LARGER`] input channels and when the
+/// GEMM path's 16-pixel panels waste more than 5%: 14x14 planes (196 pixels, 94% useful)
+/// gain 4-5% at K = 384..576 and lose 5-11% at K = 64..112, where the transpose on store
+/// weighs more; 13x13 (169 pixels, 96% useful) at K = 512 loses 5% (conv_bench, one thread).
 pub const MAX_PIXELS: usize = 256;
 
 /// Fewest input channels for planes of more than [`SMALL_PIXELS`] pixels.
@@ -59,8 +60,8 @@ fn isa() -> Option<Isa> {
 }
 
 /// Whether [`run`] computes `p`: constant weights (`packed_a != 0`), pointwise, no groups, at
-/// most [`SMALL_PIXELS`] pixels (or [`MAX_PIXELS`] with `K >= MIN_K_LARGER`), an AVX-512 or
-/// AVX2 GEMM kernel selected (and
+/// most [`SMALL_PIXELS`] pixels (or [`MAX_PIXELS`] with `K >= MIN_K_LARGER` and a pixel
+/// count more than 5% short of a multiple of 16), an AVX-512 or AVX2 GEMM kernel selected (and
 /// `ARENAC_CONV_PW_SMALL` is not `0`: the GEMM path instead, for comparisons).
 pub(super) fn applies(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -71,7 +72,8 @@ pub(super) fn applies(p: &ConvParams) -> bool {
         && p.group <= 1
         && p.k() > 0
         && (1..=MAX_PIXELS).contains(&pixels)
-        && (pixels <= SMALL_PIXELS || p.k() >= MIN_K_LARGER)
+        && (pixels <= SMALL_PIXELS
+            || (p.k() >= MIN_K_LARGER && pixels.next_multiple_of(NR) * 20 > pixels * 21))
         && isa().is_some()
 }
 
