@@ -170,6 +170,9 @@ fn kernel_class(g: &Graph, id: NodeId) -> String {
             };
             let path = if p.is_depthwise() {
                 "depthwise"
+            } else if (ConvParams { packed_a: 1, ..p }).is_pointwise_small() {
+                // (with constant weights: `gemm/pw_small.rs`)
+                "pointwise small"
             } else if p.is_pointwise() {
                 "pointwise"
             } else if (ConvParams { packed_a: 1, ..p }).is_direct() {

@@ -197,6 +197,14 @@ impl ConvParams {
         super::direct::applies(self)
     }
 
+    /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant f32 weights,
+    /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels when 16-pixel
+    /// panels would waste more than 5%, AVX-512 or AVX2); it leaves
+    /// the planned scratch unused.
+    pub fn is_pointwise_small(&self) -> bool {
+        super::pw_small::applies(self)
+    }
+
     /// Whether the pointwise path runs: a `1 x 1` kernel at stride 1 without padding, so the
     /// input planes are the GEMM's B as they are.
     pub fn is_pointwise(&self) -> bool {
@@ -230,6 +238,11 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
         super::direct::pack(p, &w[..mg * k], &mut out[..len]);
         return;
     }
+    if p.packed_a == super::pw_small::PW_SMALL_PACKED {
+        let len = super::pw_small::packed_len(p);
+        super::pw_small::pack(p, &w[..mg * k], &mut out[..len]);
+        return;
+    }
     for gi in 0..g {
         let src = &w[gi * mg * k..(gi + 1) * mg * k];
         super::pack_a_all(mg, k, src, k, &mut out[gi * len..(gi + 1) * len]);
@@ -246,6 +259,8 @@ pub fn mark_packed(p: &mut ConvParams) {
     p.packed_a = 1;
     if p.is_direct() {
         p.packed_a = super::direct::DIRECT_PACKED;
+    } else if p.is_pointwise_small() {
+        p.packed_a = super::pw_small::PW_SMALL_PACKED;
     }
 }
 
@@ -254,6 +269,9 @@ pub fn prepared_len(p: &ConvParams) -> usize {
     let (g, k) = (p.group.max(1) as usize, p.k());
     if !p.packs_a() {
         return (p.m as usize).saturating_mul(k);
+    }
+    if p.packed_a == super::pw_small::PW_SMALL_PACKED {
+        return super::pw_small::packed_len(p);
     }
     super::packed_a_len(p.m as usize / g, k).saturating_mul(g)
 }
@@ -367,6 +385,12 @@ pub unsafe extern "C" fn arenac_conv2d(
         // weights were packed for it by `prepare_weights`, in this process, where AVX-512
         // was selected (`is_direct`).
         unsafe { super::direct::run(&p, x, w, bias, y) };
+        return;
+    }
+    if p.packed_a == super::pw_small::PW_SMALL_PACKED {
+        // SAFETY: the contract of `pw_small::run` is this function's, less the scratch; the
+        // weights were packed for it by `prepare_weights` in this process.
+        unsafe { super::pw_small::run(&p, x, w, bias, y) };
         return;
     }
     let (panel, a_floats) = scratch_parts(&p);

@@ -48,6 +48,7 @@ pub mod lowp;
 mod pack_b;
 pub mod pool;
 pub mod pool3d;
+mod pw_small;
 pub(crate) mod small;
 pub(crate) mod split;
 pub mod stage16;

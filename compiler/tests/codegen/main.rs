@@ -32,6 +32,7 @@ mod norm;
 mod patches;
 mod pool3d;
 mod pow;
+mod pw_small;
 mod qlinear;
 mod quant;
 mod reduce;

@@ -171,6 +171,10 @@ fn convolutions() {
         (vec![1, 64, 14, 14], vec![52, 64, 1, 1], vec![]),
         // Pointwise with a partial last panel (pixels % 16 != 0), batch 2.
         (vec![2, 96, 15, 15], vec![48, 96, 1, 1], vec![]),
+        // Small-plane pointwise (gemm/pw_small.rs): 7x7, channel blocks of 32 per task, a
+        // last block of 8 channels; and a 1x1 plane (squeeze-excitation), batch 2.
+        (vec![1, 160, 7, 7], vec![136, 160, 1, 1], vec![]),
+        (vec![2, 200, 1, 1], vec![1000, 200, 1, 1], vec![]),
         // Grouped, strided.
         (
             vec![1, 32, 30, 30],
