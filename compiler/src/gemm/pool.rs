@@ -12,6 +12,9 @@
 //! separable too; `0 / 0` is NaN for an empty window, like the reference), MaxPool writes
 //! `f32::MIN` for a window made of padding only (the reference's lowest finite value).
 //!
+//! MaxPool rows without dilation at stride 1 or 2 (every CNN's) take `pool/direct.rs`: the
+//! same two passes in explicit vectors, the vertical one reading each window row once.
+//!
 //! NaN: the reference's max propagates NaN (`v > m || v.is_nan()`), which a vector max does
 //! not; a plane holding a NaN (checked first, vectorized) takes an exact per-window path.
 //!
@@ -190,8 +193,10 @@ fn vmax(a: f32, v: f32) -> f32 {
 /// Whether `x` holds a NaN (vectorized: no early exit inside a chunk).
 #[inline(always)]
 fn has_nan(x: &[f32]) -> bool {
+    // An integer OR reduction: LLVM vectorizes it (a `bool` fold stayed scalar: about as
+    // costly as the pooling itself).
     x.chunks(512)
-        .any(|c| c.iter().fold(false, |a, &v| a | v.is_nan()))
+        .any(|c| c.iter().fold(0u32, |a, &v| a | u32::from(v.is_nan())) != 0)
 }
 
 /// One output row `oy` (`y`: `ow` floats), exactly as the reference computes it (NaN
@@ -351,6 +356,11 @@ fn row<const V: u8>(
 ) {
     if exact {
         return row_exact(g, x, oy, yrow);
+    }
+    if direct::fits::<V>(g) {
+        // SAFETY: the caller runs in a function enabling V's features; `fits` holds; `x` is
+        // the plane, `yrow` holds `ow` floats (callers' contract).
+        return unsafe { direct::row::<V>(g, x, oy, yrow, t) };
     }
     match g.sw {
         1 => row_fast::<1, V>(g, x, oy, yrow, t),
@@ -673,6 +683,7 @@ pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *
     });
 }
 
+mod direct;
 mod stride2;
 
 #[cfg(test)]

@@ -19,7 +19,9 @@
 //!
 //! Waiting: a worker spins (with `spin_loop` hints) for at most [`SPIN`] after its last job
 //! while the pool is *hot* (the owner is inside a model run), then parks; when the owner's run
-//! ends ([`Pool::cool`]) spinning workers park at once, so an idle session costs no CPU.
+//! ends ([`Pool::cool`]) spinning workers park at once, so an idle session costs no CPU. A run
+//! starting ([`Pool::heat`]) wakes the parked workers, so they are up by its first parallel
+//! kernel.
 
 use std::cell::UnsafeCell;
 use std::sync::Arc;
@@ -58,6 +60,8 @@ struct Shared {
     started: AtomicUsize,
     /// Per worker: it is parked (or about to park) and needs an unpark.
     sleeping: Vec<AtomicBool>,
+    /// Times a worker came back from parking (tests see wake-ups).
+    wakes: AtomicUsize,
 }
 
 // SAFETY: the `UnsafeCell` is written only by the owner while no worker can read it (see the
@@ -77,6 +81,8 @@ pub struct Pool {
     threads: usize,
     /// Jobs published to the workers so far (jobs run inline are not counted).
     jobs: std::cell::Cell<u64>,
+    /// `jobs` at the last [`Pool::heat`].
+    jobs_at_heat: std::cell::Cell<u64>,
     _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
 }
 
@@ -105,12 +111,14 @@ impl Pool {
             poisoned: AtomicBool::new(false),
             started: AtomicUsize::new(0),
             sleeping: (1..threads).map(|_| AtomicBool::new(false)).collect(),
+            wakes: AtomicUsize::new(0),
         });
         let mut pool = Pool {
             shared,
             workers: Vec::with_capacity(threads - 1),
             threads,
             jobs: std::cell::Cell::new(0),
+            jobs_at_heat: std::cell::Cell::new(0),
             _not_sync: std::marker::PhantomData,
         };
         for w in 1..threads {
@@ -140,9 +148,40 @@ impl Pool {
     }
 
     /// Marks the start of a model run: idle workers spin (up to [`SPIN`]) between jobs
-    /// instead of parking at once.
+    /// instead of parking at once, and parked workers are woken now, so that their wake-up
+    /// (a futex and, on a VM, a halted virtual CPU: tens of µs) overlaps the run's first
+    /// kernels instead of delaying its first parallel one (after a pause between runs every
+    /// worker is parked). A woken worker that sees no job within [`SPIN`] parks again.
+    ///
+    /// Only when the previous run published a job: a program without parallel kernels (a
+    /// tiny model) never pays for a wake-up (which, on a busy machine, can preempt the owner
+    /// itself).
     pub fn heat(&self) {
-        self.shared.hot.store(true, Ordering::Relaxed);
+        let s = &*self.shared;
+        s.hot.store(true, Ordering::SeqCst);
+        let jobs = self.jobs.get();
+        if self.jobs_at_heat.replace(jobs) == jobs {
+            return;
+        }
+        for (w, (thread, _)) in self.workers.iter().enumerate() {
+            if s.sleeping[w].load(Ordering::SeqCst) && s.sleeping[w].swap(false, Ordering::SeqCst) {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// Workers parked now (or about to park): how tests see that an idle pool sleeps.
+    pub fn parked(&self) -> usize {
+        self.shared
+            .sleeping
+            .iter()
+            .filter(|f| f.load(Ordering::SeqCst))
+            .count()
+    }
+
+    /// Times a worker came back from parking (a wake-up, or a spurious return of `park`).
+    pub fn wakes(&self) -> usize {
+        self.shared.wakes.load(Ordering::Relaxed)
     }
 
     /// Marks the end of a model run: spinning workers park now.
@@ -296,6 +335,7 @@ fn worker(s: &Shared, w: usize) {
         flag.store(true, Ordering::SeqCst);
         if s.state.load(Ordering::SeqCst) >> 32 == seen && !s.shutdown.load(Ordering::SeqCst) {
             std::thread::park();
+            s.wakes.fetch_add(1, Ordering::Relaxed);
         }
         flag.store(false, Ordering::SeqCst);
         idle_since = Instant::now();

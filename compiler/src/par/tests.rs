@@ -110,3 +110,56 @@ fn a_panicking_task_reaches_the_caller() {
     });
     assert_eq!(seen.load(Ordering::Relaxed), 16);
 }
+
+/// Waits up to 2 s for `cond`.
+fn eventually(cond: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(2) {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    cond()
+}
+
+#[test]
+fn heat_wakes_parked_workers_and_cool_parks_them() {
+    let pool = Pool::new(3).expect("threads");
+    // Idle and cool: both workers park.
+    assert!(
+        eventually(|| pool.parked() == 2),
+        "idle workers did not park"
+    );
+    // No job yet: a run starting leaves them asleep (a program without parallel kernels
+    // never pays for a wake-up).
+    let woken = pool.wakes();
+    pool.heat();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(pool.parked(), 2);
+    assert_eq!(pool.wakes(), woken);
+    pool.cool();
+    with_pool(Some(&pool), || for_each(4, 3, |_, _| {}));
+    assert!(eventually(|| pool.parked() == 2));
+    // After a run that went parallel, the next run's start wakes them before any job
+    // (clearing their flags: a worker sets its own again only when it has run and goes back
+    // to sleep, so seeing both set again means both woke); with no job they spin at most
+    // SPIN, then park again.
+    let woken = pool.wakes();
+    pool.heat();
+    assert!(
+        eventually(|| pool.wakes() >= woken + 2 && pool.parked() == 2),
+        "hot workers did not wake and re-park"
+    );
+    pool.cool();
+    // Woken again, then the run ends: they park (an idle session burns no core).
+    with_pool(Some(&pool), || for_each(4, 3, |_, _| {}));
+    pool.heat();
+    pool.cool();
+    assert!(
+        eventually(|| pool.parked() == 2),
+        "workers kept spinning after cool"
+    );
+    // Still a working pool.
+    assert_eq!(exercise(3, 3, 10, 9).iter().sum::<usize>(), 90);
+}

@@ -322,3 +322,80 @@ fn in_place_condition_refuses_overlapping_rows() {
     (p.w, p.ow, p.kw) = (CAP as u64 + 10, CAP as u64 + 8, 3);
     assert!(!in_place_ok(&p));
 }
+
+#[test]
+fn direct_rows_match_a_plain_loop() {
+    // MaxPool rows of the direct path (no dilation, stride 1 or 2) on planes wider than
+    // `planes_match_a_plain_loop`'s: several whole vectors plus every tail length, windows of
+    // 3 rows (unrolled) and others, all-padding edge windows (pads as wide as the kernel).
+    let mut r = Rng(0x2545_f491_4f6c_dd1d);
+    let mut done = 0;
+    while done < 300 {
+        let (kh, kw) = (r.pick(1, 5), r.pick(1, 5));
+        let (sh, sw) = (r.pick(1, 3), r.pick(1, 2));
+        let [pt, pl, pb, pr] = [r.pick(0, 3), r.pick(0, 3), r.pick(0, 3), r.pick(0, 3)];
+        let (h, w) = (r.pick(1, 9), r.pick(1, 300));
+        let ceil = r.next().is_multiple_of(2);
+        let (Some(oh), Some(ow)) = (
+            out_dim(h, kh, sh, 1, pt, pb, ceil),
+            out_dim(w, kw, sw, 1, pl, pr, ceil),
+        ) else {
+            continue;
+        };
+        let p = PoolParams {
+            planes: 2,
+            h,
+            w,
+            oh,
+            ow,
+            kh,
+            kw,
+            sh,
+            sw,
+            pt,
+            pl,
+            dh: 1,
+            dw: 1,
+            pb,
+            pr,
+            kind: POOL_MAX,
+        };
+        let g = Geom::new(&p);
+        let x: Vec<f32> = (0..2 * h * w)
+            .map(|_| match r.next() {
+                v if v % 29 == 0 => f32::NEG_INFINITY,
+                v => (v >> 40) as f32 / (1u64 << 24) as f32 - 0.5,
+            })
+            .collect();
+        let mut y = vec![1.5f32; (2 * oh * ow) as usize];
+        // SAFETY: x holds planes*h*w floats, y planes*oh*ow, disjoint.
+        unsafe { arenac_pool2d(&p, x.as_ptr(), y.as_mut_ptr()) };
+        let plane = (h * w) as usize;
+        for i in 0..2 {
+            let want = plain(&p, &x[i * plane..(i + 1) * plane]);
+            let got = &y[i * want.len()..(i + 1) * want.len()];
+            for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "case {done} {p:?} plane {i} element {j}"
+                );
+            }
+        }
+        for (name, f) in variants() {
+            let mut t = [0.0f32; CAP];
+            let mut got = vec![1.5f32; (oh * ow) as usize];
+            // SAFETY: x holds a plane of h*w floats, got oh*ow, disjoint; the variant's CPU
+            // features were detected in `variants`.
+            unsafe { f(&g, x.as_ptr(), got.as_mut_ptr(), &mut t, None) };
+            let want = plain(&p, &x[..plane]);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name} case {done} {p:?}"
+            );
+        }
+        done += 1;
+    }
+}
