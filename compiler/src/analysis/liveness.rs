@@ -323,7 +323,7 @@ fn build(
                         live.buffers.len() - 1
                     }
                 };
-                if let Some(of) = slots.alias(out) {
+                if let Some((of, _)) = slots.get(out) {
                     live.alias_of.insert(out, of);
                 }
                 live.value_offset.insert(out, offset);

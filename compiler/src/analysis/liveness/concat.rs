@@ -9,13 +9,6 @@
 //! Concats compose: a Concat output may itself be a slot of a later Concat, and its inputs'
 //! slices then sit inside that slice ([`ConcatSlots::resolve`]).
 //!
-//! Through an in-place element-wise step (with in-place writes on): when a slotted input `v`
-//! is computed by a one-input element-wise node (a `Relu` after a Fire module's expand conv)
-//! from a value `x` of the same type that only that node reads (computed by a non-view,
-//! non-Concat node, not a graph output), `x` is computed into the same slice too and the node
-//! runs there in place (`x`'s slot follows `v`'s: [`ConcatSlots::get`]). So a Conv's
-//! activation stays fusible into its epilogue (it needs `x` and `v` at one offset).
-//!
 //! In place is not always smaller: the output's buffer then lives from its first slice's
 //! producer, so its other slices' bytes are held early (a U-Net's skip connection would hold
 //! the decoder's half of the Concat through the whole encoder). [`ConcatSlots::choose`] keeps
@@ -40,18 +33,14 @@ pub(super) struct ConcatSlots {
     slot: HashMap<ValueId, (ValueId, usize)>,
     /// Each Concat output with slots, in schedule order, with its slotted inputs.
     groups: Vec<(ValueId, Vec<ValueId>)>,
-    /// `x` → `v`: `x` is computed into `v`'s slot, when `v` has one (module doc).
-    through: HashMap<ValueId, ValueId>,
 }
 
 impl ConcatSlots {
     /// Finds the slots for `g` run in `order`; `views` says whether view ops alias their
-    /// input (their outputs are then never slots), `in_place` whether element-wise nodes may
-    /// write over their input (then a slot extends through one, module doc).
-    pub(super) fn find(g: &Graph, order: &[NodeId], views: bool, in_place: bool) -> ConcatSlots {
+    /// input (their outputs are then never slots).
+    pub(super) fn find(g: &Graph, order: &[NodeId], views: bool) -> ConcatSlots {
         let mut slot = HashMap::new();
         let mut groups = Vec::new();
-        let mut through = HashMap::new();
         for &id in order {
             let node = g.node(id);
             let Op::Concat { axis } = node.op else {
@@ -80,8 +69,8 @@ impl ConcatSlots {
                 let len = val.ty.shape.get(axis).copied().unwrap_or(0);
                 let offset = at.saturating_mul(row);
                 at = at.saturating_add(len);
-                let (pid, producer) = match val.kind {
-                    ValueKind::Computed(p) => (p, g.node(p)),
+                let producer = match val.kind {
+                    ValueKind::Computed(p) => g.node(p),
                     _ => continue,
                 };
                 let view = views && producer.op.is_view();
@@ -97,20 +86,13 @@ impl ConcatSlots {
                 if eligible {
                     slot.insert(v, (y, offset));
                     members.push(v);
-                    if let Some(x) = in_place.then(|| through_input(g, pid, v)).flatten() {
-                        through.insert(x, v);
-                    }
                 }
             }
             if !members.is_empty() {
                 groups.push((y, members));
             }
         }
-        ConcatSlots {
-            slot,
-            groups,
-            through,
-        }
+        ConcatSlots { slot, groups }
     }
 
     /// How many inputs have slots.
@@ -183,7 +165,6 @@ impl ConcatSlots {
                 .map(|(y, m)| (*y, m.iter().copied().filter(|&v| !drop(v)).collect()))
                 .filter(|(_, m): &(ValueId, Vec<ValueId>)| !m.is_empty())
                 .collect(),
-            through: self.through.clone(),
         }
     }
 
@@ -295,28 +276,12 @@ impl ConcatSlots {
             .map(|(y, m)| (*y, m.iter().copied().filter(|v| kept.contains(v)).collect()))
             .filter(|(_, m): &(ValueId, Vec<ValueId>)| !m.is_empty())
             .collect();
-        ConcatSlots {
-            slot,
-            groups,
-            through: self.through.clone(),
-        }
+        ConcatSlots { slot, groups }
     }
 
-    /// The Concat output `v` is computed into, with `v`'s offset in it (for a value computed
-    /// into the slot of the element-wise node reading it, that node's slot).
+    /// The Concat output `v` is computed into, with `v`'s offset in it.
     pub(super) fn get(&self, v: ValueId) -> Option<(ValueId, usize)> {
-        let v = self.through.get(&v).copied().unwrap_or(v);
         self.slot.get(&v).copied()
-    }
-
-    /// The value whose bytes `v` (which has a slot) reuses: the Concat's output, or for a
-    /// value computed into the slot of the element-wise node reading it, that node's output
-    /// (so that writing it over `v` is an in-place write).
-    pub(super) fn alias(&self, v: ValueId) -> Option<ValueId> {
-        match self.through.get(&v) {
-            Some(&w) => self.slot.contains_key(&w).then_some(w),
-            None => self.slot.get(&v).map(|s| s.0),
-        }
     }
 
     /// The outermost Concat output whose buffer holds `v` (following nested slots), with
@@ -337,36 +302,13 @@ impl ConcatSlots {
     }
 }
 
-/// The input `x` whose bytes the slotted input `v`, computed by `producer`, may be computed
-/// over in its slot (module doc): `producer` is a one-input in-place element-wise op, `x` has
-/// `v`'s type, is read by `producer` only, is computed by a node that is neither a view nor a
-/// Concat, and is not a graph output.
-fn through_input(g: &Graph, pid: NodeId, v: ValueId) -> Option<ValueId> {
-    let producer = g.node(pid);
-    let [x] = producer.inputs[..] else {
-        return None;
-    };
-    let ValueKind::Computed(p) = g.value(x).kind else {
-        return None;
-    };
-    let pop = &g.node(p).op;
-    let ok = matches!(producer.op, Op::Unary(_) | Op::FusedElementwise(_))
-        && super::in_place_compatible(&producer.op, &g.value(x).ty, &g.value(v).ty)
-        && g.value(x).ty == g.value(v).ty
-        && g.consumers(x) == [pid]
-        && !pop.is_view()
-        && !matches!(pop, Op::Concat { .. })
-        && !g.outputs.contains(&x);
-    ok.then_some(x)
-}
-
 /// The `in-place concat` pass ([`super::decide::PASSES`]): every slot of the schedule
 /// ([`ConcatSlots::find`]) judged on the buffers decided so far. Candidates in order of
 /// preference (ties keep the earlier): the chooser's set ([`ConcatSlots::choose`]), pruned
 /// while dropping a Concat live at its peak, or its inputs computed before the peak, lowers
 /// the peak ([`ConcatSlots::variants`]); every slot; none.
 pub(super) fn choose_pass(cx: &Decide<'_>, d: &mut Decisions) {
-    let all = ConcatSlots::find(cx.g, cx.order, cx.opts.views, cx.opts.in_place);
+    let all = ConcatSlots::find(cx.g, cx.order, cx.opts.views);
     if all.is_empty() {
         return;
     }

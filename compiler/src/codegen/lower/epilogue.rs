@@ -4,7 +4,7 @@
 
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::Activation;
-use crate::ir::graph::{Graph, NodeId, ValueKind};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::DType;
 use crate::ops::{BinaryOp, FusedArg, FusedStep, Op, UnaryOp};
 
@@ -107,8 +107,11 @@ pub(super) fn fused_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Optio
     if ln.outputs.len() != 1 || g.value(out).ty != g.value(y).ty {
         return None;
     }
-    // The whole arena offset (a Concat slice sits inside its buffer).
-    (plan.value_offset(y)? == plan.value_offset(out)?).then_some(FusedAct { act, last, nodes })
+    let offset = |v: ValueId| {
+        let b = *plan.liveness.value_buffer.get(&v)?;
+        plan.placement.offsets.get(b).copied()
+    };
+    (offset(y)? == offset(out)?).then_some(FusedAct { act, last, nodes })
 }
 
 /// Whether node `id` is part of an activation its producer's conv epilogue applies.
