@@ -63,6 +63,10 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
               value_parser = parse_activations)]
         activations: ActType,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -104,6 +108,10 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
               value_parser = parse_activations)]
         activations: ActType,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -158,6 +166,10 @@ enum Command {
         #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
               value_parser = parse_activations)]
         activations: ActType,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -216,11 +228,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             threads,
             weights,
             activations,
+            no_winograd,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             opts.weights = weights;
             opts.activations = activations;
+            opts.winograd = !no_winograd;
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -284,12 +298,14 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             threads,
             weights,
             activations,
+            no_winograd,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
             opts.fuse = !no_fuse;
             opts.weights = weights;
             opts.activations = activations;
+            opts.winograd = !no_winograd;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -323,11 +339,13 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             batch,
             progress,
             no_progress,
+            no_winograd,
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
             opts.weights = weights;
             opts.activations = activations;
+            opts.winograd = !no_winograd;
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");

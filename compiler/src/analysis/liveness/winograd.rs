@@ -17,6 +17,7 @@ use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd;
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
+use crate::plan::offsets::place;
 use crate::plan::{ALIGN, align_up};
 
 /// The geometry of node `id` when it is a Conv Winograd may run ([`winograd::applies`]) on
@@ -58,7 +59,9 @@ pub fn chosen_nodes(g: &Graph, plan: &ArenaPlan) -> Vec<NodeId> {
 
 /// The `winograd` pass: each Winograd-able Conv's scratch grown to
 /// [`winograd::scratch_bytes`] where its step stays at or below the peak of aligned live
-/// bytes of the buffers decided so far.
+/// bytes of the buffers decided so far; then, since a larger buffer can still place worse,
+/// the arena is placed ([`place`]) with all of them and, if it grew, they are taken one at a
+/// time (the most multiply-adds first), each kept only when the placed arena does not grow.
 pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     let live = cx.measure(d);
     let n = live.order.len();
@@ -72,6 +75,8 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     }
     let peak = total.iter().copied().max().unwrap_or(0);
     let forced = winograd::forced();
+    // (step, bytes, multiply-adds) of the Convs whose step keeps the peak.
+    let mut picks = Vec::new();
     for b in &live.buffers {
         if b.kind != BufferKind::Scratch {
             continue;
@@ -83,17 +88,40 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
             continue;
         };
         let step = b.interval.start;
-        let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
+        let Some(t) = total.get_mut(step) else {
             continue;
         };
         let bytes = winograd::scratch_bytes(&p);
-        if bytes <= b.interval.size {
+        if bytes <= b.interval.size || step >= d.scratch.len() {
             continue;
         }
         let rest = *t - aligned(b.interval.size);
         if forced || rest + aligned(bytes) <= peak {
-            *planned = bytes;
             *t = rest + aligned(bytes);
+            picks.push((step, bytes, p.m * p.c * p.oh * p.ow * p.n));
+        }
+    }
+    if picks.is_empty() {
+        return;
+    }
+    let arena = |d: &Decisions| place(&cx.measure(d).intervals(), ALIGN).arena_bytes;
+    let base = if forced { usize::MAX } else { arena(d) };
+    let before: Vec<usize> = picks.iter().map(|&(s, _, _)| d.scratch[s]).collect();
+    for &(s, bytes, _) in &picks {
+        d.scratch[s] = bytes;
+    }
+    if arena(d) <= base {
+        return;
+    }
+    for (&(s, _, _), &b) in picks.iter().zip(&before) {
+        d.scratch[s] = b;
+    }
+    picks.sort_by_key(|&(_, _, macs)| std::cmp::Reverse(macs));
+    for (s, bytes, _) in picks {
+        let old = d.scratch[s];
+        d.scratch[s] = bytes;
+        if arena(d) > base {
+            d.scratch[s] = old;
         }
     }
 }
