@@ -313,7 +313,9 @@ fn row_split_loops() {
 #[test]
 fn winograd_convolutions() {
     let mut rng = Rng(0x3141);
-    let cases: [(&[usize], &[usize], &[i64], bool); 3] = [
+    /// Input shape, weight shape, pads, SiLU epilogue.
+    type Case = (&'static [usize], &'static [usize], &'static [i64], bool);
+    let cases: [Case; 3] = [
         (&[1, 16, 40, 40], &[16, 16, 3, 3], &[1, 1, 1, 1], false),
         (&[2, 20, 37, 45], &[70, 20, 3, 3], &[0, 1, 2, 1], true),
         (&[1, 8, 70, 66], &[24, 8, 3, 3], &[1, 1, 1, 1], false),

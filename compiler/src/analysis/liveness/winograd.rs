@@ -3,10 +3,10 @@
 //!
 //! A 3 x 3 stride-1 Conv ([`crate::gemm::winograd::applies`]) runs Winograd F(4x4, 3x3) when
 //! its step has the scratch [`crate::gemm::winograd::scratch_bytes`] asks (the transformed
-//! weights and one tile block per thread). The pass grows a Conv's scratch to that size only
-//! where the step's live bytes stay at or below the peak of the decisions so far (measured as
-//! `tiles.rs` measures it), so the arena's peak does not grow; a Conv whose planned scratch
-//! already holds it takes it as it is. `ARENAC_WINOGRAD=1` grows it wherever the geometry
+//! weights and one tile block per thread) at one of its tile blocks. The pass grows a Conv's
+//! scratch to the largest block whose step's live bytes stay at or below the peak of the
+//! decisions so far (measured as `tiles.rs` measures it), so the arena's peak does not grow;
+//! a Conv whose planned scratch already holds one takes it as it is. `ARENAC_WINOGRAD=1` grows it wherever the geometry
 //! fits (benchmarks), `0` never. The code generator runs the path where [`chosen`] holds —
 //! the same rule on the planned bytes — and names the kernel `conv2d winograd`.
 
@@ -38,13 +38,14 @@ pub fn winograd_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams
 }
 
 /// Whether node `id` of the plan runs Winograd: enabled in the plan's options, a Conv it
-/// applies to, and `planned` scratch bytes at least [`winograd::scratch_bytes`].
+/// applies to, and `planned` scratch bytes at least [`winograd::scratch_bytes`] at one of its
+/// [`winograd::block_sizes`].
 pub fn chosen(g: &Graph, plan: &ArenaPlan, id: NodeId, planned: usize) -> bool {
     let o = plan.options.liveness;
     o.winograd
         && o.scratch
         && winograd_conv(g, id, o.threads.max(1))
-            .is_some_and(|p| planned >= winograd::scratch_bytes(&p))
+            .is_some_and(|p| winograd::block_for_scratch(&p, planned).is_some())
 }
 
 /// The Convs of the plan that run Winograd, in schedule order.
@@ -91,12 +92,15 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         let Some(t) = total.get_mut(step) else {
             continue;
         };
-        let bytes = winograd::scratch_bytes(&p);
-        if bytes <= b.interval.size || step >= d.scratch.len() {
+        if winograd::block_for_scratch(&p, b.interval.size).is_some() || step >= d.scratch.len() {
             continue;
         }
         let rest = *t - aligned(b.interval.size);
-        if forced || rest + aligned(bytes) <= peak {
+        // The largest tile block whose step keeps the peak (forced: the default block).
+        let fits = winograd::block_sizes(&p)
+            .map(|tb| winograd::scratch_bytes(&winograd::with_block(&p, tb)))
+            .find(|&bytes| forced || rest + aligned(bytes) <= peak);
+        if let Some(bytes) = fits {
             *t = rest + aligned(bytes);
             picks.push((step, bytes, p.m * p.c * p.oh * p.ow * p.n));
         }

@@ -459,6 +459,9 @@ pub(super) fn conv(
     let reduced = cx.constant(wv).is_some() && w.storage().is_reduced();
     if !reduced && crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned) {
         params.packed_a = crate::gemm::winograd::WINOGRAD_PACKED;
+        // The tile block the planned bytes hold (the same function as the planner's).
+        let block = crate::gemm::winograd::block_for_scratch(&params, planned).unwrap_or(0);
+        params.tile = block as u64;
         let weights = match cx.constant(wv) {
             Some(wt) => Operand::Weights(w.tensor_f32(wt)),
             None => cx.arena(wv)?,

@@ -107,10 +107,32 @@ pub fn applies(p: &ConvParams) -> bool {
     }
 }
 
-/// Whether the code generator runs `p` here: enabled, [`applies`], and the planner gave it
-/// at least [`scratch_bytes`] (`planned`).
-pub fn chosen(p: &ConvParams, planned: usize, enabled: bool) -> bool {
-    enabled && applies(p) && planned >= scratch_bytes(p)
+/// The tile blocks (most tiles per block, multiples of [`NR`]) [`run`] may use for `p`,
+/// largest first: the default (V and O of a block in about one L2, [`SLOT_BUDGET`]) down to
+/// one panel. The planner takes the largest whose scratch keeps the peak.
+pub fn block_sizes(p: &ConvParams) -> impl Iterator<Item = usize> {
+    (NR..=default_block(p)).rev().step_by(NR)
+}
+
+/// The largest of [`block_sizes`] whose [`scratch_bytes`] is at most `planned` (`None`: not
+/// even one panel's).
+pub fn block_for_scratch(p: &ConvParams, planned: usize) -> Option<usize> {
+    block_sizes(p).find(|&t| scratch_bytes(&with_block(p, t)) <= planned)
+}
+
+/// `p` with tile blocks of at most `t` tiles (the `tile` field, as [`run`] reads it).
+pub fn with_block(p: &ConvParams, t: usize) -> ConvParams {
+    ConvParams {
+        tile: t as u64,
+        ..*p
+    }
+}
+
+/// Most tiles per block by default: V (36 x c x t) and O (36 x MB x t) within
+/// [`SLOT_BUDGET`], at least 32 tiles.
+fn default_block(p: &ConvParams) -> usize {
+    let fit = SLOT_BUDGET / (4 * POS * (p.c as usize + MB));
+    (fit / NR * NR).clamp(2 * NR, MAX_T)
 }
 
 /// How the tiles of one image are cut into blocks.
@@ -127,12 +149,14 @@ struct Blocking {
 }
 
 fn blocking(p: &ConvParams) -> Blocking {
-    let (oh, ow, c) = (p.oh as usize, p.ow as usize, p.c as usize);
+    let (oh, ow) = (p.oh as usize, p.ow as usize);
     let tw = ow.div_ceil(4);
     let tiles = oh.div_ceil(4) * tw;
-    // V (36 x c x t) and O (36 x MB x t) of one block within the budget, at least 32 tiles.
-    let fit = SLOT_BUDGET / (4 * POS * (c + MB));
-    let t_max = (fit / NR * NR).clamp(2 * NR, MAX_T);
+    // The planned block (`tile`), else the default.
+    let t_max = match p.tile as usize {
+        0 => default_block(p),
+        t => t.next_multiple_of(NR).clamp(NR, MAX_T),
+    };
     let blocks = tiles.div_ceil(t_max).max(1);
     let t = tiles.div_ceil(blocks).next_multiple_of(NR);
     Blocking {
@@ -157,7 +181,8 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
     (u_one, POS * u_one, slot)
 }
 
-/// Scratch bytes [`run`] needs for `p`: the transformed weights, then one slot per thread.
+/// Scratch bytes [`run`] needs for `p` (tile blocks of at most `p.tile` tiles, 0: the
+/// default): the transformed weights, then one slot per thread.
 pub fn scratch_bytes(p: &ConvParams) -> usize {
     let (_, head, slot) = parts(p);
     slot.saturating_mul(p.threads.max(1) as usize)
