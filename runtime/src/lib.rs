@@ -115,6 +115,13 @@ pub struct CompileOptions {
     /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
     /// ([`Summary::activations_storage`]).
     pub activations: ActType,
+    /// Winograd F(4x4, 3x3) for 3 x 3 stride-1 Convs (default `true`): about 2.3x fewer
+    /// multiplies where the plane has enough 4 x 4 tiles, chosen per Conv by the planner only
+    /// where its scratch (the per-run transformed weights and a tile block per thread) does
+    /// not raise the arena's peak; the weights are stored as given. Its outputs differ from
+    /// the direct convolution's by a few ulps of the sum of the terms' magnitudes. Off
+    /// (`--no-winograd`), every Conv runs the direct or im2col kernels.
+    pub winograd: bool,
     /// When to run the leading stage of a CNN patch by patch (spatial tiles, their halos
     /// recomputed): by default only when the plan does not fit an explicit memory limit
     /// otherwise. The plan report shows the stage, the grid and the arena without patches.
@@ -154,6 +161,7 @@ impl Default for CompileOptions {
             profile: false,
             weights: WeightType::F32,
             activations: ActType::F32,
+            winograd: true,
             patches: Patches::OverLimit,
         }
     }
@@ -226,7 +234,10 @@ impl CompileOptions {
         PlanOptions {
             keep_file_order: self.keep_file_order,
             fuse_elementwise: self.fuse,
-            liveness: d.liveness.with_threads(self.threads),
+            liveness: arenac_compiler::analysis::liveness::LivenessOptions {
+                winograd: self.winograd,
+                ..d.liveness.with_threads(self.threads)
+            },
             activations: self.activations,
             patches: self.patches == Patches::Always,
             ..d

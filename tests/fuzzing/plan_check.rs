@@ -31,6 +31,8 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             scratch: byte & 8 != 0,
             concat_in_place: byte & 64 != 0,
             threads: if byte & 128 != 0 { 3 } else { 1 },
+            // With scratch: the Winograd pass runs wherever it applies.
+            winograd: true,
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.

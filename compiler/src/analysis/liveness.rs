@@ -63,6 +63,7 @@ mod decide;
 #[cfg(test)]
 mod tests;
 mod tiles;
+pub mod winograd;
 
 /// What to merge or add when computing buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +79,9 @@ pub struct LivenessOptions {
     /// Threads the kernels run on: parallel kernels get one slot of per-thread scratch each
     /// (im2col panels, GEMM A packing), so the planned arena is exact for this count.
     pub threads: usize,
+    /// 3 x 3 stride-1 Convs may run Winograd F(4x4, 3x3) where its scratch does not raise
+    /// the peak (the `winograd` pass, [`winograd`]).
+    pub winograd: bool,
 }
 
 impl LivenessOptions {
@@ -89,6 +93,7 @@ impl LivenessOptions {
             scratch: false,
             concat_in_place: false,
             threads: 1,
+            winograd: false,
         }
     }
 
@@ -100,6 +105,7 @@ impl LivenessOptions {
             scratch: true,
             concat_in_place: true,
             threads: 1,
+            winograd: true,
         }
     }
 

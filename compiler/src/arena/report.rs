@@ -80,6 +80,10 @@ pub struct PlanReport {
     /// when nothing is patched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<crate::analysis::patches::PatchInfo>,
+    /// The Convs that run Winograd F(4x4, 3x3) (the planner's `winograd` pass: their
+    /// scratch holds the per-run transformed weights), in schedule order; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub winograd: Vec<String>,
 }
 
 /// The plan of one graph held by a control-flow node: its own arena lives in the node's
@@ -269,6 +273,10 @@ pub fn build_report(g: &Graph, plan: &ArenaPlan) -> PlanReport {
         weights_storage: None,
         activations_storage: None,
         patches: plan.patches.clone(),
+        winograd: crate::analysis::liveness::winograd::chosen_nodes(g, plan)
+            .into_iter()
+            .map(|id| g.node(id).name.clone())
+            .collect(),
     }
 }
 
@@ -345,6 +353,16 @@ impl PlanReport {
             _ => format!("step {}", self.peak_step),
         };
         let _ = writeln!(out, "{:<22}{peak}", "peak");
+        if !self.winograd.is_empty() {
+            let _ = writeln!(
+                out,
+                "{:<22}{} conv{}: {}",
+                "winograd",
+                self.winograd.len(),
+                if self.winograd.len() == 1 { "" } else { "s" },
+                self.winograd.join(", ")
+            );
+        }
         let _ = writeln!(out, "{:<22}{}", "strategy", self.strategy);
         let _ = writeln!(out, "{:<22}{:.3} ms", "planning time", self.planning_ms);
         let _ = writeln!(out);

@@ -394,6 +394,15 @@ pub fn compile_with(
         (Vec::new(), HashMap::new())
     };
     let mut profiled = Vec::new();
+    // The Convs that run Winograd (their kernel path in the profile); the lowering keeps
+    // reduced-type weights on the GEMM paths.
+    let winograd: std::collections::HashSet<_> = if opts.profile && !opts.weights.is_reduced() {
+        crate::analysis::liveness::winograd::chosen_nodes(g, plan)
+            .into_iter()
+            .collect()
+    } else {
+        Default::default()
+    };
     for (step, &id) in plan.schedule.iter().enumerate() {
         let before = prog.call_count();
         lower::node(g, plan, &root, id, &mut prog, &mut w)?;
@@ -406,6 +415,11 @@ pub fn compile_with(
                 &lower::epilogue_activation(g, plan, id),
                 live.get(step).copied().unwrap_or_default(),
             ));
+            if winograd.contains(&id)
+                && let Some(p) = profiled.last_mut()
+            {
+                p.kernel = "conv 3x3/s1 winograd".into();
+            }
         }
         // Once a few MiB of constants have been copied or packed into the weights region,
         // their source pages (often the mapped model file) may go.

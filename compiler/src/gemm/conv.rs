@@ -307,6 +307,9 @@ fn scratch_parts(p: &ConvParams) -> (usize, usize) {
 /// set it: see [`ConvParams::packs_a`]). The planner (`crate::ops::Op::scratch_bytes`) and
 /// the code generator both size the scratch by this function.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
+    if p.packed_a == super::winograd::WINOGRAD_PACKED {
+        return super::winograd::scratch_bytes(p);
+    }
     let (panel, a) = scratch_parts(p);
     panel
         .saturating_add(a)
@@ -378,6 +381,12 @@ pub unsafe extern "C" fn arenac_conv2d(
     if p.is_depthwise() {
         // SAFETY: the contract of `depthwise::run` is this function's, less the scratch.
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
+        return;
+    }
+    if p.packed_a == super::winograd::WINOGRAD_PACKED {
+        // SAFETY: the contract of `winograd::run` is this function's; the code generator
+        // marks a conv so only with OIHW weights and the scratch `conv2d_scratch_bytes` gives.
+        unsafe { super::winograd::run(&p, x, w, bias, y, scratch) };
         return;
     }
     if p.packed_a == super::direct::DIRECT_PACKED {

@@ -52,6 +52,7 @@ mod pw_small;
 pub(crate) mod small;
 pub(crate) mod split;
 pub mod stage16;
+pub mod winograd;
 
 use kernels::KernelFn;
 pub use pack_b::{arenac_pack_b, pack_b, pack_b_from, pack_b_le, packed_b_len};

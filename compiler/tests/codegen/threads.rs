@@ -308,3 +308,71 @@ fn row_split_loops() {
     let x = rng.tensor(&s, -2.0, 2.0);
     same_at_every_count(m, &[x], 1e-4, 1e-5);
 }
+
+/// Winograd F(4x4, 3x3) convolutions: taken by the planner only where their scratch keeps
+/// the peak, so each model also concatenates a large second input (the peak) and pools it
+/// while the conv runs beside it. One tile block with the output channels split over the threads, a
+/// batch of 2 with an odd plane, uneven pads and 70 channels (a partial row block and
+/// micro-panel), and several tile blocks per image; Relu or a SiLU epilogue.
+#[test]
+fn winograd_convolutions() {
+    let mut rng = Rng(0x3141);
+    /// Input shape, weight shape, pads, SiLU epilogue.
+    type Case = (&'static [usize], &'static [usize], &'static [i64], bool);
+    let cases: [Case; 3] = [
+        (&[1, 16, 40, 40], &[16, 16, 3, 3], &[1, 1, 1, 1], false),
+        (&[2, 20, 37, 45], &[70, 20, 3, 3], &[0, 1, 2, 1], true),
+        (&[1, 8, 70, 66], &[24, 8, 3, 3], &[1, 1, 1, 1], false),
+    ];
+    for (x, w, pads, silu) in cases {
+        let wt = rng.tensor(w, -0.5, 0.5);
+        let bt = rng.tensor(&[w[0]], -0.5, 0.5);
+        let big = [1, 4, 512, 512];
+        let mb = ModelBuilder::new("wino", 13)
+            .input("x", DType::F32, &dims(x))
+            .input("b", DType::F32, &dims(&big))
+            .output("y", DType::F32, &[])
+            .output("z", DType::F32, &[])
+            .initializer("w", &wt)
+            .initializer("bias", &bt)
+            .node(
+                "cat",
+                "Concat",
+                &["b", "b"],
+                &["bb"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .node("gap", "GlobalAveragePool", &["bb"], &["z"], vec![])
+            .node(
+                "c",
+                "Conv",
+                &["x", "w", "bias"],
+                &["c"],
+                vec![("pads", Attr::Ints(pads.to_vec()))],
+            );
+        let model = if silu {
+            mb.node("s", "Sigmoid", &["c"], &["s"], vec![])
+                .node("m", "Mul", &["c", "s"], &["y"], vec![])
+                .build()
+        } else {
+            mb.node("r", "Relu", &["c"], &["y"], vec![]).build()
+        };
+        let g = import(&model);
+        for threads in [1, 2, 3] {
+            let mut gp = g.clone();
+            let opts = PlanOptions {
+                liveness: LivenessOptions::full().with_threads(threads),
+                ..PlanOptions::default()
+            };
+            let plan = plan_graph(&mut gp, &opts).expect("plans");
+            let chosen = arenac_compiler::analysis::liveness::winograd::chosen_nodes(&gp, &plan);
+            assert_eq!(
+                chosen.len(),
+                1,
+                "{x:?}: the conv runs Winograd at {threads} threads"
+            );
+        }
+        let inputs = [rng.tensor(x, -1.0, 1.0), rng.tensor(&big, -1.0, 1.0)];
+        same_at_every_count(model, &inputs, 1e-4, 1e-4);
+    }
+}

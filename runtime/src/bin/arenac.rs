@@ -71,6 +71,10 @@ enum Command {
         /// Never run stages patch by patch, even to fit --memory-limit.
         #[arg(long)]
         no_patches: bool,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -120,6 +124,10 @@ enum Command {
         /// Never run stages patch by patch, even to fit --memory-limit.
         #[arg(long)]
         no_patches: bool,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -182,6 +190,10 @@ enum Command {
         /// Never run stages patch by patch, even to fit --memory-limit.
         #[arg(long)]
         no_patches: bool,
+        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+        /// planner takes it where it is faster and its scratch does not raise the arena).
+        #[arg(long)]
+        no_winograd: bool,
         /// Threads a run uses (intra-op parallelism); the arena includes every parallel
         /// kernel's per-thread scratch for this count. Default: the CPUs this process may
         /// use (its affinity mask).
@@ -242,12 +254,14 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             activations,
             patches,
             no_patches,
+            no_winograd,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
             opts.weights = weights;
             opts.activations = activations;
             opts.patches = patch_policy(patches, no_patches);
+            opts.winograd = !no_winograd;
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -316,6 +330,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             activations,
             patches,
             no_patches,
+            no_winograd,
         } => {
             let mut opts =
                 options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
@@ -323,6 +338,7 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             opts.weights = weights;
             opts.activations = activations;
             opts.patches = patch_policy(patches, no_patches);
+            opts.winograd = !no_winograd;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -358,12 +374,14 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             batch,
             progress,
             no_progress,
+            no_winograd,
         } => {
             let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
             opts.fuse = !no_fuse;
             opts.weights = weights;
             opts.activations = activations;
             opts.patches = patch_policy(patches, no_patches);
+            opts.winograd = !no_winograd;
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");

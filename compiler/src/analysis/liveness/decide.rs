@@ -8,9 +8,10 @@
 //! | `shrinking in-place` | which poolings write their smaller output over their input | the peak, one node at a time in schedule order |
 //! | `in-place concat` | which Concat inputs are computed into their slice (`concat.rs`) | the peak of the chooser's set, its variants, every slot, none |
 //! | `conv tiles` | each im2col Conv's tile: the largest that keeps the peak (`tiles.rs`) | the step's live bytes against the peak |
+//! | `winograd` | which 3x3 stride-1 Convs run Winograd F(4x4,3x3): those whose scratch keeps the peak (`winograd.rs`) | the step's live bytes against the peak |
 //!
 //! A pass sees the decisions of the passes before it; the first three aim at the lowest peak
-//! with every im2col panel at its smallest, the last gives the speed back where the peak
+//! with every im2col panel at its smallest, the last two give the speed back where the peak
 //! allows. A pass is skipped when its [`LivenessOptions`] flag is off.
 
 use std::collections::HashSet;
@@ -74,6 +75,10 @@ fn concat_on(o: &LivenessOptions) -> bool {
     o.concat_in_place
 }
 
+fn winograd_on(o: &LivenessOptions) -> bool {
+    o.scratch && o.winograd
+}
+
 /// The memory decisions, in the order they run.
 pub const PASSES: &[Pass] = &[
     Pass {
@@ -95,6 +100,11 @@ pub const PASSES: &[Pass] = &[
         name: "conv tiles",
         enabled: scratch_on,
         run: tiles::relax,
+    },
+    Pass {
+        name: "winograd",
+        enabled: winograd_on,
+        run: super::winograd::choose,
     },
 ];
 

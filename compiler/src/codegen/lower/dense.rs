@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
 use crate::gemm::lowp::{lowp_b_bytes, pack_b_lowp};
 use crate::gemm::{pack_b, pack_b_le, packed_b_len};
+use crate::ir::graph::ValueId;
 use crate::ir::tensor::Tensor;
 use crate::ir::types::{DType, TensorType};
 
@@ -452,6 +453,28 @@ pub(super) fn conv(
     params.has_bias = u64::from(bias.is_some());
     params.threads = cx.threads() as u64;
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
+    // Winograd where the planner gave it its scratch (`analysis/liveness/winograd.rs`): the
+    // weights as they are (OIHW, transformed per run into the scratch), f32 only.
+    let planned = planned_scratch(cx);
+    let reduced = cx.constant(wv).is_some() && w.storage().is_reduced();
+    if !reduced && crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned) {
+        params.packed_a = crate::gemm::winograd::WINOGRAD_PACKED;
+        // The tile block the planned bytes hold (the same function as the planner's).
+        let block = crate::gemm::winograd::block_for_scratch(&params, planned).unwrap_or(0);
+        params.tile = block as u64;
+        let weights = match cx.constant(wv) {
+            Some(wt) => Operand::Weights(w.tensor_f32(wt)),
+            None => cx.arena(wv)?,
+        };
+        return conv_call(
+            cx,
+            prog,
+            w,
+            params,
+            (xv, weights, bias, y),
+            "conv2d winograd",
+        );
+    }
     // Constant weights are packed at compile time; run-time ones are read as they are (OIHW
     // rows, packed by the GEMM core into the A part of the scratch as it goes).
     let weights = match cx.constant(wv) {
@@ -512,7 +535,6 @@ pub(super) fn conv(
     };
     // The planner sized the scratch by the same function at the tile it chose; the largest
     // tile whose scratch fits the planned bytes is that tile. A mismatch is a bug, not a crash.
-    let planned = planned_scratch(cx);
     let tile = crate::gemm::conv::conv2d_tile_for_scratch(&params, planned).ok_or_else(|| {
         cx.err(format!(
             "internal: Conv needs {} bytes of scratch even at its smallest tile, {planned} planned",
@@ -523,6 +545,18 @@ pub(super) fn conv(
         ))
     })?;
     params.tile = tile as u64;
+    conv_call(cx, prog, w, params, (xv, weights, bias, y), "conv2d")
+}
+
+/// The call of [`crate::gemm::conv::arenac_conv2d`] for `params` (weights operand given).
+fn conv_call(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+    params: ConvParams,
+    (xv, weights, bias, y): (ValueId, Operand, Option<ValueId>, ValueId),
+    name: &str,
+) -> Result<(), Error> {
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
             Some(t) => Operand::Weights(w.tensor_f32(t)),
@@ -539,7 +573,7 @@ pub(super) fn conv(
         cx.scratch()?,
     ];
     let (node, op) = cx.label();
-    let f = prog.kernel("conv2d".to_string(), 6, (&node, &op), |b, p, ext| {
+    let f = prog.kernel(name.to_string(), 6, (&node, &op), |b, p, ext| {
         cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.conv2d, p);
     })?;
     prog.call(f, args);

@@ -1,0 +1,597 @@
+//! Winograd F(4x4, 3x3) for 3 x 3 convolutions at stride 1 (dilation 1, one group, any
+//! pads): each 4 x 4 output tile costs 36 multiplies per (output, input) channel pair instead
+//! of 144, and the 36 products of a block of tiles are plain GEMMs on the micro-kernels of
+//! [`super`] ([`super::sgemm_core`]).
+//!
+//! One run of [`run`]:
+//! 1. the weights (OIHW, as given: the weights region does not grow) are transformed into
+//!    the shared head of the scratch, `U_p = (G g Gᵀ)_p` for each of the 36 positions `p`, an
+//!    `M x C` matrix packed for the selected micro-kernel (the layout of
+//!    [`super::pack_a_all`]); the output channels are cut among the threads;
+//! 2. *units* (image, block of [`Blocking::t`] tiles, range of [`MB`]-row blocks of output
+//!    channels) go to the threads, each with its own slot of the scratch: the block's input
+//!    patches are transformed into 36 packed B matrices `V_p` (`C x t`, zero columns past the
+//!    plane), then per row block the 36 products `O_p = U_p V_p` and the output transform
+//!    `Aᵀ O A` with the bias and the fused activation ([`super::act::bias_act`]), stored
+//!    clipped at the plane's right and bottom edges.
+//!
+//! Every output element goes through the same transforms and the same micro-kernel chain
+//! (row blocks start at multiples of [`MB`], the tile blocks depend on the geometry only)
+//! whatever the unit or thread: results are bit-identical at every thread count. The error
+//! is that of F(4x4, 3x3) in f32: the tests bound it against the f64 reference
+//! (`tests.rs`).
+//!
+//! Which convolutions take this path: [`applies`] (the geometry, and where it was measured
+//! faster than the direct kernels); the planner gives it its scratch only where that does not
+//! raise the arena's peak (`analysis/liveness/winograd.rs`), and the code generator runs it
+//! where the planned scratch holds [`scratch_bytes`] ([`chosen`]).
+
+mod transform;
+
+use transform::{L, Lanes};
+
+use super::conv::{Activation, ConvParams};
+use super::split::SyncPtr;
+use super::{AView, BView, KC, NR, packed_a_len, selected_kernel};
+
+/// The `packed_a` mark of a convolution run by [`run`]: weights as given (OIHW).
+pub(crate) const WINOGRAD_PACKED: u64 = 3;
+
+/// Transform positions (6 x 6).
+const POS: usize = 36;
+
+/// Output channels per block of the 36 products (a multiple of every micro-kernel's `MR`:
+/// blocks start at the same rows whatever the split).
+pub(crate) const MB: usize = 48;
+
+/// Bytes of one thread's slot (V and O of a block) the tile block aims at: the L2 of one
+/// core.
+const SLOT_BUDGET: usize = 1 << 20;
+
+/// Most tiles per block.
+const MAX_T: usize = 128;
+
+/// `ARENAC_WINOGRAD`: `0` never, `1` wherever the geometry fits (and the planner's peak rule
+/// is ignored: for benchmarks), unset: [`wins`].
+fn mode() -> Option<bool> {
+    static MODE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| std::env::var("ARENAC_WINOGRAD").ok().map(|v| v != "0"))
+}
+
+/// Whether `ARENAC_WINOGRAD=1` forces this path wherever it computes.
+pub fn forced() -> bool {
+    mode() == Some(true)
+}
+
+/// Whether [`run`] computes `p`: a 3 x 3 kernel at stride 1 and dilation 1, one group,
+/// non-empty sizes small enough that every index fits comfortably.
+pub fn geometry_fits(p: &ConvParams) -> bool {
+    let small = |v: u64| v > 0 && v < (1 << 20);
+    p.kh == 3
+        && p.kw == 3
+        && p.stride_h == 1
+        && p.stride_w == 1
+        && p.dil_h == 1
+        && p.dil_w == 1
+        && p.group <= 1
+        && [p.n, p.c, p.m, p.h, p.w, p.oh, p.ow].into_iter().all(small)
+        && p.pad_t < 8
+        && p.pad_l < 8
+        && p.c.saturating_mul(p.m).saturating_mul(POS as u64) < (1 << 31)
+        && p.h.saturating_mul(p.w) < (1 << 31)
+        && p.oh.saturating_mul(p.ow) < (1 << 31)
+}
+
+/// Whether this path is faster than the direct kernels for `p`: at least [`MIN_TILES`] 4 x 4
+/// output tiles over the batch. The weights are transformed at every run, about as many
+/// stores per (output, input) channel pair as the 36 products make multiply-adds per tile
+/// column, so few tiles do not repay it. Measured with `examples/conv_bench.rs` (GFLOP/s of
+/// the direct conv's flops by thread CPU time, AVX-512, direct vs Winograd): 64@56x56 112 vs
+/// 187, 128@28x28 117 vs 195, 32->128@27x27 108 vs 153, 16->64@55x55 98 vs 172, but
+/// 256@14x14 (16 tiles) 120 vs 109 and 64->256@13x13 119 vs 97.
+pub fn wins(p: &ConvParams) -> bool {
+    let tiles = p.oh.div_ceil(4) * p.ow.div_ceil(4);
+    p.n.saturating_mul(tiles) >= MIN_TILES
+}
+
+/// Fewest tiles (over the batch) [`wins`] takes.
+const MIN_TILES: u64 = 40;
+
+/// Whether `p` may run here ([`geometry_fits`], [`wins`] or `ARENAC_WINOGRAD=1`, and not
+/// `ARENAC_WINOGRAD=0`).
+pub fn applies(p: &ConvParams) -> bool {
+    match mode() {
+        Some(false) => false,
+        Some(true) => geometry_fits(p),
+        None => geometry_fits(p) && wins(p),
+    }
+}
+
+/// The tile blocks (most tiles per block, multiples of [`NR`]) [`run`] may use for `p`,
+/// largest first: the default (V and O of a block in about one L2, [`SLOT_BUDGET`]) down to
+/// one panel. The planner takes the largest whose scratch keeps the peak.
+pub fn block_sizes(p: &ConvParams) -> impl Iterator<Item = usize> {
+    (NR..=default_block(p)).rev().step_by(NR)
+}
+
+/// The largest of [`block_sizes`] whose [`scratch_bytes`] is at most `planned` (`None`: not
+/// even one panel's).
+pub fn block_for_scratch(p: &ConvParams, planned: usize) -> Option<usize> {
+    block_sizes(p).find(|&t| scratch_bytes(&with_block(p, t)) <= planned)
+}
+
+/// `p` with tile blocks of at most `t` tiles (the `tile` field, as [`run`] reads it).
+pub fn with_block(p: &ConvParams, t: usize) -> ConvParams {
+    ConvParams {
+        tile: t as u64,
+        ..*p
+    }
+}
+
+/// Most tiles per block by default: V (36 x c x t) and O (36 x MB x t) within
+/// [`SLOT_BUDGET`], at least 32 tiles.
+fn default_block(p: &ConvParams) -> usize {
+    let fit = SLOT_BUDGET / (4 * POS * (p.c as usize + MB));
+    (fit / NR * NR).clamp(2 * NR, MAX_T)
+}
+
+/// How the tiles of one image are cut into blocks.
+#[derive(Clone, Copy, Debug)]
+struct Blocking {
+    /// Tiles per row of the plane.
+    tw: usize,
+    /// Tiles of one image.
+    tiles: usize,
+    /// Tiles per block (a multiple of [`NR`]).
+    t: usize,
+    /// Blocks per image.
+    blocks: usize,
+}
+
+fn blocking(p: &ConvParams) -> Blocking {
+    let (oh, ow) = (p.oh as usize, p.ow as usize);
+    let tw = ow.div_ceil(4);
+    let tiles = oh.div_ceil(4) * tw;
+    // The planned block (`tile`), else the default.
+    let t_max = match p.tile as usize {
+        0 => default_block(p),
+        t => t.next_multiple_of(NR).clamp(NR, MAX_T),
+    };
+    let blocks = tiles.div_ceil(t_max).max(1);
+    let t = tiles.div_ceil(blocks).next_multiple_of(NR);
+    Blocking {
+        tw,
+        tiles,
+        t,
+        blocks,
+    }
+}
+
+/// Rows of the slot's O part: one row block.
+fn o_rows(m: usize) -> usize {
+    MB.min(m)
+}
+
+/// Floats of the shared head (the 36 transformed weight matrices) and of one thread's slot.
+fn parts(p: &ConvParams) -> (usize, usize, usize) {
+    let (c, m) = (p.c as usize, p.m as usize);
+    let u_one = packed_a_len(m, c).next_multiple_of(16);
+    let b = blocking(p);
+    let slot = POS * (c * b.t + o_rows(m) * b.t);
+    (u_one, POS * u_one, slot)
+}
+
+/// Scratch bytes [`run`] needs for `p` (tile blocks of at most `p.tile` tiles, 0: the
+/// default): the transformed weights, then one slot per thread.
+pub fn scratch_bytes(p: &ConvParams) -> usize {
+    let (_, head, slot) = parts(p);
+    slot.saturating_mul(p.threads.max(1) as usize)
+        .saturating_add(head)
+        .saturating_mul(4)
+}
+
+/// The instruction set the transforms are compiled for: the selected GEMM kernel's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+fn isa() -> Isa {
+    let name = selected_kernel().name;
+    if cfg!(target_arch = "x86_64") && name.starts_with("avx512") {
+        Isa::Avx512
+    } else if cfg!(target_arch = "x86_64") && name.starts_with("avx2") {
+        Isa::Avx2
+    } else {
+        Isa::Portable
+    }
+}
+
+/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
+///
+/// # Safety
+/// That of [`super::conv::arenac_conv2d`] with `w` the OIHW weights (`m * c * 9` floats) and
+/// `scratch` writable for [`scratch_bytes`] bytes.
+pub(crate) unsafe fn run(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    let m = p.m as usize;
+    let kernel = selected_kernel();
+    let mr = kernel.mr;
+    let m_pad = m.div_ceil(mr) * mr;
+    let (u_one, head, slot) = parts(p);
+    let width = (p.threads.max(1) as usize).min(crate::par::threads());
+    let isa = isa();
+    let (xs, ws, bs, ys, ss) = (
+        SyncPtr(x.cast_mut()),
+        SyncPtr(w.cast_mut()),
+        SyncPtr(bias.cast_mut()),
+        SyncPtr(y),
+        SyncPtr(scratch),
+    );
+    // 1. The weights, whole micro-panels of rows (at most L) per task.
+    let per_task = L / mr * mr;
+    let groups = m_pad.div_ceil(per_task);
+    crate::par::for_each(groups, width, |gi, _| {
+        let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
+        // SAFETY: rows `rows` of the 36 packed matrices at the head of the scratch, written
+        // by this task only; the weights readable for m * c * 9 floats (contract).
+        unsafe { weights_dispatch(isa, p, ws.get(), ss.get(), (u_one, m_pad, mr), rows) };
+    });
+    // 2. The units.
+    let b = blocking(p);
+    let per = p.n as usize * b.blocks;
+    let mblocks = m.div_ceil(MB);
+    let mparts = if width <= 1 || per >= 2 * width {
+        1
+    } else {
+        mblocks.min((2 * width).div_ceil(per)).max(1)
+    };
+    crate::par::for_each(per * mparts, width, |u, t| {
+        let (ib, mp) = (u / mparts, u % mparts);
+        let unit = Unit {
+            img: ib / b.blocks,
+            block: ib % b.blocks,
+            mblocks: mblocks * mp / mparts..mblocks * (mp + 1) / mparts,
+        };
+        let slot_ptr = ss.get().wrapping_add(head + t * slot);
+        // SAFETY: thread t < width owns slot t (the planner sized `threads` slots, width is
+        // at most that); the unit writes only its tiles of its output channels; the head
+        // holds the transformed weights (step 1 finished before this loop).
+        unsafe {
+            unit_dispatch(
+                isa,
+                p,
+                &b,
+                &unit,
+                (xs.get(), ss.get(), bs.get(), ys.get(), slot_ptr),
+                u_one,
+            )
+        };
+    });
+}
+
+/// One unit of step 2.
+struct Unit {
+    img: usize,
+    block: usize,
+    mblocks: std::ops::Range<usize>,
+}
+
+/// [`weights_body`] compiled for `isa`.
+///
+/// # Safety
+/// That of [`weights_body`].
+unsafe fn weights_dispatch(
+    isa: Isa,
+    p: &ConvParams,
+    w: *const f32,
+    u: *mut f32,
+    lay: (usize, usize, usize),
+    rows: std::ops::Range<usize>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn avx512(
+            p: &ConvParams,
+            w: *const f32,
+            u: *mut f32,
+            lay: (usize, usize, usize),
+            rows: std::ops::Range<usize>,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { weights_body(p, w, u, lay, rows) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(
+            p: &ConvParams,
+            w: *const f32,
+            u: *mut f32,
+            lay: (usize, usize, usize),
+            rows: std::ops::Range<usize>,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { weights_body(p, w, u, lay, rows) }
+        }
+        match isa {
+            // SAFETY: the variant matches the selected kernel, which this CPU runs.
+            Isa::Avx512 => return unsafe { avx512(p, w, u, lay, rows) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(p, w, u, lay, rows) },
+            Isa::Portable => {}
+        }
+    }
+    let _ = isa;
+    // SAFETY: the caller's contract.
+    unsafe { weights_body(p, w, u, lay, rows) }
+}
+
+/// Rows `rows` (whole micro-panels of `mr` rows, at most [`L`], inside `m_pad`) of the 36
+/// transformed weight matrices, each `u_one` floats from `u` and packed for micro-kernels of
+/// `mr` rows (`lay = (u_one, m_pad, mr)`: [`super::pack_a_all`]'s layout); rows past `m` are
+/// zeros. Each position's micro-panel column is `mr` contiguous floats: one copy.
+///
+/// # Safety
+/// `w` readable for `m * c * 9` floats; `u` writable for `36 * u_one` floats; nothing else
+/// writes these rows meanwhile.
+#[inline(always)]
+unsafe fn weights_body(
+    p: &ConvParams,
+    w: *const f32,
+    u: *mut f32,
+    (u_one, m_pad, mr): (usize, usize, usize),
+    rows: std::ops::Range<usize>,
+) {
+    let (m, k) = (p.m as usize, p.c as usize);
+    let kc_max = k.div_ceil(k.div_ceil(KC));
+    let lanes = rows.len();
+    let mut g = [[0.0f32; L]; 9];
+    let mut t = [[0.0f32; L]; POS];
+    let mut pc = 0;
+    while pc < k {
+        let kc = kc_max.min(k - pc);
+        for ci in pc..pc + kc {
+            for (l, row) in rows.clone().enumerate() {
+                for (s, gs) in g.iter_mut().enumerate() {
+                    gs[l] = if row < m {
+                        // SAFETY: row < m, ci < c, s < 9: inside the weights.
+                        unsafe { *w.add((row * k + ci) * 9 + s) }
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            transform::weights(&g, &mut t);
+            for (pos, tp) in t.iter().enumerate() {
+                let mut l = 0;
+                while l < lanes {
+                    let row = rows.start + l;
+                    // Micro-panel row / mr of K block pc, column ci - pc.
+                    let at = pos * u_one + pc * m_pad + row / mr * mr * kc + (ci - pc) * mr;
+                    // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr) of
+                    // column ci: mr floats inside matrix pos (packed_a_len(m, k) floats);
+                    // lanes l..l+mr < L of tp.
+                    unsafe { std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), mr) };
+                    l += mr;
+                }
+            }
+        }
+        pc += kc;
+    }
+}
+
+/// [`unit_body`] compiled for `isa`.
+///
+/// # Safety
+/// That of [`unit_body`].
+unsafe fn unit_dispatch(
+    isa: Isa,
+    p: &ConvParams,
+    b: &Blocking,
+    unit: &Unit,
+    ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
+    lay: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn avx512(
+            p: &ConvParams,
+            b: &Blocking,
+            unit: &Unit,
+            ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
+            lay: usize,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { unit_body(p, b, unit, ptrs, lay) }
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(
+            p: &ConvParams,
+            b: &Blocking,
+            unit: &Unit,
+            ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
+            lay: usize,
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe { unit_body(p, b, unit, ptrs, lay) }
+        }
+        match isa {
+            // SAFETY: the variant matches the selected kernel, which this CPU runs.
+            Isa::Avx512 => return unsafe { avx512(p, b, unit, ptrs, lay) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(p, b, unit, ptrs, lay) },
+            Isa::Portable => {}
+        }
+    }
+    let _ = isa;
+    // SAFETY: the caller's contract.
+    unsafe { unit_body(p, b, unit, ptrs, lay) }
+}
+
+/// One unit: input transform of its tile block into `V` (the slot's head), then for each of
+/// its row blocks the 36 products into `O` (after `V`) and the output transform into `y`.
+///
+/// # Safety
+/// `x`, `bias`, `y` as for [`run`]; `u` holds the 36 transformed weight matrices (`u_one`
+/// floats each); `slot` writable for one slot of [`parts`] and used by no one
+/// else; nothing else writes this unit's outputs.
+#[inline(always)]
+unsafe fn unit_body(
+    p: &ConvParams,
+    b: &Blocking,
+    unit: &Unit,
+    (x, u, bias, y, slot): (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
+    u_one: usize,
+) {
+    let us = |v: u64| v as usize;
+    let (c, h, w, m) = (us(p.c), us(p.h), us(p.w), us(p.m));
+    let (oh, ow) = (us(p.oh), us(p.ow));
+    let (pt, pl) = (p.pad_t as isize, p.pad_l as isize);
+    let t = b.t;
+    let first = unit.block * t;
+    let nt = t.min(b.tiles - first);
+    let n_cols = nt.next_multiple_of(NR);
+    let v = slot;
+    let o = slot.wrapping_add(POS * c * t);
+    let ob = o_rows(m) * t;
+    let xi = x.cast_const().wrapping_add(unit.img * c * h * w);
+    // The input transform, 16 tiles (one packed panel) at a time.
+    let mut d = [[[0.0f32; L]; 6]; 6];
+    let mut vt = [[0.0f32; L]; POS];
+    for g in 0..n_cols / L {
+        // Each lane's patch origin, or None past the block's tiles.
+        let mut org = [None; L];
+        let mut inside = true;
+        for (l, o) in org.iter_mut().enumerate() {
+            let ti = first + g * L + l;
+            if g * L + l < nt {
+                let (ty, tx) = (ti / b.tw, ti % b.tw);
+                let (iy, ix) = (4 * ty as isize - pt, 4 * tx as isize - pl);
+                inside &= iy >= 0 && ix >= 0 && iy + 6 <= h as isize && ix + 6 <= w as isize;
+                *o = Some((iy, ix));
+            } else {
+                inside = false;
+            }
+        }
+        for ci in 0..c {
+            let plane = xi.wrapping_add(ci * h * w);
+            if inside {
+                for (l, o) in org.iter().enumerate() {
+                    let (iy, ix) = o.unwrap_or((0, 0));
+                    for (r, dr) in d.iter_mut().enumerate() {
+                        let row = plane.wrapping_add((iy as usize + r) * w + ix as usize);
+                        for (k, dk) in dr.iter_mut().enumerate() {
+                            // SAFETY: the patch lies inside the plane (`inside`).
+                            dk[l] = unsafe { *row.add(k) };
+                        }
+                    }
+                }
+            } else {
+                for (l, o) in org.iter().enumerate() {
+                    for (r, dr) in d.iter_mut().enumerate() {
+                        for (k, dk) in dr.iter_mut().enumerate() {
+                            dk[l] = match *o {
+                                Some((iy, ix)) => {
+                                    let (yy, xx) = (iy + r as isize, ix + k as isize);
+                                    if yy >= 0 && xx >= 0 && yy < h as isize && xx < w as isize {
+                                        // SAFETY: (yy, xx) inside the plane.
+                                        unsafe { *plane.add(yy as usize * w + xx as usize) }
+                                    } else {
+                                        0.0
+                                    }
+                                }
+                                None => 0.0,
+                            };
+                        }
+                    }
+                }
+            }
+            transform::input(&d, &mut vt);
+            for (pos, vp) in vt.iter().enumerate() {
+                // SAFETY: panel g, row ci of V_pos (c x t packed: panel stride c * NR),
+                // inside the slot's V part.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        vp.as_ptr(),
+                        v.add(pos * c * t + g * c * NR + ci * NR),
+                        NR,
+                    )
+                };
+            }
+        }
+    }
+    let kernel = selected_kernel();
+    let act = p.activation();
+    let epilogue = p.has_bias != 0 || act != Activation::None;
+    let yi = y.wrapping_add(unit.img * m * oh * ow);
+    for mb in unit.mblocks.clone() {
+        let r0 = mb * MB;
+        let rows = MB.min(m - r0);
+        for pos in 0..POS {
+            let a = AView::packed(u.cast_const().wrapping_add(pos * u_one), m).at_row(r0);
+            let bv = BView::packed(v.cast_const().wrapping_add(pos * c * t), c, n_cols);
+            // SAFETY: U_pos is m_pad x c packed for this kernel (rows r0..r0+rows < m_pad);
+            // V_pos c x n_cols packed; O_pos rows x n_cols at stride t inside the slot's O
+            // part (MB x t per position); a packed A uses no scratch.
+            unsafe {
+                super::sgemm_core(
+                    kernel,
+                    rows,
+                    n_cols,
+                    c,
+                    a,
+                    bv,
+                    o.wrapping_add(pos * ob),
+                    t,
+                    false,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        let mut yt = [[0.0f32; L]; 16];
+        for ri in 0..rows {
+            let mi = r0 + ri;
+            let bias_v = if p.has_bias != 0 {
+                // SAFETY: channel mi < m of the bias.
+                unsafe { *bias.add(mi) }
+            } else {
+                0.0
+            };
+            let yc = yi.wrapping_add(mi * oh * ow);
+            for g in 0..n_cols / L {
+                let ms: [&Lanes; POS] = std::array::from_fn(|pos| {
+                    // SAFETY: row ri, columns g*16.. of O_pos, written by the products above.
+                    unsafe { &*o.add(pos * ob + ri * t + g * L).cast::<Lanes>() }
+                });
+                transform::output(&ms, &mut yt);
+                if epilogue {
+                    super::act::bias_act(yt.as_flattened_mut(), bias_v, act);
+                }
+                // Lane l of the 16 rows of yt is tile first + g * L + l.
+                #[allow(clippy::needless_range_loop)]
+                for l in 0..L.min(nt - g * L) {
+                    let ti = first + g * L + l;
+                    let (oy, ox) = (ti / b.tw * 4, ti % b.tw * 4);
+                    for i in 0..4.min(oh - oy) {
+                        for j in 0..4.min(ow - ox) {
+                            // SAFETY: (oy + i, ox + j) inside the output plane of channel mi.
+                            unsafe { *yc.add((oy + i) * ow + ox + j) = yt[4 * i + j][l] };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,159 @@
+//! Winograd F(4x4, 3x3) against an f64 direct convolution.
+//!
+//! Tolerance: F(4x4, 3x3) in f32 has an error that grows with the transforms' constants (up
+//! to 8 in `Aᵀ`, 5 in `Bᵀ`, 1/24 in `G`), not with the plane. Each output is checked
+//! against `TOL * (|b| + Σ |w| |x|)` over its taps: the sum of magnitudes is the scale any
+//! f32 summation's rounding is relative to (a direct f32 sum errs by up to `K * 2^-24` of it),
+//! and `TOL = 2e-5` (about 170 ulps of 2^-23) holds the F(4,3) error seen here (at most
+//! 5.4e-6 with the AVX-512 and AVX2 kernels, 6.5e-6 with the portable one, on these cases)
+//! with a 3x margin, while a wrong tap, edge or channel gives errors of the order of the
+//! terms themselves.
+
+use super::super::conv::{Activation, ConvParams};
+use super::*;
+
+const TOL: f64 = 2e-5;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// Runs `p` through [`run`] and checks every output against the f64 reference; returns the
+/// largest error relative to its scale.
+fn check(p: ConvParams, seed: u64) -> f64 {
+    assert!(geometry_fits(&p), "{p:?}");
+    let us = |v: u64| v as usize;
+    let (n, c, h, w, m, oh, ow) = (
+        us(p.n),
+        us(p.c),
+        us(p.h),
+        us(p.w),
+        us(p.m),
+        us(p.oh),
+        us(p.ow),
+    );
+    let mut rng = Rng(seed);
+    let x: Vec<f32> = (0..n * c * h * w).map(|_| rng.next()).collect();
+    let wt: Vec<f32> = (0..m * c * 9).map(|_| rng.next()).collect();
+    let bias: Vec<f32> = (0..m).map(|_| rng.next()).collect();
+    let mut y = vec![f32::NAN; n * m * oh * ow];
+    let mut scratch = vec![f32::NAN; scratch_bytes(&p) / 4 + 1];
+    // SAFETY: the sizes of run's contract.
+    unsafe {
+        run(
+            &p,
+            x.as_ptr(),
+            wt.as_ptr(),
+            bias.as_ptr(),
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr(),
+        )
+    };
+    let act = p.activation();
+    let mut worst = 0.0f64;
+    for img in 0..n {
+        for mi in 0..m {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let b = if p.has_bias != 0 {
+                        bias[mi] as f64
+                    } else {
+                        0.0
+                    };
+                    let (mut s, mut mag) = (b, b.abs());
+                    for ci in 0..c {
+                        for ky in 0..3 {
+                            for kx in 0..3 {
+                                let iy = (oy + ky) as isize - p.pad_t as isize;
+                                let ix = (ox + kx) as isize - p.pad_l as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                    continue;
+                                }
+                                let xv = x[((img * c + ci) * h + iy as usize) * w + ix as usize];
+                                let wv = wt[(mi * c + ci) * 9 + ky * 3 + kx];
+                                s += xv as f64 * wv as f64;
+                                mag += (xv as f64 * wv as f64).abs();
+                            }
+                        }
+                    }
+                    let want = act.apply(s as f32) as f64;
+                    let got = y[((img * m + mi) * oh + oy) * ow + ox] as f64;
+                    let err = (got - want).abs() / mag.max(1e-30);
+                    assert!(
+                        err <= TOL,
+                        "{p:?}: y[{img},{mi},{oy},{ox}] = {got}, want {want} (error {err:.2e} of \
+                         the scale {mag})"
+                    );
+                    worst = worst.max(err);
+                }
+            }
+        }
+    }
+    worst
+}
+
+/// A 3 x 3 stride-1 geometry with pads `(t, l, b, r)`.
+fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64, pads: (u64, u64, u64, u64)) -> ConvParams {
+    ConvParams {
+        n,
+        c,
+        h,
+        w,
+        m,
+        group: 1,
+        kh: 3,
+        kw: 3,
+        stride_h: 1,
+        stride_w: 1,
+        pad_t: pads.0,
+        pad_l: pads.1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: h + pads.0 + pads.2 - 2,
+        ow: w + pads.1 + pads.3 - 2,
+        threads: 1,
+        ..ConvParams::default()
+    }
+}
+
+#[test]
+fn random_geometries_match_the_reference() {
+    let mut worst = 0.0f64;
+    let cases = [
+        (1, 3, (5, 7), 5, (0, 0, 0, 0)),
+        (1, 5, (9, 11), 7, (1, 1, 1, 1)),
+        (2, 17, (13, 13), 13, (1, 1, 1, 1)),
+        (1, 19, (10, 15), 50, (2, 2, 2, 2)),
+        (1, 16, (23, 17), 64, (0, 1, 2, 1)),
+        (1, 33, (8, 8), 97, (1, 0, 1, 2)),
+        (1, 7, (3, 3), 4, (2, 2, 2, 2)),
+        (1, 64, (29, 29), 20, (1, 1, 1, 1)),
+    ];
+    for (i, &(n, c, hw, m, pads)) in cases.iter().enumerate() {
+        for (bias, act) in [(false, Activation::None), (true, Activation::Relu)] {
+            let mut p = geom(n, c, hw, m, pads);
+            p.has_bias = u64::from(bias);
+            [p.act, p.act_a, p.act_b] = act.encode();
+            worst = worst.max(check(p, 7 + i as u64));
+        }
+    }
+    eprintln!("worst error / scale: {worst:.2e}");
+}
+
+#[test]
+fn many_tiles_and_k_blocks() {
+    // Several tile blocks per image (blocking) and C past one K block (KC = 384).
+    let p = geom(1, 400, (30, 30), 24, (1, 1, 1, 1));
+    check(p, 3);
+    let p = geom(1, 8, (70, 66), 16, (1, 1, 1, 1));
+    assert!(blocking(&p).blocks > 1);
+    check(p, 4);
+}
