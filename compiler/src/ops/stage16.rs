@@ -45,27 +45,6 @@ pub fn scratch_bytes(
     }
 }
 
-/// The geometry of a staged 16-bit Conv (first input and output f16/bf16 of one type,
-/// constant weights), as [`scratch_bytes`] sizes it; `None` for any other node.
-pub fn staged_conv_params(
-    op: &Op,
-    inputs: &[TensorType],
-    y: &TensorType,
-    constant: &[bool],
-    threads: usize,
-) -> Option<crate::gemm::conv::ConvParams> {
-    let x = inputs.first()?;
-    let Op::Conv(a) = op else { return None };
-    if !matches!(x.dtype, DType::F16 | DType::BF16)
-        || y.dtype != x.dtype
-        || !constant.get(1).copied().unwrap_or(false)
-    {
-        return None;
-    }
-    let wide = |t: &TensorType| TensorType::new(DType::F32, t.shape.clone());
-    super::conv::scratch_params(a, &wide(x), &wide(y), true, threads)
-}
-
 /// `v[i] = u(v[i])` in f32: the activations the conv epilogue has (Relu, LeakyRelu,
 /// Sigmoid, Tanh, HardSigmoid, HardSwish) through its vectorized
 /// [`crate::gemm::act::bias_act`]; the rest through the f64 reference, element by element

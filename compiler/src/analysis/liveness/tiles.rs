@@ -1,5 +1,4 @@
-//! Conv im2col tiles, and the staging budgets of Convs on 16-bit data, as a planning
-//! decision.
+//! Conv im2col tiles as a planning decision.
 //!
 //! An im2col Conv's scratch is one panel of `K` rows by a tile of output pixels
 //! ([`crate::gemm::conv::conv2d_tiles`]: 256 by default, down to 64). At a Conv where the peak
@@ -9,9 +8,7 @@
 //! The passes make their choices (shrinking pooling writes, in-place Concats) with every such
 //! scratch at its smallest tile ([`smallest`]), so they aim at the lowest peak
 //! reachable; [`relax`] then gives each Conv the largest tile whose step stays at or below
-//! that peak. A Conv staged on 16-bit data (`crate::gemm::stage16::conv`) is planned the
-//! same way: its smallest staging budget first, then the largest budget (bands of more
-//! rows, up to the whole convolution in f32) whose step stays at or below the peak. Only the Convs whose step would otherwise exceed it are shrunk, each just
+//! that peak. Only the Convs whose step would otherwise exceed it are shrunk, each just
 //! enough, and the peak is the smallest-tile peak. The code generator reads the tile back
 //! from the planned bytes ([`crate::gemm::conv::conv2d_tile_for_scratch`]), one function for
 //! both sides.
@@ -39,16 +36,6 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
     let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
     (conv2d_tiles(&p).count() > 1).then_some(p)
-}
-
-/// The geometry of a Conv staged on 16-bit data (`--activations`), whose scratch grows with
-/// its staging budget ([`crate::gemm::stage16::conv::budgets`]); `None` for every other node.
-fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
-    let node = g.node(id);
-    let ins: Vec<_> = node.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
-    let consts: Vec<bool> = node.inputs.iter().map(|&v| is_constant(g, v)).collect();
-    let y = &g.value(*node.outputs.first()?).ty;
-    crate::ops::stage16::staged_conv_params(&node.op, &ins, y, &consts, threads)
 }
 
 /// Scratch bytes of `p` run with `tile` output pixels per panel.
@@ -95,29 +82,16 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
         if b.kind != BufferKind::Scratch {
             continue;
         }
-        let threads = cx.opts.threads;
-        // Candidate scratch sizes, largest (fastest) first.
-        let sizes: Vec<usize> = match b.node {
-            Some(id) => match (
-                tiled_conv(cx.g, id, threads),
-                staged_conv(cx.g, id, threads),
-            ) {
-                (Some(p), _) => conv2d_tiles(&p).map(|tile| bytes_at(&p, tile)).collect(),
-                (None, Some(p)) => crate::gemm::stage16::conv::budgets(&p)
-                    .into_iter()
-                    .map(|budget| crate::gemm::stage16::conv::scratch_bytes_at(&p, budget))
-                    .collect(),
-                (None, None) => continue,
-            },
-            None => continue,
+        let Some(p) = b.node.and_then(|id| tiled_conv(cx.g, id, cx.opts.threads)) else {
+            continue;
         };
         let step = b.interval.start;
         let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
             continue;
         };
         let rest = *t - aligned(b.interval.size);
-        if let Some(bytes) = sizes
-            .into_iter()
+        if let Some(bytes) = conv2d_tiles(&p)
+            .map(|tile| bytes_at(&p, tile))
             .find(|&bytes| bytes >= b.interval.size && rest + aligned(bytes) <= peak)
         {
             *planned = bytes;
