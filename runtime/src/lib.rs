@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 
 pub mod conformance;
 pub mod io;
+pub mod memtrace;
 pub mod profile;
+pub mod release;
 pub mod session;
 pub mod stream;
 
@@ -115,6 +117,13 @@ pub struct CompileOptions {
     /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
     /// ([`Summary::activations_storage`]).
     pub activations: ActType,
+    /// Give memory back once the program is generated (default `true`): free heap memory,
+    /// the model file's pages, and the resident pages of arenac's own code and read-only data
+    /// (mostly the importer, planner and code generator, which a run does not execute), so
+    /// the process runs with its weights, its arena and little else resident
+    /// ([`release::after_compile`]). Turn it off in a process whose other code should keep
+    /// its pages resident (the dropped pages come back from the page cache on use).
+    pub release_memory: bool,
     /// Winograd F(4x4, 3x3) for 3 x 3 stride-1 Convs (default `true`): about 2.3x fewer
     /// multiplies where the plane has enough 4 x 4 tiles, chosen per Conv by the planner only
     /// where its scratch (the per-run transformed weights and a tile block per thread) does
@@ -161,6 +170,7 @@ impl Default for CompileOptions {
             profile: false,
             weights: WeightType::F32,
             activations: ActType::F32,
+            release_memory: true,
             winograd: true,
             patches: Patches::OverLimit,
         }
@@ -408,6 +418,10 @@ impl Model {
     }
 }
 
+/// A model file at least this large (16 MiB) has its pages, the freed heap and arenac's
+/// own code pages released before code generation as well as after it.
+const RELEASE_EARLY_BYTES: usize = 16 << 20;
+
 /// Loads an `.onnx` file (external data relative to its folder), binds shapes, infers every
 /// value's type, folds constants, fuses element-wise chains (unless [`CompileOptions::fuse`]
 /// is off) and plans the arena. Fails with [`Error::MemoryBudget`] when
@@ -420,8 +434,10 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         Some(spec) => Some(spec.limit.resolve(&spec.text)?),
         None => default_budget(),
     };
+    memtrace::mark("start");
     let (bytes, source) = map_file_shared(path)?;
     let proto = decode_model(bytes)?;
+    memtrace::mark("decoded");
     let dir = path.parent().unwrap_or(Path::new("."));
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
@@ -435,6 +451,7 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
     };
     let mut imported = import_model(&proto, Some(dir), &import_opts)?;
     let imported_at = Instant::now();
+    memtrace::mark("imported");
     if cfg!(debug_assertions)
         && let Err(e) = arenac_compiler::ir::verify::verify(&imported.graph)
     {
@@ -485,7 +502,24 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         )?;
     }
     let planned_at = Instant::now();
+    memtrace::mark("planned");
     let executable = if opts.codegen {
+        // Import and planning are done: their code, their freed heap and the model file's
+        // pages read so far go before the weights region grows (codegen reads each weight
+        // again from the file and releases it as it goes).
+        // Only for a model whose weights dwarf the code (dropping the code of a small model
+        // would only make code generation fault it back in).
+        if opts.release_memory
+            && source
+                .as_ref()
+                .is_some_and(|s| s.len() >= RELEASE_EARLY_BYTES)
+        {
+            if let Some(s) = &source {
+                s.release();
+            }
+            release::after_compile();
+            memtrace::mark("released before codegen");
+        }
         // The weights end up in the executable's own region: the mapped file's pages can go
         // as soon as they have been copied (they are read again from the file if needed).
         let mut release = |part: Option<&[u8]>| {
@@ -510,6 +544,11 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         None
     };
     let done = Instant::now();
+    memtrace::mark("generated");
+    if opts.codegen && opts.release_memory {
+        release::after_compile();
+        memtrace::mark("released");
+    }
     let timings = CompileTimings {
         import: imported_at - started,
         plan: planned_at - imported_at,

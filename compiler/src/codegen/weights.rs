@@ -207,20 +207,55 @@ impl<'a> WeightsBuilder<'a> {
         if let Some(&off) = self.seen.get(&key) {
             return off;
         }
-        let src = match t.f32_slice() {
-            Some(s) => s,
-            None => {
+        // A large decoded copy lives in an anonymous map of its own, unmapped (returned to
+        // the system) right after use instead of lingering in the heap as the region grows.
+        let mut big: Option<memmap2::MmapMut> = None;
+        if t.f32_slice().is_none() {
+            let numel = t.numel();
+            let dst: &mut [f32] = if numel > DECODED_KEEP
+                && let Ok(m) = memmap2::MmapMut::map_anon(numel * 4)
+            {
+                let m = big.insert(m);
+                // SAFETY: any bytes are valid f32s; the map is page-aligned, so the middle
+                // part is all of it.
+                let (_, floats, _) = unsafe { m.align_to_mut::<f32>() };
+                floats
+            } else {
                 self.decoded.clear();
-                self.decoded.resize(t.numel(), 0.0);
-                t.write_f32s(&mut self.decoded);
-                &self.decoded
+                self.decoded.resize(numel, 0.0);
+                &mut self.decoded
+            };
+            // Decoded a block at a time, each block's source pages (usually the mapped
+            // file's) released as soon as it is read: the source and its copy are never both
+            // resident whole.
+            const BLOCK: usize = 1 << 16;
+            let dtype = t.dtype();
+            let size = dtype.size().max(1);
+            let bytes = t.bytes();
+            for (i, out) in dst.chunks_mut(BLOCK).enumerate() {
+                let start = (i * BLOCK * size).min(bytes.len());
+                let part = &bytes[start..(start + out.len() * size).min(bytes.len())];
+                write_f32s_from(dtype, part, out);
+                if let Some(r) = self.release.as_mut() {
+                    r(Some(part));
+                }
             }
+        }
+        let src: &[f32] = match (t.f32_slice(), &big) {
+            (Some(s), _) => s,
+            (None, Some(m)) => {
+                // SAFETY: as above (page-aligned, any bytes are f32s).
+                let (_, floats, _) = unsafe { m.align_to::<f32>() };
+                &floats[..t.numel()]
+            }
+            (None, None) => &self.decoded,
         };
         let off = reserve_in(&mut self.region, &mut self.len, n * 4);
         fill(src, f32s_at(&mut self.region, off, n));
         self.seen.insert(key, off);
         // Its source pages (often the mapped file's) may go now, not a few MiB later.
         self.release_part(t.bytes());
+        drop(big);
         off
     }
 
@@ -345,9 +380,87 @@ impl WeightsRegion {
     }
 }
 
+/// A decoded copy longer than this many floats (1 MiB) gets an anonymous map of its own,
+/// unmapped after use, rather than the builder's reused vector.
+const DECODED_KEEP: usize = 1 << 18;
+
+/// Writes the elements of `bytes` (little-endian `dtype`) as f32 into `out`, stopping at the
+/// shorter of the two: [`Tensor::write_f32s`] over a part of a tensor's bytes.
+fn write_f32s_from(dtype: crate::ir::types::DType, bytes: &[u8], out: &mut [f32]) {
+    let size = dtype.size().max(1);
+    if dtype == crate::ir::types::DType::F32 {
+        for (x, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    } else {
+        for (x, c) in out.iter_mut().zip(bytes.chunks_exact(size)) {
+            *x = crate::ir::tensor::read_f64(dtype, c) as f32;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unaligned_f32_source_is_decoded_in_blocks_and_released_as_it_goes() {
+        use crate::ir::types::DType;
+        // More floats than DECODED_KEEP (its own map) and several blocks, one byte off
+        // 4-byte alignment, as a weight inside a protobuf often is; then a small one (the
+        // reused vector) and an f16 source.
+        for (dtype, numel) in [
+            (DType::F32, DECODED_KEEP + 70_001),
+            (DType::F32, 1001),
+            (DType::F16, 70_000),
+        ] {
+            let vals: Vec<f32> = (0..numel).map(|i| (i % 1999) as f32 - 999.0).collect();
+            let mut raw = vec![0u8];
+            for v in &vals {
+                match dtype {
+                    DType::F16 => raw.extend(half::f16::from_f32(*v).to_le_bytes()),
+                    _ => raw.extend(v.to_le_bytes()),
+                }
+            }
+            let all = bytes::Bytes::from(raw);
+            let t = Tensor::from_bytes(dtype, vec![numel], all.slice(1..)).expect("tensor");
+            assert!(t.f32_slice().is_none());
+            let base = t.bytes().as_ptr() as usize;
+            let mut released: Vec<(usize, usize)> = Vec::new();
+            let mut hook = |part: Option<&[u8]>| {
+                if let Some(p) = part {
+                    released.push((p.as_ptr() as usize - base, p.len()));
+                }
+            };
+            {
+                let mut w = WeightsBuilder::with_capacity(100);
+                w.set_release(&mut hook);
+                let off = w.form_f32_of(&t, "reversed".into(), numel, |src, out| {
+                    for (o, x) in out.iter_mut().zip(src.iter().rev()) {
+                        *o = *x;
+                    }
+                });
+                let region = w.finish().expect("seals");
+                let got: Vec<f32> = region.as_slice()[off..off + 4 * numel]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                let want: Vec<f32> = vals.iter().rev().copied().collect();
+                assert_eq!(got, want, "{dtype:?} {numel}");
+            }
+            // Every byte released, in order, block by block before the whole at the end.
+            let size = dtype.size();
+            let blocks = numel.div_ceil(1 << 16);
+            assert_eq!(released.len(), blocks + 1, "{dtype:?} {numel}");
+            let mut at = 0;
+            for &(start, len) in &released[..blocks] {
+                assert_eq!(start, at);
+                at += len;
+            }
+            assert_eq!(at, numel * size);
+            assert_eq!(released[blocks], (0, numel * size));
+        }
+    }
 
     #[test]
     fn region_grows_and_keeps_every_piece_aligned_and_intact() {

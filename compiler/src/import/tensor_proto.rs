@@ -90,6 +90,16 @@ impl AsRef<[u8]> for SharedMap {
 }
 
 impl SourceMap {
+    /// The mapped file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the mapped file is empty (never: empty files are not mapped).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Asks the kernel to drop the mapping's resident pages (`MADV_DONTNEED`). Its bytes stay
     /// readable and unchanged: the mapping is private, read-only and never written, so its
     /// pages are clean copies of the file, read again from it on the next access.

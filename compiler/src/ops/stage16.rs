@@ -45,6 +45,29 @@ pub fn scratch_bytes(
     }
 }
 
+/// `v[i] = u(v[i])` in f32: the activations the conv epilogue has (Relu, LeakyRelu,
+/// Sigmoid, Tanh, HardSigmoid, HardSwish) through its vectorized
+/// [`crate::gemm::act::bias_act`]; the rest through the f64 reference, element by element
+/// (no 16-bit model seen so far has one on a hot path).
+pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
+    use super::UnaryOp as U;
+    use crate::gemm::act::{Activation as A, bias_act};
+    let act = match u {
+        U::Relu => A::Relu,
+        U::LeakyRelu { alpha } => A::LeakyRelu(alpha),
+        U::Sigmoid => A::Sigmoid,
+        U::Tanh => A::Tanh,
+        U::HardSigmoid { alpha, beta } => A::HardSigmoid(alpha, beta),
+        U::HardSwish => A::HardSwish,
+        _ => {
+            v.iter_mut()
+                .for_each(|e| *e = super::elementwise::unary_f64(u, f64::from(*e)) as f32);
+            return;
+        }
+    };
+    bias_act(v, 0.0, act);
+}
+
 /// The staged product of a Gemm or MatMul with data input shapes `shapes` (A, B, C...) and
 /// constants `constant`: B constant and 2-d (A's leading dims folded into rows), or B a
 /// run-time operand with A's batch dims; Gemm without `transA`, its C absent or a constant
@@ -244,12 +267,15 @@ pub unsafe fn run_fused(
                     _ => consts.get(k).and_then(|c| c.get(i)).copied().unwrap_or(0.0),
                 }
             };
+            if let Op::Unary(u) = &s.op {
+                for (e, o) in out.iter_mut().enumerate().take(len) {
+                    *o = arg(0, e);
+                }
+                unary_f32(*u, &mut out[..len]);
+                continue;
+            }
             for (e, o) in out.iter_mut().enumerate().take(len) {
                 *o = match &s.op {
-                    Op::Unary(crate::ops::UnaryOp::Relu) => arg(0, e).max(0.0),
-                    Op::Unary(u) => {
-                        crate::ops::elementwise::unary_f64(*u, f64::from(arg(0, e))) as f32
-                    }
                     Op::Binary(BinaryOp::Add) => arg(0, e) + arg(1, e),
                     Op::Binary(BinaryOp::Sub) => arg(0, e) - arg(1, e),
                     Op::Binary(BinaryOp::Mul) => arg(0, e) * arg(1, e),
@@ -265,5 +291,48 @@ pub unsafe fn run_fused(
         let dst = unsafe { std::slice::from_raw_parts_mut(y.add(at), len) };
         narrow(t, &last[..len], dst);
         at += len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unary_f32;
+    use crate::ops::UnaryOp as U;
+
+    /// The vectorized activations and the reference fallback against the f64 reference,
+    /// over a chunk long enough for the vector loops and their tails (and NaN, ±inf).
+    #[test]
+    fn unary_f32_matches_the_reference() {
+        let mut xs: Vec<f32> = (0..1037).map(|i| (i as f32 - 518.0) / 37.0).collect();
+        xs.extend([f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 88.0, -104.0]);
+        for u in [
+            U::Relu,
+            U::LeakyRelu { alpha: 0.1 },
+            U::Sigmoid,
+            U::Tanh,
+            U::HardSigmoid {
+                alpha: 0.2,
+                beta: 0.5,
+            },
+            U::HardSwish,
+            U::Erf,
+            U::Sqrt,
+        ] {
+            let mut v = xs.clone();
+            unary_f32(u, &mut v);
+            for (&x, &y) in xs.iter().zip(&v) {
+                let want = crate::ops::elementwise::unary_f64(u, f64::from(x));
+                let ok = if want.is_nan() {
+                    y.is_nan()
+                } else {
+                    f64::from(y) == want
+                        || (f64::from(y) - want).abs() <= 2e-6 * want.abs().max(1.0)
+                };
+                assert!(ok, "{u:?}({x}) = {y}, reference {want}");
+            }
+        }
+        let mut nan = [f32::NAN; 17];
+        unary_f32(U::Sigmoid, &mut nan);
+        assert!(nan.iter().all(|v| v.is_nan()));
     }
 }

@@ -472,6 +472,8 @@ fn options(
 ) -> Result<CompileOptions, arenac::Error> {
     let mut opts = CompileOptions {
         keep_file_order,
+        // `ARENAC_KEEP_MEMORY=1` keeps what compiling touched resident (to compare).
+        release_memory: std::env::var_os("ARENAC_KEEP_MEMORY").is_none_or(|v| v == "0"),
         ..CompileOptions::default()
     };
     if let Some(t) = threads {
@@ -564,6 +566,7 @@ fn run_model(
         opts = opts.with_value(name_of(g), g.tensor.view());
     }
 
+    arenac::memtrace::mark("inputs read");
     let start = Instant::now();
     let compiled = compile_file(model, &opts).map_err(|e| with_input_hint(e, model))?;
     let compile_time = start.elapsed();
@@ -571,6 +574,7 @@ fn run_model(
         eprintln!("warning: {w}");
     }
     let mut session = compiled.session()?;
+    arenac::memtrace::mark("session");
 
     let random: Vec<(String, TensorBuf)> = if given.is_empty() {
         session
@@ -623,6 +627,7 @@ fn run_model(
         None => session.run(&named)?,
     };
     times.push(t.elapsed());
+    arenac::memtrace::mark("ran");
     times.sort();
     let median = times[times.len() / 2];
 

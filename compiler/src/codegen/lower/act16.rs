@@ -87,12 +87,7 @@ fn unary(cx: &Ctx<'_>, t: N16, u: crate::ops::UnaryOp, prog: &mut Program) -> Re
     let (x, y) = (cx.input(0)?, cx.output()?);
     let len = cx.ty(y).numel().unwrap_or(0);
     let kernel = HostKernel::new(move |p| {
-        let f = |v: &mut [f32]| match u {
-            crate::ops::UnaryOp::Relu => v.iter_mut().for_each(|e| *e = e.max(0.0)),
-            _ => v
-                .iter_mut()
-                .for_each(|e| *e = crate::ops::elementwise::unary_f64(u, f64::from(*e)) as f32),
-        };
+        let f = |v: &mut [f32]| crate::ops::stage16::unary_f32(u, v);
         // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
         // planned in place, which `unary` allows).
         unsafe { stage16::unary(t, len, p[0].cast::<u16>(), p[1].cast::<u16>(), &f) };
@@ -218,7 +213,9 @@ fn conv(
     let wt = cx
         .constant(wv)
         .ok_or_else(|| cx.err("internal: a staged Conv with run-time weights"))?;
-    let wp = stage16::conv::weights_params(&params);
+    // The staging budget the planner chose, read back from the scratch it planned.
+    let budget = stage16::conv::budget_for_scratch(&params, super::dense::planned_scratch(cx));
+    let wp = stage16::conv::weights_params(&params, budget);
     params.packed_a = wp.packed_a;
     let form = format!(
         "conv weights m={} k={} group={} packed={} (16-bit staged)",
@@ -237,7 +234,7 @@ fn conv(
         },
         None => Operand::Null,
     };
-    check_scratch(cx, stage16::conv::scratch_bytes(&params))?;
+    check_scratch(cx, stage16::conv::scratch_bytes_at(&params, budget))?;
     let kernel = HostKernel::new(move |p| {
         // SAFETY: `arenac_host`'s contract: X, Y, the prepared weights and bias (weights
         // region) and the scratch (checked at compile time) planned for this geometry.
@@ -245,6 +242,7 @@ fn conv(
             stage16::conv::conv(
                 t,
                 &params,
+                budget,
                 p[0].cast::<u16>(),
                 p[1].cast::<f32>(),
                 p[2].cast::<f32>(),

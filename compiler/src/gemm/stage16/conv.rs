@@ -28,28 +28,54 @@ pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, i64) {
     (q, start)
 }
 
-/// The staging budget of `p` in bytes: 1/48 of the node's 16-bit input and output, between
-/// 16 KiB and [`super::STAGE_BYTES`] — small against the arena's peak (a Conv is often at it).
-fn budget(p: &ConvParams) -> u64 {
+/// The smallest staging budget of `p` in bytes, the one the planner starts from: 1/48 of the
+/// node's 16-bit input and output, between 16 KiB and [`super::STAGE_BYTES`] — small against
+/// the arena's peak (a Conv is often at it). Where the step is below the peak the planner
+/// grows it ([`budgets`], `crate::analysis::liveness::tiles`): larger bands, fewer re-packs.
+fn min_budget(p: &ConvParams) -> u64 {
     let bytes16 = (p.n * (p.c * p.h * p.w + p.m * p.oh * p.ow)).saturating_mul(2);
     (bytes16 / 48).clamp(16 << 10, super::STAGE_BYTES as u64)
 }
 
+/// The staging budgets worth planning for `p`, largest first: powers of two from the f32
+/// size of one image's input and output (one band: the whole convolution) down to
+/// [`min_budget`], which is last.
+pub fn budgets(p: &ConvParams) -> Vec<u64> {
+    let min = min_budget(p);
+    let whole = ((p.c * p.h * p.w + p.m * p.oh * p.ow).saturating_mul(4)).max(min);
+    let mut out = Vec::new();
+    let mut b = whole.next_power_of_two();
+    while b > min {
+        out.push(b);
+        b /= 2;
+    }
+    out.push(min);
+    out
+}
+
+/// The largest of [`budgets`] whose [`scratch_bytes_at`] fits `bytes` ([`min_budget`] when
+/// none does): how the lowering reads back the budget the planner chose.
+pub fn budget_for_scratch(p: &ConvParams, bytes: usize) -> u64 {
+    budgets(p)
+        .into_iter()
+        .find(|&b| scratch_bytes_at(p, b) <= bytes)
+        .unwrap_or_else(|| min_budget(p))
+}
+
 /// The im2col tile of band `q` of `p`: the largest whose scratch fits the staging budget (the
 /// smallest tile when none does); irrelevant for the paths without a tile.
-fn band_tile(p: &ConvParams, q: &ConvParams) -> u64 {
-    crate::gemm::conv::conv2d_tile_for_scratch(q, budget(p) as usize)
+fn band_tile(q: &ConvParams, budget: u64) -> u64 {
+    crate::gemm::conv::conv2d_tile_for_scratch(q, budget as usize)
         .unwrap_or(crate::gemm::conv::CONV_MIN_TILE) as u64
 }
 
-/// Output rows per band: as many as fit the staging budget ([`budget`]), at least one; all
-/// rows when the bands would not share one packed-weights layout.
-pub fn band_rows(p: &ConvParams) -> u64 {
+/// Output rows per band: as many as fit the staging `budget`, at least one; all rows when
+/// the bands would not share one packed-weights layout.
+pub fn band_rows(p: &ConvParams, budget: u64) -> u64 {
     let oh = p.oh.max(1);
     if !uniform(p, oh) {
         return oh;
     }
-    let budget = budget(p);
     let per_row = (p.m * p.ow + p.c * p.stride_h * p.w)
         .saturating_mul(4)
         .max(1);
@@ -82,10 +108,10 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
     marks.windows(2).all(|w| w[0] == w[1])
 }
 
-/// `p` as the weights are prepared for (the first band's layout: `packed_a` as
+/// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
 /// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`.
-pub fn weights_params(p: &ConvParams) -> ConvParams {
-    let mut q = band(p, 0, band_rows(p).min(p.oh.max(1))).0;
+pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
+    let mut q = band(p, 0, band_rows(p, budget).min(p.oh.max(1))).0;
     mark_packed(&mut q);
     ConvParams { n: p.n, ..q }
 }
@@ -94,25 +120,25 @@ pub fn weights_params(p: &ConvParams) -> ConvParams {
 /// depthwise convolution of its own, its weights and bias a contiguous slice): the largest
 /// divisor (at least 2, so the block stays depthwise) of the group count whose planes fit the
 /// budget, else 2 for an even count; `None` (row bands) for other convs.
-pub fn dw_block(p: &ConvParams) -> Option<u64> {
+pub fn dw_block(p: &ConvParams, budget: u64) -> Option<u64> {
     if !p.is_depthwise() {
         return None;
     }
     let g = p.group;
     let mult = p.m / g.max(1);
     let per = ((p.h * p.w + mult * p.oh * p.ow) * 4).max(1);
-    let fit = (budget(p) / per).max(2);
+    let fit = (budget / per).max(2);
     (2..=g).filter(|b| g.is_multiple_of(*b) && *b <= fit).max()
 }
 
 /// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
-fn parts(p: &ConvParams) -> (usize, usize, usize) {
+fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
-    if let Some(b) = dw_block(p) {
+    if let Some(b) = dw_block(p, budget) {
         let mult = p.m / p.group.max(1);
         return (up(b * p.h * p.w), up(b * mult * p.oh * p.ow), 0);
     }
-    let rows = band_rows(p);
+    let rows = band_rows(p, budget);
     let bs = bands(p, rows);
     let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
@@ -121,7 +147,7 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
         .map(|q| {
             let mut q = *q;
             mark_packed(&mut q);
-            q.tile = band_tile(p, &q);
+            q.tile = band_tile(&q, budget);
             conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
         .max()
@@ -129,9 +155,15 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
     (xin, yout, inner)
 }
 
-/// Scratch bytes [`conv`] uses for `p` (constant weights, `threads` set).
+/// Scratch bytes [`conv`] uses for `p` (constant weights, `threads` set) at the smallest
+/// budget ([`min_budget`]).
 pub fn scratch_bytes(p: &ConvParams) -> usize {
-    let (a, b, c) = parts(p);
+    scratch_bytes_at(p, min_budget(p))
+}
+
+/// Scratch bytes [`conv`] uses for `p` at staging `budget`.
+pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
+    let (a, b, c) = parts(p, budget);
     (a + b + c) * 4
 }
 
@@ -139,27 +171,29 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
 ///
 /// # Safety
 /// `p` describes the whole node (constant weights prepared by
-/// `crate::gemm::conv::prepare_weights` for [`weights_params`]); `x` readable for
-/// `n*c*h*w` values, `y` writable for `n*m*oh*ow`, `w`/`bias` as [`arenac_conv2d`] reads them;
-/// `scratch` writable for [`scratch_bytes`] bytes, 64-aligned; `y` and `scratch` overlap
-/// nothing else.
+/// `crate::gemm::conv::prepare_weights` for [`weights_params`] at `budget`); `x` readable
+/// for `n*c*h*w` values, `y` writable for `n*m*oh*ow`, `w`/`bias` as [`arenac_conv2d`] reads
+/// them; `scratch` writable for [`scratch_bytes_at`] bytes at `budget`, 64-aligned; `y` and
+/// `scratch` overlap nothing else.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn conv(
     t: N16,
     p: &ConvParams,
+    budget: u64,
     x: *const u16,
     w: *const f32,
     bias: *const f32,
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let (xin, yout, _) = parts(p);
-    if let Some(b) = dw_block(p) {
+    let (xin, yout, _) = parts(p, budget);
+    if let Some(b) = dw_block(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
         return;
     }
-    let rows = band_rows(p);
-    let packed = weights_params(p).packed_a;
+    let rows = band_rows(p, budget);
+    let packed = weights_params(p, budget).packed_a;
     let (c, h, wd, m, oh, ow) = (
         p.c as usize,
         p.h as usize,
@@ -174,7 +208,7 @@ pub unsafe fn conv(
             let r1 = (r0 + rows).min(p.oh);
             let (mut q, lo) = band(p, r0, r1);
             q.packed_a = packed;
-            q.tile = band_tile(p, &q);
+            q.tile = band_tile(&q, budget);
             let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
             // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by the
             // contract and [`parts`] (sized for the largest band).

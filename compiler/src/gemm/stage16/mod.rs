@@ -1,8 +1,8 @@
 //! 16-bit activations (`--activations f16|bf16`, `crate::analysis::act_type`): kernels that
 //! read and write f16/bf16 data while computing in f32 with the f32 kernels, staging small
 //! blocks so no full-size f32 copy exists:
-//! - [`widen`] / [`narrow`]: a run of elements between the two forms (half's slice
-//!   conversions: F16C where the CPU has it; bf16 rounds to nearest even);
+//! - [`widen`] / [`narrow`]: a run of elements between the two forms ([`convert`]: AVX-512
+//!   or AVX2+F16C loops, `half`'s conversions elsewhere; round to nearest even);
 //! - [`unary`]: a one-input activation in chunks of [`CHUNK`] elements through a stack buffer
 //!   (safe in place);
 //! - [`gap`]: GlobalAveragePool, plane by plane;
@@ -17,12 +17,10 @@
 //! asks the functions here), so the arena printed is what runs.
 
 pub mod conv;
+pub mod convert;
 pub mod matmul;
 pub mod pool;
 pub mod rows;
-
-use half::slice::HalfFloatSliceExt;
-use half::{bf16, f16};
 
 /// A 16-bit storage type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,30 +38,15 @@ pub const CHUNK: usize = 1024;
 /// enough to stay in L2 and out of the arena's peak.
 pub const STAGE_BYTES: usize = 128 << 10;
 
-/// Writes `src` (16-bit values as bits) widened into `dst` (`src.len()` floats).
+/// Writes `src` (16-bit values as bits) widened into `dst` (`src.len()` floats): AVX-512 or
+/// AVX2+F16C loops, else `half`'s conversions ([`convert`]).
 pub fn widen(t: N16, src: &[u16], dst: &mut [f32]) {
-    let n = src.len().min(dst.len());
-    let (src, dst) = (&src[..n], &mut dst[..n]);
-    match t {
-        // SAFETY: f16 is `repr(transparent)` over u16.
-        N16::F16 => unsafe { &*(src as *const [u16] as *const [f16]) }.convert_to_f32_slice(dst),
-        // SAFETY: bf16 is `repr(transparent)` over u16.
-        N16::Bf16 => unsafe { &*(src as *const [u16] as *const [bf16]) }.convert_to_f32_slice(dst),
-    }
+    convert::widen_with(convert::isa(), t, src, dst);
 }
 
 /// Writes `src` rounded (to nearest even) into `dst` (`src.len()` 16-bit values as bits).
 pub fn narrow(t: N16, src: &[f32], dst: &mut [u16]) {
-    let n = src.len().min(dst.len());
-    let (src, dst) = (&src[..n], &mut dst[..n]);
-    match t {
-        // SAFETY: f16 is `repr(transparent)` over u16.
-        N16::F16 => unsafe { &mut *(dst as *mut [u16] as *mut [f16]) }.convert_from_f32_slice(src),
-        N16::Bf16 => {
-            // SAFETY: bf16 is `repr(transparent)` over u16.
-            unsafe { &mut *(dst as *mut [u16] as *mut [bf16]) }.convert_from_f32_slice(src)
-        }
-    }
+    convert::narrow_with(convert::isa(), t, src, dst);
 }
 
 /// `y[i] = f(x[i])` for `n` elements, computed in f32 a chunk at a time (`x == y` allowed:

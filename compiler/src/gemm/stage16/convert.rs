@@ -1,0 +1,319 @@
+//! Widening 16-bit values to f32 and rounding f32 to 16 bits over runs of elements, with
+//! SIMD loops inlined in one function per ISA (AVX-512F: 16 lanes, its own f16 conversion
+//! instructions; AVX2 + F16C: 8 lanes) and a portable path (`half`'s slice conversions,
+//! scalar without F16C). The ISA follows the GEMM kernel's choice
+//! (`crate::gemm::selected_kernel`, so `ARENAC_GEMM_KERNEL=avx2|scalar` exercises the
+//! others). Every path gives the same bits: f16 rounds to nearest even (the hardware
+//! conversion, as `half`), bf16 rounds to nearest even by integer arithmetic on the f32 bits;
+//! a NaN stays a quiet NaN with its sign and top payload bits both ways (as `half`).
+
+use super::N16;
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+/// Which loop a conversion takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// `half`'s slice conversions (F16C when present, else scalar).
+    Portable,
+    /// AVX2 + F16C, 8 lanes.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// AVX-512F, 16 lanes.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+/// The loop for this CPU and the selected GEMM kernel (decided once).
+pub(crate) fn isa() -> Isa {
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(detect)
+}
+
+fn detect() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let name = crate::gemm::selected_kernel().name;
+        if name.starts_with("avx512") && is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if (name.starts_with("avx2") || name.starts_with("avx512"))
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("f16c")
+        {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Portable
+}
+
+/// Writes `src` widened into `dst` (the shorter length of the two) with loop `isa`.
+pub(crate) fn widen_with(isa: Isa, t: N16, src: &[u16], dst: &mut [f32]) {
+    let n = src.len().min(dst.len());
+    let (src, dst) = (&src[..n], &mut dst[..n]);
+    let done = match isa {
+        Isa::Portable => 0,
+        // SAFETY: `isa()` returns these only when the CPU has the features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::widen_avx2(t, src, dst) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx512 => unsafe { x86::widen_avx512(t, src, dst) },
+    };
+    let (src, dst) = (&src[done..], &mut dst[done..]);
+    match t {
+        // SAFETY: f16 is `repr(transparent)` over u16.
+        N16::F16 => unsafe { &*(src as *const [u16] as *const [f16]) }.convert_to_f32_slice(dst),
+        // SAFETY: bf16 is `repr(transparent)` over u16.
+        N16::Bf16 => unsafe { &*(src as *const [u16] as *const [bf16]) }.convert_to_f32_slice(dst),
+    }
+}
+
+/// Writes `src` rounded into `dst` (the shorter length of the two) with loop `isa`.
+pub(crate) fn narrow_with(isa: Isa, t: N16, src: &[f32], dst: &mut [u16]) {
+    let n = src.len().min(dst.len());
+    let (src, dst) = (&src[..n], &mut dst[..n]);
+    let done = match isa {
+        Isa::Portable => 0,
+        // SAFETY: `isa()` returns these only when the CPU has the features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { x86::narrow_avx2(t, src, dst) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx512 => unsafe { x86::narrow_avx512(t, src, dst) },
+    };
+    let (src, dst) = (&src[done..], &mut dst[done..]);
+    match t {
+        // SAFETY: f16 is `repr(transparent)` over u16.
+        N16::F16 => unsafe { &mut *(dst as *mut [u16] as *mut [f16]) }.convert_from_f32_slice(src),
+        N16::Bf16 => {
+            // SAFETY: bf16 is `repr(transparent)` over u16.
+            unsafe { &mut *(dst as *mut [u16] as *mut [bf16]) }.convert_from_f32_slice(src)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::N16;
+    use std::arch::x86_64::*;
+
+    /// Widens whole vectors of `src` into `dst` (equal lengths); returns how many were done.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn widen_avx2(t: N16, src: &[u16], dst: &mut [f32]) -> usize {
+        let n = src.len().min(dst.len()) / 8 * 8;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access is inside the first `n` elements of both slices.
+        unsafe {
+            while i < n {
+                let h = _mm_loadu_si128(s.add(i).cast());
+                let v = match t {
+                    N16::F16 => _mm256_cvtph_ps(h),
+                    N16::Bf16 => {
+                        // A NaN comes out quiet, as `half` widens it.
+                        let v =
+                            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)));
+                        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
+                        _mm256_or_ps(
+                            v,
+                            _mm256_and_ps(nan, _mm256_castsi256_ps(_mm256_set1_epi32(0x0040_0000))),
+                        )
+                    }
+                };
+                _mm256_storeu_ps(d.add(i), v);
+                i += 8;
+            }
+        }
+        n
+    }
+
+    /// Narrows whole vectors of `src` into `dst`; returns how many were done.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn narrow_avx2(t: N16, src: &[f32], dst: &mut [u16]) -> usize {
+        let n = src.len().min(dst.len()) / 8 * 8;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access is inside the first `n` elements of both slices.
+        unsafe {
+            while i < n {
+                let x = _mm256_loadu_ps(s.add(i));
+                let h = match t {
+                    N16::F16 => _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
+                    N16::Bf16 => {
+                        let bits = _mm256_castps_si256(x);
+                        let lsb =
+                            _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+                        let r = _mm256_add_epi32(
+                            bits,
+                            _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb),
+                        );
+                        let quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x0040_0000));
+                        let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
+                        let r = _mm256_blendv_epi8(r, quiet, nan);
+                        let r = _mm256_srli_epi32::<16>(r);
+                        // Pack to 16 bits: [r0..r3 r0..r3 | r4..r7 r4..r7], then lanes 0 and 2.
+                        let p = _mm256_packus_epi32(r, r);
+                        _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b1000>(p))
+                    }
+                };
+                _mm_storeu_si128(d.add(i).cast(), h);
+                i += 8;
+            }
+        }
+        n
+    }
+
+    /// As [`widen_avx2`], 16 lanes.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn widen_avx512(t: N16, src: &[u16], dst: &mut [f32]) -> usize {
+        let n = src.len().min(dst.len()) / 16 * 16;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access is inside the first `n` elements of both slices.
+        unsafe {
+            while i < n {
+                let h = _mm256_loadu_si256(s.add(i).cast());
+                let v = match t {
+                    N16::F16 => _mm512_cvtph_ps(h),
+                    N16::Bf16 => {
+                        // A NaN comes out quiet, as `half` widens it.
+                        let v = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+                        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(
+                            _mm512_castsi512_ps(v),
+                            _mm512_castsi512_ps(v),
+                        );
+                        _mm512_castsi512_ps(_mm512_mask_or_epi32(
+                            v,
+                            nan,
+                            v,
+                            _mm512_set1_epi32(0x0040_0000),
+                        ))
+                    }
+                };
+                _mm512_storeu_ps(d.add(i), v);
+                i += 16;
+            }
+        }
+        n
+    }
+
+    /// As [`narrow_avx2`], 16 lanes.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn narrow_avx512(t: N16, src: &[f32], dst: &mut [u16]) -> usize {
+        let n = src.len().min(dst.len()) / 16 * 16;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access is inside the first `n` elements of both slices.
+        unsafe {
+            while i < n {
+                let x = _mm512_loadu_ps(s.add(i));
+                let h = match t {
+                    N16::F16 => _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
+                    N16::Bf16 => {
+                        let bits = _mm512_castps_si512(x);
+                        let lsb =
+                            _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+                        let r = _mm512_add_epi32(
+                            bits,
+                            _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb),
+                        );
+                        let quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x0040_0000));
+                        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+                        let r = _mm512_mask_blend_epi32(nan, r, quiet);
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(r))
+                    }
+                };
+                _mm256_storeu_si256(d.add(i).cast(), h);
+                i += 16;
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every f16/bf16 bit pattern widened, and f32 values around every rounding case
+    /// (halfway points, subnormals, overflow, infinities, NaNs) narrowed: each ISA's loop
+    /// gives `half`'s bits, over lengths with and without a tail.
+    #[test]
+    fn every_isa_matches_half_bit_for_bit() {
+        let mut isas = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c") {
+                isas.push(Isa::Avx2);
+            }
+            if is_x86_feature_detected!("avx512f") {
+                isas.push(Isa::Avx512);
+            }
+        }
+        let all16: Vec<u16> = (0..=u16::MAX).collect();
+        let mut f32s: Vec<f32> = Vec::new();
+        for b in (0..=u16::MAX).step_by(7) {
+            let hi = u32::from(b) << 16;
+            for low in [0u32, 1, 0x7fff, 0x8000, 0x8001, 0xffff] {
+                f32s.push(f32::from_bits(hi | low));
+            }
+        }
+        for x in [
+            65504.0f32,
+            65520.0,
+            65519.99,
+            6.0e-8,
+            2.9802322e-8,
+            1.0e-10,
+            -0.0,
+        ] {
+            f32s.push(x);
+            f32s.push(-x);
+        }
+        for t in [N16::F16, N16::Bf16] {
+            let want_w: Vec<f32> = all16
+                .iter()
+                .map(|&b| match t {
+                    N16::F16 => f16::from_bits(b).to_f32(),
+                    N16::Bf16 => bf16::from_bits(b).to_f32(),
+                })
+                .collect();
+            let want_n: Vec<u16> = f32s
+                .iter()
+                .map(|&x| match t {
+                    N16::F16 => f16::from_f32(x).to_bits(),
+                    N16::Bf16 => bf16::from_f32(x).to_bits(),
+                })
+                .collect();
+            for &isa in &isas {
+                for len in [all16.len(), 37, 16, 15, 8, 1, 0] {
+                    let mut w = vec![0f32; len];
+                    widen_with(isa, t, &all16[..len], &mut w);
+                    for (i, (a, b)) in w.iter().zip(&want_w).enumerate() {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{isa:?} {t:?} widen {i}");
+                    }
+                }
+                for len in [f32s.len(), 37, 16, 15, 8, 1] {
+                    let mut h = vec![0u16; len];
+                    narrow_with(isa, t, &f32s[..len], &mut h);
+                    for (i, (a, b)) in h.iter().zip(&want_n).enumerate() {
+                        assert_eq!(a, b, "{isa:?} {t:?} narrow {:e} ({i})", f32s[i]);
+                    }
+                }
+            }
+        }
+    }
+}
