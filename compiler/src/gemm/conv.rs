@@ -303,6 +303,17 @@ fn scratch_parts(p: &ConvParams) -> (usize, usize) {
     (panel, a)
 }
 
+// The `packed_a` tags of the kernel paths with weights in a layout of their own: distinct,
+// or one path's weights would be read by another's kernel.
+const _: () = assert!(
+    super::direct::DIRECT_PACKED != super::pw_small::PW_SMALL_PACKED
+        && super::direct::DIRECT_PACKED != super::winograd::WINOGRAD_PACKED
+        && super::pw_small::PW_SMALL_PACKED != super::winograd::WINOGRAD_PACKED
+        && super::direct::DIRECT_PACKED > 1
+        && super::pw_small::PW_SMALL_PACKED > 1
+        && super::winograd::WINOGRAD_PACKED > 1
+);
+
 /// Scratch bytes [`arenac_conv2d`] needs for `p` (with `packed_a` as [`prepare_weights`] will
 /// set it: see [`ConvParams::packs_a`]). The planner (`crate::ops::Op::scratch_bytes`) and
 /// the code generator both size the scratch by this function.

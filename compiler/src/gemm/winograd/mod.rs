@@ -35,7 +35,7 @@ use super::split::SyncPtr;
 use super::{AView, BView, KC, NR, packed_a_len, selected_kernel};
 
 /// The `packed_a` mark of a convolution run by [`run`]: weights as given (OIHW).
-pub(crate) const WINOGRAD_PACKED: u64 = 3;
+pub(crate) const WINOGRAD_PACKED: u64 = 4;
 
 /// Transform positions (6 x 6).
 const POS: usize = 36;
