@@ -364,7 +364,14 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     let mut plan = plan_flat(g, opts)?;
     if opts.patches {
         let started = Instant::now();
-        if let Some((ng, info)) = patches::patch(g, &plan.schedule, opts.liveness) {
+        // Winograd stays off in a patched plan (and in the analysis that predicts it): its
+        // per-run weight transform would run once per patch and its scratch (the transformed
+        // weights) would set the peak that patching lowered.
+        let liveness = LivenessOptions {
+            winograd: false,
+            ..opts.liveness
+        };
+        if let Some((ng, info)) = patches::patch(g, &plan.schedule, liveness) {
             if cfg!(debug_assertions)
                 && let Err(e) = crate::ir::verify::verify(&ng)
             {
@@ -377,6 +384,7 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
             // milliseconds on the hundreds of nodes a grid makes).
             let keep = PlanOptions {
                 keep_file_order: true,
+                liveness,
                 ..*opts
             };
             let mut patched = plan_flat(&ng, &keep)?;
