@@ -34,6 +34,62 @@ struct Cli {
     command: Command,
 }
 
+/// What the model is compiled with, the same on `compile`, `plan` and `run`: storage types,
+/// patches, Winograd, threads.
+#[derive(clap::Args)]
+struct BuildArgs {
+    /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
+    /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
+    /// stay f32 and are listed.
+    #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
+          value_parser = parse_weights)]
+    weights: WeightType,
+    /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
+    /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
+    /// without a 16-bit kernel stay f32 and are listed.
+    #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
+          value_parser = parse_activations)]
+    activations: ActType,
+    /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
+    /// whenever that plans a smaller arena (default: only when the plan would not fit
+    /// --memory-limit otherwise).
+    #[arg(long, conflicts_with = "no_patches")]
+    patches: bool,
+    /// Never run stages patch by patch, even to fit --memory-limit.
+    #[arg(long)]
+    no_patches: bool,
+    /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
+    /// planner takes it where it is faster and its scratch does not raise the arena).
+    #[arg(long)]
+    no_winograd: bool,
+    /// Threads a run uses (intra-op parallelism); the arena includes every parallel
+    /// kernel's per-thread scratch for this count. Default: the CPUs this process may
+    /// use (its affinity mask).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+}
+
+impl BuildArgs {
+    /// Compile options from these flags and the rest of a command's.
+    fn options(
+        &self,
+        shapes: &[String],
+        memory_limit: Option<&str>,
+        keep_order: bool,
+    ) -> anyhow::Result<CompileOptions> {
+        let mut opts = options(shapes, memory_limit, keep_order, self.threads)?;
+        opts.weights = self.weights;
+        opts.activations = self.activations;
+        opts.patches = match (self.patches, self.no_patches) {
+            (true, _) => Patches::Always,
+            (_, true) => Patches::Never,
+            _ => Patches::OverLimit,
+        };
+        opts.winograd = !self.no_winograd;
+        Ok(opts)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Import a model, infer every value's shape, fold constants, and print a summary.
@@ -51,35 +107,8 @@ enum Command {
         /// Print the typed IR after import and folding.
         #[arg(long)]
         print_ir: bool,
-        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
-        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
-        /// stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
-              value_parser = parse_weights)]
-        weights: WeightType,
-        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
-        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
-        /// without a 16-bit kernel stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
-              value_parser = parse_activations)]
-        activations: ActType,
-        /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// whenever that plans a smaller arena (default: only when the plan would not fit
-        /// --memory-limit otherwise).
-        #[arg(long, conflicts_with = "no_patches")]
-        patches: bool,
-        /// Never run stages patch by patch, even to fit --memory-limit.
-        #[arg(long)]
-        no_patches: bool,
-        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
-        /// planner takes it where it is faster and its scratch does not raise the arena).
-        #[arg(long)]
-        no_winograd: bool,
-        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
-        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
-        /// use (its affinity mask).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        threads: Option<u32>,
+        #[command(flatten)]
+        build: BuildArgs,
     },
     /// Plan the arena and report it: sizes, bounds, the peak and a per-buffer table.
     Plan {
@@ -104,35 +133,8 @@ enum Command {
         /// Also write the arena as an SVG picture to FILE.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
-        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
-        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
-        /// stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
-              value_parser = parse_weights)]
-        weights: WeightType,
-        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
-        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
-        /// without a 16-bit kernel stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
-              value_parser = parse_activations)]
-        activations: ActType,
-        /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// whenever that plans a smaller arena (default: only when the plan would not fit
-        /// --memory-limit otherwise).
-        #[arg(long, conflicts_with = "no_patches")]
-        patches: bool,
-        /// Never run stages patch by patch, even to fit --memory-limit.
-        #[arg(long)]
-        no_patches: bool,
-        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
-        /// planner takes it where it is faster and its scratch does not raise the arena).
-        #[arg(long)]
-        no_winograd: bool,
-        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
-        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
-        /// use (its affinity mask).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        threads: Option<u32>,
+        #[command(flatten)]
+        build: BuildArgs,
     },
     /// Compile a model and run it: inputs from .npy / TensorProto .pb files (or seeded random
     /// ones), outputs summarized and optionally written as .npy.
@@ -170,35 +172,8 @@ enum Command {
         /// Keep element-wise nodes unfused (one kernel and one buffer per node).
         #[arg(long)]
         no_fuse: bool,
-        /// Store the weights of Conv, Gemm and MatMul (constant B) as f32 (default), f16, bf16
-        /// or int8 (symmetric per output channel, f32 scales); computed in f32. Other weights
-        /// stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16|int8", default_value = "f32",
-              value_parser = parse_weights)]
-        weights: WeightType,
-        /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
-        /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
-        /// without a 16-bit kernel stay f32 and are listed.
-        #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
-              value_parser = parse_activations)]
-        activations: ActType,
-        /// Run the leading stage of a CNN patch by patch (spatial tiles, halos recomputed)
-        /// whenever that plans a smaller arena (default: only when the plan would not fit
-        /// --memory-limit otherwise).
-        #[arg(long, conflicts_with = "no_patches")]
-        patches: bool,
-        /// Never run stages patch by patch, even to fit --memory-limit.
-        #[arg(long)]
-        no_patches: bool,
-        /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
-        /// planner takes it where it is faster and its scratch does not raise the arena).
-        #[arg(long)]
-        no_winograd: bool,
-        /// Threads a run uses (intra-op parallelism); the arena includes every parallel
-        /// kernel's per-thread scratch for this count. Default: the CPUs this process may
-        /// use (its affinity mask).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        threads: Option<u32>,
+        #[command(flatten)]
+        build: BuildArgs,
         /// Profile every run: write a Chrome trace (ONNX Runtime's profiler layout; open in
         /// ui.perfetto.dev or chrome://tracing) with one event per node per run and the live
         /// arena bytes, and print the time per op type and kernel path (medians over runs;
@@ -249,19 +224,11 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             shapes,
             memory_limit,
             print_ir,
-            threads,
-            weights,
-            activations,
-            patches,
-            no_patches,
-            no_winograd,
+            build,
         } => {
-            let mut opts =
-                options(&shapes, memory_limit.as_deref(), false, threads)?.without_codegen();
-            opts.weights = weights;
-            opts.activations = activations;
-            opts.patches = patch_policy(patches, no_patches);
-            opts.winograd = !no_winograd;
+            let opts = build
+                .options(&shapes, memory_limit.as_deref(), false)?
+                .without_codegen();
             let start = Instant::now();
             let compiled = compile_file(&model, &opts)?;
             let elapsed = start.elapsed();
@@ -325,20 +292,12 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             no_fuse,
             json,
             svg,
-            threads,
-            weights,
-            activations,
-            patches,
-            no_patches,
-            no_winograd,
+            build,
         } => {
-            let mut opts =
-                options(&shapes, memory_limit.as_deref(), keep_order, threads)?.without_codegen();
+            let mut opts = build
+                .options(&shapes, memory_limit.as_deref(), keep_order)?
+                .without_codegen();
             opts.fuse = !no_fuse;
-            opts.weights = weights;
-            opts.activations = activations;
-            opts.patches = patch_policy(patches, no_patches);
-            opts.winograd = !no_winograd;
             let compiled = compile_file(&model, &opts)?;
             for w in compiled.warnings() {
                 eprintln!("warning: {w}");
@@ -365,23 +324,14 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
             labels,
             memory_limit,
             no_fuse,
-            threads,
-            weights,
-            activations,
-            patches,
-            no_patches,
+            build,
             profile,
             batch,
             progress,
             no_progress,
-            no_winograd,
         } => {
-            let mut opts = options(&shapes, memory_limit.as_deref(), false, threads)?;
+            let mut opts = build.options(&shapes, memory_limit.as_deref(), false)?;
             opts.fuse = !no_fuse;
-            opts.weights = weights;
-            opts.activations = activations;
-            opts.patches = patch_policy(patches, no_patches);
-            opts.winograd = !no_winograd;
             if let Some(batch) = batch {
                 if repeat != 1 || profile.is_some() {
                     bail!("--batch streams every row once: --repeat and --profile do not apply");
@@ -437,15 +387,6 @@ fn run(cli: Cli, out: &mut String) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `--patches` / `--no-patches` / neither.
-fn patch_policy(patches: bool, no_patches: bool) -> Patches {
-    match (patches, no_patches) {
-        (true, _) => Patches::Always,
-        (_, true) => Patches::Never,
-        _ => Patches::OverLimit,
-    }
 }
 
 /// `--activations`: a storage type, or a message listing the choices.
