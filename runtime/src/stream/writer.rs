@@ -23,7 +23,17 @@ pub struct NpyRowWriter {
     row_bytes: usize,
     rows: usize,
     written: usize,
+    /// Bytes handed to the file so far (header included).
+    pos: u64,
+    /// Bytes whose write-back to disk has been started ([`WRITEBACK_CHUNK`]).
+    kicked: u64,
 }
+
+/// Every this many bytes written, the writer flushes and asks the kernel to start writing
+/// them to disk (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), so the disk
+/// writes while later batches run and the `fdatasync` in [`NpyRowWriter::finish`] has little
+/// left to do (160 MiB of outputs left all to the end took 65 ms there).
+const WRITEBACK_CHUNK: u64 = 8 << 20;
 
 impl NpyRowWriter {
     /// Creates the partial file and writes the header. Fails (one line naming the file) when
@@ -61,6 +71,8 @@ impl NpyRowWriter {
                 .saturating_mul(dtype.size()),
             rows,
             written: 0,
+            pos: 0,
+            kicked: 0,
         };
         writer.write(&header)?;
         Ok(writer)
@@ -127,12 +139,38 @@ impl NpyRowWriter {
             path: self.path.clone(),
             reason: "written after it was finished".into(),
         })?;
-        file.write_all(bytes).map_err(|source| IoError::Io {
+        let io_err = |source| IoError::Io {
             what: "write",
             path: self.partial.clone(),
             source,
-        })
+        };
+        file.write_all(bytes).map_err(io_err)?;
+        self.pos += bytes.len() as u64;
+        if self.pos - self.kicked >= WRITEBACK_CHUNK {
+            file.flush().map_err(io_err)?;
+            start_writeback(file.get_ref(), self.kicked, self.pos - self.kicked);
+            self.kicked = self.pos;
+        }
+        Ok(())
     }
+}
+
+/// Starts writing `len` bytes of `file` from `offset` back to disk without waiting for it.
+/// Best effort: a failure (or another OS) only leaves the work to the final sync.
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) {
+            // SAFETY: sync_file_range only reads its arguments; the descriptor is our open
+            // file, and SYNC_FILE_RANGE_WRITE starts write-back without waiting.
+            let _ = unsafe {
+                libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+            };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
 }
 
 impl Drop for NpyRowWriter {
