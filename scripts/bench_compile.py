@@ -13,7 +13,11 @@ processes means both see the same machine load (docs/BENCHMARKS.md: the machine 
 Prints a markdown table of medians: arenac's total (wall and CPU time of the process, which
 leaves out time spent waiting for a core) and its phases (import, plan, code
 generation, of which Cranelift), onnxruntime's session creation, the ratio, and arenac's
-peak RSS after compiling. `--pin` runs both under `taskset -c 0` (one core).
+peak RSS after compiling. Then both time their first and second run on zero inputs (a
+fresh session's first run pays one-time costs: pages first touched, for arenac the code
+pages `compile_file` gave back, for onnxruntime its arena growing), and the table gives
+the **time to first result** of each (compile or session creation, arenac's session, and
+the first run) and its ratio. `--pin` runs both under `taskset -c 0` (one core).
 `--baseline EXE` adds a third process to each round, another compile_bench binary (e.g.
 built from an earlier commit), and a column with its median: before/after in one run.
 """
@@ -41,9 +45,22 @@ def ort_session(model, threads):
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.add_session_config_entry("session.force_spinning_stop", "1")
+    import numpy as np
+
     start = time.perf_counter()
-    ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-    print(json.dumps({"total_ms": (time.perf_counter() - start) * 1e3}), flush=True)
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    total_ms = (time.perf_counter() - start) * 1e3
+    types = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+             "tensor(float16)": np.float16, "tensor(bool)": np.bool_, "tensor(double)": np.float64}
+    feed = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
+                             types.get(i.type, np.float32)) for i in sess.get_inputs()}
+    runs = []
+    for _ in range(2):
+        t = time.perf_counter()
+        sess.run(None, feed)
+        runs.append((time.perf_counter() - t) * 1e3)
+    print(json.dumps({"total_ms": total_ms, "first_run_ms": runs[0], "second_run_ms": runs[1]}),
+          flush=True)
 
 
 def models(args):
@@ -85,9 +102,10 @@ def main():
     exe = args.exe or cargo_example("arenac", "compile_bench")
     base_col = " baseline ms | baseline CPU ms |" if args.baseline else ""
     print(f"| model |{base_col} arenac compile ms | arenac CPU ms | import | plan | code gen | of which Cranelift "
-          f"| kernels | ORT session ms | arenac / ORT | arenac peak RSS MiB |"
+          f"| kernels | ORT session ms | arenac / ORT | arenac first / second run ms "
+          f"| ORT first / second run ms | first result arenac / ORT | arenac peak RSS MiB |"
           + (" baseline peak RSS MiB |" if args.baseline else ""))
-    print("|---|" + ("---:|---:|" if args.baseline else "") + "---:|" * (10 + bool(args.baseline)))
+    print("|---|" + ("---:|---:|" if args.baseline else "") + "---:|" * (13 + bool(args.baseline)))
     results = {}
     for name, path in models(args):
         ours, theirs, base = [], [], []
@@ -104,13 +122,19 @@ def main():
             continue
         med = {k: statistics.median(r[k] for r in ours) for k in ours[0]}
         ort_ms = statistics.median(r["total_ms"] for r in theirs)
-        results[name] = {"arenac": ours, "ort": [r["total_ms"] for r in theirs],
+        ort_med = {k: statistics.median(r[k] for r in theirs) for k in theirs[0]}
+        first = statistics.median(r["total_ms"] + r["session_ms"] + r["first_run_ms"] for r in ours)
+        ort_first = statistics.median(r["total_ms"] + r["first_run_ms"] for r in theirs)
+        results[name] = {"arenac": ours, "ort": theirs,
                          "baseline": [r["total_ms"] for r in base]}
         base_ms = (f" {statistics.median(r['total_ms'] for r in base):.1f} "
                    f"| {statistics.median(r['cpu_ms'] for r in base):.1f} |" if base else "")
         print(f"| {name} |{base_ms} {med['total_ms']:.1f} | {med['cpu_ms']:.1f} | {med['import_ms']:.1f} | {med['plan_ms']:.1f} "
               f"| {med['codegen_ms']:.1f} | {med['jit_ms']:.1f} | {med['kernels']:.0f} "
               f"| {ort_ms:.1f} | {med['total_ms'] / ort_ms:.2f} "
+              f"| {med['first_run_ms']:.2f} / {med['second_run_ms']:.2f} "
+              f"| {ort_med['first_run_ms']:.2f} / {ort_med['second_run_ms']:.2f} "
+              f"| {first:.1f} / {ort_first:.1f} = {first / ort_first:.2f} "
               f"| {med['peak_rss_bytes'] / 2**20:.1f} |"
               + (f" {statistics.median(r['peak_rss_bytes'] for r in base) / 2**20:.1f} |"
                  if base else ""), flush=True)

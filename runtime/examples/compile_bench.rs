@@ -4,16 +4,20 @@
 //!
 //! Compiles MODEL `R` times (default 1) in this process, as `compile_file` does for a user
 //! (import, plan, code generation), and prints one JSON line per compile:
-//! `{"total_ms", "cpu_ms", "import_ms", "plan_ms", "codegen_ms", "jit_ms", "kernels", "peak_rss_bytes"}`
+//! `{"total_ms", "cpu_ms", "import_ms", "plan_ms", "codegen_ms", "jit_ms", "kernels",
+//! "session_ms", "first_run_ms", "second_run_ms", "peak_rss_bytes"}`
 //! (`cpu_ms`: CPU time of all the process's threads during the compile, which leaves out
 //! time the process waited for a CPU; `jit_ms` is the part of `codegen_ms` spent in Cranelift; `peak_rss_bytes` the process's
-//! VmHWM so far). The first compile of a fresh process is what a user waits for; later ones
+//! VmHWM so far). After each compile it makes a session and times its first two runs on zero
+//! inputs: the first pays what a fresh session pays once (arena pages first touched, the code
+//! pages `compile_file` gave back faulted in again: see `CompileOptions::release_memory`),
+//! the second is a warm run. The first compile of a fresh process is what a user waits for; later ones
 //! run with warm allocator and page caches (useful under `perf record`).
 
 use std::path::Path;
 use std::time::Instant;
 
-use arenac::{CompileOptions, compile_file};
+use arenac::{CompileOptions, DType, TensorRef, compile_file};
 
 fn main() {
     if let Err(e) = bench() {
@@ -44,6 +48,8 @@ fn bench() -> Result<(), String> {
     };
     let opts = CompileOptions {
         threads,
+        // As the CLI: `ARENAC_KEEP_MEMORY=1` keeps what compiling touched resident.
+        release_memory: std::env::var_os("ARENAC_KEEP_MEMORY").is_none_or(|v| v == "0"),
         ..CompileOptions::default()
     };
     for _ in 0..repeat {
@@ -55,13 +61,44 @@ fn bench() -> Result<(), String> {
         let t = compiled.compile_timings();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let kernels = compiled.executable().map_or(0, |e| e.kernel_count());
+        let made = Instant::now();
+        let mut session = compiled.session().map_err(|e| e.to_string())?;
+        let session_ms = ms(made.elapsed());
+        let zeros: Vec<(String, DType, Vec<usize>, Vec<u8>)> = session
+            .inputs()
+            .iter()
+            .map(|s| {
+                let bytes = s.ty.shape.iter().product::<usize>() * s.ty.dtype.size();
+                (
+                    s.name.clone(),
+                    s.ty.dtype,
+                    s.ty.shape.clone(),
+                    vec![0u8; bytes],
+                )
+            })
+            .collect();
+        let mut runs = [0.0f64; 2];
+        for r in &mut runs {
+            let views = zeros
+                .iter()
+                .map(|(n, d, shape, data)| {
+                    Ok((n.as_str(), TensorRef::from_bytes(*d, shape, data)?))
+                })
+                .collect::<Result<Vec<_>, arenac::RunError>>()
+                .map_err(|e| e.to_string())?;
+            let t = Instant::now();
+            session.run(&views).map_err(|e| e.to_string())?;
+            *r = ms(t.elapsed());
+        }
         println!(
-            "{{\"total_ms\": {:.3}, \"cpu_ms\": {cpu_ms:.3}, \"import_ms\": {:.3}, \"plan_ms\": {:.3}, \"codegen_ms\": {:.3}, \"jit_ms\": {:.3}, \"kernels\": {kernels}, \"peak_rss_bytes\": {}}}",
+            "{{\"total_ms\": {:.3}, \"cpu_ms\": {cpu_ms:.3}, \"import_ms\": {:.3}, \"plan_ms\": {:.3}, \"codegen_ms\": {:.3}, \"jit_ms\": {:.3}, \"kernels\": {kernels}, \"session_ms\": {session_ms:.3}, \"first_run_ms\": {:.3}, \"second_run_ms\": {:.3}, \"peak_rss_bytes\": {}}}",
             ms(total),
             ms(t.import),
             ms(t.plan),
             ms(t.codegen),
             ms(t.jit),
+            runs[0],
+            runs[1],
             peak_rss().unwrap_or(0)
         );
     }
