@@ -11,7 +11,8 @@ use arenac::CompileOptions;
 use arenac::io::input_spec::split_input_spec;
 use arenac::stream::{FileJob, peak_rss_bytes, run_files};
 
-use super::{bytes, duration, graph_input_names};
+use super::run_cli::graph_input_names;
+use super::{bytes, duration};
 
 /// The arguments of a streaming `arenac run`.
 pub struct Job<'a> {
