@@ -23,13 +23,15 @@ fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize)
     let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
     assert_eq!(exe.threads(), threads);
     let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
-    for (slot, t) in exe.inputs().iter().zip(inputs) {
-        let b = t.bytes();
-        arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
-    }
     let pool = Pool::new(threads).expect("threads");
-    // Twice: the second run reuses the parked workers.
+    // Twice: the second run reuses the parked workers. The inputs are written before each
+    // run, as `Session::run` does: an input's buffer is free for later values once the input
+    // is dead, so the first run may have overwritten it.
     for _ in 0..2 {
+        for (slot, t) in exe.inputs().iter().zip(inputs) {
+            let b = t.bytes();
+            arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+        }
         // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
         unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
     }
@@ -375,4 +377,41 @@ fn winograd_convolutions() {
         let inputs = [rng.tensor(x, -1.0, 1.0), rng.tensor(&big, -1.0, 1.0)];
         same_at_every_count(model, &inputs, 1e-4, 1e-4);
     }
+}
+
+/// A graph input whose buffer is free once it is read (`b`, read only by the Concat) while
+/// a parallel Conv runs beside it: `run_on` writes the inputs before each of its runs, as a
+/// session does, so the second run reads `b` again and not what the first run left in its
+/// buffer (before, this harness wrote them once, and the second run's `z` held the Conv's
+/// output at one thread).
+#[test]
+fn an_input_buffer_reused_after_its_last_read() {
+    let mut rng = Rng(0x51ab);
+    let wt = rng.tensor(&[16, 8, 3, 3], -0.5, 0.5);
+    let model = ModelBuilder::new("reuse", 13)
+        .input("x", DType::F32, &dims(&[1, 8, 32, 32]))
+        .input("b", DType::F32, &dims(&[1, 4, 8, 8]))
+        .output("y", DType::F32, &[])
+        .output("z", DType::F32, &[])
+        .initializer("w", &wt)
+        .node(
+            "z",
+            "Concat",
+            &["b", "b"],
+            &["z"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .node(
+            "c",
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
+        .build();
+    let inputs = [
+        rng.tensor(&[1, 8, 32, 32], -1.0, 1.0),
+        rng.tensor(&[1, 4, 8, 8], -1.0, 1.0),
+    ];
+    same_at_every_count(model, &inputs, 1e-4, 1e-5);
 }
