@@ -21,6 +21,7 @@ class Session:
         threads: Optional[int] = None,
         max_sessions: Optional[int] = None,
         weights: Optional[str] = None,
+        activations: Optional[str] = None,
     ) -> None: ...
     def run(
         self,

@@ -118,6 +118,10 @@ class InferenceSession:
     (default), ``"f16"``, ``"bf16"`` or ``"int8"`` (symmetric per output channel), widened to
     f32 inside the kernels; ``plan()["weights_storage"]`` shows the bytes saved and the nodes
     kept in f32.
+    ``activations``: the type intermediates are stored in, in the arena: ``"f32"`` (default),
+    ``"f16"`` or ``"bf16"``; each node computes in f32 and rounds once on store, graph inputs
+    and outputs keep their types; ``plan()["activations_storage"]`` shows the arena against
+    the f32 plan and the nodes kept in f32.
 
     Compiling and running release the GIL.
     """
@@ -134,6 +138,7 @@ class InferenceSession:
         threads: Optional[int] = None,
         max_sessions: Optional[int] = None,
         weights: Optional[str] = None,
+        activations: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         self._tmp = None
@@ -154,6 +159,7 @@ class InferenceSession:
             _default_threads(threads, sess_options),
             max_sessions,
             weights,
+            activations,
         )
 
     def run(

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use arenac::{CompileOptions, TensorRef, WeightType, compile_file};
+use arenac::{ActType, CompileOptions, TensorRef, WeightType, compile_file};
 use arenac_compiler::import::inputs::{DeclDim, DeclaredInput, declared_inputs};
 use arenac_compiler::import::load_model_file;
 use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -355,7 +355,9 @@ impl Session {
 impl Session {
     /// Reads the model and, when every input's shape is known, compiles it (without the GIL).
     #[new]
-    #[pyo3(signature = (path, shapes=None, memory_limit=None, threads=None, max_sessions=None, weights=None))]
+    // The Python keyword arguments, one parameter each.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, shapes=None, memory_limit=None, threads=None, max_sessions=None, weights=None, activations=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -364,6 +366,7 @@ impl Session {
         threads: Option<usize>,
         max_sessions: Option<usize>,
         weights: Option<String>,
+        activations: Option<String>,
     ) -> PyResult<Session> {
         let session = py.detach(|| -> Result<Session, Failure> {
             let mut opts = CompileOptions::default();
@@ -373,6 +376,18 @@ impl Session {
                     Failure::new(
                         Kind::InvalidArgument,
                         format!("weights: unknown type '{w}' (one of {})", names.join(", ")),
+                    )
+                })?;
+            }
+            if let Some(a) = &activations {
+                opts.activations = ActType::parse(a).ok_or_else(|| {
+                    let names: Vec<&str> = ActType::ALL.iter().map(|t| t.name()).collect();
+                    Failure::new(
+                        Kind::InvalidArgument,
+                        format!(
+                            "activations: unknown type '{a}' (one of {})",
+                            names.join(", ")
+                        ),
                     )
                 })?;
             }
