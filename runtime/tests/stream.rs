@@ -276,6 +276,28 @@ fn writer_renames_only_when_complete() {
     assert!(matches!(e, StreamError::Io(_)));
 }
 
+/// More than the writer's 8 MiB write-back chunk, in uneven batches: every byte lands where
+/// it belongs (the flushes that start write-back mid-stream lose or reorder nothing).
+#[test]
+fn writer_past_its_write_back_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("output_0.npy");
+    let rows = 3_000_000; // 3 floats a row: 36 MB of data, several write-back chunks
+    let mut w = NpyRowWriter::create(&path, DType::F32, &[3], rows).unwrap();
+    let mut done = 0;
+    for batch in [1, 999_999, 700_001, 1_299_999] {
+        let vals: Vec<f32> = (done * 3..(done + batch) * 3).map(|i| i as f32).collect();
+        w.write_rows(&f32s(&vals)).unwrap();
+        done += batch;
+    }
+    assert_eq!(done, rows);
+    w.finish().unwrap();
+    let back = npy::read_npy(&path).unwrap();
+    assert_eq!(back.shape(), &[rows, 3]);
+    let v = back.view().to_f32_vec();
+    assert!(v.iter().enumerate().all(|(i, &x)| x == i as f32));
+}
+
 #[test]
 fn consumed_pages_leave_the_resident_set() {
     // 64 MiB of rows streamed at batch 1024: the pages of the file's mapping behind the
