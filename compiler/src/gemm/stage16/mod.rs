@@ -76,7 +76,7 @@ pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &dyn Fn(&mu
 }
 
 /// GlobalAveragePool over `planes` planes of `len` elements: each mean computed in f32
-/// (summed in f64, 32 running sums per plane, as exact as the f32 kernel or better) and
+/// (64 running f32 sums per plane added in f64, as exact as the f32 kernel or better) and
 /// rounded once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
 /// the means narrowed a block at a time.
 pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
@@ -113,17 +113,17 @@ pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
     }
 }
 
-/// The sum of `v` in f64 with 32 running sums (lanes the compiler vectorizes; enough
-/// vectors to hide the add latency).
+/// The sum of `v`: 64 running f32 sums (lanes the compiler vectorizes, enough vectors to
+/// hide the add latency; each sums a 64th of the plane), added in f64.
 fn sum64(v: &[f32]) -> f64 {
-    let mut acc = [0f64; 32];
-    let mut it = v.chunks_exact(32);
+    let mut acc = [0f32; 64];
+    let mut it = v.chunks_exact(64);
     for c in &mut it {
         for (a, &e) in acc.iter_mut().zip(c) {
-            *a += f64::from(e);
+            *a += e;
         }
     }
-    let mut s: f64 = acc.iter().sum();
+    let mut s: f64 = acc.iter().map(|&a| f64::from(a)).sum();
     for &e in it.remainder() {
         s += f64::from(e);
     }
