@@ -76,7 +76,7 @@ pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &dyn Fn(&mu
 }
 
 /// GlobalAveragePool over `planes` planes of `len` elements: each mean computed in f32
-/// (64 running f32 sums per plane added in f64, as exact as the f32 kernel or better) and
+/// (f32 running sums in lanes, added in f64: as exact as the f32 kernel or better) and
 /// rounded once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
 /// the means narrowed a block at a time.
 pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
@@ -114,17 +114,32 @@ pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
 }
 
 /// The sum of `v`: 64 running f32 sums (lanes the compiler vectorizes, enough vectors to
-/// hide the add latency; each sums a 64th of the plane), added in f64.
+/// hide the add latency; each sums a 64th of the plane) folded into 8, the rest (all of a
+/// small plane: 7x7 is 49) in those 8 lanes, then the 8 and the last few added in f64.
 fn sum64(v: &[f32]) -> f64 {
-    let mut acc = [0f32; 64];
+    let mut acc8 = [0f32; 8];
     let mut it = v.chunks_exact(64);
-    for c in &mut it {
-        for (a, &e) in acc.iter_mut().zip(c) {
+    if it.len() > 0 {
+        let mut acc = [0f32; 64];
+        for c in &mut it {
+            for (a, &e) in acc.iter_mut().zip(c) {
+                *a += e;
+            }
+        }
+        for c in acc.chunks_exact(8) {
+            for (a, &e) in acc8.iter_mut().zip(c) {
+                *a += e;
+            }
+        }
+    }
+    let mut rest = it.remainder().chunks_exact(8);
+    for c in &mut rest {
+        for (a, &e) in acc8.iter_mut().zip(c) {
             *a += e;
         }
     }
-    let mut s: f64 = acc.iter().map(|&a| f64::from(a)).sum();
-    for &e in it.remainder() {
+    let mut s: f64 = acc8.iter().map(|&a| f64::from(a)).sum();
+    for &e in rest.remainder() {
         s += f64::from(e);
     }
     s
