@@ -104,8 +104,8 @@ pub fn staged(op: &Op, inputs: &[&TensorType], constant: &[bool]) -> bool {
         Op::MaxPool(a) | Op::AveragePool(a) => pool2d(a, rank),
         Op::GlobalAveragePool => rank >= 3,
         Op::Unary(u) => unary16(u),
-        Op::FusedElementwise(f) => {
-            inputs.len() == 1 && crate::ops::stage16::fused_supports(&f.steps)
+        Op::FusedElementwise(_) => {
+            crate::gemm::stage16::ew::Program::of(op, inputs.len()).is_some()
         }
         Op::Gemm(_) | Op::MatMul => {
             crate::ops::stage16::mm_stage(op, &shapes, constant, 1).is_some()

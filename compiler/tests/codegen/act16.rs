@@ -128,6 +128,11 @@ fn conv_paths_in_bands() {
         (vec![2, 16, 30, 30], 24, 1, 1, 0, 1, Some("Relu")),
         (vec![1, 16, 33, 33], 16, 3, 1, 1, 16, Some("Sigmoid")),
         (vec![1, 16, 33, 33], 16, 3, 2, 1, 16, None),
+        // Depthwise by 8-channel blocks in row bands (`stage16::conv::dw_bands`): two
+        // images, odd sizes, stride 2, 5x5; 12 groups (not whole blocks) by whole planes.
+        (vec![2, 24, 57, 43], 24, 3, 2, 1, 24, Some("Relu")),
+        (vec![1, 16, 30, 30], 16, 5, 1, 2, 16, None),
+        (vec![1, 12, 40, 40], 12, 3, 1, 1, 12, None),
         (vec![1, 3, 64, 64], 16, 7, 2, 3, 1, Some("Relu")),
         // ResNet-18's shapes: the 7x7 stem, a 3x3 stage-1 conv, a strided 1x1 downsample.
         (vec![1, 3, 224, 224], 64, 7, 2, 3, 1, Some("Relu")),
@@ -277,4 +282,92 @@ fn products_softmax_and_layer_norm() {
         .build();
     // MatMul x3 (constant B, run-time B twice), Softmax, LayerNormalization.
     check_act(attn, &[rng.tensor(&[b, s, d], -1.0, 1.0)], 5, None);
+}
+
+/// The native binary ops on 16-bit data (the chunked `stage16::ew` kernel where each
+/// operand broadcasts as one block of dims, the typed kernel otherwise): a residual Add, a
+/// squeeze-excitation Mul by a run-time `[1, C, 1, 1]`, constants per channel, per column
+/// and scalar, and a broadcast with a gap (`[1, C, 1, W]`) that the chunked kernel declines.
+#[test]
+fn binary_ops_with_broadcasts() {
+    let mut rng = Rng(0xb1a5);
+    let x = [1, 6, 9, 11];
+    let pc = rng.tensor(&[6, 1, 1], 0.5, 1.5);
+    let col = rng.tensor(&[11], 0.5, 1.5);
+    let half = Tensor::f32(vec![], &[0.5]);
+    let gap = rng.tensor(&[1, 6, 1, 11], -1.0, 1.0);
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&x))
+        .initializer("pc", &pc)
+        .initializer("col", &col)
+        .initializer("half", &half)
+        .initializer("gapc", &gap)
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node("g", "GlobalAveragePool", &["r"], &["g"], vec![])
+        .node("s", "Sigmoid", &["g"], &["s"], vec![])
+        .node("se", "Mul", &["r", "s"], &["se"], vec![])
+        .node("res", "Add", &["se", "r"], &["res"], vec![])
+        .node("m", "Mul", &["pc", "res"], &["m"], vec![])
+        .node("d", "Div", &["m", "col"], &["d"], vec![])
+        .node("h", "Sub", &["half", "d"], &["h"], vec![])
+        .node("a", "Add", &["h", "gapc"], &["a"], vec![])
+        .node("y", "Relu", &["a"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let input = rng.tensor(&x, -2.0, 2.0);
+    // Relu x2, GlobalAveragePool, Sigmoid staged; the binary ops native.
+    check_act(model, &[input], 4, None);
+}
+
+/// The planner grows a staged Conv's staging budget where its step is below the peak and
+/// the placed arena does not grow (`analysis::liveness::tiles`): a pointwise Conv before a
+/// wide one (the peak) gets more than its smallest scratch; outputs as f32's.
+#[test]
+fn staged_conv_budget_grows_below_the_peak() {
+    use arenac_compiler::analysis::liveness::BufferKind;
+    let mut rng = Rng(0x0b0d);
+    let x = [1, 16, 32, 32];
+    let w1 = rng.tensor(&[16, 16, 1, 1], -0.5, 0.5);
+    let w2 = rng.tensor(&[128, 16, 1, 1], -0.5, 0.5);
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&x))
+        .initializer("w1", &w1)
+        .initializer("w2", &w2)
+        .node("n", "Neg", &["x"], &["n"], vec![])
+        .node("c1", "Conv", &["n", "w1"], &["c1"], vec![])
+        .node("c2", "Conv", &["c1", "w2"], &["c2"], vec![])
+        .node("y", "Neg", &["c2"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let input = rng.tensor(&x, -1.0, 1.0);
+    check_act(model.clone(), std::slice::from_ref(&input), 2, None);
+    let mut g = import(&model);
+    let opts = PlanOptions {
+        activations: ActType::F16,
+        ..PlanOptions::default()
+    };
+    let plan = plan_graph(&mut g, &opts).expect("plans");
+    let (id, _) = g.nodes().find(|(_, n)| n.name == "c1").expect("c1");
+    let scratch = plan
+        .liveness
+        .buffers
+        .iter()
+        .find(|b| b.kind == BufferKind::Scratch && b.node == Some(id))
+        .map_or(0, |b| b.interval.size);
+    // The smallest budget's scratch: what the node asks for before the planner grows it.
+    let n = g.node(id);
+    let tys: Vec<_> = n.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+    let y = g.value(n.outputs[0]).ty.clone();
+    let smallest = arenac_compiler::ops::stage16::scratch_bytes(
+        &n.op,
+        &tys,
+        &y,
+        &[false, true],
+        opts.liveness.threads.max(1),
+    )
+    .expect("staged");
+    assert!(
+        scratch > smallest,
+        "c1's scratch {scratch} not grown past {smallest}"
+    );
 }

@@ -12,12 +12,18 @@
 //! enough, and the peak is the smallest-tile peak. The code generator reads the tile back
 //! from the planned bytes ([`crate::gemm::conv::conv2d_tile_for_scratch`]), one function for
 //! both sides.
+//!
+//! A Conv staged on 16-bit data (`--activations f16|bf16`) is planned alike: its scratch at
+//! the smallest staging budget while the passes choose, then the largest budget
+//! ([`crate::gemm::stage16::conv::budgets`]) whose step stays at or below the peak; the
+//! lowering reads it back with [`crate::gemm::stage16::conv::budget_for_scratch`].
 
 use super::decide::{Decide, Decisions};
 use super::{BufferKind, is_constant, node_scratch};
 use crate::gemm::conv::{ConvParams, conv2d_scratch_bytes, conv2d_tiles};
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
+use crate::plan::offsets::place;
 use crate::plan::{ALIGN, align_up};
 
 /// The geometry of a Conv node whose scratch depends on its tile (the im2col path); `None`
@@ -30,12 +36,38 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     let x = g.value(*node.inputs.first()?);
     let y = g.value(*node.outputs.first()?);
     if x.ty.dtype != crate::ir::types::DType::F32 {
-        // A 16-bit staged Conv (`--activations`) plans its own fixed scratch.
+        // A 16-bit staged Conv (`--activations`): its budgets, [`staged_conv`].
         return None;
     }
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
     let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
     (conv2d_tiles(&p).count() > 1).then_some(p)
+}
+
+/// The scratch sizes a Conv staged on 16-bit data may be planned at, largest first (one per
+/// staging budget; the last is what [`node_scratch`] plans); `None` for other nodes.
+fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<Vec<usize>> {
+    let node = g.node(id);
+    if !matches!(node.op, Op::Conv(_)) {
+        return None;
+    }
+    let inputs: Vec<_> = node.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
+    let consts: Vec<bool> = node.inputs.iter().map(|&v| is_constant(g, v)).collect();
+    let y = &g.value(*node.outputs.first()?).ty;
+    // Only a node the staged kernel runs (it has scratch by `ops::stage16`).
+    crate::ops::stage16::scratch_bytes(&node.op, &inputs, y, &consts, threads)?;
+    let Op::Conv(a) = &node.op else {
+        return None;
+    };
+    let wide = |t: &crate::ir::types::TensorType| {
+        crate::ir::types::TensorType::new(crate::ir::types::DType::F32, t.shape.clone())
+    };
+    let p = crate::ops::conv::scratch_params(a, &wide(inputs.first()?), &wide(y), true, threads)?;
+    let sizes: Vec<usize> = crate::gemm::stage16::conv::budgets(&p)
+        .into_iter()
+        .map(|b| crate::gemm::stage16::conv::scratch_bytes_at(&p, b))
+        .collect();
+    (sizes.len() > 1).then_some(sizes)
 }
 
 /// Scratch bytes of `p` run with `tile` output pixels per panel.
@@ -78,24 +110,69 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
         }
     }
     let peak = total.iter().copied().max().unwrap_or(0);
+    // Staged 16-bit Convs: (step, planned bytes, the larger sizes that keep the peak).
+    let mut staged: Vec<(usize, Vec<usize>)> = Vec::new();
     for b in &live.buffers {
         if b.kind != BufferKind::Scratch {
             continue;
         }
-        let Some(p) = b.node.and_then(|id| tiled_conv(cx.g, id, cx.opts.threads)) else {
+        let Some(id) = b.node else {
             continue;
         };
         let step = b.interval.start;
-        let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
+        let Some(&t) = total.get(step) else {
             continue;
         };
-        let rest = *t - aligned(b.interval.size);
-        if let Some(bytes) = conv2d_tiles(&p)
-            .map(|tile| bytes_at(&p, tile))
-            .find(|&bytes| bytes >= b.interval.size && rest + aligned(bytes) <= peak)
-        {
-            *planned = bytes;
-            *t = rest + aligned(bytes);
+        let rest = t - aligned(b.interval.size);
+        if let Some(p) = tiled_conv(cx.g, id, cx.opts.threads) {
+            let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
+                continue;
+            };
+            if let Some(bytes) = conv2d_tiles(&p)
+                .map(|tile| bytes_at(&p, tile))
+                .find(|&bytes| bytes >= b.interval.size && rest + aligned(bytes) <= peak)
+            {
+                *planned = bytes;
+                *t = rest + aligned(bytes);
+            }
+        } else if let Some(sizes) = staged_conv(cx.g, id, cx.opts.threads) {
+            let fit: Vec<usize> = sizes
+                .into_iter()
+                .filter(|&bytes| bytes > b.interval.size && rest + aligned(bytes) <= peak)
+                .collect();
+            if !fit.is_empty() {
+                staged.push((step, fit));
+            }
+        }
+    }
+    grow_staged(cx, d, staged);
+}
+
+/// Grows each staged 16-bit Conv's scratch, in schedule order, to the largest of its sizes
+/// (at most [`STAGED_TRIES`] tried, largest first) whose placed arena is no larger than
+/// before: a larger transient block can keep the peak of live bytes yet not fit the hole
+/// the placement had for it, and the 16-bit arena must not grow for speed.
+fn grow_staged(cx: &Decide<'_>, d: &mut Decisions, staged: Vec<(usize, Vec<usize>)>) {
+    if staged.is_empty() {
+        return;
+    }
+    let arena = |d: &Decisions| place(&cx.measure(d).intervals(), ALIGN).arena_bytes;
+    let mut base = arena(d);
+    for (step, fit) in staged {
+        let Some(&old) = d.scratch.get(step) else {
+            continue;
+        };
+        for bytes in fit.into_iter().take(STAGED_TRIES) {
+            d.scratch[step] = bytes;
+            let a = arena(d);
+            if a <= base {
+                base = a;
+                break;
+            }
+            d.scratch[step] = old;
         }
     }
 }
+
+/// Sizes [`grow_staged`] tries per Conv (each a placement).
+const STAGED_TRIES: usize = 3;

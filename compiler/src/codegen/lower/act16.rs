@@ -11,7 +11,7 @@ use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams, prepare_weights, prepared_len};
 use crate::gemm::pool::{POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX, pool_params};
-use crate::gemm::stage16::{self, N16};
+use crate::gemm::stage16::{self, N16, ew};
 use crate::ir::types::DType;
 use crate::ops::Op;
 
@@ -31,7 +31,29 @@ pub(super) fn staged_type(cx: &Ctx<'_>) -> Option<N16> {
     }
     let tys: Vec<_> = n.inputs.iter().map(|&v| cx.ty(v)).collect();
     let consts: Vec<bool> = n.inputs.iter().map(|&v| cx.constant(v).is_some()).collect();
-    crate::analysis::act_type::staged(&n.op, &tys, &consts).then_some(t)
+    let ew = || {
+        tys.iter().all(|x| x.dtype == y.dtype)
+            && ew_plan(
+                &n.op,
+                &tys.iter().map(|x| x.shape.as_slice()).collect::<Vec<_>>(),
+                &y.shape,
+            )
+            .is_some()
+    };
+    (crate::analysis::act_type::staged(&n.op, &tys, &consts) || ew()).then_some(t)
+}
+
+/// The program and each input's broadcast of an element-wise node (Add/Sub/Mul/Div, or a
+/// fused program) on 16-bit inputs of shapes `xs` and output shape `y`, when
+/// [`stage16::ew`] runs it: the native binary ops of `--activations f16|bf16` (their
+/// constants already narrow) and the staged fused ones.
+fn ew_plan(op: &Op, xs: &[&[usize]], y: &[usize]) -> Option<(ew::Program, Vec<ew::Bcast>)> {
+    let prog = ew::Program::of(op, xs.len())?;
+    let bc = xs
+        .iter()
+        .map(|x| ew::bcast(x, y))
+        .collect::<Option<Vec<_>>>()?;
+    Some((prog, bc))
 }
 
 /// Emits node `cx` (a staged node of type `t`).
@@ -44,7 +66,7 @@ pub(super) fn lower(
     let n = cx.g.node(cx.id);
     match &n.op {
         Op::Unary(u) => unary(cx, t, *u, prog),
-        Op::FusedElementwise(f) => fused(cx, t, f.steps.clone(), prog),
+        Op::FusedElementwise(_) | Op::Binary(_) => elementwise(cx, t, prog, w),
         Op::GlobalAveragePool => gap(cx, t, prog),
         Op::MaxPool(a) | Op::AveragePool(a) => {
             let kind = match (&n.op, a.count_include_pad) {
@@ -95,30 +117,40 @@ fn unary(cx: &Ctx<'_>, t: N16, u: crate::ops::UnaryOp, prog: &mut Program) -> Re
     host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
 }
 
-fn fused(
+fn elementwise(
     cx: &Ctx<'_>,
     t: N16,
-    steps: Vec<crate::ops::FusedStep>,
     prog: &mut Program,
+    w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
-    let (x, y) = (cx.input(0)?, cx.output()?);
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let ys = cx.ty(y).shape.clone();
+    let xs: Vec<&[usize]> = n
+        .inputs
+        .iter()
+        .map(|&v| cx.ty(v).shape.as_slice())
+        .collect();
+    let (program, bc) = ew_plan(&n.op, &xs, &ys)
+        .ok_or_else(|| cx.err("internal: a 16-bit element-wise node of another form"))?;
     let len = cx.ty(y).numel().unwrap_or(0);
-    let consts = crate::ops::stage16::fused_consts(&steps);
+    let k = bc.len();
     let kernel = HostKernel::new(move |p| {
-        // SAFETY: `arenac_host`'s contract: X and Y planned for `len` values (equal when
-        // planned in place, which `run_fused` allows).
-        unsafe {
-            crate::ops::stage16::run_fused(
-                t,
-                &steps,
-                &consts,
-                len,
-                p[0].cast::<u16>(),
-                p[1].cast::<u16>(),
-            )
-        };
+        let mut xs = [std::ptr::null::<u16>(); ew::MAX_INPUTS];
+        for (x, q) in xs.iter_mut().zip(&p[..k]) {
+            *x = q.cast::<u16>();
+        }
+        // SAFETY: `arenac_host`'s contract: input `i` holds `bc[i].count` values (its
+        // broadcast read of the output's shape), Y `len`; Y planned in place only over a
+        // full input (the binary ops' rule).
+        unsafe { ew::run(t, &program, &xs[..k], &bc, len, p[k].cast::<u16>()) };
     });
-    host_call(cx, prog, kernel, vec![cx.arena(x)?, cx.arena(y)?])
+    let mut args = Vec::new();
+    for &v in &n.inputs {
+        args.push(cx.operand(v, w)?);
+    }
+    args.push(cx.arena(y)?);
+    host_call(cx, prog, kernel, args)
 }
 
 fn gap(cx: &Ctx<'_>, t: N16, prog: &mut Program) -> Result<(), Error> {

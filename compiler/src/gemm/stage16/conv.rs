@@ -131,9 +131,41 @@ pub fn dw_block(p: &ConvParams, budget: u64) -> Option<u64> {
     (2..=g).filter(|b| g.is_multiple_of(*b) && *b <= fit).max()
 }
 
+/// Channels per block of [`dw_bands`]: the lanes of the f32 depthwise kernel's vectors
+/// (`crate::gemm::depthwise`'s 8-channel path).
+pub const DW_LANES: u64 = 8;
+
+/// Output rows per band when a depthwise Conv (one output channel per group) is staged by
+/// blocks of [`DW_LANES`] channels in bands of output rows: when whole planes of that many
+/// channels do not fit the budget ([`dw_block`] would take fewer channels, leaving the f32
+/// kernel's lanes idle) and the groups come in whole blocks. As many rows as fit the budget
+/// with the input rows they read, at least one; `None` for other convs.
+pub fn dw_bands(p: &ConvParams, budget: u64) -> Option<u64> {
+    if !p.is_depthwise() || p.m != p.group || !p.group.is_multiple_of(DW_LANES) {
+        return None;
+    }
+    if dw_block(p, budget).is_some_and(|b| b >= DW_LANES) {
+        return None;
+    }
+    let oh = p.oh.max(1);
+    let bytes = |rows: u64| {
+        let q = band(p, 0, rows.min(oh)).0;
+        DW_LANES * (q.h * q.w + rows * p.ow) * 4
+    };
+    let mut rows = 1;
+    while rows < oh && bytes(rows + 1) <= budget {
+        rows += 1;
+    }
+    Some(rows)
+}
+
 /// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
 fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
+    if let Some(rows) = dw_bands(p, budget) {
+        let q = band(p, 0, rows.min(p.oh.max(1))).0;
+        return (up(DW_LANES * q.h * q.w), up(DW_LANES * rows * p.ow), 0);
+    }
     if let Some(b) = dw_block(p, budget) {
         let mult = p.m / p.group.max(1);
         return (up(b * p.h * p.w), up(b * mult * p.oh * p.ow), 0);
@@ -187,6 +219,11 @@ pub unsafe fn conv(
     scratch: *mut f32,
 ) {
     let (xin, yout, _) = parts(p, budget);
+    if let Some(rows) = dw_bands(p, budget) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { depthwise_bands(t, p, rows, x, w, bias, y, scratch, xin, yout) };
+        return;
+    }
     if let Some(b) = dw_block(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
@@ -237,6 +274,87 @@ pub unsafe fn conv(
                 }
             }
             r0 = r1;
+        }
+    }
+}
+
+/// [`conv`] of a depthwise `p` ([`dw_bands`]) by blocks of [`DW_LANES`] channels in bands
+/// of `rows` output rows: each band's input rows (zeros above and below the plane) widened,
+/// convolved as a depthwise convolution of its own ([`band`]'s geometry), narrowed.
+///
+/// # Safety
+/// As [`conv`]; `xin`/`yout` the scratch parts of [`parts`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn depthwise_bands(
+    t: N16,
+    p: &ConvParams,
+    rows: u64,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+    xin: usize,
+    yout: usize,
+) {
+    let lanes = DW_LANES as usize;
+    let (h, wd, oh, ow) = (p.h as usize, p.w as usize, p.oh as usize, p.ow as usize);
+    let kk = (p.kh * p.kw) as usize;
+    for img in 0..p.n as usize {
+        for ch0 in (0..p.group as usize).step_by(lanes) {
+            let mut r0 = 0;
+            while r0 < p.oh {
+                let r1 = (r0 + rows).min(p.oh);
+                let (q, lo) = band(p, r0, r1);
+                let q = ConvParams {
+                    c: DW_LANES,
+                    m: DW_LANES,
+                    group: DW_LANES,
+                    packed_a: 0,
+                    tile: 0,
+                    ..q
+                };
+                let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
+                // SAFETY: channels `ch0..ch0 + 8` of image `img` lie in `x` and `y` (the
+                // groups come in whole blocks); rows `lo..lo + hb` are read only inside
+                // `0..h`; the scratch parts hold one band ([`parts`]); the block's weights
+                // and bias are rows `ch0..` of the OIHW weights and of the bias.
+                unsafe {
+                    for ch in 0..lanes {
+                        for i in 0..hb {
+                            let dst =
+                                std::slice::from_raw_parts_mut(scratch.add((ch * hb + i) * wd), wd);
+                            let row = lo + i as i64;
+                            if (0..h as i64).contains(&row) {
+                                let src = x
+                                    .add(((img * p.c as usize + ch0 + ch) * h + row as usize) * wd);
+                                widen(t, std::slice::from_raw_parts(src, wd), dst);
+                            } else {
+                                dst.fill(0.0);
+                            }
+                        }
+                    }
+                    let sy = scratch.add(xin);
+                    let bq = if p.has_bias != 0 { bias.add(ch0) } else { bias };
+                    arenac_conv2d(
+                        &q,
+                        scratch,
+                        w.add(ch0 * kk),
+                        bq,
+                        sy,
+                        scratch.add(xin + yout),
+                    );
+                    for ch in 0..lanes {
+                        let dst = y.add(((img * p.m as usize + ch0 + ch) * oh + r0 as usize) * ow);
+                        narrow(
+                            t,
+                            std::slice::from_raw_parts(sy.add(ch * ob * ow), ob * ow),
+                            std::slice::from_raw_parts_mut(dst, ob * ow),
+                        );
+                    }
+                }
+                r0 = r1;
+            }
         }
     }
 }

@@ -9,6 +9,8 @@
 //! - [`pool`]: Max/AveragePool, a block of whole planes at a time through
 //!   [`super::pool::arenac_pool2d`];
 //! - [`conv`]: Conv in bands of output rows through [`super::conv::arenac_conv2d`];
+//! - [`ew`]: element-wise programs (Add/Sub/Mul/Div with broadcasting, fused SiLU) in
+//!   chunks through stack buffers;
 //! - [`rows`]: Softmax and LayerNormalization, a row at a time;
 //! - [`matmul`]: Gemm/MatMul with a constant B, a block of A's rows at a time through
 //!   [`super::arenac_sgemm`].
@@ -18,6 +20,7 @@
 
 pub mod conv;
 pub mod convert;
+pub mod ew;
 pub mod matmul;
 pub mod pool;
 pub mod rows;
@@ -73,20 +76,73 @@ pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &dyn Fn(&mu
 }
 
 /// GlobalAveragePool over `planes` planes of `len` elements: each mean computed in f32
-/// (summed in f64 blocks of [`CHUNK`], as exact as the f32 kernel or better) and rounded once.
+/// (f32 running sums in lanes, added in f64: as exact as the f32 kernel or better) and
+/// rounded once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
+/// the means narrowed a block at a time.
 pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
     let mut buf = [0f32; CHUNK];
-    let mut out = [0f32; 1];
-    for (p, yv) in y.iter_mut().enumerate().take(planes) {
-        let plane = x.get(p * len..(p + 1) * len).unwrap_or_default();
-        let mut sum = 0f64;
-        for c in plane.chunks(CHUNK) {
-            widen(t, c, &mut buf[..c.len()]);
-            sum += buf[..c.len()].iter().map(|&v| f64::from(v)).sum::<f64>();
+    let mut means = [0f32; CHUNK];
+    let len1 = len.max(1);
+    // Planes per block: as many whole planes as the buffer holds (at least one).
+    let per = (CHUNK / len1).clamp(1, CHUNK);
+    let mut p0 = 0;
+    while p0 < planes {
+        let np = per.min(planes - p0);
+        for (j, m) in means.iter_mut().enumerate().take(np) {
+            let p = p0 + j;
+            let mut sum = 0f64;
+            if len <= CHUNK {
+                if j == 0 {
+                    let block = x.get(p0 * len..(p0 + np) * len).unwrap_or_default();
+                    widen(t, block, &mut buf[..block.len()]);
+                }
+                sum = sum64(buf.get(j * len..(j + 1) * len).unwrap_or_default());
+            } else {
+                let plane = x.get(p * len..(p + 1) * len).unwrap_or_default();
+                for c in plane.chunks(CHUNK) {
+                    widen(t, c, &mut buf[..c.len()]);
+                    sum += sum64(&buf[..c.len()]);
+                }
+            }
+            *m = (sum / len1 as f64) as f32;
         }
-        out[0] = (sum / len.max(1) as f64) as f32;
-        narrow(t, &out, std::slice::from_mut(yv));
+        if let Some(dst) = y.get_mut(p0..p0 + np) {
+            narrow(t, &means[..np], dst);
+        }
+        p0 += np;
     }
+}
+
+/// The sum of `v`: 64 running f32 sums (lanes the compiler vectorizes, enough vectors to
+/// hide the add latency; each sums a 64th of the plane) folded into 8, the rest (all of a
+/// small plane: 7x7 is 49) in those 8 lanes, then the 8 and the last few added in f64.
+fn sum64(v: &[f32]) -> f64 {
+    let mut acc8 = [0f32; 8];
+    let mut it = v.chunks_exact(64);
+    if it.len() > 0 {
+        let mut acc = [0f32; 64];
+        for c in &mut it {
+            for (a, &e) in acc.iter_mut().zip(c) {
+                *a += e;
+            }
+        }
+        for c in acc.chunks_exact(8) {
+            for (a, &e) in acc8.iter_mut().zip(c) {
+                *a += e;
+            }
+        }
+    }
+    let mut rest = it.remainder().chunks_exact(8);
+    for c in &mut rest {
+        for (a, &e) in acc8.iter_mut().zip(c) {
+            *a += e;
+        }
+    }
+    let mut s: f64 = acc8.iter().map(|&a| f64::from(a)).sum();
+    for &e in rest.remainder() {
+        s += f64::from(e);
+    }
+    s
 }
 
 #[cfg(test)]

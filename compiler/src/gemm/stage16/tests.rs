@@ -66,3 +66,41 @@ fn conv_bands_cover_the_input_rows_they_read() {
     let (q, lo) = conv::band(&p, 2, 5);
     assert_eq!((lo, q.h, q.pad_t, q.oh), (3, 7, 0, 3));
 }
+
+#[test]
+fn depthwise_bands_fill_the_lanes_within_the_budget() {
+    // MobileNetV2's 3x3/s2 depthwise on 96 x 112x112: whole planes of 8 channels (490 KiB)
+    // exceed the smallest budget, so 8-channel blocks go in row bands that fit it.
+    let p = crate::gemm::conv::ConvParams {
+        n: 1,
+        c: 96,
+        h: 112,
+        w: 112,
+        m: 96,
+        group: 96,
+        kh: 3,
+        kw: 3,
+        stride_h: 2,
+        stride_w: 2,
+        pad_t: 1,
+        pad_l: 1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: 56,
+        ow: 56,
+        ..Default::default()
+    };
+    let budget = conv::budgets(&p).last().copied().unwrap();
+    let rows = conv::dw_bands(&p, budget).expect("banded");
+    assert!((2..56).contains(&rows), "{rows} rows");
+    assert!(conv::scratch_bytes(&p) as u64 <= budget);
+    // 12 groups are not whole blocks of 8: whole planes, as before.
+    let q = crate::gemm::conv::ConvParams {
+        c: 12,
+        m: 12,
+        group: 12,
+        ..p
+    };
+    assert_eq!(conv::dw_bands(&q, budget), None);
+    assert!(conv::dw_block(&q, budget).is_some());
+}

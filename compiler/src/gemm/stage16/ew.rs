@@ -1,0 +1,272 @@
+//! Element-wise programs on 16-bit data: a one-step Add/Sub/Mul/Div (the native binary ops,
+//! broadcasting) or a fused program (SiLU), computed in f32 a chunk at a time. Each input is
+//! widened into a stack buffer (whole runs through [`super::widen`]'s vector loops; a
+//! broadcast input's value repeated), the steps run as plain slice loops the compiler
+//! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
+//! every input is read before the chunk of the output is written.
+
+use super::{N16, narrow, widen};
+use crate::ops::{BinaryOp, FusedArg, FusedStep, Op, UnaryOp};
+
+/// Elements per chunk.
+const CHUNK: usize = 512;
+
+/// Most inputs a program may read.
+pub const MAX_INPUTS: usize = 4;
+
+/// Most steps a program may have (each a chunk buffer on the stack).
+pub const MAX_STEPS: usize = 8;
+
+/// How an input broadcasts against the output: output element `e` reads the input's element
+/// `(e / inner) % count` (a full input: `inner = 1`, `count` = the output's size; a scalar:
+/// `count = 1`; per channel of an NCHW tensor: `inner = H*W`, `count = C`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bcast {
+    /// Output elements per input element along the run.
+    pub inner: usize,
+    /// Input elements (the period of the index).
+    pub count: usize,
+}
+
+/// The [`Bcast`] of an input of shape `x` read by an output of shape `y` (numpy
+/// broadcasting), when its non-1 dims (right-aligned) are one contiguous block of `y`'s dims;
+/// `None` otherwise (or when `x` has more dims than `y`, or a dim neither 1 nor `y`'s).
+pub fn bcast(x: &[usize], y: &[usize]) -> Option<Bcast> {
+    let lead = y.len().checked_sub(x.len())?;
+    let xd = |d: usize| if d < lead { 1 } else { x[d - lead] };
+    let mut kept: Vec<usize> = Vec::new();
+    for (d, &yd) in y.iter().enumerate() {
+        let v = xd(d);
+        if v != 1 && v != yd {
+            return None;
+        }
+        if v == yd && yd != 1 {
+            kept.push(d);
+        }
+    }
+    let (Some(&a), Some(&b)) = (kept.first(), kept.last()) else {
+        return Some(Bcast { inner: 1, count: 1 });
+    };
+    // Every dim of y between a and b that is not 1 must be kept (no broadcast gap).
+    if (a..=b).any(|d| y[d] != 1 && xd(d) != y[d]) {
+        return None;
+    }
+    Some(Bcast {
+        inner: y[b + 1..].iter().product(),
+        count: y[a..=b].iter().product(),
+    })
+}
+
+/// One step's argument, resolved at compile time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    /// Input `i`'s chunk.
+    Input(usize),
+    /// An earlier step's chunk.
+    Step(usize),
+    /// A scalar constant (as f32).
+    Const(f32),
+}
+
+/// One step of a compiled program.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// A one-input activation ([`crate::ops::stage16::unary_f32`]).
+    Unary(UnaryOp, Arg),
+    /// `a op b` for Add, Sub, Mul or Div.
+    Binary(BinaryOp, Arg, Arg),
+}
+
+/// A program [`run`] executes: its steps, the last one the output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// The steps in order.
+    pub steps: Vec<Step>,
+}
+
+impl Program {
+    /// The program of an Add/Sub/Mul/Div node or of a fused node's `steps` reading `inputs`
+    /// inputs; `None` when a step is of another op, an argument is not an input below
+    /// `inputs`, an earlier step or a float scalar constant, or the sizes exceed
+    /// [`MAX_STEPS`] / [`MAX_INPUTS`].
+    pub fn of(op: &Op, inputs: usize) -> Option<Program> {
+        if inputs == 0 || inputs > MAX_INPUTS {
+            return None;
+        }
+        let steps = match op {
+            Op::Binary(b) if inputs == 2 => {
+                vec![Step::Binary(binary_kind(*b)?, Arg::Input(0), Arg::Input(1))]
+            }
+            Op::FusedElementwise(f) => fused(&f.steps, inputs)?,
+            _ => return None,
+        };
+        (!steps.is_empty() && steps.len() <= MAX_STEPS).then_some(Program { steps })
+    }
+}
+
+fn binary_kind(b: BinaryOp) -> Option<BinaryOp> {
+    matches!(
+        b,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+    )
+    .then_some(b)
+}
+
+fn fused(steps: &[FusedStep], inputs: usize) -> Option<Vec<Step>> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let arg = |i: usize| -> Option<Arg> {
+                match s.args.get(i)? {
+                    FusedArg::Input(j) => (*j < inputs).then_some(Arg::Input(*j)),
+                    FusedArg::Step(j) => (*j < k).then_some(Arg::Step(*j)),
+                    FusedArg::Const(t) if t.numel() == 1 && t.dtype().is_float() => {
+                        Some(Arg::Const(t.to_f64_vec().first().copied()? as f32))
+                    }
+                    FusedArg::Const(_) => None,
+                }
+            };
+            match &s.op {
+                Op::Unary(u) if crate::analysis::act_type::unary16(u) && s.args.len() == 1 => {
+                    Some(Step::Unary(*u, arg(0)?))
+                }
+                Op::Binary(b) if s.args.len() == 2 => {
+                    Some(Step::Binary(binary_kind(*b)?, arg(0)?, arg(1)?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Fills `dst` (output elements `at..at + dst.len()`) with input `x` read through `b`.
+///
+/// # Safety
+/// `x` readable for `b.count` values.
+unsafe fn fill(t: N16, x: *const u16, b: Bcast, at: usize, dst: &mut [f32]) {
+    let (inner, count) = (b.inner.max(1), b.count.max(1));
+    let mut e = 0;
+    while e < dst.len() {
+        let g = at + e;
+        let i = (g / inner) % count;
+        if inner == 1 {
+            let run = (dst.len() - e).min(count - i);
+            // SAFETY: `i + run <= count`.
+            let src = unsafe { std::slice::from_raw_parts(x.add(i), run) };
+            widen(t, src, &mut dst[e..e + run]);
+            e += run;
+        } else {
+            // The input elements of the chunk's rows, widened at once (pieces that do not
+            // wrap), then each repeated over its run.
+            let (r0, r1) = (g / inner, (at + dst.len() - 1) / inner + 1);
+            let mut vals = [0f32; CHUNK + 1];
+            let mut r = r0;
+            while r < r1 {
+                let i = r % count;
+                let k = (r1 - r).min(count - i).min(vals.len() - (r - r0));
+                if k == 0 {
+                    break;
+                }
+                // SAFETY: `i + k <= count`.
+                let src = unsafe { std::slice::from_raw_parts(x.add(i), k) };
+                widen(t, src, &mut vals[r - r0..r - r0 + k]);
+                r += k;
+            }
+            while e < dst.len() {
+                let g = at + e;
+                let run = (dst.len() - e).min(inner - g % inner);
+                dst[e..e + run].fill(vals[(g / inner - r0).min(CHUNK)]);
+                e += run;
+            }
+        }
+    }
+}
+
+/// A resolved argument: a chunk or a scalar.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Slice(&'a [f32]),
+    Scalar(f32),
+}
+
+#[inline(always)]
+fn apply(out: &mut [f32], a: Src<'_>, b: Src<'_>, f: impl Fn(f32, f32) -> f32) {
+    match (a, b) {
+        (Src::Slice(a), Src::Slice(b)) => {
+            for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+                *o = f(a, b);
+            }
+        }
+        (Src::Slice(a), Src::Scalar(b)) => {
+            for (o, &a) in out.iter_mut().zip(a) {
+                *o = f(a, b);
+            }
+        }
+        (Src::Scalar(a), Src::Slice(b)) => {
+            for (o, &b) in out.iter_mut().zip(b) {
+                *o = f(a, b);
+            }
+        }
+        (Src::Scalar(a), Src::Scalar(b)) => out.fill(f(a, b)),
+    }
+}
+
+/// Runs `prog` over `n` output values `y`, input `i` at `xs[i]` read through `bc[i]`
+/// (`y` may equal an input whose [`Bcast`] is full).
+///
+/// # Safety
+/// `xs[i]` readable for `bc[i].count` values of `t`, `y` writable for `n`; `y` equal to a
+/// full input or overlapping no input; `xs.len() == bc.len() <= MAX_INPUTS`.
+pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: usize, y: *mut u16) {
+    let mut ins = [[0f32; CHUNK]; MAX_INPUTS];
+    let mut bufs = [[0f32; CHUNK]; MAX_STEPS];
+    let mut at = 0;
+    while at < n {
+        let len = CHUNK.min(n - at);
+        for ((&x, &b), buf) in xs.iter().zip(bc).zip(ins.iter_mut()) {
+            // SAFETY: by the contract.
+            unsafe { fill(t, x, b, at, &mut buf[..len]) };
+        }
+        for (k, s) in prog.steps.iter().enumerate() {
+            let (done, rest) = bufs.split_at_mut(k);
+            let Some(out) = rest.first_mut() else {
+                return;
+            };
+            let out = &mut out[..len];
+            let src = |a: Arg| match a {
+                Arg::Input(i) => Src::Slice(ins.get(i).map_or(&[][..], |b| &b[..len])),
+                Arg::Step(j) => Src::Slice(done.get(j).map_or(&[][..], |b| &b[..len])),
+                Arg::Const(c) => Src::Scalar(c),
+            };
+            match *s {
+                Step::Unary(u, a) => {
+                    match src(a) {
+                        Src::Slice(v) => out.copy_from_slice(&v[..len.min(v.len())]),
+                        Src::Scalar(c) => out.fill(c),
+                    }
+                    crate::ops::stage16::unary_f32(u, out);
+                }
+                Step::Binary(op, a, b) => {
+                    let (a, b) = (src(a), src(b));
+                    match op {
+                        BinaryOp::Add => apply(out, a, b, |a, b| a + b),
+                        BinaryOp::Sub => apply(out, a, b, |a, b| a - b),
+                        BinaryOp::Mul => apply(out, a, b, |a, b| a * b),
+                        _ => apply(out, a, b, |a, b| a / b),
+                    }
+                }
+            }
+        }
+        let last = bufs
+            .get(prog.steps.len().wrapping_sub(1))
+            .map_or(&[][..], |b| &b[..len]);
+        // SAFETY: inside `y`; the chunk of every input was read above.
+        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(at), len) };
+        narrow(t, last, dst);
+        at += len;
+    }
+}
+
+#[cfg(test)]
+mod tests;
