@@ -306,7 +306,7 @@ impl Builder<'_> {
             .iter()
             .chain(&n.outputs)
             .any(|&v| self.is_f32_data(v) && !self.is_const(v));
-        if !f32_data {
+        if !f32_data || self.output_in_f32(id) {
             self.copy(id, false);
             return;
         }
@@ -316,6 +316,41 @@ impl Builder<'_> {
         } else if !self.native(id) {
             self.copy(id, true);
         }
+    }
+
+    /// Whether node `id`, whose outputs are all f32 graph outputs, computes in f32 and writes
+    /// them directly: when widening its narrow inputs costs fewer bytes than a narrow copy of
+    /// its outputs. Otherwise its narrow outputs would live beside their f32 forms (the Casts
+    /// at the graph's end), and an output that is the peak (a decoder's logits, a
+    /// classifier's scores) would plan a larger arena than f32 activations do.
+    fn output_in_f32(&self, id: NodeId) -> bool {
+        let n = self.g.node(id);
+        let bytes = |v: ValueId, elem: usize| {
+            self.g
+                .value(v)
+                .ty
+                .numel()
+                .unwrap_or(usize::MAX)
+                .saturating_mul(elem)
+        };
+        if n.outputs.is_empty()
+            || !n
+                .outputs
+                .iter()
+                .all(|&v| self.g.outputs.contains(&v) && self.is_f32_data(v))
+        {
+            return false;
+        }
+        let narrow_out: usize = n
+            .outputs
+            .iter()
+            .fold(0, |a, &v| a.saturating_add(bytes(v, self.nt.size())));
+        let widened: usize = n
+            .inputs
+            .iter()
+            .filter(|&&v| self.is_f32_data(v) && !self.is_const(v) && !self.wide.contains_key(&v))
+            .fold(0, |a, &v| a.saturating_add(bytes(v, 4)));
+        widened < narrow_out
     }
 
     /// `s = Sigmoid(x)` read only by `Mul(x, s)` (either order): emitted as one staged

@@ -2,6 +2,7 @@ use super::*;
 use crate::import::builder::Dim;
 use crate::import::builder::ModelBuilder;
 use crate::import::{ImportOptions, import_model};
+use crate::ir::tensor::Tensor;
 
 fn graph(dt: DType) -> Graph {
     let m = ModelBuilder::new("act", 18)
@@ -51,4 +52,55 @@ fn an_f16_model_is_a_no_op_with_a_note() {
     let r = retype_activations(&mut g, ActType::Bf16);
     assert_eq!(r.narrow_nodes, 0);
     assert!(r.notes[0].contains("no f32 intermediates"), "{:?}", r.notes);
+}
+
+/// A node whose output is a graph output and larger than its input (a decoder's logits)
+/// computes in f32 and writes the output directly: its narrow input is widened (8 floats)
+/// instead of a narrow copy of the output (512 halves) living beside the f32 output. A
+/// node whose input is the larger keeps the narrow path and the Cast at the end.
+#[test]
+fn a_large_graph_output_is_written_in_f32() {
+    let w = Tensor::f32(vec![8, 512], &vec![0.5; 8 * 512]);
+    let m = ModelBuilder::new("head", 18)
+        .input("x", DType::F32, &[Dim::N(1), Dim::N(8)])
+        .initializer("w", &w)
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node("mm", "MatMul", &["r", "w"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let mut g = import_model(&m, None, &ImportOptions::default())
+        .expect("imports")
+        .graph;
+    retype_activations(&mut g, ActType::F16);
+    crate::ir::verify::verify(&g).expect("valid");
+    let producer = |g: &Graph| match g.value(g.outputs[0]).kind {
+        ValueKind::Computed(p) => g.node(p).op.name(),
+        _ => "none",
+    };
+    assert_eq!(
+        producer(&g),
+        "MatMul",
+        "{}",
+        crate::ir::print::print_graph(&g)
+    );
+
+    // The other way round (8 outputs from 512 inputs): the product narrows, a Cast widens.
+    let w = Tensor::f32(vec![512, 8], &vec![0.5; 8 * 512]);
+    let m = ModelBuilder::new("down", 18)
+        .input("x", DType::F32, &[Dim::N(1), Dim::N(512)])
+        .initializer("w", &w)
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node("mm", "MatMul", &["r", "w"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let mut g = import_model(&m, None, &ImportOptions::default())
+        .expect("imports")
+        .graph;
+    retype_activations(&mut g, ActType::F16);
+    assert_eq!(
+        producer(&g),
+        "Cast",
+        "{}",
+        crate::ir::print::print_graph(&g)
+    );
 }
