@@ -28,6 +28,9 @@ fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize)
         arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
     }
     let pool = Pool::new(threads).expect("threads");
+    // Small test inputs: every kernel's split path, whatever its cost (the cost thresholds
+    // are tested in par/tests.rs).
+    pool.set_eager(true);
     // Twice: the second run reuses the parked workers.
     for _ in 0..2 {
         // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
