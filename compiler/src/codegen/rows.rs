@@ -51,6 +51,9 @@ pub struct RowsDesc {
     pub rows: u64,
     /// Most threads to use.
     pub width: u64,
+    /// Estimated single-thread time of all chunks, ns ([`crate::par::width`] decides from
+    /// it at run time whether the chunks are worth the pool).
+    pub cost_ns: u64,
     /// The operands (the first `nargs` are used).
     pub args: [RowArg; MAX_ARGS],
 }
@@ -58,7 +61,7 @@ pub struct RowsDesc {
 impl RowsDesc {
     /// The descriptor as bytes (for the weights region).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v: Vec<u64> = vec![self.nargs, self.chunks, self.rows, self.width];
+        let mut v: Vec<u64> = vec![self.nargs, self.chunks, self.rows, self.width, self.cost_ns];
         for a in &self.args {
             v.extend([a.base, a.offset, a.step]);
         }
@@ -120,7 +123,8 @@ pub unsafe extern "C" fn arenac_par_rows(
     let (arena, weights) = (arena as u64, weights as u64);
     let (full, tail) = (full as usize, tail as usize);
     let chunks = d.chunks as usize;
-    crate::par::for_each(chunks, d.width as usize, |i, _| {
+    let width = crate::par::width(d.cost_ns, d.width as usize);
+    crate::par::for_each(chunks, width, |i, _| {
         let mut p = [0u64; MAX_ARGS];
         let row0 = i as u64 * d.rows;
         for (slot, a) in p.iter_mut().zip(&d.args[..n]) {

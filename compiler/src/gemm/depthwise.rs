@@ -486,8 +486,8 @@ pub(super) unsafe fn run(
     let mult = m / c.max(1);
     let (xplane, yplane, taps) = (g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     let planes = p.n as usize * m;
-    let width = (p.threads.max(1) as usize).min(crate::par::threads());
     let work = planes.saturating_mul(yplane).saturating_mul(taps);
+    let width = crate::par::width(crate::par::cost::gemm_ns(work), p.threads.max(1) as usize);
     let runs = (work / super::split::MIN_TASK_MACS)
         .min(width * 4)
         .clamp(1, planes.max(1));

@@ -652,10 +652,10 @@ pub unsafe extern "C" fn arenac_pool2d(p: *const PoolParams, x: *const f32, y: *
     // Out of place: runs of planes spread over the current pool (each plane computed as
     // single-threaded: bit-identical at every thread count).
     let planes = p.planes as usize;
-    let width = crate::par::threads();
     let work = planes
         .saturating_mul(yplane)
         .saturating_mul((p.kh * p.kw) as usize);
+    let width = crate::par::width(crate::par::cost::gemm_ns(work), crate::par::threads());
     let runs = (work / super::split::MIN_TASK_MACS)
         .min(width * 4)
         .clamp(1, planes.max(1));

@@ -118,7 +118,7 @@ pub(super) unsafe fn run(
         .saturating_mul(k)
         .saturating_mul(pixels);
     let width = if macs >= 2 * MIN_TASK_MACS {
-        (p.threads.max(1) as usize).min(crate::par::threads())
+        crate::par::width(crate::par::cost::gemm_ns(macs), p.threads.max(1) as usize)
     } else {
         1
     };

@@ -7,7 +7,9 @@
 //! at every thread count. K is never split.
 //!
 //! A grid is worth its dispatch only with enough work per block: at least [`MIN_TASK_MACS`]
-//! multiply-adds (ONNX Runtime's MLAS uses the same 64 Ki per thread). Rows are split first
+//! multiply-adds (ONNX Runtime's MLAS uses the same 64 Ki per thread); and the product goes
+//! parallel at all only when [`crate::par::width`] finds its estimated time worth the
+//! dispatch (a wake-up when the workers are parked). Rows are split first
 //! when there are more row units than column units (each block then packs only its own rows
 //! of A), columns otherwise (MLAS's rule); a second dimension is split only when the first
 //! has fewer units than blocks wanted.
@@ -125,7 +127,8 @@ pub(crate) unsafe fn sgemm_split(
     (scratch, slot, width): (*mut f32, usize, usize),
     after: &(dyn Fn(Range<usize>, Range<usize>) + Sync),
 ) {
-    let threads = crate::par::threads().min(width.max(1));
+    let macs = m.saturating_mul(n).saturating_mul(k);
+    let threads = crate::par::width(crate::par::cost::gemm_ns(macs), width.max(1));
     let grid = Grid::new(m, n, k, kernel.mr, threads);
     let (c, scratch) = (SyncPtr(c), SyncPtr(scratch));
     crate::par::for_each(grid.blocks(), threads, |blk, t| {

@@ -14,6 +14,7 @@
 //! every output element is computed by the same instructions in the same order whatever
 //! thread runs it: outputs are bit-identical between 1 and N threads.
 
+pub mod cost;
 mod pool;
 
 pub use pool::{Pool, SPIN};
@@ -59,6 +60,34 @@ pub fn threads() -> usize {
             unsafe { (*p).threads() }
         }
     })
+}
+
+/// Threads worth giving a job of `cost_ns` (its estimated single-thread time, see
+/// [`cost`]) on the current pool, at most `width`: `width` (capped by the pool) when the
+/// saving clearly exceeds the dispatch cost — that of a wake-up if a worker it needs is
+/// parked, of a hand-over to spinning workers otherwise — else 1 (inline on this thread).
+/// A job worth spinning workers but not a wake-up also wakes the parked ones for the run's
+/// next jobs ([`Pool::wake_for_later`]). 1 without a pool or inside a task.
+pub fn width(cost_ns: u64, width: usize) -> usize {
+    let pool = CURRENT.with(|c| c.get());
+    if pool.is_null() {
+        return 1;
+    }
+    // SAFETY: a non-null current pool is borrowed by an enclosing `with_pool`.
+    let pool = unsafe { &*pool };
+    let w = width.min(pool.threads());
+    if pool.eager() {
+        return w;
+    }
+    if !cost::worth(cost_ns, w, cost::HOT_NS) {
+        return 1;
+    }
+    if pool.asleep(w) && !cost::worth(cost_ns, w, cost::WAKE_NS) {
+        pool.note_wanted();
+        pool.wake_for_later(w);
+        return 1;
+    }
+    w
 }
 
 /// Runs `f(task, thread)` for each task in `0..tasks` on at most `width` threads of the

@@ -163,3 +163,210 @@ fn heat_wakes_parked_workers_and_cool_parks_them() {
     // Still a working pool.
     assert_eq!(exercise(3, 3, 10, 9).iter().sum::<usize>(), 90);
 }
+
+/// The operands of one `m x n x k` product through the GEMM entry point.
+struct Product {
+    mnk: (usize, usize, usize),
+    a: Vec<f32>,
+    packed: Vec<f32>,
+    c: Vec<f32>,
+    scratch: Vec<f32>,
+}
+
+impl Product {
+    fn new(m: usize, n: usize, k: usize) -> Product {
+        use crate::gemm::{a_scratch_slot, pack_b, packed_b_len};
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 * 0.1).collect();
+        let mut packed = vec![0f32; packed_b_len(k, n)];
+        pack_b(k, n, &b, n, 1, &mut packed);
+        Product {
+            mnk: (m, n, k),
+            a: (0..m * k).map(|i| (i % 13) as f32 * 0.1).collect(),
+            packed,
+            c: vec![0f32; m * n],
+            scratch: vec![0f32; 4 * a_scratch_slot(m, k)],
+        }
+    }
+
+    /// Runs the product on `pool` (made current for the call unless it already is); returns
+    /// how many jobs it published.
+    fn jobs(&mut self, pool: &Pool) -> u64 {
+        let (m, n, k) = self.mnk;
+        let before = pool.jobs();
+        let slots = pool.threads().min(4);
+        let mut product = || {
+            // SAFETY: A, packed B, C and the scratch slots are sized for the product.
+            unsafe {
+                crate::gemm::arenac_sgemm(
+                    m,
+                    n,
+                    k,
+                    self.a.as_ptr(),
+                    k,
+                    self.packed.as_ptr(),
+                    self.c.as_mut_ptr(),
+                    n,
+                    0,
+                    self.scratch.as_mut_ptr(),
+                    slots,
+                )
+            }
+        };
+        if threads() == 1 {
+            with_pool(Some(pool), product);
+        } else {
+            product();
+        }
+        pool.jobs() - before
+    }
+}
+
+/// One `m x n x k` product on `pool`: the jobs it published.
+fn gemm_jobs(pool: &Pool, m: usize, n: usize, k: usize) -> u64 {
+    Product::new(m, n, k).jobs(pool)
+}
+
+#[test]
+fn small_products_stay_inline_and_large_ones_go_parallel() {
+    let pool = Pool::new(2).expect("threads");
+    assert!(
+        eventually(|| pool.parked() == 1),
+        "idle worker did not park"
+    );
+    // A 64x64 GEMV (4 Ki MACs) never goes to the pool; a 512x512 one (256 Ki MACs, ~8 µs)
+    // is not worth waking a parked worker (it wakes it for later instead).
+    assert_eq!(gemm_jobs(&pool, 1, 64, 64), 0);
+    assert!(eventually(|| pool.parked() == 1));
+    assert_eq!(
+        gemm_jobs(&pool, 1, 512, 512),
+        0,
+        "a parked worker was woken for a GEMV"
+    );
+    // A 256^3 product (16 M MACs) is worth a wake-up.
+    assert!(eventually(|| pool.parked() == 1));
+    assert_eq!(gemm_jobs(&pool, 256, 256, 256), 1);
+    // Eager: even the tiny one goes.
+    pool.set_eager(true);
+    assert_eq!(
+        gemm_jobs(&pool, 1, 64, 64),
+        0,
+        "one block: nothing to spread"
+    );
+    assert_eq!(gemm_jobs(&pool, 64, 256, 64), 1);
+}
+
+#[test]
+fn width_follows_the_cost_and_the_workers_state() {
+    use super::{cost, width};
+    assert_eq!(width(u64::MAX, 4), 1, "no pool: inline");
+    let pool = Pool::new(3).expect("threads");
+    assert!(eventually(|| pool.parked() == 2));
+    with_pool(Some(&pool), || {
+        assert_eq!(width(cost::HOT_NS, 3), 1, "cheaper than its dispatch");
+        assert_eq!(width(100 * cost::WAKE_NS, 8), 3, "capped by the pool");
+        for_each(3, 3, |_, th| {
+            assert_eq!(width(u64::MAX, 3), 1, "inside a task: inline");
+            let _ = th;
+        });
+    });
+}
+
+/// Pins the calling thread (and the threads it spawns afterwards) to CPU `cpu` (`None`: the
+/// one it runs on now); false where that is not possible.
+#[cfg(target_os = "linux")]
+fn pin_to(cpu: Option<usize>) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET/sched_setaffinity get a
+    // valid pointer to it and its size.
+    unsafe {
+        let cpu = match cpu {
+            Some(c) => c,
+            None => match usize::try_from(libc::sched_getcpu()) {
+                Ok(c) => c,
+                Err(_) => return false,
+            },
+        };
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_on_the_owners_cpu_parks_instead_of_spinning() {
+    // Owner and worker share one CPU: a worker woken at a run's start must not spin there
+    // (it would hold the CPU the owner needs for up to SPIN), it parks and says so.
+    std::thread::spawn(|| {
+        if !pin_to(None) {
+            return;
+        }
+        let pool = Pool::new(2).expect("threads");
+        with_pool(Some(&pool), || for_each(4, 2, |_, _| {}));
+        assert!(eventually(|| pool.parked() == 1));
+        let yielded = pool.yielded();
+        let woken = pool.wakes();
+        pool.heat(); // the previous run published a job: wakes the worker
+        let start = std::time::Instant::now();
+        // The owner sleeps, letting the worker run on the shared CPU.
+        while pool.wakes() == woken && start.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        assert!(
+            eventually(|| pool.yielded() > yielded),
+            "the worker spun on the owner's CPU"
+        );
+        pool.cool();
+        // Still a working pool.
+        let seen = AtomicUsize::new(0);
+        with_pool(Some(&pool), || {
+            for_each(16, 2, |_, _| {
+                seen.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), 16);
+    })
+    .join()
+    .expect("pinned test thread");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_gemv_goes_to_an_awake_worker() {
+    // Worker and owner pinned to two different CPUs (so that the worker can spin: on the
+    // owner's CPU it parks at once); the owner keeps it awake with empty jobs and, whenever
+    // it is seen awake, runs a 512x512 GEMV (~8 µs, worth a spinning worker, not a wake-up).
+    if super::default_threads() < 2 {
+        return;
+    }
+    std::thread::spawn(|| {
+        if !pin_to(Some(0)) {
+            return;
+        }
+        let pool = Pool::new(2).expect("threads");
+        if !pin_to(Some(1)) {
+            return; // CPU 1 not ours to use
+        }
+        let mut gemv = Product::new(1, 512, 512);
+        let went = with_pool(Some(&pool), || {
+            (0..5000).any(|_| {
+                if pool.asleep(2) {
+                    for_each(2, 2, |_, _| {});
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(30) {
+                        std::hint::spin_loop();
+                    }
+                    return false;
+                }
+                gemv.jobs(&pool) > 0
+            })
+        });
+        assert!(
+            went,
+            "a 512x512 GEMV never went to an awake worker (yielded {}, wakes {})",
+            pool.yielded(),
+            pool.wakes()
+        );
+    })
+    .join()
+    .expect("pinned test thread");
+}

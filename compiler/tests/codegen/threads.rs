@@ -24,6 +24,9 @@ fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize)
     assert_eq!(exe.threads(), threads);
     let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
     let pool = Pool::new(threads).expect("threads");
+    // Small test inputs: every kernel's split path, whatever its cost (the cost thresholds
+    // are tested in par/tests.rs).
+    pool.set_eager(true);
     // Twice: the second run reuses the parked workers. The inputs are written before each
     // run, as `Session::run` does: an input's buffer is free for later values once the input
     // is dead, so the first run may have overwritten it.

@@ -308,6 +308,7 @@ fn rows_call(
         chunks: chunks as u64,
         rows: per as u64,
         width: threads as u64,
+        cost_ns: crate::par::cost::elems_ns(total),
         args: [RowArg {
             base: Base::Null as u64,
             offset: 0,
