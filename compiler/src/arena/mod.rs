@@ -364,14 +364,15 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     let mut plan = plan_flat(g, opts)?;
     if opts.patches {
         let started = Instant::now();
-        // Winograd stays off in a patched plan (and in the analysis that predicts it): its
+        // The analysis predicts without Winograd (its pass never raises the peak); in the
+        // patched plan it stays off for the stage's nodes only (`patches::in_stage`): its
         // per-run weight transform would run once per patch and its scratch (the transformed
         // weights) would set the peak that patching lowered.
-        let liveness = LivenessOptions {
+        let predict = LivenessOptions {
             winograd: false,
             ..opts.liveness
         };
-        if let Some((ng, info)) = patches::patch(g, &plan.schedule, liveness) {
+        if let Some((ng, info)) = patches::patch(g, &plan.schedule, predict) {
             if cfg!(debug_assertions)
                 && let Err(e) = crate::ir::verify::verify(&ng)
             {
@@ -384,7 +385,6 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
             // milliseconds on the hundreds of nodes a grid makes).
             let keep = PlanOptions {
                 keep_file_order: true,
-                liveness,
                 ..*opts
             };
             let mut patched = plan_flat(&ng, &keep)?;

@@ -7,8 +7,9 @@
 //! original graph's.
 
 use arenac_compiler::analysis::liveness::LivenessOptions;
-use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite};
+use arenac_compiler::analysis::patches::{PatchPlan, analyze, has_stage, in_stage, rewrite};
 use arenac_compiler::arena::plan_graph;
+use arenac_compiler::ops::Op;
 
 use crate::common::*;
 
@@ -184,5 +185,50 @@ fn plan_graph_patches_a_large_stem() {
     );
     for (a, b) in want.iter().zip(&got) {
         close(a, b, "patched by the planner");
+    }
+}
+
+/// `patches::in_stage` marks exactly the nodes the rewrite emits per patch, and Winograd,
+/// kept for the rest of the graph, is never chosen for them.
+#[test]
+fn in_stage_marks_the_patched_nodes_only() {
+    let mut rng = Rng(0x1257);
+    let model = stack(40, 40, 8, &mut rng);
+    let mut g = import(&model);
+    let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    assert!(g.nodes().all(|(id, _)| !in_stage(&g, id)));
+    let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 3);
+    let cand = report
+        .candidates
+        .iter()
+        .find(|c| c.nodes + 1 < plan.schedule.len())
+        .expect("a stage with nodes after it");
+    let mut ng = rewrite(&g, &plan.schedule, cand).expect("rewritten");
+    assert!(has_stage(&ng));
+    let (mut inside, mut outside) = (0, 0);
+    for (id, node) in ng.nodes() {
+        if matches!(node.op, Op::PatchWrite { .. }) {
+            continue;
+        }
+        let copy = node.name.contains("@p");
+        assert_eq!(in_stage(&ng, id), copy, "{}", node.name);
+        if copy {
+            inside += 1;
+        } else {
+            outside += 1;
+        }
+    }
+    assert!(
+        inside >= cand.grid * cand.grid * cand.nodes / 2,
+        "{inside} copies"
+    );
+    assert_eq!(outside, plan.schedule.len() - cand.nodes);
+    let p = plan_graph(&mut ng, &PlanOptions::default()).expect("plans");
+    for id in arenac_compiler::analysis::liveness::winograd::chosen_nodes(&ng, &p) {
+        assert!(
+            !in_stage(&ng, id),
+            "Winograd in the stage: {}",
+            ng.node(id).name
+        );
     }
 }
