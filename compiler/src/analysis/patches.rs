@@ -5,8 +5,8 @@
 //! when its planned arena is smaller.
 //!
 //! A stage is a prefix of the schedule whose nodes are all spatially local (2-d Conv,
-//! depthwise included, Max/AveragePool, and element-wise nodes whose arena inputs have the
-//! output's shape: receptive field 1) and whose values leave it as 4-d values: the last made,
+//! depthwise included, Max/AveragePool, element-wise nodes whose arena inputs have the
+//! output's shape and Concat along channels: receptive field 1) and whose values leave it as 4-d values: the last made,
 //! the stage output, and any others (a U-Net's skip connections, the resolutions an FPN
 //! reads). Each leaving value is cut into a `p x p` grid of cells (explicit ranges, the first
 //! ones one row/column larger when `p` does not divide); patch `(i, j)` computes cell `(i, j)`
@@ -103,6 +103,16 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
             let same = node.inputs.iter().all(|&v| {
                 matches!(g.value(v).kind, ValueKind::Constant(_))
                     || g.value(v).ty.shape == y.ty.shape
+            });
+            same.then_some(None)
+        }
+        // Along channels: every input is read at the output's window (a CSP block's join).
+        Op::Concat { axis: 1 } => {
+            let plane_of = |t: &TensorType| t.shape.get(2..4).map(<[usize]>::to_vec);
+            let same = node.inputs.iter().all(|&v| {
+                !matches!(g.value(v).kind, ValueKind::Constant(_))
+                    && plane(&g.value(v).ty)
+                    && plane_of(&g.value(v).ty) == plane_of(&y.ty)
             });
             same.then_some(None)
         }

@@ -100,7 +100,8 @@ fn close(a: &Tensor, b: &Tensor, what: &str) -> bool {
     a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// A U-Net-like net: two encoder levels whose outputs are skip connections, a bottleneck,
+/// A U-Net-like net: two encoder levels whose outputs are skip connections (the first a
+/// channel Concat of a Conv's output before and after Relu), a bottleneck,
 /// nearest 2x upsampling (Resize, which ends every stage) and Concat with each skip.
 fn unet(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
@@ -108,10 +109,10 @@ fn unet(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
     let inits = [
         t("w1", &[c, 3, 3, 3]),
         t("b1", &[c]),
-        t("w2", &[2 * c, c, 3, 3]),
+        t("w2", &[2 * c, 2 * c, 3, 3]),
         t("w3", &[2 * c, 2 * c, 3, 3]),
         t("w4", &[c, 4 * c, 1, 1]),
-        t("w5", &[2, 2 * c, 3, 3]),
+        t("w5", &[2, 3 * c, 3, 3]),
     ];
     let mut mb = ModelBuilder::new("unet", 13)
         .input("x", DType::F32, &dims(&[1, 3, h, w]))
@@ -124,7 +125,14 @@ fn unet(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
     let pool = || vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))];
     let up = || vec![("mode", Attr::Str("nearest".into()))];
     mb.node("c1", "Conv", &["x", "w1", "b1"], &["a1"], pad1())
-        .node("r1", "Relu", &["a1"], &["e1"], vec![])
+        .node("r1", "Relu", &["a1"], &["r1"], vec![])
+        .node(
+            "k0",
+            "Concat",
+            &["r1", "a1"],
+            &["e1"],
+            vec![("axis", Attr::Int(1))],
+        )
         .node("p1", "MaxPool", &["e1"], &["m1"], pool())
         .node("c2", "Conv", &["m1", "w2"], &["a2"], pad1())
         .node("r2", "Relu", &["a2"], &["e2"], vec![])
