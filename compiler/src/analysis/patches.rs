@@ -535,36 +535,6 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
     }
 }
 
-/// Whether node `id` of a patched graph runs inside a patch stage: a `PatchWrite` is
-/// reachable from it downstream (the nodes the rewrite emits per patch all feed one; the
-/// rest of the graph reads the last `PatchWrite` and reaches none). Winograd stays off for
-/// these nodes (`liveness/winograd.rs`): its weight transform would run once per patch
-/// and its scratch would set the peak that patching lowered. Cost: the nodes downstream of
-/// `id` up to the first `PatchWrite`s; `false` at once in a graph without one.
-pub fn in_stage(g: &Graph, id: NodeId) -> bool {
-    let mut seen = std::collections::HashSet::new();
-    let mut todo = vec![id];
-    while let Some(n) = todo.pop() {
-        for &y in &g.node(n).outputs {
-            for c in g.consumers(y) {
-                if matches!(g.node(c).op, Op::PatchWrite { .. }) {
-                    return true;
-                }
-                if seen.insert(c) {
-                    todo.push(c);
-                }
-            }
-        }
-    }
-    false
-}
-
-/// Whether the graph has a patched stage (a `PatchWrite` node).
-pub fn has_stage(g: &Graph) -> bool {
-    g.nodes()
-        .any(|(_, n)| matches!(n.op, Op::PatchWrite { .. }))
-}
-
 /// Row (`dim` 0) or column (1) range `i` of a `p`-way cut of each leaving value: the
 /// stage output `out` first, then `others`.
 pub fn cells(

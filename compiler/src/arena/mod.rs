@@ -364,10 +364,11 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     let mut plan = plan_flat(g, opts)?;
     if opts.patches {
         let started = Instant::now();
-        // The analysis predicts without Winograd (its pass never raises the peak); in the
-        // patched plan it stays off for the stage's nodes only (`patches::in_stage`): its
-        // per-run weight transform would run once per patch and its scratch (the transformed
-        // weights) would set the peak that patching lowered.
+        // The analysis predicts without Winograd (its pass never raises the peak). The
+        // patched plan keeps the pass: a patch's Conv takes Winograd where its own plane has
+        // the tiles that repay the per-run weight transform (`winograd::wins`, so once per
+        // patch) and the transformed weights fit under the patched peak; the Convs after the
+        // stage likewise, so a smaller arena can cost them Winograd.
         let predict = LivenessOptions {
             winograd: false,
             ..opts.liveness

@@ -7,9 +7,8 @@
 //! original graph's.
 
 use arenac_compiler::analysis::liveness::LivenessOptions;
-use arenac_compiler::analysis::patches::{PatchPlan, analyze, has_stage, in_stage, rewrite};
+use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite};
 use arenac_compiler::arena::plan_graph;
-use arenac_compiler::ops::Op;
 
 use crate::common::*;
 
@@ -292,47 +291,50 @@ fn plan_graph_patches_a_large_stem() {
     }
 }
 
-/// `patches::in_stage` marks exactly the nodes the rewrite emits per patch, and Winograd,
-/// kept for the rest of the graph, is never chosen for them.
+/// Patches whose planes are large enough run their 3x3 Convs as Winograd (the transform
+/// repaid per patch, the scratch under the patched peak), as the whole Convs do; the tiles
+/// fall elsewhere in the plane, so outputs agree within rounding, not bit for bit.
 #[test]
-fn in_stage_marks_the_patched_nodes_only() {
-    let mut rng = Rng(0x1257);
-    let model = stack(40, 40, 8, &mut rng);
+fn large_patches_keep_winograd() {
+    let mut rng = Rng(0x3a9);
+    let model = unet(96, 96, 8, &mut rng);
+    let x = rng.tensor(&[1, 3, 96, 96], -1.0, 1.0);
     let mut g = import(&model);
     let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
-    assert!(g.nodes().all(|(id, _)| !in_stage(&g, id)));
-    let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 3);
-    let cand = report
+    let want = run(
+        &compile(&g, &plan).expect("compiles"),
+        std::slice::from_ref(&x),
+    );
+    let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 2);
+    let stage = report
         .candidates
         .iter()
-        .find(|c| c.nodes + 1 < plan.schedule.len())
-        .expect("a stage with nodes after it");
-    let mut ng = rewrite(&g, &plan.schedule, cand).expect("rewritten");
-    assert!(has_stage(&ng));
-    let (mut inside, mut outside) = (0, 0);
-    for (id, node) in ng.nodes() {
-        if matches!(node.op, Op::PatchWrite { .. }) {
-            continue;
-        }
-        let copy = node.name.contains("@p");
-        assert_eq!(in_stage(&ng, id), copy, "{}", node.name);
-        if copy {
-            inside += 1;
-        } else {
-            outside += 1;
-        }
-    }
-    assert!(
-        inside >= cand.grid * cand.grid * cand.nodes / 2,
-        "{inside} copies"
-    );
-    assert_eq!(outside, plan.schedule.len() - cand.nodes);
+        .filter(|c| c.grid == 2)
+        .max_by_key(|c| c.nodes)
+        .expect("a stage");
+    let mut ng = rewrite(&g, &plan.schedule, stage).expect("rewritten");
     let p = plan_graph(&mut ng, &PlanOptions::default()).expect("plans");
-    for id in arenac_compiler::analysis::liveness::winograd::chosen_nodes(&ng, &p) {
-        assert!(
-            !in_stage(&ng, id),
-            "Winograd in the stage: {}",
-            ng.node(id).name
+    let wino = arenac_compiler::analysis::liveness::winograd::chosen_nodes(&ng, &p);
+    let in_stage = wino
+        .iter()
+        .filter(|&&id| ng.node(id).name.contains("@p"))
+        .count();
+    assert!(in_stage >= 4, "{in_stage} patched Convs run Winograd");
+    let got = run(
+        &compile(&ng, &p).expect("compiles"),
+        std::slice::from_ref(&x),
+    );
+    for (a, b) in want.iter().zip(&got) {
+        let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
+        let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= 1e-5 * scale, "max error {err} of scale {scale}");
+        eprintln!(
+            "Winograd in {in_stage} patched Convs: max error {:.1e} of the output scale",
+            err / scale
         );
     }
 }

@@ -12,7 +12,6 @@
 
 use super::decide::{Decide, Decisions};
 use super::{BufferKind, is_constant};
-use crate::analysis::patches;
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd;
@@ -39,15 +38,14 @@ pub fn winograd_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams
 }
 
 /// Whether node `id` of the plan runs Winograd: enabled in the plan's options, a Conv it
-/// applies to outside a patched stage ([`patches::in_stage`]), and `planned` scratch bytes
-/// at least [`winograd::scratch_bytes`] at one of its [`winograd::block_sizes`].
+/// applies to, and `planned` scratch bytes at least [`winograd::scratch_bytes`] at one of its
+/// [`winograd::block_sizes`].
 pub fn chosen(g: &Graph, plan: &ArenaPlan, id: NodeId, planned: usize) -> bool {
     let o = plan.options.liveness;
     o.winograd
         && o.scratch
         && winograd_conv(g, id, o.threads.max(1))
             .is_some_and(|p| winograd::block_for_scratch(&p, planned).is_some())
-        && !patches::in_stage(g, id)
 }
 
 /// The Convs of the plan that run Winograd, in schedule order.
@@ -78,7 +76,6 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     }
     let peak = total.iter().copied().max().unwrap_or(0);
     let forced = winograd::forced();
-    let patched = patches::has_stage(cx.g);
     // (step, bytes, multiply-adds) of the Convs whose step keeps the peak.
     let mut picks = Vec::new();
     for b in &live.buffers {
@@ -87,7 +84,6 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         }
         let Some(p) = b
             .node
-            .filter(|&id| !(patched && patches::in_stage(cx.g, id)))
             .and_then(|id| winograd_conv(cx.g, id, cx.opts.threads))
         else {
             continue;
