@@ -5,18 +5,20 @@
 //! when its planned arena is smaller.
 //!
 //! A stage is a prefix of the schedule whose nodes are all spatially local (2-d Conv,
-//! depthwise included, Max/AveragePool, and element-wise nodes whose arena inputs have the
-//! output's shape: receptive field 1) and whose values leave it through one 4-d value, the
-//! stage output. The stage output is cut into a `p x p` grid of patches (explicit ranges, the
-//! first patches one row/column larger when `p` does not divide). For each patch the window
-//! of every stage value is found backwards (`PATCHES.md` §0.1): an output window
+//! depthwise included, Max/AveragePool, element-wise nodes whose arena inputs have the
+//! output's shape and Concat along channels: receptive field 1) and whose values leave it as 4-d values: the last made,
+//! the stage output, and any others (a U-Net's skip connections, the resolutions an FPN
+//! reads). Each leaving value is cut into a `p x p` grid of cells (explicit ranges, the first
+//! ones one row/column larger when `p` does not divide); patch `(i, j)` computes cell `(i, j)`
+//! of every one. For each patch the window of every stage value is found backwards
+//! (`PATCHES.md` §0.1; the union of what the cells read): an output window
 //! `[o0, o1)` of a node with kernel `k`, stride `s`, dilation `d` and begin padding `p_b`
 //! reads input rows `[o0 s - p_b, (o1 - 1) s - p_b + (k - 1) d + 1)`, clamped to the input;
 //! a value read by several stage nodes takes the union of their windows.
 //!
 //! Predicted peak of the patched program = max(stage, rest):
-//! - stage: the graph inputs and the stage output whole (the output is written patch by
-//!   patch straight into its buffer), plus the largest per-patch working set — each stage
+//! - stage: the graph inputs and the leaving values whole (each written patch by patch
+//!   into its buffer), plus the largest per-patch working set — each stage
 //!   intermediate at its window's size, live from its producer to its last reader in schedule
 //!   order (kernel scratch not counted);
 //! - rest: the live bytes of today's buffers at every step after the stage.
@@ -104,6 +106,16 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
             });
             same.then_some(None)
         }
+        // Along channels: every input is read at the output's window (a CSP block's join).
+        Op::Concat { axis: 1 } => {
+            let plane_of = |t: &TensorType| t.shape.get(2..4).map(<[usize]>::to_vec);
+            let same = node.inputs.iter().all(|&v| {
+                !matches!(g.value(v).kind, ValueKind::Constant(_))
+                    && plane(&g.value(v).ty)
+                    && plane_of(&g.value(v).ty) == plane_of(&y.ty)
+            });
+            same.then_some(None)
+        }
         _ => None,
     }
 }
@@ -113,8 +125,12 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
 pub struct PatchPlan {
     /// Scheduled nodes in the stage (a prefix of the schedule).
     pub nodes: usize,
-    /// The stage output.
+    /// The stage output: the value leaving the stage made last (the grid cuts its plane).
     pub output: ValueId,
+    /// The other values leaving the stage (a U-Net's skip connections, an FPN's
+    /// resolutions), in schedule order: each also cut into `grid x grid` cells, patch `(i,
+    /// j)` writing cell `(i, j)` of each, so each is written whole, patch by patch.
+    pub leaving: Vec<ValueId>,
     /// Patches per side.
     pub grid: usize,
     /// Predicted peak of live bytes with patches (64-byte aligned buffers).
@@ -187,8 +203,34 @@ pub fn windows(
     out: ValueId,
     w: Window,
 ) -> HashMap<ValueId, Window> {
-    let rows = ranges(g, order, n, out, 0, w.rows);
-    let cols = ranges(g, order, n, out, 1, w.cols);
+    windows_of(g, order, n, &[(out, w)])
+}
+
+/// [`windows`] for several leaving values at once: each stage value's window is the union of
+/// what every seed `(value, window)` reads of it (a seed's own window included).
+pub fn windows_of(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Window)],
+) -> HashMap<ValueId, Window> {
+    let pick = |dim: usize| -> Vec<(ValueId, Range<usize>)> {
+        seeds
+            .iter()
+            .map(|(v, w)| {
+                (
+                    *v,
+                    if dim == 0 {
+                        w.rows.clone()
+                    } else {
+                        w.cols.clone()
+                    },
+                )
+            })
+            .collect()
+    };
+    let rows = ranges(g, order, n, &pick(0), 0);
+    let cols = ranges(g, order, n, &pick(1), 1);
     g.value_ids()
         .filter_map(|v| {
             let rows = rows.get(v.index())?.clone()?;
@@ -198,19 +240,21 @@ pub fn windows(
         .collect()
 }
 
-/// The range along spatial dim `dim` (0: rows, 1: columns) of every stage value a range `r`
-/// of the stage output `out` reads, the stage being `order[..n]`; indexed by value id.
+/// The range along spatial dim `dim` (0: rows, 1: columns) of every stage value that the
+/// seeds — ranges `r` of leaving values `v` — read (a seed's own range included), the stage
+/// being `order[..n]`; indexed by value id. Seeds must be non-empty ranges.
 pub fn ranges(
     g: &Graph,
     order: &[NodeId],
     n: usize,
-    out: ValueId,
+    seeds: &[(ValueId, Range<usize>)],
     dim: usize,
-    r: Range<usize>,
 ) -> Vec<Option<Range<usize>>> {
     let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
-    if let Some(o) = win.get_mut(out.index()) {
-        *o = Some(r);
+    for (v, r) in seeds {
+        if let Some(o) = win.get_mut(v.index()) {
+            *o = Some(r.clone());
+        }
     }
     for &id in order[..n].iter().rev() {
         let node = g.node(id);
@@ -341,23 +385,39 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         if rule(g, order[n - 1]).is_none() {
             break;
         }
-        // Values made in the stage and read after it (or graph outputs): exactly one, 4-d.
+        // Values made in the stage and read after it (or graph outputs): 4-d, each written
+        // whole patch by patch; the last made is the stage output.
         let made: Vec<ValueId> = order[..n]
             .iter()
             .flat_map(|&id| g.node(id).outputs.clone())
             .collect();
-        let leaving: Vec<ValueId> = made
+        let mut leaving: Vec<ValueId> = made
             .iter()
             .copied()
             .filter(|v| g.outputs.contains(v) || last_read.get(v).is_some_and(|&s| s >= n))
             .collect();
-        let [out] = leaving.as_slice() else {
+        let Some(out) = leaving.pop() else {
             continue;
         };
+        let out = &out;
         let oty = &g.value(*out).ty;
-        if !plane(oty) {
+        if !plane(oty) || !leaving.iter().all(|&v| plane(&g.value(v).ty)) {
             continue;
         }
+        // Every leaving value's plane is cut into the grid's cells.
+        let side = leaving
+            .iter()
+            .chain([out])
+            .map(|&v| {
+                let s = &g.value(v).ty.shape;
+                s[2].min(s[3])
+            })
+            .min()
+            .unwrap_or(0);
+        let whole: usize = leaving
+            .iter()
+            .map(|&v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
+            .sum();
         // Graph inputs read in the stage stay whole.
         let inputs: usize = g
             .value_ids()
@@ -366,7 +426,6 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             .sum();
         let rest_bytes = rest_peak(g, live, &at, &step_of, n, *out);
         let stage_flops: u64 = order[..n].iter().map(|&id| flops_of(g, id)).sum();
-        let (h, w) = (oty.shape[2], oty.shape[3]);
         // Each stage value but the output: (value, producer's step, last reader's step
         // clamped to the stage, bytes per pixel).
         let spans: Vec<(ValueId, usize, usize, usize)> = made
@@ -387,16 +446,17 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 (v, start.min(n - 1), end, elem)
             })
             .collect();
-        for p in 2..=max_grid.min(h).min(w) {
+        for p in 2..=max_grid.min(side) {
             let mut worst = 0usize;
-            let rows: Vec<_> = split(h, p)
-                .into_iter()
-                .map(|r| ranges(g, order, n, *out, 0, r))
-                .collect();
-            let cols: Vec<_> = split(w, p)
-                .into_iter()
-                .map(|c| ranges(g, order, n, *out, 1, c))
-                .collect();
+            let cuts = |dim: usize| -> Vec<Vec<Option<Range<usize>>>> {
+                (0..p)
+                    .map(|i| {
+                        let seeds = cells(g, *out, &leaving, p, dim, i);
+                        ranges(g, order, n, &seeds, dim)
+                    })
+                    .collect()
+            };
+            let (rows, cols) = (cuts(0), cuts(1));
             let len = |m: &[Option<Range<usize>>], v: ValueId| {
                 m.get(v.index())
                     .and_then(Option::as_ref)
@@ -449,10 +509,12 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 .sum();
             let stage_bytes = inputs
                 .saturating_add(aligned(oty.bytes().unwrap_or(0)))
+                .saturating_add(whole)
                 .saturating_add(worst);
             candidates.push(PatchPlan {
                 nodes: n,
                 output: *out,
+                leaving: leaving.clone(),
                 grid: p,
                 peak_bytes: stage_bytes.max(rest_bytes),
                 stage_bytes,
@@ -473,6 +535,25 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
     }
 }
 
+/// Row (`dim` 0) or column (1) range `i` of a `p`-way cut of each leaving value: the
+/// stage output `out` first, then `others`.
+pub fn cells(
+    g: &Graph,
+    out: ValueId,
+    others: &[ValueId],
+    p: usize,
+    dim: usize,
+    i: usize,
+) -> Vec<(ValueId, Range<usize>)> {
+    std::iter::once(out)
+        .chain(others.iter().copied())
+        .filter_map(|v| {
+            let len = *g.value(v).ty.shape.get(2 + dim)?;
+            Some((v, split(len, p).get(i)?.clone()))
+        })
+        .collect()
+}
+
 /// Grids tried: up to this many patches per side.
 pub const MAX_GRID: usize = 8;
 
@@ -487,6 +568,9 @@ pub struct PatchInfo {
     pub stage_nodes: usize,
     /// The stage output's name.
     pub output: String,
+    /// The other values leaving the stage, written whole patch by patch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaving: Vec<String>,
     /// Patches per side.
     pub grid: usize,
     /// The arena without patches.
@@ -503,8 +587,15 @@ impl PatchInfo {
     /// One line: the stage, the grid, the arena `arena_bytes` against the unpatched one, the
     /// recomputed FLOPs.
     pub fn describe(&self, arena_bytes: usize) -> String {
+        let also = match self.leaving.len() {
+            0 => String::new(),
+            k => format!(
+                " (and {k} more value{} leaving it)",
+                if k == 1 { "" } else { "s" }
+            ),
+        };
         format!(
-            "stage of {} nodes up to '{}' run as {}x{} patches; arena without patches {} \
+            "stage of {} nodes up to '{}'{also} run as {}x{} patches; arena without patches {} \
              ({:.2}x of it now), the halos recompute {:.1}% of the model's FLOPs",
             self.stage_nodes,
             self.output,
@@ -529,6 +620,11 @@ pub fn patch(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Option<(Grap
         PatchInfo {
             stage_nodes: best.nodes,
             output: g.value(best.output).name.clone(),
+            leaving: best
+                .leaving
+                .iter()
+                .map(|&v| g.value(v).name.clone())
+                .collect(),
             grid: best.grid,
             unpatched_bytes: report.unpatched_bytes,
             predicted_bytes: best.peak_bytes,

@@ -364,14 +364,16 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     let mut plan = plan_flat(g, opts)?;
     if opts.patches {
         let started = Instant::now();
-        // Winograd stays off in a patched plan (and in the analysis that predicts it): its
-        // per-run weight transform would run once per patch and its scratch (the transformed
-        // weights) would set the peak that patching lowered.
-        let liveness = LivenessOptions {
+        // The analysis predicts without Winograd (its pass never raises the peak). The
+        // patched plan keeps the pass: a patch's Conv takes Winograd where its own plane has
+        // the tiles that repay the per-run weight transform (`winograd::wins`, so once per
+        // patch) and the transformed weights fit under the patched peak; the Convs after the
+        // stage likewise, so a smaller arena can cost them Winograd.
+        let predict = LivenessOptions {
             winograd: false,
             ..opts.liveness
         };
-        if let Some((ng, info)) = patches::patch(g, &plan.schedule, liveness) {
+        if let Some((ng, info)) = patches::patch(g, &plan.schedule, predict) {
             if cfg!(debug_assertions)
                 && let Err(e) = crate::ir::verify::verify(&ng)
             {
@@ -384,7 +386,6 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
             // milliseconds on the hundreds of nodes a grid makes).
             let keep = PlanOptions {
                 keep_file_order: true,
-                liveness,
                 ..*opts
             };
             let mut patched = plan_flat(&ng, &keep)?;

@@ -99,6 +99,125 @@ fn close(a: &Tensor, b: &Tensor, what: &str) -> bool {
     a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// A U-Net-like net: two encoder levels whose outputs are skip connections (the first a
+/// channel Concat of a Conv's output before and after Relu), a bottleneck,
+/// nearest 2x upsampling (Resize, which ends every stage) and Concat with each skip.
+fn unet(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let mut t = |name: &str, shape: &[usize]| (name.to_string(), rng.tensor(shape, -0.5, 0.5));
+    let inits = [
+        t("w1", &[c, 3, 3, 3]),
+        t("b1", &[c]),
+        t("w2", &[2 * c, 2 * c, 3, 3]),
+        t("w3", &[2 * c, 2 * c, 3, 3]),
+        t("w4", &[c, 4 * c, 1, 1]),
+        t("w5", &[2, 3 * c, 3, 3]),
+    ];
+    let mut mb = ModelBuilder::new("unet", 13)
+        .input("x", DType::F32, &dims(&[1, 3, h, w]))
+        .output("y", DType::F32, &[]);
+    for (name, tensor) in &inits {
+        mb = mb.initializer(name, tensor);
+    }
+    mb = mb.initializer("sc", &Tensor::f32(vec![4], &[1.0, 1.0, 2.0, 2.0]));
+    let pad1 = || vec![("pads", ints(&[1, 1, 1, 1]))];
+    let pool = || vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))];
+    let up = || vec![("mode", Attr::Str("nearest".into()))];
+    mb.node("c1", "Conv", &["x", "w1", "b1"], &["a1"], pad1())
+        .node("r1", "Relu", &["a1"], &["r1"], vec![])
+        .node(
+            "k0",
+            "Concat",
+            &["r1", "a1"],
+            &["e1"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .node("p1", "MaxPool", &["e1"], &["m1"], pool())
+        .node("c2", "Conv", &["m1", "w2"], &["a2"], pad1())
+        .node("r2", "Relu", &["a2"], &["e2"], vec![])
+        .node("p2", "MaxPool", &["e2"], &["m2"], pool())
+        .node("c3", "Conv", &["m2", "w3"], &["a3"], pad1())
+        .node("r3", "Relu", &["a3"], &["bn"], vec![])
+        .node("u2", "Resize", &["bn", "", "sc"], &["up2"], up())
+        .node(
+            "k2",
+            "Concat",
+            &["up2", "e2"],
+            &["cat2"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .node("c4", "Conv", &["cat2", "w4"], &["d2"], vec![])
+        .node("u1", "Resize", &["d2", "", "sc"], &["up1"], up())
+        .node(
+            "k1",
+            "Concat",
+            &["up1", "e1"],
+            &["cat1"],
+            vec![("axis", Attr::Int(1))],
+        )
+        .node("c5", "Conv", &["cat1", "w5"], &["y"], pad1())
+        .build()
+}
+
+/// Rewrites `model` at every stage the analysis finds, on every grid from one patch to one
+/// per pixel of the smallest leaving plane, and checks each program against the unpatched
+/// one and each rewritten graph's reference evaluation against the original's. Returns
+/// (graphs, bit-identical ones, graphs with more than one value leaving the stage).
+fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, usize, usize) {
+    let (mut graphs, mut exact, mut multi) = (0, 0, 0);
+    let mut g = import(model);
+    let want_ref = eval_graph(&g, std::slice::from_ref(x)).expect("reference");
+    let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+    let want = run(&exe, std::slice::from_ref(x));
+    let report = analyze(&g, &plan.schedule, LivenessOptions::full(), usize::MAX);
+    assert!(!report.candidates.is_empty(), "{what}: no stage found");
+    let mut stages: Vec<&PatchPlan> = Vec::new();
+    for cand in &report.candidates {
+        if stages.last().is_none_or(|s| s.nodes != cand.nodes) {
+            stages.push(cand);
+        }
+    }
+    for stage in stages {
+        let side = std::iter::once(stage.output)
+            .chain(stage.leaving.iter().copied())
+            .map(|v| {
+                let s = &g.value(v).ty.shape;
+                s[2].min(s[3])
+            })
+            .min()
+            .unwrap();
+        for grid in 1..=side {
+            let what = format!(
+                "{what}, stage of {} nodes ({} leaving), grid {grid}",
+                stage.nodes,
+                1 + stage.leaving.len()
+            );
+            let cand = PatchPlan {
+                grid,
+                ..stage.clone()
+            };
+            let mut ng = rewrite(&g, &plan.schedule, &cand)
+                .unwrap_or_else(|| panic!("{what}: not rewritten"));
+            arenac_compiler::ir::verify::verify(&ng)
+                .unwrap_or_else(|e| panic!("{what}: invalid graph: {e}"));
+            let got_ref = eval_graph(&ng, std::slice::from_ref(x)).expect("reference");
+            for (a, b) in want_ref.iter().zip(&got_ref) {
+                close(a, b, &format!("{what} (reference)"));
+            }
+            let p = plan_graph(&mut ng, &PlanOptions::default()).expect("plans");
+            let exe = compile(&ng, &p).unwrap_or_else(|e| panic!("{what}: compiles: {e}"));
+            let got = run(&exe, std::slice::from_ref(x));
+            graphs += 1;
+            multi += usize::from(!stage.leaving.is_empty());
+            if want.iter().zip(&got).all(|(a, b)| close(a, b, &what)) {
+                exact += 1;
+            }
+        }
+    }
+    (graphs, exact, multi)
+}
+
 #[test]
 fn every_stage_and_grid_matches_the_unpatched_program() {
     let mut rng = Rng(0x9a7c4);
@@ -106,48 +225,33 @@ fn every_stage_and_grid_matches_the_unpatched_program() {
     for (h, w, c) in [(23, 19, 8), (16, 16, 5), (31, 9, 12)] {
         let model = stack(h, w, c, &mut rng);
         let x = rng.tensor(&[1, 3, h, w], -1.0, 1.0);
-        let mut g = import(&model);
-        let want_ref = eval_graph(&g, std::slice::from_ref(&x)).expect("reference");
-        let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
-        let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
-        let want = run(&exe, std::slice::from_ref(&x));
-        let report = analyze(&g, &plan.schedule, LivenessOptions::full(), usize::MAX);
-        assert!(!report.candidates.is_empty(), "{h}x{w}: no stage found");
-        let mut stages: Vec<&PatchPlan> = Vec::new();
-        for cand in &report.candidates {
-            if stages.last().is_none_or(|s| s.nodes != cand.nodes) {
-                stages.push(cand);
-            }
-        }
-        for stage in stages {
-            let oshape = &g.value(stage.output).ty.shape;
-            let grids = 1..=oshape[2].min(oshape[3]);
-            for grid in grids {
-                let what = format!("{h}x{w}x{c}, stage of {} nodes, grid {grid}", stage.nodes);
-                let cand = PatchPlan {
-                    grid,
-                    ..stage.clone()
-                };
-                let mut ng = rewrite(&g, &plan.schedule, &cand)
-                    .unwrap_or_else(|| panic!("{what}: not rewritten"));
-                arenac_compiler::ir::verify::verify(&ng)
-                    .unwrap_or_else(|e| panic!("{what}: invalid graph: {e}"));
-                let got_ref = eval_graph(&ng, std::slice::from_ref(&x)).expect("reference");
-                for (a, b) in want_ref.iter().zip(&got_ref) {
-                    close(a, b, &format!("{what} (reference)"));
-                }
-                let p = plan_graph(&mut ng, &PlanOptions::default()).expect("plans");
-                let exe = compile(&ng, &p).unwrap_or_else(|e| panic!("{what}: compiles: {e}"));
-                let got = run(&exe, std::slice::from_ref(&x));
-                graphs += 1;
-                if want.iter().zip(&got).all(|(a, b)| close(a, b, &what)) {
-                    exact += 1;
-                }
-            }
-        }
+        let (n, e, _) = every_stage_and_grid(&model, &x, &format!("{h}x{w}x{c}"));
+        graphs += n;
+        exact += e;
     }
     assert!(graphs > 40, "only {graphs} rewritten graphs");
     eprintln!("{exact} of {graphs} patched programs bit-identical to the unpatched one");
+}
+
+/// Stages several values leave (a U-Net's skip connections): each is written whole, cell by
+/// cell, and the decoder reading them computes the unpatched outputs.
+#[test]
+fn multi_output_stages_match_the_unpatched_program() {
+    let mut rng = Rng(0x0e7);
+    let (mut graphs, mut exact, mut multi) = (0, 0, 0);
+    for (h, w, c) in [(24, 20, 4), (16, 28, 3), (12, 12, 6)] {
+        let model = unet(h, w, c, &mut rng);
+        let x = rng.tensor(&[1, 3, h, w], -1.0, 1.0);
+        let (n, e, m) = every_stage_and_grid(&model, &x, &format!("unet {h}x{w}x{c}"));
+        graphs += n;
+        exact += e;
+        multi += m;
+    }
+    assert!(
+        multi > 10,
+        "only {multi} of {graphs} graphs had several leaving values"
+    );
+    eprintln!("{exact} of {graphs} patched U-Nets bit-identical ({multi} multi-output)");
 }
 
 /// With `patches` on, the planner keeps the rewrite only when it plans a smaller arena, and
@@ -184,5 +288,53 @@ fn plan_graph_patches_a_large_stem() {
     );
     for (a, b) in want.iter().zip(&got) {
         close(a, b, "patched by the planner");
+    }
+}
+
+/// Patches whose planes are large enough run their 3x3 Convs as Winograd (the transform
+/// repaid per patch, the scratch under the patched peak), as the whole Convs do; the tiles
+/// fall elsewhere in the plane, so outputs agree within rounding, not bit for bit.
+#[test]
+fn large_patches_keep_winograd() {
+    let mut rng = Rng(0x3a9);
+    let model = unet(96, 96, 8, &mut rng);
+    let x = rng.tensor(&[1, 3, 96, 96], -1.0, 1.0);
+    let mut g = import(&model);
+    let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+    let want = run(
+        &compile(&g, &plan).expect("compiles"),
+        std::slice::from_ref(&x),
+    );
+    let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 2);
+    let stage = report
+        .candidates
+        .iter()
+        .filter(|c| c.grid == 2)
+        .max_by_key(|c| c.nodes)
+        .expect("a stage");
+    let mut ng = rewrite(&g, &plan.schedule, stage).expect("rewritten");
+    let p = plan_graph(&mut ng, &PlanOptions::default()).expect("plans");
+    let wino = arenac_compiler::analysis::liveness::winograd::chosen_nodes(&ng, &p);
+    let in_stage = wino
+        .iter()
+        .filter(|&&id| ng.node(id).name.contains("@p"))
+        .count();
+    assert!(in_stage >= 4, "{in_stage} patched Convs run Winograd");
+    let got = run(
+        &compile(&ng, &p).expect("compiles"),
+        std::slice::from_ref(&x),
+    );
+    for (a, b) in want.iter().zip(&got) {
+        let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
+        let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= 1e-5 * scale, "max error {err} of scale {scale}");
+        eprintln!(
+            "Winograd in {in_stage} patched Convs: max error {:.1e} of the output scale",
+            err / scale
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! Patch-based execution, the lowering half: a graph rewrite that runs a stage found by
 //! [`super::analyze`] patch by patch.
 //!
-//! For every patch of the stage output (the `grid x grid` ranges of [`super::split`]), in
-//! row-major order, the stage's nodes are emitted again on windows ([`super::windows`]):
+//! For every patch (cell `(i, j)` of the `grid x grid` cuts of each value leaving the stage,
+//! [`super::cells`]), in row-major order, the stage's nodes are emitted again on windows
+//! ([`super::windows_of`]: the union of what the cells read):
 //! - a value read from outside the stage (a graph input) is cut to its window by a `Slice`;
 //! - a Conv or pooling reads its input window (cut by a `Slice` when a wider window of it
 //!   was computed for another reader) with its pads recomputed per side: the part of the
@@ -10,12 +11,13 @@
 //!   neighbouring patch's rows (the halo, recomputed); a MaxPool's `ceil_mode` turns into
 //!   explicit end pads;
 //! - an element-wise node reads every input at its own output's window;
-//! - the patch of the stage output is written into its window of the whole stage output by a
-//!   [`Op::PatchWrite`], each one over the previous (the planner's in-place rule puts the
-//!   chain in one buffer).
+//! - the cell of each leaving value (cut by a `Slice` when a stage node read a wider window
+//!   of it) is written into its window of the whole value by a [`Op::PatchWrite`], each one
+//!   over the previous of that value (the planner's in-place rule puts the chain in one
+//!   buffer).
 //!
-//! The nodes after the stage are copied unchanged, reading the last `PatchWrite`, which
-//! carries the stage output's name. Nodes are added patch by patch, so the file order of the
+//! The nodes after the stage are copied unchanged, reading the last `PatchWrite` of each
+//! leaving value, which carries that value's name. Nodes are added patch by patch, so the file order of the
 //! new graph runs each patch's stage to the end before the next patch starts: the schedule
 //! is never worse than that order ([`crate::analysis::schedule`]).
 //!
@@ -25,7 +27,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Local, PatchPlan, Window, back, rule, split, windows};
+use super::{Local, PatchPlan, Window, back, cells, rule, windows_of};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::ops::{Op, SliceAxis};
@@ -36,8 +38,6 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
     let n = plan.nodes;
     let stage = order.get(..n)?;
     let out = plan.output;
-    let oshape = g.value(out).ty.shape.clone();
-    let (&h, &w) = (oshape.get(2)?, oshape.get(3)?);
     let made: HashSet<ValueId> = stage
         .iter()
         .flat_map(|&id| g.node(id).outputs.iter().copied())
@@ -56,44 +56,64 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
             b.map.insert(v, id);
         }
     }
-    let (rows, cols) = (split(h, plan.grid), split(w, plan.grid));
-    let patches = rows.len() * cols.len();
-    let mut acc: Option<ValueId> = None;
-    let mut k = 0;
-    for (i, r) in rows.iter().enumerate() {
-        for (j, c) in cols.iter().enumerate() {
-            let want = Window {
-                rows: r.clone(),
-                cols: c.clone(),
-            };
-            let win = windows(g, order, n, out, want.clone());
-            let mut p = Patch {
+    let p = plan.grid;
+    let leaving: Vec<ValueId> = std::iter::once(out)
+        .chain(plan.leaving.iter().copied())
+        .collect();
+    let mut acc: Vec<Option<ValueId>> = vec![None; leaving.len()];
+    for i in 0..p {
+        let rows = cells(g, out, &plan.leaving, p, 0, i);
+        for j in 0..p {
+            let cols = cells(g, out, &plan.leaving, p, 1, j);
+            if rows.len() != leaving.len() || cols.len() != leaving.len() {
+                return None;
+            }
+            let seeds: Vec<(ValueId, Window)> = rows
+                .iter()
+                .zip(&cols)
+                .map(|((v, r), (_, c))| {
+                    (
+                        *v,
+                        Window {
+                            rows: r.clone(),
+                            cols: c.clone(),
+                        },
+                    )
+                })
+                .collect();
+            let win = windows_of(g, order, n, &seeds);
+            let mut patch = Patch {
                 tag: format!("p{i}x{j}"),
                 values: HashMap::new(),
                 slices: HashMap::new(),
             };
             for &id in stage {
-                b.node_on_patch(id, &win, &made, &mut p)?;
+                b.node_on_patch(id, &win, &made, &mut patch)?;
             }
-            let (pout, pwin) = p.values.get(&out)?.clone();
-            if pwin != want {
-                return None;
+            let k = i * p + j + 1;
+            for ((v, want), slot) in seeds.iter().zip(acc.iter_mut()) {
+                // The cell of this leaving value (cropped when a wider window of it was
+                // computed for a stage node reading it) into its window of the whole value.
+                let pv = b.window_of(*v, want, &made, &mut patch)?;
+                let full = &g.value(*v).ty.shape;
+                let vname = g.value(*v).name.clone();
+                let name = if k == p * p {
+                    vname.clone()
+                } else {
+                    b.fresh(&format!("{vname}@acc{k}"))
+                };
+                let ins: Vec<ValueId> = slot.iter().copied().chain([pv]).collect();
+                let op = Op::PatchWrite {
+                    at: [want.rows.start, want.cols.start],
+                    full: [*full.get(2)?, *full.get(3)?],
+                };
+                *slot = Some(b.add(format!("{vname}@write{k}"), op, &ins, name)?);
             }
-            k += 1;
-            let name = if k == patches {
-                g.value(out).name.clone()
-            } else {
-                b.fresh(&format!("{}@acc{k}", g.value(out).name))
-            };
-            let ins: Vec<ValueId> = acc.into_iter().chain([pout]).collect();
-            let op = Op::PatchWrite {
-                at: [r.start, c.start],
-                full: [h, w],
-            };
-            acc = Some(b.add(format!("{}@write{k}", g.value(out).name), op, &ins, name)?);
         }
     }
-    b.map.insert(out, acc?);
+    for (v, a) in leaving.iter().zip(acc) {
+        b.map.insert(*v, a?);
+    }
     for &id in order.get(n..)? {
         let node = g.node(id);
         let ins: Vec<ValueId> = node
