@@ -370,6 +370,63 @@ fn current_cpu() -> usize {
     usize::MAX
 }
 
+/// The CPUs a worker may run on (its affinity mask when it started: the process's, as
+/// `taskset` or a cgroup set it), to move itself off the owner's CPU.
+struct Affinity {
+    #[cfg(target_os = "linux")]
+    mask: libc::cpu_set_t,
+}
+
+impl Affinity {
+    /// This thread's mask; `None` where it cannot be read (or on other systems).
+    fn of_this_thread() -> Option<Affinity> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at
+            // most `size_of::<cpu_set_t>()` bytes into it.
+            unsafe {
+                let mut mask: libc::cpu_set_t = std::mem::zeroed();
+                if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask)
+                    == 0
+                {
+                    return Some(Affinity { mask });
+                }
+            }
+        }
+        None
+    }
+
+    /// Restricts this thread to its CPUs but `cpu` and yields, so the scheduler moves it;
+    /// `false` (nothing done) when `cpu` is its only one or the call fails.
+    fn move_off(&self, cpu: usize) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            let mut mask = self.mask;
+            // SAFETY: CPU_* only read and write the set; `cpu` comes from sched_getcpu, below
+            // CPU_SETSIZE; sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of it.
+            unsafe {
+                if cpu >= libc::CPU_SETSIZE as usize {
+                    return false;
+                }
+                libc::CPU_CLR(cpu, &mut mask);
+                if libc::CPU_COUNT(&mask) == 0
+                    || libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask)
+                        != 0
+                {
+                    return false;
+                }
+            }
+            std::thread::yield_now();
+            true
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = cpu;
+            false
+        }
+    }
+}
+
 /// Claims and runs tasks of the current job until none are left.
 fn run_tasks(s: &Shared, f: &(dyn Fn(usize, usize) + Sync + '_), thread: usize) {
     let tasks = s.tasks.load(Ordering::Relaxed);
@@ -386,6 +443,7 @@ fn worker(s: &Shared, w: usize) {
     // Anything lazily set up per thread (the current-thread handle parking needs) is made
     // before the pool reports the worker ready.
     let _ = std::thread::current();
+    let allowed = Affinity::of_this_thread();
     s.started.fetch_add(1, Ordering::Release);
     let mut seen = CLOSED >> 32; // generation 0, the initial closed one
     let mut idle_since = Instant::now();
@@ -450,6 +508,12 @@ fn worker(s: &Shared, w: usize) {
             let cpu = current_cpu();
             if cpu == usize::MAX || cpu != s.owner_cpu.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
+                continue;
+            }
+            // Move to another CPU this thread may run on and spin there: on an idle
+            // machine the scheduler wakes a worker onto its waker's CPU, and parking would
+            // leave the run without its workers.
+            if allowed.as_ref().is_some_and(|a| a.move_off(cpu)) {
                 continue;
             }
             s.yielded.fetch_add(1, Ordering::Relaxed);
