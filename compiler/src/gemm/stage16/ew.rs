@@ -146,6 +146,14 @@ fn fused(steps: &[FusedStep], inputs: usize) -> Option<Vec<Step>> {
 /// `x` readable for `b.count` values.
 unsafe fn fill(t: N16, x: *const u16, b: Bcast, at: usize, dst: &mut [f32]) {
     let (inner, count) = (b.inner.max(1), b.count.max(1));
+    if count == 1 {
+        // One value for the whole chunk (a scalar operand): widened once, not per element.
+        let mut v = [0f32; 1];
+        // SAFETY: `x` holds `count` = 1 value.
+        widen(t, unsafe { std::slice::from_raw_parts(x, 1) }, &mut v);
+        dst.fill(v[0]);
+        return;
+    }
     let mut e = 0;
     while e < dst.len() {
         let g = at + e;
