@@ -194,7 +194,14 @@ impl Pool {
         if self.wanted_at_heat.replace(wanted) == wanted {
             return;
         }
-        for (w, (thread, _)) in self.workers.iter().enumerate() {
+        self.unpark_parked(self.workers.len());
+    }
+
+    /// Unparks the parked ones among the first `n` workers, each once (whoever clears its
+    /// `sleeping` flag unparks it).
+    fn unpark_parked(&self, n: usize) {
+        let s = &*self.shared;
+        for (w, (thread, _)) in self.workers.iter().enumerate().take(n) {
             if s.sleeping[w].load(Ordering::SeqCst) && s.sleeping[w].swap(false, Ordering::SeqCst) {
                 thread.unpark();
             }
@@ -247,16 +254,7 @@ impl Pool {
             return;
         }
         s.owner_cpu.store(current_cpu(), Ordering::Relaxed);
-        for (w, (thread, _)) in self
-            .workers
-            .iter()
-            .enumerate()
-            .take(width.saturating_sub(1))
-        {
-            if s.sleeping[w].load(Ordering::SeqCst) && s.sleeping[w].swap(false, Ordering::SeqCst) {
-                thread.unpark();
-            }
-        }
+        self.unpark_parked(width.saturating_sub(1));
     }
 
     /// Times a worker parked instead of spinning because it ran on the CPU the owner last
@@ -307,11 +305,7 @@ impl Pool {
         s.owner_cpu.store(current_cpu(), Ordering::Relaxed);
         let gen_next = (s.state.load(Ordering::Relaxed) >> 32).wrapping_add(1) & 0xffff_ffff;
         s.state.store(gen_next << 32, Ordering::SeqCst);
-        for (w, (thread, _)) in self.workers.iter().enumerate().take(width - 1) {
-            if s.sleeping[w].load(Ordering::SeqCst) && s.sleeping[w].swap(false, Ordering::SeqCst) {
-                thread.unpark();
-            }
-        }
+        self.unpark_parked(width - 1);
         // Closes the generation even if a task of ours panics: `f` must outlive every worker
         // inside it.
         struct Close<'a>(&'a Shared);

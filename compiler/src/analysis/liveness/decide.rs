@@ -19,7 +19,8 @@ use std::collections::HashSet;
 use super::concat::ConcatSlots;
 use super::{Liveness, LivenessOptions, build, shrinking_in_place, tiles};
 use crate::ir::graph::{Graph, NodeId};
-use crate::plan::{ALIGN, lower_bound};
+use crate::plan::offsets::place;
+use crate::plan::{ALIGN, align_up, lower_bound};
 
 /// What the passes decided; [`Decide::measure`] turns it into buffers.
 #[derive(Debug, Default)]
@@ -46,6 +47,31 @@ impl Decide<'_> {
             self.g, self.order, self.opts, &d.slots, &d.shrink, &d.scratch,
         )
     }
+
+    /// The arena the buffers of `d` place in (offsets assigned, not only the live peak).
+    pub(super) fn placed_arena(&self, d: &Decisions) -> usize {
+        place(&self.measure(d).intervals(), ALIGN).arena_bytes
+    }
+}
+
+/// `bytes` rounded up to [`ALIGN`], as the per-step sums of [`step_bytes`] count it.
+pub(super) fn aligned(bytes: usize) -> i128 {
+    align_up(bytes, ALIGN).unwrap_or(usize::MAX) as i128
+}
+
+/// The aligned live bytes at each step of `l` (one entry per step, and one past the end)
+/// and their peak: what the scratch-growing passes hold a step's growth against.
+pub(super) fn step_bytes(l: &Liveness) -> (Vec<i128>, i128) {
+    let n = l.order.len();
+    let mut total = vec![0i128; n + 1];
+    for b in &l.buffers {
+        let (s, e) = (b.interval.start.min(n), b.interval.end.min(n));
+        for t in total.iter_mut().take(e).skip(s) {
+            *t += aligned(b.interval.size);
+        }
+    }
+    let peak = total.iter().copied().max().unwrap_or(0);
+    (total, peak)
 }
 
 /// The peak of aligned live bytes of `l`'s buffers.

@@ -18,13 +18,11 @@
 //! ([`crate::gemm::stage16::conv::budgets`]) whose step stays at or below the peak; the
 //! lowering reads it back with [`crate::gemm::stage16::conv::budget_for_scratch`].
 
-use super::decide::{Decide, Decisions};
+use super::decide::{Decide, Decisions, aligned, step_bytes};
 use super::{BufferKind, is_constant, node_scratch};
 use crate::gemm::conv::{ConvParams, conv2d_scratch_bytes, conv2d_tiles};
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
-use crate::plan::offsets::place;
-use crate::plan::{ALIGN, align_up};
 
 /// The geometry of a Conv node whose scratch depends on its tile (the im2col path); `None`
 /// for every other node.
@@ -100,16 +98,7 @@ pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
 /// does not change).
 pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
     let live = cx.measure(d);
-    let n = live.order.len();
-    let aligned = |b: usize| align_up(b, ALIGN).unwrap_or(usize::MAX) as i128;
-    let mut total = vec![0i128; n + 1];
-    for b in &live.buffers {
-        let (s, e) = (b.interval.start.min(n), b.interval.end.min(n));
-        for t in total.iter_mut().take(e).skip(s) {
-            *t += aligned(b.interval.size);
-        }
-    }
-    let peak = total.iter().copied().max().unwrap_or(0);
+    let (mut total, peak) = step_bytes(&live);
     // Staged 16-bit Convs: (step, planned bytes, the larger sizes that keep the peak).
     let mut staged: Vec<(usize, Vec<usize>)> = Vec::new();
     for b in &live.buffers {
@@ -156,15 +145,14 @@ fn grow_staged(cx: &Decide<'_>, d: &mut Decisions, staged: Vec<(usize, Vec<usize
     if staged.is_empty() {
         return;
     }
-    let arena = |d: &Decisions| place(&cx.measure(d).intervals(), ALIGN).arena_bytes;
-    let mut base = arena(d);
+    let mut base = cx.placed_arena(d);
     for (step, fit) in staged {
         let Some(&old) = d.scratch.get(step) else {
             continue;
         };
         for bytes in fit.into_iter().take(STAGED_TRIES) {
             d.scratch[step] = bytes;
-            let a = arena(d);
+            let a = cx.placed_arena(d);
             if a <= base {
                 base = a;
                 break;

@@ -10,15 +10,13 @@
 //! fits (benchmarks), `0` never. The code generator runs the path where [`chosen`] holds —
 //! the same rule on the planned bytes — and names the kernel `conv2d winograd`.
 
-use super::decide::{Decide, Decisions};
+use super::decide::{Decide, Decisions, aligned, step_bytes};
 use super::{BufferKind, is_constant};
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd;
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
-use crate::plan::offsets::place;
-use crate::plan::{ALIGN, align_up};
 
 /// The geometry of node `id` when it is a Conv Winograd may run ([`winograd::applies`]) on
 /// `threads` threads; `None` otherwise.
@@ -65,16 +63,7 @@ pub fn chosen_nodes(g: &Graph, plan: &ArenaPlan) -> Vec<NodeId> {
 /// time (the most multiply-adds first), each kept only when the placed arena does not grow.
 pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     let live = cx.measure(d);
-    let n = live.order.len();
-    let aligned = |b: usize| align_up(b, ALIGN).unwrap_or(usize::MAX) as i128;
-    let mut total = vec![0i128; n + 1];
-    for b in &live.buffers {
-        let (s, e) = (b.interval.start.min(n), b.interval.end.min(n));
-        for t in total.iter_mut().take(e).skip(s) {
-            *t += aligned(b.interval.size);
-        }
-    }
-    let peak = total.iter().copied().max().unwrap_or(0);
+    let (mut total, peak) = step_bytes(&live);
     let forced = winograd::forced();
     // (step, bytes, multiply-adds) of the Convs whose step keeps the peak.
     let mut picks = Vec::new();
@@ -108,13 +97,16 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     if picks.is_empty() {
         return;
     }
-    let arena = |d: &Decisions| place(&cx.measure(d).intervals(), ALIGN).arena_bytes;
-    let base = if forced { usize::MAX } else { arena(d) };
+    let base = if forced {
+        usize::MAX
+    } else {
+        cx.placed_arena(d)
+    };
     let before: Vec<usize> = picks.iter().map(|&(s, _, _)| d.scratch[s]).collect();
     for &(s, bytes, _) in &picks {
         d.scratch[s] = bytes;
     }
-    if arena(d) <= base {
+    if cx.placed_arena(d) <= base {
         return;
     }
     for (&(s, _, _), &b) in picks.iter().zip(&before) {
@@ -124,7 +116,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     for (s, bytes, _) in picks {
         let old = d.scratch[s];
         d.scratch[s] = bytes;
-        if arena(d) > base {
+        if cx.placed_arena(d) > base {
             d.scratch[s] = old;
         }
     }
