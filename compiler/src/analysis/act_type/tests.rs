@@ -60,47 +60,30 @@ fn an_f16_model_is_a_no_op_with_a_note() {
 /// node whose input is the larger keeps the narrow path and the Cast at the end.
 #[test]
 fn a_large_graph_output_is_written_in_f32() {
-    let w = Tensor::f32(vec![8, 512], &vec![0.5; 8 * 512]);
-    let m = ModelBuilder::new("head", 18)
-        .input("x", DType::F32, &[Dim::N(1), Dim::N(8)])
-        .initializer("w", &w)
-        .node("r", "Relu", &["x"], &["r"], vec![])
-        .node("mm", "MatMul", &["r", "w"], &["y"], vec![])
-        .output("y", DType::F32, &[])
-        .build();
-    let mut g = import_model(&m, None, &ImportOptions::default())
-        .expect("imports")
-        .graph;
-    retype_activations(&mut g, ActType::F16);
-    crate::ir::verify::verify(&g).expect("valid");
-    let producer = |g: &Graph| match g.value(g.outputs[0]).kind {
-        ValueKind::Computed(p) => g.node(p).op.name(),
-        _ => "none",
+    // Relu then MatMul by a constant `k x n`, retyped to f16: what produces the output.
+    let producer = |k: usize, n: usize| {
+        let w = Tensor::f32(vec![k, n], &vec![0.5; k * n]);
+        let m = ModelBuilder::new("head", 18)
+            .input("x", DType::F32, &[Dim::N(1), Dim::N(k)])
+            .initializer("w", &w)
+            .node("r", "Relu", &["x"], &["r"], vec![])
+            .node("mm", "MatMul", &["r", "w"], &["y"], vec![])
+            .output("y", DType::F32, &[])
+            .build();
+        let mut g = import_model(&m, None, &ImportOptions::default())
+            .expect("imports")
+            .graph;
+        retype_activations(&mut g, ActType::F16);
+        crate::ir::verify::verify(&g).expect("valid");
+        let op = match g.value(g.outputs[0]).kind {
+            ValueKind::Computed(p) => g.node(p).op.name(),
+            _ => "none",
+        };
+        (op, crate::ir::print::print_graph(&g))
     };
-    assert_eq!(
-        producer(&g),
-        "MatMul",
-        "{}",
-        crate::ir::print::print_graph(&g)
-    );
-
+    let (op, ir) = producer(8, 512);
+    assert_eq!(op, "MatMul", "{ir}");
     // The other way round (8 outputs from 512 inputs): the product narrows, a Cast widens.
-    let w = Tensor::f32(vec![512, 8], &vec![0.5; 8 * 512]);
-    let m = ModelBuilder::new("down", 18)
-        .input("x", DType::F32, &[Dim::N(1), Dim::N(512)])
-        .initializer("w", &w)
-        .node("r", "Relu", &["x"], &["r"], vec![])
-        .node("mm", "MatMul", &["r", "w"], &["y"], vec![])
-        .output("y", DType::F32, &[])
-        .build();
-    let mut g = import_model(&m, None, &ImportOptions::default())
-        .expect("imports")
-        .graph;
-    retype_activations(&mut g, ActType::F16);
-    assert_eq!(
-        producer(&g),
-        "Cast",
-        "{}",
-        crate::ir::print::print_graph(&g)
-    );
+    let (op, ir) = producer(512, 8);
+    assert_eq!(op, "Cast", "{ir}");
 }
