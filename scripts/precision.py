@@ -32,6 +32,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["f32", "f16", "bf16", "int8"]
+# Weights modes run again with 16-bit activations (`--activations bf16`): the smallest
+# footprint, the one a memory cap asks for.
+COMBINED = ["bf16", "int8"]
 
 
 def inputs_for(name, path):
@@ -228,10 +231,13 @@ def main():
         ref = ort_output(path, iname, x)
         shape_args = ["--shape", f"N={x.shape[0]}"] if iname in ("input", "pixels") else []
         base = None
-        for mode in MODES:
-            od = os.path.join(tmp, f"{name}_{mode}")
+        runs = [(m, None) for m in MODES] + [(m, "bf16") for m in COMBINED]
+        for mode, act in runs:
+            label = mode if act is None else f"{mode} + {act} activations"
+            od = os.path.join(tmp, f"{name}_{mode}_{act}")
             os.makedirs(od, exist_ok=True)
-            cmd = [a.arenac, "run", path, "--threads", "1", "--weights", mode, "--input",
+            act_args = [] if act is None else ["--activations", act]
+            cmd = [a.arenac, "run", path, "--threads", "1", "--weights", mode, *act_args, "--input",
                    f"{iname}={xfile}", "--output-dir", od, "--repeat", str(a.repeat), *shape_args]
             out, rss = peak_rss(cmd)
             y = np.load(os.path.join(od, "output_0.npy"))
@@ -243,8 +249,8 @@ def main():
             oa, orr = errors(y, ref)
             agree = float(np.mean(top1(y) == top1(base[0])))
             acc = float(np.mean(top1(y) == labels.reshape(-1))) if labels is not None else None
-            rows.append((name, mode, ea, er, oa, orr, agree, acc, rss, rss / base[2], stored, t / base[1]))
-            print(f"{name} {mode}: rel {er:.2e} vs f32, {orr:.2e} vs ort; RSS {mib(rss)} MiB "
+            rows.append((name, label, ea, er, oa, orr, agree, acc, rss, rss / base[2], stored, t / base[1]))
+            print(f"{name} {label}: rel {er:.2e} vs f32, {orr:.2e} vs ort; RSS {mib(rss)} MiB "
                   f"({rss / base[2]:.2f}x); weights {mib(stored)} MiB; time {t * 1e3:.2f} ms "
                   f"({t / base[1]:.2f}x)", flush=True)
     lines = [
@@ -252,7 +258,8 @@ def main():
         "",
         "Made by `scripts/precision.py` (rerun: `.venv/bin/python scripts/precision.py`, after "
         "`cargo build --release -p arenac`), on "
-        f"{time.strftime('%Y-%m-%d')}. `arenac run --threads 1 --weights MODE`, one seeded input "
+        f"{time.strftime('%Y-%m-%d')}. `arenac run --threads 1 --weights MODE` (the last two rows "
+        "per model also with `--activations bf16`), one seeded input "
         "per model (the 100 digits samples for the demo), each run in a process of its own.",
         "",
         "- *rel* = max |y - reference| / max |reference| over the first output; against the f32 "

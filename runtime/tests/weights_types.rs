@@ -185,3 +185,119 @@ fn cli_takes_weights_and_refuses_nonsense() {
         "{stderr}"
     );
 }
+
+/// A small CNN (strided 3x3 stem, depthwise, pointwise, 3x3, pooling, Gemm head, MatMul)
+/// with seeded weights, as ONNX bytes.
+fn small_cnn() -> Vec<u8> {
+    use arenac::{DType, Tensor};
+    use arenac_compiler::import::builder::{Attr, Dim, ModelBuilder};
+    use prost::Message;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut t = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        Tensor::f32(shape.to_vec(), &v)
+    };
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let pad1 = || vec![("pads", ints(&[1, 1, 1, 1]))];
+    ModelBuilder::new("cnn", 13)
+        .input("x", DType::F32, &[1, 3, 48, 48].map(Dim::N))
+        .output("y", DType::F32, &[])
+        .initializer("w1", &t(&[32, 3, 3, 3]))
+        .initializer("b1", &t(&[32]))
+        .initializer("wd", &t(&[32, 1, 3, 3]))
+        .initializer("wp", &t(&[64, 32, 1, 1]))
+        .initializer("w2", &t(&[64, 64, 3, 3]))
+        .initializer("fc", &t(&[64, 48]))
+        .initializer("mm", &t(&[48, 10]))
+        .node(
+            "stem",
+            "Conv",
+            &["x", "w1", "b1"],
+            &["a"],
+            vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[2, 2]))],
+        )
+        .node("r1", "Relu", &["a"], &["ar"], vec![])
+        .node("dw", "Conv", &["ar", "wd"], &["d"], {
+            let mut a = pad1();
+            a.push(("group", Attr::Int(32)));
+            a
+        })
+        .node("pw", "Conv", &["d", "wp"], &["p"], vec![])
+        .node("r2", "Relu", &["p"], &["pr"], vec![])
+        .node("c2", "Conv", &["pr", "w2"], &["c"], pad1())
+        .node("gap", "GlobalAveragePool", &["c"], &["g"], vec![])
+        .node("flat", "Flatten", &["g"], &["f"], vec![])
+        .node("head", "Gemm", &["f", "fc"], &["h"], vec![])
+        .node("out", "MatMul", &["h", "mm"], &["y"], vec![])
+        .build()
+        .encode_to_vec()
+}
+
+/// `--weights` reduced together with `--activations f16|bf16`: the staged Conv, Gemm and
+/// MatMul store their weights in the reduced type too (the executable holds what the summary
+/// predicted), only the depthwise Conv's stay f32, and the outputs stay close to f32's.
+#[test]
+fn reduced_weights_with_16_bit_activations() {
+    use arenac::ActType;
+    let path = tiny("cnn", small_cnn);
+    let x: Vec<f32> = (0..3 * 48 * 48)
+        .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+        .collect();
+    let run = |m: &Model| {
+        let mut s = m.session().unwrap();
+        let xr = arenac::TensorRef::from_slice(&[1, 3, 48, 48], &x).unwrap();
+        s.run(&[("x", xr)]).unwrap().get(0).unwrap().to_f32_vec()
+    };
+    let reference = run(&compile_file(&path, &CompileOptions::default()).unwrap());
+    let scale = reference.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    for act in [ActType::F16, ActType::Bf16] {
+        for (t, tol) in [
+            (WeightType::F16, 1e-2),
+            (WeightType::Bf16, 6e-2),
+            (WeightType::I8, 6e-2),
+        ] {
+            let opts = CompileOptions {
+                weights: t,
+                activations: act,
+                ..CompileOptions::default()
+            };
+            let m = compile_file(&path, &opts)
+                .unwrap_or_else(|e| panic!("{t:?} weights, {act:?} activations: {e}"));
+            let s = m
+                .summary()
+                .weights_storage
+                .expect("a reduced type is reported");
+            let exe = m.executable().unwrap();
+            assert_eq!(
+                (s.reduced_bytes, s.reduced_source_bytes),
+                exe.reduced_weights(),
+                "{t:?}/{act:?}"
+            );
+            // Everything but the depthwise Conv's 288 weights (and the biases) is reduced.
+            let all = 32 * 27 + 64 * 32 + 64 * 64 * 9 + 64 * 48 + 48 * 10;
+            assert_eq!(s.reduced_source_bytes, all * 4, "{t:?}/{act:?}: {s:?}");
+            assert!(
+                s.saving_bytes > 0 && s.note.is_none(),
+                "{t:?}/{act:?}: {s:?}"
+            );
+            let y = run(&m);
+            let worst = y
+                .iter()
+                .zip(&reference)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                worst <= tol * scale,
+                "{t:?}/{act:?}: max |y - y_f32| = {worst}, scale {scale}"
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::ConvParams;
 use crate::gemm::lowp::{WeightType, conv_lowp_bytes, lowp_b_bytes};
-use crate::ir::graph::{Graph, NodeId, ValueKind};
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::DType;
 use crate::ops::Op;
 
@@ -65,12 +65,17 @@ pub fn reduced_weight(g: &Graph, id: NodeId, storage: WeightType) -> Option<(usi
         })
     };
     let shape = |i: usize| n.inputs.get(i).map(|&v| g.value(v).ty.shape.clone());
-    let all_f32 = n
-        .inputs
-        .iter()
-        .chain(&n.outputs)
-        .all(|&v| g.value(v).ty.dtype == DType::F32);
-    if !all_f32 {
+    // f32 nodes, and the 16-bit staged ones of `--activations f16|bf16` (16-bit data, f32
+    // constants: `codegen::lower::act16` stores their weights reduced alike).
+    let typed = |v: ValueId, constant: bool| match g.value(v).ty.dtype {
+        DType::F32 => true,
+        DType::F16 | DType::BF16 => !constant,
+        _ => false,
+    };
+    let is_const = |v: ValueId| matches!(g.value(v).kind, ValueKind::Constant(_));
+    let ok = n.inputs.iter().all(|&v| typed(v, is_const(v)))
+        && n.outputs.iter().all(|&v| typed(v, false));
+    if !ok {
         return None;
     }
     match &n.op {
@@ -171,7 +176,9 @@ pub fn weights_report(g: &Graph, plan: &ArenaPlan, storage: WeightType) -> Weigh
         }
         if bytes > 0 {
             let reason = match &n.op {
-                Op::Conv(_) => "depthwise Conv reads its weights as f32 (no reduced kernel)",
+                Op::Conv(_) => {
+                    "a depthwise Conv, or weights not constant f32: read as f32 (no reduced kernel)"
+                }
                 Op::ConvTranspose(_) => "ConvTranspose has no reduced-type kernel",
                 Op::Gemm(_) | Op::MatMul => "a constant A operand, or not f32",
                 _ => "this op reads its constants as f32",

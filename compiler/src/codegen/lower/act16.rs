@@ -247,18 +247,26 @@ fn conv(
         .ok_or_else(|| cx.err("internal: a staged Conv with run-time weights"))?;
     // The staging budget the planner chose, read back from the scratch it planned.
     let budget = stage16::conv::budget_for_scratch(&params, super::dense::planned_scratch(cx));
-    let wp = stage16::conv::weights_params(&params, budget);
+    let mut wp = stage16::conv::weights_params(&params, budget);
+    let st = w.storage();
+    let woff = if crate::gemm::lowp::mark_conv(&mut wp, st) {
+        // `--weights` reduced: stored packed in that type, every band reads them widened
+        // (the staged bands run the GEMM path, as the f32 lowering of reduced weights does).
+        w.reduced_nodes.insert(cx.id);
+        reduced_conv_weights(w, wt, &wp, st)
+    } else {
+        let form = format!(
+            "conv weights m={} k={} group={} packed={} (16-bit staged)",
+            wp.m,
+            wp.k(),
+            wp.group,
+            wp.packed_a
+        );
+        w.form_f32_of(wt, form, prepared_len(&wp), |src, out| {
+            prepare_weights(&mut wp.clone(), src, out);
+        })
+    };
     params.packed_a = wp.packed_a;
-    let form = format!(
-        "conv weights m={} k={} group={} packed={} (16-bit staged)",
-        wp.m,
-        wp.k(),
-        wp.group,
-        wp.packed_a
-    );
-    let woff = w.form_f32_of(wt, form, prepared_len(&wp), |src, out| {
-        prepare_weights(&mut wp.clone(), src, out);
-    });
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
             Some(bt) if bt.dtype() == DType::F32 => Operand::Weights(w.tensor_f32(bt)),
@@ -297,6 +305,43 @@ fn conv(
     )
 }
 
+/// A staged Conv's constant weights packed in the reduced type `st` ([`crate::gemm::lowp`]'s
+/// conv layout for `wp`), read from the source tensor (its pages released as rows are
+/// packed, as the f32 lowering does).
+fn reduced_conv_weights(
+    w: &mut WeightsBuilder,
+    wt: &crate::ir::tensor::Tensor,
+    wp: &ConvParams,
+    st: crate::gemm::lowp::WeightType,
+) -> usize {
+    use crate::gemm::lowp::{conv_lowp_bytes, pack_conv_lowp};
+    let form = format!(
+        "conv weights m={} k={} group={} as {} (16-bit staged)",
+        wp.m,
+        wp.k(),
+        wp.group,
+        st.name()
+    );
+    let p = *wp;
+    let bytes = conv_lowp_bytes(&p, st);
+    w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
+        super::dense::with_f32_reader(wt, |read, src| {
+            let mut released = 0usize;
+            pack_conv_lowp(&p, st, read, out, &mut |e| {
+                if let Some(src) = src
+                    && (e - released.min(e)) * 4 >= 1 << 20
+                {
+                    rel(src.get(..e * 4).unwrap_or_default());
+                    released = e;
+                }
+            });
+            if let Some(src) = src {
+                rel(src);
+            }
+        });
+    })
+}
+
 /// The shapes and constant flags of node `cx`'s inputs.
 fn operands(cx: &Ctx<'_>) -> (Vec<Vec<usize>>, Vec<bool>) {
     let n = cx.g.node(cx.id);
@@ -325,19 +370,30 @@ fn matmul(cx: &Ctx<'_>, t: N16, prog: &mut Program, w: &mut WeightsBuilder) -> R
             .constant(bv)
             .ok_or_else(|| cx.err("internal: a staged product without its constant B"))?;
         let (rs, cs) = if trans_b { (1, k) } else { (n, 1) };
-        let form = format!("packed B {k}x{n} alpha={alpha} trans_b={trans_b} (16-bit staged)");
-        let off = w.form_f32_of(bt, form, crate::gemm::packed_b_len(k, n), |src, out| {
-            crate::gemm::pack_b_from(
-                k,
-                n,
-                |i| src.get(i).copied().unwrap_or(0.0) * alpha,
-                rs,
-                cs,
-                out,
+        let st = w.storage();
+        let off = if st.is_reduced() {
+            // `--weights` reduced: packed in that type, widened panel by panel in the product.
+            let form = format!(
+                "packed B {k}x{n} alpha={alpha} as {} (16-bit staged)",
+                st.name()
             );
-        });
+            super::dense::packed_b_weights(cx, w, bt, (k, n), (0, rs, cs), alpha, form)
+        } else {
+            let form = format!("packed B {k}x{n} alpha={alpha} trans_b={trans_b} (16-bit staged)");
+            w.form_f32_of(bt, form, crate::gemm::packed_b_len(k, n), |src, out| {
+                crate::gemm::pack_b_from(
+                    k,
+                    n,
+                    |i| src.get(i).copied().unwrap_or(0.0) * alpha,
+                    rs,
+                    cs,
+                    out,
+                );
+            })
+        };
         (Operand::Null, Operand::Weights(off))
     };
+    let b_type = if s.runtime_b { 0 } else { w.storage().code() };
     let bias_op = match cx.g.node(cx.id).inputs.get(2) {
         Some(&cv) => {
             let ct = cx
@@ -365,6 +421,7 @@ fn matmul(cx: &Ctx<'_>, t: N16, prog: &mut Program, w: &mut WeightsBuilder) -> R
             stage16::matmul::matmul(
                 t,
                 &s,
+                b_type,
                 p[0].cast::<u16>(),
                 p[1].cast::<u16>(),
                 p[2].cast::<f32>(),

@@ -158,7 +158,7 @@ pub(super) fn gemm(
 /// is f32 (often the mapped file, at any alignment), another dtype through a converted copy.
 /// A large f32 source is packed in its storage order and its pages released as they are
 /// consumed (the compile-time peak holds one panel or a few rows of it, not the matrix).
-fn packed_b_weights(
+pub(super) fn packed_b_weights(
     cx: &Ctx<'_>,
     w: &mut WeightsBuilder,
     t: &Tensor,
@@ -206,7 +206,10 @@ fn packed_b_weights(
 /// Calls `f` with a reader of constant `t`'s elements as f32 and, for an f32 tensor, its bytes
 /// (read in place, at any alignment: often the mapped file, whose pages the caller may release
 /// as it goes); another dtype is read through a converted copy (no bytes given).
-fn with_f32_reader<R>(t: &Tensor, f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R) -> R {
+pub(super) fn with_f32_reader<R>(
+    t: &Tensor,
+    f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R,
+) -> R {
     if t.dtype() == DType::F32 {
         let src: &[u8] = t.bytes();
         let read = |i: usize| {

@@ -230,7 +230,12 @@ pub unsafe fn conv(
         return;
     }
     let rows = band_rows(p, budget);
-    let packed = weights_params(p, budget).packed_a;
+    // Weights stored in a reduced type keep their marking (the GEMM path, read widened).
+    let packed = if crate::gemm::lowp::conv_weight_type(p).is_some() {
+        p.packed_a
+    } else {
+        weights_params(p, budget).packed_a
+    };
     let (c, h, wd, m, oh, ow) = (
         p.c as usize,
         p.h as usize,

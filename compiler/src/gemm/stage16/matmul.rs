@@ -58,18 +58,21 @@ impl MmStage {
     }
 }
 
-/// The product on 16-bit A and Y: `packed_b` is the constant B packed (f32), or `b` the
-/// run-time 16-bit B; `bias` null or a row of `n` floats added to every output row.
+/// The product on 16-bit A and Y: `packed_b` is the constant B packed (f32 when `b_type` is
+/// 0, else in the reduced type of that [`crate::gemm::lowp::WeightType::code`] by
+/// [`crate::gemm::lowp::pack_b_lowp`]), or `b` the run-time 16-bit B; `bias` null or a row of
+/// `n` floats added to every output row.
 ///
 /// # Safety
 /// `a` readable for `batch*m*k` values, `y` writable for `batch*m*n`, not overlapping;
 /// with `s.runtime_b`, `b` readable for `batch*k*n` values, else `packed_b` for
-/// `packed_b_len(k, n)` floats; `bias` null or readable for `n` floats; `scratch` writable
+/// `packed_b_len(k, n)` floats (`lowp_b_bytes(t, k, n)` bytes for a reduced `b_type`); `bias` null or readable for `n` floats; `scratch` writable
 /// for [`MmStage::scratch_bytes`] bytes, 64-aligned, overlapping nothing else.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn matmul(
     t: N16,
     s: &MmStage,
+    b_type: u64,
     a: *const u16,
     b: *const u16,
     packed_b: *const f32,
@@ -112,7 +115,24 @@ pub unsafe fn matmul(
             unsafe {
                 let src = std::slice::from_raw_parts(a.add(at * k), rows * k);
                 widen(t, src, std::slice::from_raw_parts_mut(sa, rows * k));
-                arenac_sgemm(rows, n, k, sa, k, pb, sc, n, 0, sslot, s.threads.max(1));
+                if b_type != 0 && !s.runtime_b {
+                    crate::gemm::lowp::arenac_sgemm_lowp(
+                        rows,
+                        n,
+                        k,
+                        sa,
+                        k,
+                        pb.cast::<u8>(),
+                        sc,
+                        n,
+                        0,
+                        sslot,
+                        s.threads.max(1),
+                        b_type,
+                    );
+                } else {
+                    arenac_sgemm(rows, n, k, sa, k, pb, sc, n, 0, sslot, s.threads.max(1));
+                }
                 let c = std::slice::from_raw_parts_mut(sc, rows * n);
                 if let Some(bias) = bias {
                     for row in c.chunks_exact_mut(n.max(1)) {
