@@ -23,6 +23,7 @@
 use std::mem::MaybeUninit;
 
 pub mod conv;
+pub(crate) mod gemv;
 
 use super::{KC, MC, NR, packed_b_len, selected_kernel};
 
