@@ -394,9 +394,9 @@ pub fn compile_with(
         (Vec::new(), HashMap::new())
     };
     let mut profiled = Vec::new();
-    // The Convs that run Winograd (their kernel path in the profile); the lowering keeps
-    // reduced-type weights on the GEMM paths.
-    let winograd: std::collections::HashSet<_> = if opts.profile && !opts.weights.is_reduced() {
+    // The Convs that run Winograd (their kernel path in the profile), whatever the weights'
+    // storage type (reduced ones are widened by the transform).
+    let winograd: std::collections::HashSet<_> = if opts.profile {
         crate::analysis::liveness::winograd::chosen_nodes(g, plan)
             .into_iter()
             .collect()

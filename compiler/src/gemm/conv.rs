@@ -76,6 +76,10 @@ pub struct ConvParams {
     pub tile: u64,
     /// Threads the scratch has slots for (0 counts as 1): the planner's thread count.
     pub threads: u64,
+    /// The weights' storage type ([`super::lowp::WeightType::code`]; 0: f32) for the paths
+    /// that read reduced weights in their own layout ([`super::lowp::conv`]: Winograd and
+    /// the direct kernels); the GEMM path marks reduced weights in `packed_a` instead.
+    pub wtype: u64,
 }
 
 impl ConvParams {
@@ -105,6 +109,7 @@ impl ConvParams {
             self.packed_a,
             self.tile,
             self.threads,
+            self.wtype,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -321,6 +326,9 @@ pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
     if p.packed_a == super::winograd::WINOGRAD_PACKED {
         return super::winograd::scratch_bytes(p);
     }
+    if p.packed_a == super::direct::DIRECT_PACKED && p.wtype != 0 {
+        return super::lowp::conv::direct_scratch_bytes(p);
+    }
     let (panel, a) = scratch_parts(p);
     panel
         .saturating_add(a)
@@ -401,10 +409,14 @@ pub unsafe extern "C" fn arenac_conv2d(
         return;
     }
     if p.packed_a == super::direct::DIRECT_PACKED {
-        // SAFETY: the contract of `direct::run` is this function's, less the scratch; the
-        // weights were packed for it by `prepare_weights`, in this process, where AVX-512
-        // was selected (`is_direct`).
-        unsafe { super::direct::run(&p, x, w, bias, y) };
+        // Reduced weights (`p.wtype`) are widened block by block into the scratch slots.
+        let lowp = super::lowp::conv::Reduced::of(&p, w, super::lowp::conv::Layout::Direct)
+            .map(|r| (r, scratch));
+        // SAFETY: the contract of `direct::run` is this function's; the weights were packed
+        // for it by `prepare_weights` (f32) or `lowp::conv::pack` (reduced, with the scratch
+        // `conv2d_scratch_bytes` gives), in this process, where AVX-512 was selected
+        // (`is_direct`).
+        unsafe { super::direct::run(&p, x, w, bias, y, lowp) };
         return;
     }
     if p.packed_a == super::pw_small::PW_SMALL_PACKED {

@@ -23,15 +23,50 @@
 //! thread computes it: results are bit-identical at every thread count.
 
 use super::conv::ConvParams;
+use super::lowp::conv::Reduced;
 use super::split::SyncPtr;
 
 mod cl;
+
+/// Reduced weights ([`super::lowp::conv`]) and the scratch whose per-thread slots
+/// ([`super::lowp::conv::direct_slot_floats`] floats each) receive one widened block of
+/// output channels at a time; `None`: f32 weights, read in place.
+pub(super) type Lowp = Option<(Reduced, *mut f32)>;
 
 /// Widest kernel the path takes (the per-chunk load masks live on the stack).
 const MAX_KW: usize = 16;
 
 /// [`ConvParams::packed_a`] of weights packed by [`pack`].
 pub(super) const DIRECT_PACKED: u64 = 2;
+
+/// The element index of weight (output channel `r`, K step `s`) in [`pack`]'s layout for
+/// `p`, as a function of `(r, s)`.
+pub(crate) fn packed_index(p: &ConvParams) -> impl Fn(usize, usize) -> usize {
+    let (m, k, cl) = (p.m as usize, p.k(), cl::fits(p));
+    move |r, s| {
+        if cl {
+            cl::index(m, k, r, s)
+        } else {
+            (r / 12) * k * 12 + s * 12 + r % 12
+        }
+    }
+}
+
+/// Elements of [`pack`]'s layout (rows past `m` included).
+pub(crate) fn packed_elems(p: &ConvParams) -> usize {
+    let (m, k) = (p.m as usize, p.k());
+    if cl::fits(p) {
+        m.saturating_mul(k)
+    } else {
+        m.div_ceil(12).saturating_mul(12).saturating_mul(k)
+    }
+}
+
+/// Output channels of the widest block a unit of [`run`] reads: a group of the
+/// channels-in-lanes kernel, else a 12-channel panel (whose `12 k` weights are contiguous).
+pub(crate) fn block_rows(p: &ConvParams) -> usize {
+    if cl::fits(p) { cl::NB * 16 } else { 12 }
+}
 
 /// Packs `p`'s `m x k` weights (row-major) into `out` (`m.div_ceil(12) * 12 * k` floats) for
 /// the kernel [`run`] takes: [`cl::pack`] for the channels-in-lanes kernel, else [`pack_rows`].
@@ -134,24 +169,32 @@ impl Geom {
 
 /// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
 ///
+/// With reduced weights (`lowp`), each task widens the block of output channels it computes
+/// into its thread's slot once and runs the f32 kernel on it; the row and flat kernels then
+/// take tasks of one panel's rows or chunks (the same instructions per output element:
+/// results are still the same at every thread count).
+///
 /// # Safety
 /// That of [`super::conv::arenac_conv2d`] without the scratch, with `p.packed_a` =
-/// [`DIRECT_PACKED`] (so `w` holds the weights packed by [`pack`]) and an AVX-512F CPU.
+/// [`DIRECT_PACKED`] (so `w` holds the weights packed by [`pack`], or by
+/// [`super::lowp::conv::pack`] with `lowp`, whose scratch is writable for
+/// [`super::lowp::conv::direct_scratch_bytes`]) and an AVX-512F CPU.
 pub(super) unsafe fn run(
     p: &ConvParams,
     x: *const f32,
     w: *const f32,
     bias: *const f32,
     y: *mut f32,
+    lowp: Lowp,
 ) {
     if cl::fits(p) {
         // SAFETY: this function's contract, the weights packed by `cl::pack` (`pack`).
-        unsafe { cl::run(p, x, w, bias, y) };
+        unsafe { cl::run(p, x, w, bias, y, lowp) };
         return;
     }
     if super::direct_flat::geometry_fits(p) {
         // SAFETY: this function's contract is the flat path's.
-        unsafe { super::direct_flat::run(p, x, w, bias, y) };
+        unsafe { super::direct_flat::run(p, x, w, bias, y, lowp) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -159,8 +202,49 @@ pub(super) unsafe fn run(
         let g = Geom::new(p);
         let act = p.activation();
         let panels = g.m.div_ceil(12);
-        let units = p.n as usize * g.oh * panels;
         let width = (p.threads.max(1) as usize).min(crate::par::threads());
+        if let Some((r, scratch)) = lowp {
+            // Tasks of (image, panel, range of output rows): about 3 per thread.
+            let splits = (3 * width)
+                .div_ceil(p.n as usize * panels)
+                .clamp(1, g.oh.max(1));
+            let tasks = p.n as usize * panels * splits;
+            let slot = super::lowp::conv::direct_slot_floats(p);
+            let bias = (p.has_bias != 0).then_some(SyncPtr(bias.cast_mut()));
+            let (x, y, scratch) = (SyncPtr(x.cast_mut()), SyncPtr(y), SyncPtr(scratch));
+            crate::par::for_each(tasks, width, |task, thread| {
+                let (img, ip, sp) = (
+                    task / (panels * splits),
+                    (task / splits) % panels,
+                    task % splits,
+                );
+                let rows = g.oh * sp / splits..g.oh * (sp + 1) / splits;
+                if rows.is_empty() {
+                    return;
+                }
+                let wp = scratch.get().wrapping_add(thread * slot);
+                // SAFETY: panel ip's 12 k elements (and 12 scales) exist in the packed
+                // weights; thread < width owns its slot of `slot >= 12 k` floats.
+                unsafe { r.widen(ip * g.k * 12, 12 * g.k, wp, (ip * 12, 12)) };
+                // The kernel reads panel ip at `w + 12 ip k`: the slot.
+                let wv = wp.cast_const().wrapping_sub(ip * g.k * 12);
+                let xi = x.get().cast_const().wrapping_add(img * g.c * g.h * g.w);
+                let yi = y.get().wrapping_add(img * g.m * g.oh * g.ow);
+                let b = bias.as_ref().map(|b| b.get().cast_const());
+                for oy in rows {
+                    // SAFETY: as for the f32 units below, the panel's weights in the slot.
+                    unsafe {
+                        if g.sw == 2 {
+                            x86::row::<2>(&g, xi, wv, b, act, yi, oy, ip)
+                        } else {
+                            x86::row::<1>(&g, xi, wv, b, act, yi, oy, ip)
+                        }
+                    };
+                }
+            });
+            return;
+        }
+        let units = p.n as usize * g.oh * panels;
         let unit_macs = 12 * g.ow * g.k;
         let per = (super::split::MIN_TASK_MACS / unit_macs.max(1)).max(1);
         let tasks = units.div_ceil(per);
@@ -186,7 +270,7 @@ pub(super) unsafe fn run(
         });
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, x, w, bias, y);
+    let _ = (p, x, w, bias, y, lowp);
 }
 
 #[cfg(target_arch = "x86_64")]

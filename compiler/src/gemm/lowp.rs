@@ -22,6 +22,9 @@
 
 use std::mem::MaybeUninit;
 
+pub mod conv;
+pub(crate) mod gemv;
+
 use super::{KC, MC, NR, packed_b_len, selected_kernel};
 
 /// How the weights of Conv, ConvTranspose-free GEMM paths (Conv, Gemm, MatMul with a constant

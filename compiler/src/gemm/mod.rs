@@ -614,6 +614,14 @@ unsafe fn core_with(
         }
         return;
     }
+    if let (AView::Rows(a, lda), Some(lb)) = (av, &b.lowp)
+        && lowp::gemv::takes(&kernel, m)
+    {
+        // SAFETY: the caller's contract, A row-major, B reduced: a few rows, widened in
+        // registers (the kernel's instruction set, which this CPU runs).
+        unsafe { lowp::gemv::run(&kernel, m, n, k, a, lda, lb, c, ldc, accumulate) };
+        return;
+    }
     if let AView::Rows(a, lda) = av
         && small::takes(&kernel, m)
     {

@@ -10,6 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams};
+use crate::gemm::lowp::conv::{Layout, direct_scratch_bytes};
 use crate::gemm::lowp::{lowp_b_bytes, pack_b_lowp};
 use crate::gemm::{pack_b, pack_b_le, packed_b_len};
 use crate::ir::graph::ValueId;
@@ -457,15 +458,20 @@ pub(super) fn conv(
     params.threads = cx.threads() as u64;
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
     // Winograd where the planner gave it its scratch (`analysis/liveness/winograd.rs`): the
-    // weights as they are (OIHW, transformed per run into the scratch), f32 only.
+    // weights as they are (OIHW, transformed per run into the scratch; reduced ones stored
+    // OIHW in their type and widened by the transform).
     let planned = planned_scratch(cx);
-    let reduced = cx.constant(wv).is_some() && w.storage().is_reduced();
-    if !reduced && crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned) {
+    let st = w.storage();
+    if crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned) {
         params.packed_a = crate::gemm::winograd::WINOGRAD_PACKED;
         // The tile block the planned bytes hold (the same function as the planner's).
         let block = crate::gemm::winograd::block_for_scratch(&params, planned).unwrap_or(0);
         params.tile = block as u64;
         let weights = match cx.constant(wv) {
+            Some(wt) if st.is_reduced() => {
+                params.wtype = st.code();
+                reduced_conv_weights(cx, w, wt, &params, Layout::Oihw)
+            }
             Some(wt) => Operand::Weights(w.tensor_f32(wt)),
             None => cx.arena(wv)?,
         };
@@ -485,8 +491,20 @@ pub(super) fn conv(
             use crate::gemm::conv::{mark_packed, prepare_weights, prepared_len};
             use crate::gemm::lowp::{conv_lowp_bytes, mark_conv, pack_conv_lowp};
             mark_packed(&mut params);
-            let st = w.storage();
-            if mark_conv(&mut params, st) {
+            let direct = params.is_direct();
+            if st.is_reduced()
+                && direct
+                && planned
+                    >= direct_scratch_bytes(&ConvParams {
+                        wtype: st.code(),
+                        ..params
+                    })
+            {
+                // The direct kernels, widening a block of output channels at a time into
+                // the planned scratch (the im2col path's, which holds one block per thread).
+                params.wtype = st.code();
+                reduced_conv_weights(cx, w, wt, &params, Layout::Direct)
+            } else if mark_conv(&mut params, st) {
                 // Stored in the reduced type, packed for the GEMM core (read widened).
                 w.reduced_nodes.insert(cx.id);
                 let form = format!(
@@ -549,6 +567,44 @@ pub(super) fn conv(
     })?;
     params.tile = tile as u64;
     conv_call(cx, prog, w, params, (xv, weights, bias, y), "conv2d")
+}
+
+/// Conv weights stored in the reduced storage type in `layout` ([`crate::gemm::lowp::conv`]:
+/// the Winograd and direct kernels' own layouts), read straight from the weight's bytes
+/// (often the mapped file), its pages released as rows are packed.
+fn reduced_conv_weights(
+    cx: &Ctx<'_>,
+    w: &mut WeightsBuilder,
+    wt: &Tensor,
+    params: &ConvParams,
+    layout: Layout,
+) -> Operand {
+    let st = w.storage();
+    w.reduced_nodes.insert(cx.id);
+    let form = format!(
+        "conv weights m={} k={} {layout:?} as {}",
+        params.m,
+        params.k(),
+        st.name()
+    );
+    let bytes = crate::gemm::lowp::conv::region_bytes(params, st, layout);
+    let off = w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
+        with_f32_reader(wt, |read, src| {
+            let mut released = 0usize;
+            crate::gemm::lowp::conv::pack(params, st, layout, read, out, &mut |e| {
+                if let Some(src) = src
+                    && (e - released.min(e)) * 4 >= 1 << 20
+                {
+                    rel(src.get(..e * 4).unwrap_or_default());
+                    released = e;
+                }
+            });
+            if let Some(src) = src {
+                rel(src);
+            }
+        });
+    });
+    Operand::Weights(off)
 }
 
 /// The call of [`crate::gemm::conv::arenac_conv2d`] for `params` (weights operand given).

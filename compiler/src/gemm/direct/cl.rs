@@ -72,6 +72,14 @@ pub(super) fn fits(p: &ConvParams) -> bool {
         && (p.stride_h > 1 || p.stride_w > 1 || !p.h.saturating_mul(p.w).is_multiple_of(1024))
 }
 
+/// Element index of weight (channel `r`, K step `s`) of `m x k` weights in [`pack`]'s
+/// layout.
+pub(super) fn index(m: usize, k: usize, r: usize, s: usize) -> usize {
+    let (g, j, l) = (r / (NB * 16), r % (NB * 16) / 16, r % 16);
+    let nb = (m / 16 - g * NB).min(NB);
+    g * NB * 16 * k + (s * nb + j) * 16 + l
+}
+
 /// Packs `m x k` weights (row-major, `m % 16 == 0`) into `out` (`m k` floats) in the layout
 /// of the module doc.
 pub(super) fn pack(m: usize, k: usize, w: &[f32], out: &mut [f32]) {
@@ -186,14 +194,18 @@ impl Plan {
 
 /// `y = act(conv(x, w) + bias)` for `p` ([`fits`]), spread over the current pool.
 ///
+/// With reduced weights (`lowp`), a task widens the group it computes into its thread's
+/// slot whenever the group changes (chunks are innermost: once or twice per task).
+///
 /// # Safety
-/// That of [`super::run`], with `w` packed by [`pack`].
+/// That of [`super::run`], with `w` packed by [`pack`] (or its reduced form).
 pub(super) unsafe fn run(
     p: &ConvParams,
     x: *const f32,
     w: *const f32,
     bias: *const f32,
     y: *mut f32,
+    lowp: super::Lowp,
 ) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -229,7 +241,11 @@ pub(super) unsafe fn run(
         let tasks = units.div_ceil(per);
         let bias = (p.has_bias != 0).then_some(SyncPtr(bias.cast_mut()));
         let (x, w, y) = (SyncPtr(x.cast_mut()), SyncPtr(w.cast_mut()), SyncPtr(y));
-        crate::par::for_each(tasks, width, |t, _| {
+        let slot = super::super::lowp::conv::direct_slot_floats(p);
+        let lowp = lowp.map(|(r, s)| (r, SyncPtr(s)));
+        crate::par::for_each(tasks, width, |t, thread| {
+            // The group whose widened weights are in this thread's slot.
+            let mut widened = usize::MAX;
             for u in t * per..((t + 1) * per).min(units) {
                 let (img, r) = (u / (groups * plan.chunks), u % (groups * plan.chunks));
                 let (gi, ci) = (r / plan.chunks, r % plan.chunks);
@@ -251,7 +267,27 @@ pub(super) unsafe fn run(
                 };
                 let xi = x.get().cast_const().wrapping_add(img * g.c * g.h * g.w);
                 let yi = y.get().wrapping_add(img * g.m * g.oh * g.ow);
-                let wg = w.get().cast_const().wrapping_add(gi * NB * 16 * g.k);
+                let wg = match &lowp {
+                    None => w.get().cast_const().wrapping_add(gi * NB * 16 * g.k),
+                    Some((r, scratch)) => {
+                        let wp = scratch.get().wrapping_add(thread * slot);
+                        if widened != gi {
+                            // SAFETY: group gi's 16 nb k elements (and scales) exist in the
+                            // packed weights; thread < width owns its slot of `slot >= 64 k`
+                            // floats.
+                            unsafe {
+                                r.widen(
+                                    gi * NB * 16 * g.k,
+                                    nb * 16 * g.k,
+                                    wp,
+                                    (gi * NB * 16, nb * 16),
+                                )
+                            };
+                            widened = gi;
+                        }
+                        wp.cast_const()
+                    }
+                };
                 let b = bias
                     .as_ref()
                     .map(|b| b.get().cast_const().wrapping_add(gi * NB * 16));
@@ -263,7 +299,7 @@ pub(super) unsafe fn run(
         });
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, x, w, bias, y);
+    let _ = (p, x, w, bias, y, lowp);
 }
 
 /// The kernel rows `ky0..ky1` and columns `kx0..kx1` a region's windows reach.

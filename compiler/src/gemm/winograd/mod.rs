@@ -31,6 +31,7 @@ mod transform;
 use transform::{L, Lanes};
 
 use super::conv::{Activation, ConvParams};
+use super::lowp::conv::{Layout, Reduced, WINO_CI};
 use super::split::SyncPtr;
 use super::{AView, BView, KC, NR, packed_a_len, selected_kernel};
 
@@ -236,14 +237,18 @@ pub(crate) unsafe fn run(
         SyncPtr(y),
         SyncPtr(scratch),
     );
-    // 1. The weights, whole micro-panels of rows (at most L) per task.
+    // 1. The weights, whole micro-panels of rows (at most L) per task; reduced ones
+    // (`p.wtype`) widened as they are read.
+    let lowp = Reduced::of(p, w, Layout::Oihw);
     let per_task = L / mr * mr;
     let groups = m_pad.div_ceil(per_task);
     crate::par::for_each(groups, width, |gi, _| {
         let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
+        let src = (ws.get().cast_const(), lowp);
         // SAFETY: rows `rows` of the 36 packed matrices at the head of the scratch, written
-        // by this task only; the weights readable for m * c * 9 floats (contract).
-        unsafe { weights_dispatch(isa, p, ws.get(), ss.get(), (u_one, m_pad, mr), rows) };
+        // by this task only; the weights readable for m * c * 9 floats, or stored reduced
+        // in `lowp::conv`'s OIHW layout (contract).
+        unsafe { weights_dispatch(isa, p, src, ss.get(), (u_one, m_pad, mr), rows) };
     });
     // 2. The units.
     let b = blocking(p);
@@ -285,6 +290,10 @@ struct Unit {
     mblocks: std::ops::Range<usize>,
 }
 
+/// The weights [`weights_body`] reads: f32 OIHW at the pointer, or reduced ones
+/// ([`super::lowp::conv`], OIHW) when given.
+type Src = (*const f32, Option<Reduced>);
+
 /// [`weights_body`] compiled for `isa`.
 ///
 /// # Safety
@@ -292,7 +301,7 @@ struct Unit {
 unsafe fn weights_dispatch(
     isa: Isa,
     p: &ConvParams,
-    w: *const f32,
+    w: Src,
     u: *mut f32,
     lay: (usize, usize, usize),
     rows: std::ops::Range<usize>,
@@ -302,7 +311,7 @@ unsafe fn weights_dispatch(
         #[target_feature(enable = "avx512f,avx2,fma")]
         unsafe fn avx512(
             p: &ConvParams,
-            w: *const f32,
+            w: Src,
             u: *mut f32,
             lay: (usize, usize, usize),
             rows: std::ops::Range<usize>,
@@ -313,7 +322,7 @@ unsafe fn weights_dispatch(
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(
             p: &ConvParams,
-            w: *const f32,
+            w: Src,
             u: *mut f32,
             lay: (usize, usize, usize),
             rows: std::ops::Range<usize>,
@@ -339,13 +348,17 @@ unsafe fn weights_dispatch(
 /// `mr` rows (`lay = (u_one, m_pad, mr)`: [`super::pack_a_all`]'s layout); rows past `m` are
 /// zeros. Each position's micro-panel column is `mr` contiguous floats: one copy.
 ///
+/// With reduced weights (`w.1`), each row's run of up to [`WINO_CI`] input channels is
+/// widened (exactly, or `q * scale`) into a stack buffer as the transform reaches it: the
+/// matrices are those f32 weights of the widened values would give.
+///
 /// # Safety
-/// `w` readable for `m * c * 9` floats; `u` writable for `36 * u_one` floats; nothing else
-/// writes these rows meanwhile.
+/// `w.0` readable for `m * c * 9` floats, or the reduced OIHW weights `w.1` describes; `u`
+/// writable for `36 * u_one` floats; nothing else writes these rows meanwhile.
 #[inline(always)]
 unsafe fn weights_body(
     p: &ConvParams,
-    w: *const f32,
+    (w, lowp): Src,
     u: *mut f32,
     (u_one, m_pad, mr): (usize, usize, usize),
     rows: std::ops::Range<usize>,
@@ -355,18 +368,42 @@ unsafe fn weights_body(
     let lanes = rows.len();
     let mut g = [[0.0f32; L]; 9];
     let mut t = [[0.0f32; L]; POS];
+    // Reduced weights: lane l's taps of input channels ci0 .. ci0 + WINO_CI, widened.
+    let mut wide = [[0.0f32; WINO_CI * 9]; L];
     let mut pc = 0;
     while pc < k {
         let kc = kc_max.min(k - pc);
         for ci in pc..pc + kc {
-            for (l, row) in rows.clone().enumerate() {
-                for (s, gs) in g.iter_mut().enumerate() {
-                    gs[l] = if row < m {
-                        // SAFETY: row < m, ci < c, s < 9: inside the weights.
-                        unsafe { *w.add((row * k + ci) * 9 + s) }
-                    } else {
-                        0.0
-                    };
+            if let Some(r) = &lowp {
+                let j = (ci - pc) % WINO_CI;
+                if j == 0 {
+                    let n = WINO_CI.min(pc + kc - ci) * 9;
+                    for (l, row) in rows.clone().enumerate() {
+                        if row < m {
+                            // SAFETY: row < m, channels ci .. ci + n / 9 <= c: n elements
+                            // of row `row` of the OIHW weights, and its scale; lane l's
+                            // buffer holds WINO_CI * 9 >= n floats.
+                            unsafe {
+                                r.widen((row * k + ci) * 9, n, wide[l].as_mut_ptr(), (row, 1))
+                            };
+                        }
+                    }
+                }
+                for (l, row) in rows.clone().enumerate() {
+                    for (s, gs) in g.iter_mut().enumerate() {
+                        gs[l] = if row < m { wide[l][j * 9 + s] } else { 0.0 };
+                    }
+                }
+            } else {
+                for (l, row) in rows.clone().enumerate() {
+                    for (s, gs) in g.iter_mut().enumerate() {
+                        gs[l] = if row < m {
+                            // SAFETY: row < m, ci < c, s < 9: inside the weights.
+                            unsafe { *w.add((row * k + ci) * 9 + s) }
+                        } else {
+                            0.0
+                        };
+                    }
                 }
             }
             transform::weights(&g, &mut t);
