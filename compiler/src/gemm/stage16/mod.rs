@@ -11,6 +11,7 @@
 //! - [`conv`]: Conv in bands of output rows through [`super::conv::arenac_conv2d`];
 //! - [`ew`]: element-wise programs (Add/Sub/Mul/Div with broadcasting, fused SiLU) in
 //!   chunks through stack buffers;
+//! - [`erf`]: `erf` over f32 chunks, vectorized (Erf nodes and fused GELU chains);
 //! - [`rows`]: Softmax and LayerNormalization, a row at a time;
 //! - [`matmul`]: Gemm/MatMul with a constant B, a block of A's rows at a time through
 //!   [`super::arenac_sgemm`].
@@ -20,6 +21,7 @@
 
 pub mod conv;
 pub mod convert;
+pub mod erf;
 pub mod ew;
 pub mod matmul;
 pub mod pool;

@@ -104,3 +104,88 @@ fn depthwise_bands_fill_the_lanes_within_the_budget() {
     assert_eq!(conv::dw_bands(&q, budget), None);
     assert!(conv::dw_block(&q, budget).is_some());
 }
+
+/// The staged product at every block the planner may choose (all rows, halves, the
+/// smallest): bit-identical to each other, and within f16 rounding of the f64 product of the
+/// 16-bit operands, with a constant B and bias and with a run-time B over 2 batch slices; B
+/// in two column blocks (a full one and a partial last panel).
+#[test]
+fn matmul_blocks_agree_bit_for_bit_and_with_the_reference() {
+    use super::matmul::{MmStage, matmul};
+    use crate::gemm::{arenac_pack_b, packed_b_len};
+    let val = |i: usize, s: usize| ((i * s % 97) as f32 - 48.0) / 64.0;
+    for runtime_b in [false, true] {
+        let s = MmStage {
+            batch: if runtime_b { 2 } else { 1 },
+            m: 61,
+            k: 2100,
+            n: 70,
+            runtime_b,
+            threads: 1,
+        };
+        let (bt, m, k, n) = (s.batch, s.m, s.k, s.n);
+        let blocks = s.blocks();
+        assert_eq!(s.cols(), 48);
+        assert!(blocks.len() > 2 && blocks[0] == m && *blocks.last().unwrap() == s.min_block());
+        let mut a = vec![0u16; bt * m * k];
+        let af: Vec<f32> = (0..a.len()).map(|i| val(i, 7)).collect();
+        narrow(N16::F16, &af, &mut a);
+        let mut b = vec![0u16; bt * k * n];
+        let bf: Vec<f32> = (0..b.len()).map(|i| val(i, 13)).collect();
+        narrow(N16::F16, &bf, &mut b);
+        let (mut a32, mut b32) = (vec![0f32; a.len()], vec![0f32; b.len()]);
+        widen(N16::F16, &a, &mut a32);
+        widen(N16::F16, &b, &mut b32);
+        let mut packed = vec![0f32; packed_b_len(k, n)];
+        // SAFETY: B's first slice is `k x n` row-major; `packed` holds its packed size.
+        unsafe { arenac_pack_b(k, n, b32.as_ptr(), n, 1, packed.as_mut_ptr()) };
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0).collect();
+        let bias_ptr = if runtime_b {
+            std::ptr::null()
+        } else {
+            bias.as_ptr()
+        };
+        let mut first: Option<Vec<u16>> = None;
+        for &block in &blocks {
+            let mut y = vec![0u16; bt * m * n];
+            let mut scratch = vec![0f32; s.scratch_bytes_at(block) / 4 + 16];
+            let off = scratch.as_ptr().align_offset(64);
+            // SAFETY: operands of the sizes the contract asks; the scratch 64-aligned.
+            unsafe {
+                matmul(
+                    N16::F16,
+                    &s,
+                    block,
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    packed.as_ptr(),
+                    bias_ptr,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr().add(off),
+                )
+            };
+            match &first {
+                Some(f) => assert_eq!(f, &y, "block {block} (runtime B {runtime_b})"),
+                None => first = Some(y),
+            }
+        }
+        let mut y32 = vec![0f32; bt * m * n];
+        widen(N16::F16, first.as_ref().unwrap(), &mut y32);
+        for bi in 0..bt {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut want = if runtime_b { 0.0 } else { f64::from(bias[j]) };
+                    for l in 0..k {
+                        want += f64::from(a32[(bi * m + i) * k + l])
+                            * f64::from(b32[(bi * k + l) * n + j]);
+                    }
+                    let got = f64::from(y32[(bi * m + i) * n + j]);
+                    assert!(
+                        (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+                        "y[{bi}][{i}][{j}] = {got}, reference {want}"
+                    );
+                }
+            }
+        }
+    }
+}
