@@ -48,7 +48,7 @@ pub fn scratch_bytes(
 /// `v[i] = u(v[i])` in f32: the activations the conv epilogue has (Relu, LeakyRelu,
 /// Sigmoid, Tanh, HardSigmoid, HardSwish) through its vectorized
 /// [`crate::gemm::act::bias_act`]; Erf by the vectorized
-/// [`crate::gemm::stage16::erf::erf_in_place`] (within 4e-7 of the reference); Sqrt in f32
+/// [`crate::gemm::stage16::math::erf_in_place`] (within 4e-7 of the reference); Sqrt in f32
 /// (the same bits as the reference's f64 square root rounded); the rest through the f64
 /// reference, element by element.
 pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
@@ -61,7 +61,7 @@ pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
         U::Tanh => A::Tanh,
         U::HardSigmoid { alpha, beta } => A::HardSigmoid(alpha, beta),
         U::HardSwish => A::HardSwish,
-        U::Erf => return crate::gemm::stage16::erf::erf_in_place(v),
+        U::Erf => return crate::gemm::stage16::math::erf_in_place(v),
         U::Sqrt => return v.iter_mut().for_each(|e| *e = e.sqrt()),
         _ => {
             v.iter_mut()

@@ -189,3 +189,83 @@ fn matmul_blocks_agree_bit_for_bit_and_with_the_reference() {
         }
     }
 }
+
+/// Softmax, LogSoftmax and LayerNormalization rows (lengths around the 8 lanes, a masked
+/// -inf element) against f64 computations on the widened 16-bit input, in place.
+#[test]
+fn rows_against_the_reference() {
+    use super::rows::{layer_norm, scratch_bytes, softmax};
+    for len in [1usize, 3, 8, 37, 300] {
+        let rows = 3;
+        let mut x32: Vec<f32> = (0..rows * len)
+            .map(|i| ((i * 29 % 101) as f32 - 50.0) / 8.0)
+            .collect();
+        x32[len / 2] = f32::NEG_INFINITY;
+        let mut x = vec![0u16; x32.len()];
+        narrow(N16::F16, &x32, &mut x);
+        widen(N16::F16, &x, &mut x32);
+        let mut scratch = vec![0f32; scratch_bytes(len) / 4];
+        let scale: Vec<f32> = (0..len).map(|j| 1.0 + j as f32 / 64.0).collect();
+        let bias: Vec<f32> = (0..len).map(|j| j as f32 / 16.0).collect();
+        for which in 0..3 {
+            let mut y = x.clone();
+            let p = y.as_mut_ptr();
+            // SAFETY: `rows * len` values in place; one row of scratch; scale and bias `len`.
+            unsafe {
+                match which {
+                    0 | 1 => softmax(N16::F16, rows, len, which == 1, p, p, scratch.as_mut_ptr()),
+                    _ => layer_norm(
+                        N16::F16,
+                        rows,
+                        len,
+                        1e-5,
+                        scale.as_ptr(),
+                        bias.as_ptr(),
+                        p,
+                        p,
+                        scratch.as_mut_ptr(),
+                    ),
+                }
+            }
+            let mut got = vec![0f32; y.len()];
+            widen(N16::F16, &y, &mut got);
+            for r in 0..rows {
+                let row: Vec<f64> = x32[r * len..(r + 1) * len]
+                    .iter()
+                    .map(|&v| f64::from(v))
+                    .collect();
+                let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+                let n = len as f64;
+                let finite: Vec<f64> = row
+                    .iter()
+                    .map(|&v| if v.is_finite() { v } else { 0.0 })
+                    .collect();
+                let mean = finite.iter().sum::<f64>() / n;
+                let var = finite.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                for j in 0..len {
+                    let want = match which {
+                        0 => (row[j] - max).exp() / sum,
+                        1 => row[j] - max - sum.ln(),
+                        _ => {
+                            (row[j] - mean) / (var + 1e-5).sqrt() * f64::from(scale[j])
+                                + f64::from(bias[j])
+                        }
+                    };
+                    let g = f64::from(got[r * len + j]);
+                    if which == 2 && r == 0 {
+                        // The -inf row of LayerNormalization is NaN/inf either way.
+                        continue;
+                    }
+                    let ok = g == want
+                        || (g.is_nan() && want.is_nan())
+                        || (g - want).abs() <= 2e-3 * want.abs().max(1e-2);
+                    assert!(
+                        ok,
+                        "op {which} len {len} row {r} [{j}]: {g}, reference {want}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,8 +1,12 @@
-//! `erf` over a slice of f32 for the staged 16-bit element-wise chunks (`Erf` nodes, GELU's
-//! `Erf` inside a fused program): branch-free per element so the loop vectorizes (compiled
-//! once more with AVX2+FMA, chosen at run time). Absolute error below 4e-7 everywhere and
-//! relative error below 1e-6 for `|x| < 1` (checked against the f64 reference in the tests),
-//! far inside the 16-bit rounding the result gets; NaN stays NaN, `erf(±inf) = ±1`.
+//! Branch-free f32 math for the staged 16-bit kernels, written per element so their loops
+//! vectorize (the slice functions are compiled once more with AVX2+FMA, chosen at run
+//! time; `mul_add` is fused on both paths, so both give the same bits):
+//! - [`erf_in_place`] (`Erf` nodes, GELU's `Erf` inside a fused program): absolute error below
+//!   4e-7 everywhere and relative error below 1e-6 for `|x| < 1` (checked against the f64
+//!   reference in the tests), far inside the 16-bit rounding the result gets; NaN stays NaN,
+//!   `erf(±inf) = ±1`;
+//! - [`exp_le0`]: `exp(x)` for `x <= 0` (Softmax's `exp(x - max)`), relative error about
+//!   1e-7, 0 below -87.
 
 /// Where the odd Taylor polynomial hands over to the exp form.
 const SPLIT: f32 = 1.0;
@@ -53,12 +57,20 @@ fn erf_avx2(v: &mut [f32]) {
     v.iter_mut().for_each(|e| *e = erf1(*e));
 }
 
-/// `exp(x)` for `x` in `[-16, 0]`: `2^n * p(r)`, `r = x - n ln 2` (Cephes `expf`'s
-/// polynomial, relative error about 1e-7).
+/// Below this [`exp_le0`] is 0 (`exp(-87) = 1.6e-38`, the smallest normal scale `2^-126`).
+const EXP_MIN: f32 = -87.0;
+
+/// `exp(x)` for `x <= 0`: `2^n * p(r)`, `r = x - n ln 2` (Cephes `expf`'s polynomial,
+/// relative error about 1e-7); 0 below [`EXP_MIN`] (and at -inf), NaN stays NaN. Positive
+/// `x` are outside the contract (the result is wrong, not undefined behaviour).
 #[inline(always)]
-fn exp_neg(x: f32) -> f32 {
-    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
-    let r = n.mul_add(-0.693_359_4, x);
+pub fn exp_le0(x: f32) -> f32 {
+    // max returns the other operand for NaN: `c` is a number in [-87, 0] (`clamp` would
+    // keep a NaN, and the unchecked conversion below needs a number).
+    #[allow(clippy::manual_clamp)]
+    let c = x.max(EXP_MIN).min(0.0);
+    let n = (c * std::f32::consts::LOG2_E).round_ties_even();
+    let r = n.mul_add(-0.693_359_4, c);
     let r = n.mul_add(2.121_944_4e-4, r);
     let mut p = 1.987_569_1e-4f32;
     for k in [
@@ -71,8 +83,18 @@ fn exp_neg(x: f32) -> f32 {
         p = p.mul_add(r, k);
     }
     let p = p.mul_add(r * r, r + 1.0);
-    // n is in [-24, 0]: 2^n is a normal float.
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // SAFETY: `n` is a whole number in [-126, 0] (`c` in [-87, 0]), so it fits an i32; the
+    // unchecked conversion vectorizes where `as` (saturating, NaN to 0) does not.
+    let ni: i32 = unsafe { n.to_int_unchecked() };
+    // 2^n is a normal float.
+    let r = p * f32::from_bits(((ni + 127) as u32) << 23);
+    if x.is_nan() {
+        x
+    } else if x < EXP_MIN {
+        0.0
+    } else {
+        r
+    }
 }
 
 /// One element, both forms computed and one selected (no branches).
@@ -90,7 +112,7 @@ fn erf1(x: f32) -> f32 {
     for &k in &AS[1..] {
         q = q.mul_add(t, k);
     }
-    let big = (-(q * t)).mul_add(exp_neg(-x2), 1.0);
+    let big = (-(q * t)).mul_add(exp_le0(-x2), 1.0);
     let r = if a < SPLIT { small } else { big };
     let r = r.copysign(x);
     if x.is_nan() { x } else { r }
@@ -98,7 +120,7 @@ fn erf1(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::erf_in_place;
+    use super::{erf_in_place, exp_le0};
     use crate::ops::{UnaryOp, elementwise::unary_f64};
 
     fn erf(x: f64) -> f64 {
@@ -135,5 +157,24 @@ mod tests {
         let mut nan = [f32::NAN; 9];
         erf_in_place(&mut nan);
         assert!(nan.iter().all(|v| v.is_nan()));
+    }
+
+    /// Against f64 `exp` over [-90, 0] in steps of 1/256 (the cut at -87, 0 below), -inf,
+    /// NaN.
+    #[test]
+    fn exp_le0_matches_the_reference() {
+        for i in -90 * 256..=0 {
+            let x = i as f32 / 256.0;
+            let y = exp_le0(x);
+            let want = f64::from(x).exp();
+            if x < -87.0 {
+                assert_eq!(y, 0.0, "exp({x})");
+            } else {
+                let rel = (f64::from(y) - want).abs() / want;
+                assert!(rel <= 3e-7, "exp({x}) = {y}, reference {want}");
+            }
+        }
+        assert_eq!(exp_le0(f32::NEG_INFINITY), 0.0);
+        assert!(exp_le0(f32::NAN).is_nan());
     }
 }
