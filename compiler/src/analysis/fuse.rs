@@ -15,6 +15,14 @@
 //! the root's place in the order. A group of one node is left alone. Scalar constants read by
 //! members are folded into the program; other constants and non-members' values become the
 //! fused node's inputs. Nothing else in the graph changes (names, order of the other nodes).
+//!
+//! [`fuse_elementwise16`] does the same on the 16-bit data of `--activations f16|bf16`
+//! (after `crate::analysis::act_type` retyped it): members are the ops the staged program
+//! runs (the 16-bit unary activations, Add/Sub/Mul/Div), every input and output of the one
+//! 16-bit type, and a group is kept only when `crate::gemm::stage16::ew` runs its program
+//! (its steps and inputs within that kernel's bounds, each input broadcasting as one block
+//! of dims): GELU's Div, Erf, Add, Mul, Mul become one pass over the data, computed in f32
+//! and rounded once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -34,11 +42,20 @@ pub struct FuseStats {
     pub nodes_fused: usize,
 }
 
-/// Whether node `n` may be a member of a fused group.
-fn fusible(g: &Graph, id: NodeId) -> bool {
+/// Whether node `n` may be a member of a fused group on data of type `dt` (f32, or the
+/// 16-bit type of [`fuse_elementwise16`]).
+fn fusible(g: &Graph, id: NodeId, dt: DType) -> bool {
     let n = g.node(id);
     let out_rank = n.outputs.first().map_or(0, |&v| g.value(v).ty.shape.len());
     let op_ok = match &n.op {
+        _ if dt != DType::F32 => match &n.op {
+            Op::Unary(u) => crate::analysis::act_type::unary16(u),
+            Op::Binary(b) => matches!(
+                b,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+            ),
+            _ => false,
+        },
         Op::Unary(_) | Op::Variadic(_) => true,
         // A bound of shape [1] on a scalar x would not broadcast in the fused loop nest.
         Op::ClipDynamic { .. } => n
@@ -61,12 +78,45 @@ fn fusible(g: &Graph, id: NodeId) -> bool {
         && n.inputs
             .iter()
             .chain(&n.outputs)
-            .all(|&v| g.value(v).ty.dtype == DType::F32)
+            .all(|&v| g.value(v).ty.dtype == dt)
 }
 
 /// Fuses every group of two or more element-wise nodes (see the module doc) in `g`.
 pub fn fuse_elementwise(g: &mut Graph) -> FuseStats {
-    let groups = find_groups(g);
+    fuse_groups(g, find_groups(g, DType::F32))
+}
+
+/// Fuses the groups of 16-bit element-wise nodes of type `dt` (F16 or BF16) that the staged
+/// element-wise kernel runs (see the module doc); nothing for another `dt`.
+pub fn fuse_elementwise16(g: &mut Graph, dt: DType) -> FuseStats {
+    if !matches!(dt, DType::F16 | DType::BF16) {
+        return FuseStats::default();
+    }
+    let groups: Vec<Vec<NodeId>> = find_groups(g, dt)
+        .into_iter()
+        .filter(|members| runs16(g, members, dt))
+        .collect();
+    fuse_groups(g, groups)
+}
+
+/// Whether `crate::gemm::stage16::ew` runs the fused program of `members` (the root last):
+/// the program within its bounds, every input of type `dt` broadcasting as one block of the
+/// root's output dims.
+fn runs16(g: &Graph, members: &[NodeId], dt: DType) -> bool {
+    use crate::gemm::stage16::ew;
+    let Some(&out) = members.last().and_then(|&r| g.node(r).outputs.first()) else {
+        return false;
+    };
+    let y = &g.value(out).ty.shape;
+    let (op, inputs) = program(g, members);
+    ew::Program::of(&op, inputs.len()).is_some()
+        && inputs.iter().all(|&v| {
+            let t = &g.value(v).ty;
+            t.dtype == dt && ew::bcast(&t.shape, y).is_some()
+        })
+}
+
+fn fuse_groups(g: &mut Graph, groups: Vec<Vec<NodeId>>) -> FuseStats {
     if groups.is_empty() {
         return FuseStats::default();
     }
@@ -78,8 +128,8 @@ pub fn fuse_elementwise(g: &mut Graph) -> FuseStats {
     stats
 }
 
-/// The groups, each as its members in execution order (the root last).
-fn find_groups(g: &Graph) -> Vec<Vec<NodeId>> {
+/// The groups on data of type `dt`, each as its members in execution order (the root last).
+fn find_groups(g: &Graph, dt: DType) -> Vec<Vec<NodeId>> {
     let mut readers: HashMap<ValueId, BTreeSet<NodeId>> = HashMap::new();
     for (id, n) in g.nodes() {
         for &v in &n.inputs {
@@ -91,7 +141,7 @@ fn find_groups(g: &Graph) -> Vec<Vec<NodeId>> {
     let mut taken: BTreeSet<NodeId> = BTreeSet::new();
     let mut groups = Vec::new();
     for &root in g.order().iter().rev() {
-        if taken.contains(&root) || !fusible(g, root) {
+        if taken.contains(&root) || !fusible(g, root, dt) {
             continue;
         }
         let Some(&out) = g.node(root).outputs.first() else {
@@ -114,7 +164,7 @@ fn find_groups(g: &Graph) -> Vec<Vec<NodeId>> {
                 };
                 let joins = !members.contains(&p)
                     && !taken.contains(&p)
-                    && fusible(g, p)
+                    && fusible(g, p, dt)
                     && !outputs.contains(&v)
                     && g.value(v).ty.shape == *shape
                     && readers

@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::analysis::act_type::{ActReport, ActType, retype_activations};
-use crate::analysis::fuse::{FuseStats, fuse_elementwise};
+use crate::analysis::fuse::{FuseStats, fuse_elementwise, fuse_elementwise16};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
 use crate::analysis::patches::{self, PatchInfo};
 use crate::analysis::schedule::{ScheduleOptions, schedule};
@@ -348,7 +348,11 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     }
     let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
     let fusion = if opts.fuse_elementwise {
-        let stats = fuse_elementwise(g);
+        let mut stats = fuse_elementwise(g);
+        // The 16-bit chains of `--activations f16|bf16` (retyped above).
+        let narrow = fuse_elementwise16(g, opts.activations.dtype());
+        stats.groups += narrow.groups;
+        stats.nodes_fused += narrow.nodes_fused;
         if cfg!(debug_assertions)
             && let Err(e) = crate::ir::verify::verify(g)
         {

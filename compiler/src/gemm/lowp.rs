@@ -752,6 +752,39 @@ pub(crate) fn conv_a_view(
     Some(super::AView::Lowp(LowpA::new(base, t, mg, k)))
 }
 
+/// `C[m x w] = A[m x k] * B[:, j0..j0 + w]` (C row-major, `w` apart) for a B of `n` columns
+/// packed in the reduced type `wtype` by [`pack_b_lowp`] at `packed_b`: a column block of
+/// it (`j0` a multiple of [`NR`]), as 16-bit staged products take B (`crate::gemm::stage16`).
+///
+/// # Safety
+/// That of [`arenac_sgemm_lowp`] for the whole B (`lowp_b_bytes(t, k, n)` bytes at
+/// `packed_b`), with `j0 + w <= n` and C writable for `m * w` floats.
+pub(crate) unsafe fn sgemm_lowp_cols(
+    (m, w, k): (usize, usize, usize),
+    a: *const f32,
+    packed_b: *const u8,
+    (n, j0): (usize, usize),
+    c: *mut f32,
+    (scratch, slots): (*mut f32, usize),
+    wtype: u64,
+) {
+    let t = WeightType::from_code(wtype).unwrap_or(WeightType::F32);
+    let b = super::BView::packed_lowp(packed_b, t, k, n).at_col(j0);
+    // SAFETY: the caller's contract, as for arenac_sgemm.
+    unsafe {
+        super::split::sgemm_split(
+            selected_kernel(),
+            (m, w, k),
+            super::AView::Rows(a, k),
+            b,
+            (c, w),
+            false,
+            (scratch, super::a_scratch_slot(m, k), slots.max(1)),
+            &|_, _| {},
+        )
+    }
+}
+
 #[cfg(test)]
 #[path = "lowp/tests.rs"]
 mod tests;

@@ -47,8 +47,10 @@ pub fn scratch_bytes(
 
 /// `v[i] = u(v[i])` in f32: the activations the conv epilogue has (Relu, LeakyRelu,
 /// Sigmoid, Tanh, HardSigmoid, HardSwish) through its vectorized
-/// [`crate::gemm::act::bias_act`]; the rest through the f64 reference, element by element
-/// (no 16-bit model seen so far has one on a hot path).
+/// [`crate::gemm::act::bias_act`]; Erf by the vectorized
+/// [`crate::gemm::stage16::math::erf_in_place`] (within 4e-7 of the reference); Sqrt in f32
+/// (the same bits as the reference's f64 square root rounded); the rest through the f64
+/// reference, element by element.
 pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
     use super::UnaryOp as U;
     use crate::gemm::act::{Activation as A, bias_act};
@@ -59,6 +61,8 @@ pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
         U::Tanh => A::Tanh,
         U::HardSigmoid { alpha, beta } => A::HardSigmoid(alpha, beta),
         U::HardSwish => A::HardSwish,
+        U::Erf => return crate::gemm::stage16::math::erf_in_place(v),
+        U::Sqrt => return v.iter_mut().for_each(|e| *e = e.sqrt()),
         _ => {
             v.iter_mut()
                 .for_each(|e| *e = super::elementwise::unary_f64(u, f64::from(*e)) as f32);

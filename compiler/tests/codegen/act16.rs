@@ -371,3 +371,47 @@ fn staged_conv_budget_grows_below_the_peak() {
         "c1's scratch {scratch} not grown past {smallest}"
     );
 }
+
+/// GELU between two products on 16-bit data: after the retyping, element-wise fusion makes
+/// its Div, Erf, Add, Mul, Mul one 16-bit fused node (`analysis::fuse::fuse_elementwise16`)
+/// that the staged element-wise kernel runs (the vector erf inside); outputs as f32's at 1
+/// and 2 threads.
+#[test]
+fn gelu_chain_fused_on_16_bit_data() {
+    let mut rng = Rng(0x6e1);
+    let (s, d, f) = (20, 32, 48);
+    let w1 = rng.tensor(&[d, f], -0.4, 0.4);
+    let w2 = rng.tensor(&[f, d], -0.4, 0.4);
+    let scalar = |v: f32| Tensor::f32(vec![], &[v]);
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&[s, d]))
+        .initializer("w1", &w1)
+        .initializer("w2", &w2)
+        .initializer("s2", &scalar(std::f32::consts::SQRT_2))
+        .initializer("one", &scalar(1.0))
+        .initializer("half", &scalar(0.5))
+        .node("h", "MatMul", &["x", "w1"], &["h"], vec![])
+        .node("dv", "Div", &["h", "s2"], &["dv"], vec![])
+        .node("e", "Erf", &["dv"], &["e"], vec![])
+        .node("a", "Add", &["e", "one"], &["a"], vec![])
+        .node("m", "Mul", &["h", "a"], &["m"], vec![])
+        .node("gl", "Mul", &["m", "half"], &["gl"], vec![])
+        .node("y", "MatMul", &["gl", "w2"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let g = import(&model);
+    let mut g16 = g.clone();
+    let opts = PlanOptions {
+        activations: ActType::F16,
+        ..PlanOptions::default()
+    };
+    plan_graph(&mut g16, &opts).expect("plans");
+    let fused: Vec<_> = g16
+        .nodes()
+        .filter(|(_, n)| matches!(n.op, arenac_compiler::ops::Op::FusedElementwise(_)))
+        .map(|(_, n)| g16.value(n.outputs[0]).ty.dtype)
+        .collect();
+    assert_eq!(fused, vec![DType::F16], "one fused 16-bit GELU node");
+    // MatMul x2 and Erf staged (counted by the retyping, before fusion).
+    check_act(model, &[rng.tensor(&[s, d], -2.0, 2.0)], 3, None);
+}

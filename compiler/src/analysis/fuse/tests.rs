@@ -258,3 +258,62 @@ fn fusing_twice_changes_nothing() {
         crate::ir::print::print_graph(&again)
     );
 }
+
+/// `--activations f16`: after the retyping, the GELU chain on 16-bit data becomes one fused
+/// 16-bit node the staged element-wise kernel runs (Erf inside), and the reference gives the
+/// same values within the f16 rounding of the unfused steps; in f32 the 16-bit pass does
+/// nothing.
+#[test]
+fn gelu_chain_on_16_bit_data_becomes_one_node() {
+    use crate::analysis::act_type::{ActType, retype_activations};
+    let src = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+gelu (float[4, 64] X, float[64, 64] W) => (float[4, 64] Y)
+<float s2 = {1.4142135}, float one = {1.0}, float half = {0.5}>
+{
+    H = MatMul(X, W)
+    D = Div(H, s2)
+    E = Erf(D)
+    A = Add(E, one)
+    M = Mul(H, A)
+    G = Mul(M, half)
+    Y = MatMul(G, W)
+}
+"#;
+    let mut before = graph(src);
+    let _ = retype_activations(&mut before, ActType::F16);
+    let mut after = before.clone();
+    assert_eq!(
+        fuse_elementwise16(&mut after, DType::F32),
+        FuseStats::default()
+    );
+    let stats = fuse_elementwise16(&mut after, DType::F16);
+    verify(&after).expect("fused graph verifies");
+    assert_eq!(
+        stats,
+        FuseStats {
+            groups: 1,
+            nodes_fused: 5
+        }
+    );
+    let Op::FusedElementwise(a) = op_of(&after, "G") else {
+        panic!("G is not fused");
+    };
+    assert!(a.program().contains("Erf"), "{}", a.program());
+    let gv = after.find_value("G").expect("G");
+    assert_eq!(after.value(gv).ty.dtype, DType::F16);
+    assert!(after.find_value("E").is_none());
+    let x = inputs(&before);
+    let (a, b) = (
+        eval_graph(&before, &x).expect("evaluates"),
+        eval_graph(&after, &x).expect("evaluates"),
+    );
+    let (a, b) = (a[0].to_f64_vec(), b[0].to_f64_vec());
+    let scale = a.iter().fold(0f64, |m, v| m.max(v.abs()));
+    for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (p - q).abs() <= 1e-2 * scale,
+            "Y[{i}]: {p} unfused, {q} fused"
+        );
+    }
+}

@@ -16,7 +16,9 @@
 //! A Conv staged on 16-bit data (`--activations f16|bf16`) is planned alike: its scratch at
 //! the smallest staging budget while the passes choose, then the largest budget
 //! ([`crate::gemm::stage16::conv::budgets`]) whose step stays at or below the peak; the
-//! lowering reads it back with [`crate::gemm::stage16::conv::budget_for_scratch`].
+//! lowering reads it back with [`crate::gemm::stage16::conv::budget_for_scratch`]. A staged
+//! Gemm/MatMul likewise by its block of A's rows
+//! ([`crate::gemm::stage16::matmul::MmStage::blocks`], read back by `block_for_scratch`).
 
 use super::decide::{Decide, Decisions, aligned, step_bytes};
 use super::{BufferKind, is_constant, node_scratch};
@@ -42,11 +44,12 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     (conv2d_tiles(&p).count() > 1).then_some(p)
 }
 
-/// The scratch sizes a Conv staged on 16-bit data may be planned at, largest first (one per
-/// staging budget; the last is what [`node_scratch`] plans); `None` for other nodes.
+/// The scratch sizes a Conv or Gemm/MatMul staged on 16-bit data may be planned at, largest
+/// first (one per staging budget or block of rows; the last is what [`node_scratch`]
+/// plans); `None` for other nodes.
 fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<Vec<usize>> {
     let node = g.node(id);
-    if !matches!(node.op, Op::Conv(_)) {
+    if !matches!(node.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) {
         return None;
     }
     let inputs: Vec<_> = node.inputs.iter().map(|&v| g.value(v).ty.clone()).collect();
@@ -54,6 +57,16 @@ fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<Vec<usize>> {
     let y = &g.value(*node.outputs.first()?).ty;
     // Only a node the staged kernel runs (it has scratch by `ops::stage16`).
     crate::ops::stage16::scratch_bytes(&node.op, &inputs, y, &consts, threads)?;
+    if matches!(node.op, Op::Gemm(_) | Op::MatMul) {
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
+        let s = crate::ops::stage16::mm_stage(&node.op, &shapes, &consts, threads)?;
+        let sizes: Vec<usize> = s
+            .blocks()
+            .into_iter()
+            .map(|b| s.scratch_bytes_at(b))
+            .collect();
+        return (sizes.len() > 1).then_some(sizes);
+    }
     let Op::Conv(a) = &node.op else {
         return None;
     };

@@ -413,7 +413,9 @@ fn matmul(cx: &Ctx<'_>, t: N16, prog: &mut Program, w: &mut WeightsBuilder) -> R
         }
         None => Operand::Null,
     };
-    check_scratch(cx, s.scratch_bytes())?;
+    // The block the planner chose, read back from the scratch it planned.
+    let block = s.block_for_scratch(super::dense::planned_scratch(cx));
+    check_scratch(cx, s.scratch_bytes_at(block))?;
     let kernel = HostKernel::new(move |p| {
         // SAFETY: `arenac_host`'s contract: A, B (run-time) or packed B and the bias row
         // (weights region), Y and the scratch (checked at compile time) for this geometry.
@@ -422,6 +424,7 @@ fn matmul(cx: &Ctx<'_>, t: N16, prog: &mut Program, w: &mut WeightsBuilder) -> R
                 t,
                 &s,
                 b_type,
+                block,
                 p[0].cast::<u16>(),
                 p[1].cast::<u16>(),
                 p[2].cast::<f32>(),

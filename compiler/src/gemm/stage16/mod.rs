@@ -11,6 +11,7 @@
 //! - [`conv`]: Conv in bands of output rows through [`super::conv::arenac_conv2d`];
 //! - [`ew`]: element-wise programs (Add/Sub/Mul/Div with broadcasting, fused SiLU) in
 //!   chunks through stack buffers;
+//! - [`math`]: vectorizable `erf` and `exp` (Erf nodes, fused GELU chains, Softmax);
 //! - [`rows`]: Softmax and LayerNormalization, a row at a time;
 //! - [`matmul`]: Gemm/MatMul with a constant B, a block of A's rows at a time through
 //!   [`super::arenac_sgemm`].
@@ -21,6 +22,7 @@
 pub mod conv;
 pub mod convert;
 pub mod ew;
+pub mod math;
 pub mod matmul;
 pub mod pool;
 pub mod rows;

@@ -104,3 +104,168 @@ fn depthwise_bands_fill_the_lanes_within_the_budget() {
     assert_eq!(conv::dw_bands(&q, budget), None);
     assert!(conv::dw_block(&q, budget).is_some());
 }
+
+/// The staged product at every block the planner may choose (all rows, halves, the
+/// smallest): bit-identical to each other, and within f16 rounding of the f64 product of the
+/// 16-bit operands, with a constant B and bias and with a run-time B over 2 batch slices; B
+/// in two column blocks (a full one and a partial last panel).
+#[test]
+fn matmul_blocks_agree_bit_for_bit_and_with_the_reference() {
+    use super::matmul::{MmStage, matmul};
+    use crate::gemm::{arenac_pack_b, packed_b_len};
+    let val = |i: usize, s: usize| ((i * s % 97) as f32 - 48.0) / 64.0;
+    for runtime_b in [false, true] {
+        let s = MmStage {
+            batch: if runtime_b { 2 } else { 1 },
+            m: 61,
+            k: 2100,
+            n: 70,
+            runtime_b,
+            threads: 1,
+        };
+        let (bt, m, k, n) = (s.batch, s.m, s.k, s.n);
+        let blocks = s.blocks();
+        assert_eq!(s.cols(), 48);
+        assert!(blocks.len() > 2 && blocks[0] == m && *blocks.last().unwrap() == s.min_block());
+        let mut a = vec![0u16; bt * m * k];
+        let af: Vec<f32> = (0..a.len()).map(|i| val(i, 7)).collect();
+        narrow(N16::F16, &af, &mut a);
+        let mut b = vec![0u16; bt * k * n];
+        let bf: Vec<f32> = (0..b.len()).map(|i| val(i, 13)).collect();
+        narrow(N16::F16, &bf, &mut b);
+        let (mut a32, mut b32) = (vec![0f32; a.len()], vec![0f32; b.len()]);
+        widen(N16::F16, &a, &mut a32);
+        widen(N16::F16, &b, &mut b32);
+        let mut packed = vec![0f32; packed_b_len(k, n)];
+        // SAFETY: B's first slice is `k x n` row-major; `packed` holds its packed size.
+        unsafe { arenac_pack_b(k, n, b32.as_ptr(), n, 1, packed.as_mut_ptr()) };
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0).collect();
+        let bias_ptr = if runtime_b {
+            std::ptr::null()
+        } else {
+            bias.as_ptr()
+        };
+        let mut first: Option<Vec<u16>> = None;
+        for &block in &blocks {
+            let mut y = vec![0u16; bt * m * n];
+            let mut scratch = vec![0f32; s.scratch_bytes_at(block) / 4 + 16];
+            let off = scratch.as_ptr().align_offset(64);
+            // SAFETY: operands of the sizes the contract asks; the scratch 64-aligned.
+            unsafe {
+                matmul(
+                    N16::F16,
+                    &s,
+                    block,
+                    a.as_ptr(),
+                    b.as_ptr(),
+                    packed.as_ptr(),
+                    bias_ptr,
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr().add(off),
+                )
+            };
+            match &first {
+                Some(f) => assert_eq!(f, &y, "block {block} (runtime B {runtime_b})"),
+                None => first = Some(y),
+            }
+        }
+        let mut y32 = vec![0f32; bt * m * n];
+        widen(N16::F16, first.as_ref().unwrap(), &mut y32);
+        for bi in 0..bt {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut want = if runtime_b { 0.0 } else { f64::from(bias[j]) };
+                    for l in 0..k {
+                        want += f64::from(a32[(bi * m + i) * k + l])
+                            * f64::from(b32[(bi * k + l) * n + j]);
+                    }
+                    let got = f64::from(y32[(bi * m + i) * n + j]);
+                    assert!(
+                        (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+                        "y[{bi}][{i}][{j}] = {got}, reference {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Softmax, LogSoftmax and LayerNormalization rows (lengths around the 8 lanes, a masked
+/// -inf element) against f64 computations on the widened 16-bit input, in place.
+#[test]
+fn rows_against_the_reference() {
+    use super::rows::{layer_norm, scratch_bytes, softmax};
+    for len in [1usize, 3, 8, 37, 300] {
+        let rows = 3;
+        let mut x32: Vec<f32> = (0..rows * len)
+            .map(|i| ((i * 29 % 101) as f32 - 50.0) / 8.0)
+            .collect();
+        x32[len / 2] = f32::NEG_INFINITY;
+        let mut x = vec![0u16; x32.len()];
+        narrow(N16::F16, &x32, &mut x);
+        widen(N16::F16, &x, &mut x32);
+        let mut scratch = vec![0f32; scratch_bytes(len) / 4];
+        let scale: Vec<f32> = (0..len).map(|j| 1.0 + j as f32 / 64.0).collect();
+        let bias: Vec<f32> = (0..len).map(|j| j as f32 / 16.0).collect();
+        for which in 0..3 {
+            let mut y = x.clone();
+            let p = y.as_mut_ptr();
+            // SAFETY: `rows * len` values in place; one row of scratch; scale and bias `len`.
+            unsafe {
+                match which {
+                    0 | 1 => softmax(N16::F16, rows, len, which == 1, p, p, scratch.as_mut_ptr()),
+                    _ => layer_norm(
+                        N16::F16,
+                        rows,
+                        len,
+                        1e-5,
+                        scale.as_ptr(),
+                        bias.as_ptr(),
+                        p,
+                        p,
+                        scratch.as_mut_ptr(),
+                    ),
+                }
+            }
+            let mut got = vec![0f32; y.len()];
+            widen(N16::F16, &y, &mut got);
+            for r in 0..rows {
+                let row: Vec<f64> = x32[r * len..(r + 1) * len]
+                    .iter()
+                    .map(|&v| f64::from(v))
+                    .collect();
+                let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+                let n = len as f64;
+                let finite: Vec<f64> = row
+                    .iter()
+                    .map(|&v| if v.is_finite() { v } else { 0.0 })
+                    .collect();
+                let mean = finite.iter().sum::<f64>() / n;
+                let var = finite.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+                for j in 0..len {
+                    let want = match which {
+                        0 => (row[j] - max).exp() / sum,
+                        1 => row[j] - max - sum.ln(),
+                        _ => {
+                            (row[j] - mean) / (var + 1e-5).sqrt() * f64::from(scale[j])
+                                + f64::from(bias[j])
+                        }
+                    };
+                    let g = f64::from(got[r * len + j]);
+                    if which == 2 && r == 0 {
+                        // The -inf row of LayerNormalization is NaN/inf either way.
+                        continue;
+                    }
+                    let ok = g == want
+                        || (g.is_nan() && want.is_nan())
+                        || (g - want).abs() <= 2e-3 * want.abs().max(1e-2);
+                    assert!(
+                        ok,
+                        "op {which} len {len} row {r} [{j}]: {g}, reference {want}"
+                    );
+                }
+            }
+        }
+    }
+}
