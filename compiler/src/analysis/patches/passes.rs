@@ -4,10 +4,11 @@
 //! A pool needs the whole map it averages before anything that reads the pooled value can
 //! run, so a stage with `m` pools runs in `m + 1` passes over the grid (MCUNetV2's answer to
 //! SE, recomputing rather than storing the map):
-//! - pass `q < m` computes, patch by patch, the cells of the map pool `q` reads and sums each
-//!   cell per channel (never the whole map); after its last patch the partial sums are added
-//!   and scaled into the pooled value, and the nodes computed from pooled values alone (the
-//!   SE's small convs: [`globals`]) run once, whole;
+//! - pass `q < m` computes, patch by patch, the cells of the map pool `q` reads and averages
+//!   each cell per channel (never the whole map), weighted by its share of the plane; after
+//!   its last patch the cells' means are added into the pooled value (another summation order
+//!   than the whole pooling: within 1e-6 of the scale), and the nodes computed from pooled
+//!   values alone (the SE's small convs: [`globals`]) run once, whole;
 //! - the last pass computes the leaving values, as a one-pass stage does; the element-wise
 //!   nodes reading a pooled value (the SE's `Mul`) read it whole, broadcast per channel.
 //!
