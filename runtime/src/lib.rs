@@ -144,7 +144,8 @@ pub struct CompileOptions {
 
 /// When the planner runs a CNN's leading stage patch by patch
 /// ([`arenac_compiler::analysis::patches`]): the patched plan is kept only when its arena is
-/// smaller; the halos recompute up to 10% of the model's FLOPs, which costs latency.
+/// smaller; the halos (and a stage's passes over global pools) recompute up to
+/// [`CompileOptions::patch_flops`] of the model's FLOPs (10% by default), which costs latency.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Patches {
     /// Never (`--no-patches`).
