@@ -154,9 +154,20 @@ fn a_model_over_the_limit_runs_patched_with_the_same_outputs() {
             "patched {y} vs unpatched {x}"
         );
     }
-    let (code, out, err) = arenac(&["plan", m, "--threads", "1", "--patches"]);
+    let svg = dir.path().join("plan.svg");
+    let (code, out, err) = arenac(&[
+        "plan",
+        m,
+        "--threads",
+        "1",
+        "--patches",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("arena without patches"), "{out}");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("patches: stage of"), "the SVG shows the stage");
 }
 
 /// `--patch-flops` bounds what the halos may recompute: the plan report's share stays under
