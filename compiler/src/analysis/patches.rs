@@ -737,7 +737,7 @@ impl PatchInfo {
         let passes = match self.passes {
             0 | 1 => String::new(),
             k => format!(
-                " in {k} passes ({} global pool{} summed cell by cell{})",
+                " in {k} passes ({} global pool{} averaged cell by cell{})",
                 k - 1,
                 if k == 2 { "" } else { "s" },
                 match self.checkpoints.len() {
