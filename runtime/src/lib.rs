@@ -135,11 +135,17 @@ pub struct CompileOptions {
     /// recomputed): by default only when the plan does not fit an explicit memory limit
     /// otherwise. The plan report shows the stage, the grid and the arena without patches.
     pub patches: Patches,
+    /// The FLOPs patching may recompute, in percent of the model's (`--patch-flops`, default
+    /// 10): the halos, and the passes of a stage holding global pools (EfficientNet's
+    /// squeeze-and-excitation). Under an explicit memory limit that does not fit otherwise,
+    /// 25% and 50% are tried after it before refusing.
+    pub patch_flops: u32,
 }
 
 /// When the planner runs a CNN's leading stage patch by patch
 /// ([`arenac_compiler::analysis::patches`]): the patched plan is kept only when its arena is
-/// smaller; the halos recompute up to 10% of the model's FLOPs, which costs latency.
+/// smaller; the halos (and a stage's passes over global pools) recompute up to
+/// [`CompileOptions::patch_flops`] of the model's FLOPs (10% by default), which costs latency.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Patches {
     /// Never (`--no-patches`).
@@ -173,6 +179,7 @@ impl Default for CompileOptions {
             release_memory: true,
             winograd: true,
             patches: Patches::OverLimit,
+            patch_flops: arenac_compiler::analysis::patches::DEFAULT_PATCH_FLOPS,
         }
     }
 }
@@ -250,6 +257,7 @@ impl CompileOptions {
             },
             activations: self.activations,
             patches: self.patches == Patches::Always,
+            patch_flops: self.patch_flops,
             ..d
         }
     }
@@ -476,18 +484,26 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         .then(|| imported.graph.clone());
     let mut plan_opts = plan_opts;
     let mut plan = plan_graph(&mut imported.graph, &plan_opts)?;
-    if let (Some(budget), Some(mut g)) = (&budget, unplanned)
+    if let (Some(budget), Some(g)) = (&budget, unplanned)
         && plan.total_bytes() > budget.bytes
     {
-        let patched_opts = PlanOptions {
-            patches: true,
-            ..plan_opts
-        };
-        let patched = plan_graph(&mut g, &patched_opts)?;
-        if patched.patches.is_some() {
-            imported.graph = g;
-            plan = patched;
-            plan_opts = patched_opts;
+        // Larger recompute budgets (finer grids, deeper stages) only while it does not fit.
+        for (i, pct) in [opts.patch_flops, 25, 50].into_iter().enumerate() {
+            if (i > 0 && pct <= opts.patch_flops) || plan.total_bytes() <= budget.bytes {
+                continue;
+            }
+            let patched_opts = PlanOptions {
+                patches: true,
+                patch_flops: pct,
+                ..plan_opts
+            };
+            let mut try_g = g.clone();
+            let patched = plan_graph(&mut try_g, &patched_opts)?;
+            if patched.patches.is_some() && patched.arena_bytes < plan.arena_bytes {
+                imported.graph = try_g;
+                plan = patched;
+                plan_opts = patched_opts;
+            }
         }
     }
     if let Some(budget) = &budget {

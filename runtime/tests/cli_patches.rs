@@ -154,7 +154,46 @@ fn a_model_over_the_limit_runs_patched_with_the_same_outputs() {
             "patched {y} vs unpatched {x}"
         );
     }
-    let (code, out, err) = arenac(&["plan", m, "--threads", "1", "--patches"]);
+    let svg = dir.path().join("plan.svg");
+    let (code, out, err) = arenac(&[
+        "plan",
+        m,
+        "--threads",
+        "1",
+        "--patches",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("arena without patches"), "{out}");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("patches: stage of"), "the SVG shows the stage");
+}
+
+/// `--patch-flops` bounds what the halos may recompute: the plan report's share stays under
+/// it, and a larger budget never plans a larger arena; a memory limit that only a larger
+/// budget meets is met (the policy tries 25% and 50% before refusing).
+#[test]
+fn the_recompute_budget_bounds_the_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let m = model.to_str().unwrap();
+    let share = |json: &str| {
+        let v: serde_json::Value = serde_json::from_str(json).expect("JSON");
+        let p = &v["patches"];
+        p["extra_flops"].as_f64().unwrap_or(0.0) / p["total_flops"].as_f64().unwrap_or(1.0)
+    };
+    let (tight, weights, tj) = planned(m, &["--patches", "--patch-flops", "1"]);
+    let (loose, _, lj) = planned(m, &["--patches", "--patch-flops", "50"]);
+    assert!(share(&tj) <= 0.01, "{tj}");
+    assert!(share(&lj) <= 0.50, "{lj}");
+    // Here a finer grid or a deeper stage pays (1.0 MiB at 1%, 274 KiB at 50%).
+    assert!(loose < tight, "50%: {loose}, 1%: {tight}");
+    // A limit at the 50% plan's total: met (the policy tries 10%, then 25% and 50%).
+    let limit = (weights + loose).to_string();
+    let (code, out, err) = arenac(&["run", m, "--threads", "1", "--memory-limit", &limit]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("patches: stage of"), "{out}");
+    let (code, _, err) = arenac(&["plan", m, "--patch-flops", "-3"]);
+    assert_ne!(code, 0, "{err}");
 }

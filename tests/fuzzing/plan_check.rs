@@ -39,6 +39,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
         fuse_elementwise: false,
         activations: arenac_compiler::analysis::act_type::ActType::F32,
         patches: false,
+        patch_flops: arenac_compiler::analysis::patches::DEFAULT_PATCH_FLOPS,
     }
 }
 

@@ -99,10 +99,16 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         | Op::ClipDynamic { .. }
         | Op::FusedElementwise(_)
         | Op::BatchNormalization { .. } => {
-            // Every arena input has the output's shape (constants broadcast per channel).
+            // Every arena input has the output's shape (constants broadcast per channel; a
+            // pooled value, one pixel per channel, is read whole: `passes::broadcast`).
             let same = node.inputs.iter().all(|&v| {
                 matches!(g.value(v).kind, ValueKind::Constant(_))
                     || g.value(v).ty.shape == y.ty.shape
+                    || node
+                        .outputs
+                        .first()
+                        .is_some_and(|&o| passes::broadcast(g, v, o))
+                        && g.value(v).ty.shape.get(..2) == y.ty.shape.get(..2)
             });
             same.then_some(None)
         }
@@ -133,6 +139,9 @@ pub struct PatchPlan {
     pub leaving: Vec<ValueId>,
     /// Patches per side.
     pub grid: usize,
+    /// The passes over the grid: one, or one per global pool in the stage plus one
+    /// ([`passes`]).
+    pub passes: Vec<passes::Pass>,
     /// Predicted peak of live bytes with patches (64-byte aligned buffers).
     pub peak_bytes: usize,
     /// The stage's share of it: inputs + stage output + the largest patch working set.
@@ -214,6 +223,17 @@ pub fn windows_of(
     n: usize,
     seeds: &[(ValueId, Window)],
 ) -> HashMap<ValueId, Window> {
+    windows_cut(g, order, n, seeds, &Cut::default())
+}
+
+/// [`windows_of`] for one pass of a multi-pass stage ([`ranges_cut`]).
+pub fn windows_cut(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Window)],
+    cut: &Cut,
+) -> HashMap<ValueId, Window> {
     let pick = |dim: usize| -> Vec<(ValueId, Range<usize>)> {
         seeds
             .iter()
@@ -229,8 +249,8 @@ pub fn windows_of(
             })
             .collect()
     };
-    let rows = ranges(g, order, n, &pick(0), 0);
-    let cols = ranges(g, order, n, &pick(1), 1);
+    let rows = ranges_cut(g, order, n, &pick(0), 0, cut);
+    let cols = ranges_cut(g, order, n, &pick(1), 1, cut);
     g.value_ids()
         .filter_map(|v| {
             let rows = rows.get(v.index())?.clone()?;
@@ -250,6 +270,30 @@ pub fn ranges(
     seeds: &[(ValueId, Range<usize>)],
     dim: usize,
 ) -> Vec<Option<Range<usize>>> {
+    ranges_cut(g, order, n, seeds, dim, &Cut::default())
+}
+
+/// What a pass of a multi-pass stage does not compute per patch ([`passes`]): values
+/// computed once, whole (pooled values and what is made from them alone), and values an
+/// earlier pass wrote whole (a checkpoint: windows are found for it, its producers are not
+/// visited).
+#[derive(Clone, Debug, Default)]
+pub struct Cut {
+    /// Computed once, whole: never given a window.
+    pub global: std::collections::HashSet<ValueId>,
+    /// Read whole from an earlier pass.
+    pub stop: std::collections::HashSet<ValueId>,
+}
+
+/// [`ranges`] of one pass: nothing is propagated through `cut`'s values.
+pub fn ranges_cut(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Range<usize>)],
+    dim: usize,
+    cut: &Cut,
+) -> Vec<Option<Range<usize>>> {
     let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
     for (v, r) in seeds {
         if let Some(o) = win.get_mut(v.index()) {
@@ -267,6 +311,12 @@ pub fn ranges(
         else {
             continue;
         };
+        let Some(&y) = node.outputs.first() else {
+            continue;
+        };
+        if cut.stop.contains(&y) || cut.global.contains(&y) {
+            continue;
+        }
         let Some(rule) = rule(g, id) else {
             continue;
         };
@@ -276,7 +326,10 @@ pub fn ranges(
             None => &node.inputs[..],
         };
         for &v in reads {
-            if matches!(g.value(v).kind, ValueKind::Constant(_)) {
+            if matches!(g.value(v).kind, ValueKind::Constant(_))
+                || cut.global.contains(&v)
+                || passes::broadcast(g, v, y)
+            {
                 continue;
             }
             let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
@@ -380,13 +433,17 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             last_read.insert(v, s);
         }
     }
+    let global = passes::globals(g, order);
     let mut candidates = Vec::new();
     for n in 1..=steps {
-        if rule(g, order[n - 1]).is_none() {
+        let last = g.node(order[n - 1]);
+        let once = !last.outputs.is_empty() && last.outputs.iter().all(|v| global.contains(v));
+        if rule(g, order[n - 1]).is_none() && !once {
             break;
         }
         // Values made in the stage and read after it (or graph outputs): 4-d, each written
-        // whole patch by patch; the last made is the stage output.
+        // whole patch by patch; the last made is the stage output. Pooled values (and what
+        // is made from them alone) are computed whole, once.
         let made: Vec<ValueId> = order[..n]
             .iter()
             .flat_map(|&id| g.node(id).outputs.clone())
@@ -394,6 +451,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         let mut leaving: Vec<ValueId> = made
             .iter()
             .copied()
+            .filter(|v| !global.contains(v))
             .filter(|v| g.outputs.contains(v) || last_read.get(v).is_some_and(|&s| s >= n))
             .collect();
         let Some(out) = leaving.pop() else {
@@ -404,13 +462,32 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         if !plane(oty) || !leaving.iter().all(|&v| plane(&g.value(v).ty)) {
             continue;
         }
-        // Every leaving value's plane is cut into the grid's cells.
-        let side = leaving
+        let all: Vec<ValueId> = std::iter::once(*out).chain(leaving.clone()).collect();
+        // A stage holding global pools runs in passes; one pass without.
+        let Some(plan) = passes::plan(g, order, n, &global, &all) else {
+            break;
+        };
+        let targets: Vec<Vec<ValueId>> = plan
             .iter()
-            .chain([out])
+            .map(|pass| passes::targets(g, pass, &all))
+            .collect();
+        let cut_of: Vec<Cut> = plan
+            .iter()
+            .map(|pass| Cut {
+                global: global.clone(),
+                stop: pass.read.into_iter().collect(),
+            })
+            .collect();
+        // Every value a pass writes or pools is cut into the grid's cells.
+        let side = targets
+            .iter()
+            .flatten()
             .map(|&v| {
                 let s = &g.value(v).ty.shape;
-                s[2].min(s[3])
+                s.get(2)
+                    .copied()
+                    .unwrap_or(0)
+                    .min(s.get(3).copied().unwrap_or(0))
             })
             .min()
             .unwrap_or(0);
@@ -418,19 +495,37 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             .iter()
             .map(|&v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
             .sum();
-        // Graph inputs read in the stage stay whole.
+        let bytes_of =
+            |v: Option<ValueId>| v.map_or(0, |v| aligned(g.value(v).ty.bytes().unwrap_or(0)));
+        // Graph inputs stay whole until the last pass reading them.
         let inputs: usize = g
             .value_ids()
             .filter(|&v| g.value(v).kind == ValueKind::Input)
             .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
             .sum();
+        let inputs_until = plan
+            .iter()
+            .enumerate()
+            .filter(|(q, _)| {
+                passes::closure(g, order, n, &targets[*q], &cut_of[*q].stop, &global)
+                    .iter()
+                    .any(|&id| {
+                        g.node(id)
+                            .inputs
+                            .iter()
+                            .any(|&v| g.value(v).kind == ValueKind::Input)
+                    })
+            })
+            .map(|(q, _)| q)
+            .max()
+            .unwrap_or(0);
         let rest_bytes = rest_peak(g, live, &at, &step_of, n, *out);
         let stage_flops: u64 = order[..n].iter().map(|&id| flops_of(g, id)).sum();
-        // Each stage value but the output: (value, producer's step, last reader's step
-        // clamped to the stage, bytes per pixel).
+        // Each stage value but the output and the pooled ones: (value, producer's step, last
+        // reader's step clamped to the stage, bytes per pixel).
         let spans: Vec<(ValueId, usize, usize, usize)> = made
             .iter()
-            .filter(|&&v| v != *out)
+            .filter(|&&v| v != *out && !global.contains(&v))
             .map(|&v| {
                 let start = match g.value(v).kind {
                     ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
@@ -446,60 +541,90 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 (v, start.min(n - 1), end, elem)
             })
             .collect();
+        let len = |m: &[Option<Range<usize>>], v: ValueId| {
+            m.get(v.index())
+                .and_then(Option::as_ref)
+                .map_or(0, |r| r.len())
+        };
         for p in 2..=max_grid.min(side) {
-            let mut worst = 0usize;
-            let cuts = |dim: usize| -> Vec<Vec<Option<Range<usize>>>> {
-                (0..p)
-                    .map(|i| {
-                        let seeds = cells(g, *out, &leaving, p, dim, i);
-                        ranges(g, order, n, &seeds, dim)
-                    })
-                    .collect()
-            };
-            let (rows, cols) = (cuts(0), cuts(1));
-            let len = |m: &[Option<Range<usize>>], v: ValueId| {
-                m.get(v.index())
-                    .and_then(Option::as_ref)
-                    .map_or(0, |r| r.len())
-            };
-            // Per row (column) range of the grid: each span value's row (column) count.
-            let lens = |ms: &[Vec<Option<Range<usize>>>]| -> Vec<Vec<usize>> {
-                ms.iter()
-                    .map(|m| spans.iter().map(|&(v, ..)| len(m, v)).collect())
-                    .collect()
-            };
-            let (row_lens, col_lens) = (lens(&rows), lens(&cols));
-            let mut diff = vec![0isize; n + 1];
-            for rl in &row_lens {
-                for cl in &col_lens {
-                    // Live bytes per step: each value from its producer's step to its last
-                    // reader's (a difference array, then its running sum).
-                    diff.fill(0);
-                    for (k, &(_, start, end, elem)) in spans.iter().enumerate() {
-                        let b = aligned(elem * rl[k] * cl[k]) as isize;
-                        diff[start] += b;
-                        diff[end + 1] -= b;
-                    }
-                    let mut live_bytes = 0isize;
-                    for d in &diff[..n] {
-                        live_bytes += d;
-                        worst = worst.max(live_bytes.max(0) as usize);
+            let mut stage_bytes = 0usize;
+            // Output elements computed over all patches of all passes, per value.
+            let mut area: HashMap<ValueId, usize> = HashMap::new();
+            for (q, pass) in plan.iter().enumerate() {
+                let t = &targets[q];
+                let cut = &cut_of[q];
+                let cuts = |dim: usize| -> Vec<Vec<Option<Range<usize>>>> {
+                    (0..p)
+                        .map(|i| {
+                            let seeds = cells(g, t[0], &t[1..], p, dim, i);
+                            ranges_cut(g, order, n, &seeds, dim, cut)
+                        })
+                        .collect()
+                };
+                let (rows, cols) = (cuts(0), cuts(1));
+                // Per row (column) range of the grid: each span value's row (column) count.
+                let lens = |ms: &[Vec<Option<Range<usize>>>]| -> Vec<Vec<usize>> {
+                    ms.iter()
+                        .map(|m| spans.iter().map(|&(v, ..)| len(m, v)).collect())
+                        .collect()
+                };
+                let (row_lens, col_lens) = (lens(&rows), lens(&cols));
+                let mut worst = 0usize;
+                let mut diff = vec![0isize; n + 1];
+                for rl in &row_lens {
+                    for cl in &col_lens {
+                        // Live bytes per step: each value from its producer's step to its
+                        // last reader's (a difference array, then its running sum).
+                        diff.fill(0);
+                        for (k, &(_, start, end, elem)) in spans.iter().enumerate() {
+                            let b = aligned(elem * rl[k] * cl[k]) as isize;
+                            diff[start] += b;
+                            diff[end + 1] -= b;
+                        }
+                        let mut live_bytes = 0isize;
+                        for d in &diff[..n] {
+                            live_bytes += d;
+                            worst = worst.max(live_bytes.max(0) as usize);
+                        }
                     }
                 }
+                // Whole values live in this pass: the checkpoints read and written, the
+                // leaving values in the last pass, the graph inputs until read.
+                let mut here = bytes_of(pass.read).saturating_add(bytes_of(pass.write));
+                if pass.pool.is_none() {
+                    here = here
+                        .saturating_add(aligned(oty.bytes().unwrap_or(0)))
+                        .saturating_add(whole);
+                }
+                if q <= inputs_until {
+                    here = here.saturating_add(inputs);
+                }
+                stage_bytes = stage_bytes.max(here.saturating_add(worst));
+                // (sum of row lengths) x (sum of column lengths) per value computed here.
+                for &id in &order[..n] {
+                    let Some(&y) = g.node(id).outputs.first() else {
+                        continue;
+                    };
+                    if cut.stop.contains(&y) {
+                        continue;
+                    }
+                    let a = rows.iter().map(|m| len(m, y)).sum::<usize>()
+                        * cols.iter().map(|m| len(m, y)).sum::<usize>();
+                    *area.entry(y).or_insert(0) += a;
+                }
             }
-            // Output elements computed over all patches: (sum of row lengths) x (sum of
-            // column lengths).
-            let area = |v: ValueId| {
-                rows.iter().map(|m| len(m, v)).sum::<usize>()
-                    * cols.iter().map(|m| len(m, v)).sum::<usize>()
-            };
             let extra_flops: u64 = order[..n]
                 .iter()
-                .map(|&id| {
-                    let y = g.node(id).outputs[0];
-                    let full = g.value(y).ty.shape[2] * g.value(y).ty.shape[3];
+                .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
+                .map(|(id, y)| {
+                    let full = g
+                        .value(y)
+                        .ty
+                        .shape
+                        .get(2..4)
+                        .map_or(1, |s| s.iter().product());
                     let f = flops_of(g, id);
-                    let done = match area(y) {
+                    let done = match area.get(&y).copied().unwrap_or(0) {
                         0 => full,
                         a => a,
                     };
@@ -507,15 +632,12 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                     scaled.saturating_sub(f)
                 })
                 .sum();
-            let stage_bytes = inputs
-                .saturating_add(aligned(oty.bytes().unwrap_or(0)))
-                .saturating_add(whole)
-                .saturating_add(worst);
             candidates.push(PatchPlan {
                 nodes: n,
                 output: *out,
                 leaving: leaving.clone(),
                 grid: p,
+                passes: plan.clone(),
                 peak_bytes: stage_bytes.max(rest_bytes),
                 stage_bytes,
                 rest_bytes,
@@ -557,8 +679,11 @@ pub fn cells(
 /// Grids tried: up to this many patches per side.
 pub const MAX_GRID: usize = 8;
 
-/// Recomputed FLOPs allowed, as a share of the whole graph's.
+/// Recomputed FLOPs allowed by default, as a share of the whole graph's.
 pub const MAX_EXTRA_FLOPS: f64 = 0.10;
+
+/// [`MAX_EXTRA_FLOPS`] in percent (`PlanOptions::patch_flops`' default).
+pub const DEFAULT_PATCH_FLOPS: u32 = 10;
 
 /// The patched stage of a plan, for reports (`arenac plan`: text and the JSON field
 /// `patches`).
@@ -573,6 +698,13 @@ pub struct PatchInfo {
     pub leaving: Vec<String>,
     /// Patches per side.
     pub grid: usize,
+    /// Passes over the grid: 1, or one more than the global pools in the stage (each pool's
+    /// map computed patch by patch, summed per cell, then computed again).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub passes: usize,
+    /// The checkpoints written whole between passes (instead of recomputing before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<String>,
     /// The arena without patches.
     pub unpatched_bytes: usize,
     /// The peak [`analyze`] predicted with patches.
@@ -581,6 +713,14 @@ pub struct PatchInfo {
     pub extra_flops: u64,
     /// FLOPs of the whole graph, unpatched.
     pub total_flops: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl PatchInfo {
@@ -594,9 +734,29 @@ impl PatchInfo {
                 if k == 1 { "" } else { "s" }
             ),
         };
+        let passes = match self.passes {
+            0 | 1 => String::new(),
+            k => format!(
+                " in {k} passes ({} global pool{} averaged cell by cell{})",
+                k - 1,
+                if k == 2 { "" } else { "s" },
+                match self.checkpoints.len() {
+                    0 => String::new(),
+                    c => format!(
+                        ", {c} checkpoint{} written whole",
+                        if c == 1 { "" } else { "s" }
+                    ),
+                }
+            ),
+        };
+        let what = if self.passes > 1 {
+            "the halos and passes"
+        } else {
+            "the halos"
+        };
         format!(
-            "stage of {} nodes up to '{}'{also} run as {}x{} patches; arena without patches {} \
-             ({:.2}x of it now), the halos recompute {:.1}% of the model's FLOPs",
+            "stage of {} nodes up to '{}'{also} run as {}x{} patches{passes}; arena without \
+             patches {} ({:.2}x of it now), {what} recompute {:.1}% of the model's FLOPs",
             self.stage_nodes,
             self.output,
             self.grid,
@@ -608,12 +768,18 @@ impl PatchInfo {
     }
 }
 
-/// The best candidate of [`analyze`] (lowest predicted peak within [`MAX_EXTRA_FLOPS`]) as
-/// a rewritten graph, or `None` when no candidate lowers the peak or the rewrite cannot
-/// express the stage. `order` is the schedule the graph is planned in today.
-pub fn patch(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Option<(Graph, PatchInfo)> {
+/// The best candidate of [`analyze`] (lowest predicted peak whose recomputed FLOPs are at
+/// most `max_extra` of the model's, [`MAX_EXTRA_FLOPS`] by default) as a rewritten graph, or
+/// `None` when no candidate lowers the peak or the rewrite cannot express the stage. `order`
+/// is the schedule the graph is planned in today.
+pub fn patch(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    max_extra: f64,
+) -> Option<(Graph, PatchInfo)> {
     let report = analyze(g, order, opts, MAX_GRID);
-    let best = report.best(MAX_EXTRA_FLOPS)?;
+    let best = report.best(max_extra)?;
     let ng = lower::rewrite(g, order, best)?;
     Some((
         ng,
@@ -626,6 +792,13 @@ pub fn patch(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Option<(Grap
                 .map(|&v| g.value(v).name.clone())
                 .collect(),
             grid: best.grid,
+            passes: best.passes.len().max(1),
+            checkpoints: best
+                .passes
+                .iter()
+                .filter_map(|p| p.write)
+                .map(|v| g.value(v).name.clone())
+                .collect(),
             unpatched_bytes: report.unpatched_bytes,
             predicted_bytes: best.peak_bytes,
             extra_flops: best.extra_flops,
@@ -635,6 +808,7 @@ pub fn patch(g: &Graph, order: &[NodeId], opts: LivenessOptions) -> Option<(Grap
 }
 
 mod lower;
+pub mod passes;
 pub use lower::rewrite;
 
 #[cfg(test)]

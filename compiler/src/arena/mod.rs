@@ -58,6 +58,10 @@ pub struct PlanOptions {
     /// Run the leading stage of a CNN patch by patch when that lowers the arena
     /// ([`crate::analysis::patches`]). Only [`plan_graph`] reads it.
     pub patches: bool,
+    /// With `patches`: the FLOPs the halos (and the passes of a stage holding global pools)
+    /// may recompute, in percent of the model's (default
+    /// [`patches::MAX_EXTRA_FLOPS`], 10%).
+    pub patch_flops: u32,
 }
 
 impl Default for PlanOptions {
@@ -69,6 +73,7 @@ impl Default for PlanOptions {
             fuse_elementwise: true,
             activations: ActType::F32,
             patches: false,
+            patch_flops: patches::DEFAULT_PATCH_FLOPS,
         }
     }
 }
@@ -377,7 +382,12 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
             winograd: false,
             ..opts.liveness
         };
-        if let Some((ng, info)) = patches::patch(g, &plan.schedule, predict) {
+        if let Some((ng, info)) = patches::patch(
+            g,
+            &plan.schedule,
+            predict,
+            f64::from(opts.patch_flops) / 100.0,
+        ) {
             if cfg!(debug_assertions)
                 && let Err(e) = crate::ir::verify::verify(&ng)
             {

@@ -155,6 +155,15 @@ fn panel(s: &mut String, g: &Graph, plan: &ArenaPlan, title: &str) {
         human_bytes(plan.layer_wise_bound_bytes),
         human_bytes(plan.weights.bytes)
     );
+    // The stage run patch by patch (grid, passes, arena without patches, recompute).
+    if let Some(p) = &plan.patches {
+        let _ = writeln!(
+            s,
+            r##"<text x="{LEFT}" y="{:.1}" font-size="12" fill="#555">patches: {}</text>"##,
+            H - 6.0,
+            esc(&p.describe(plan.arena_bytes))
+        );
+    }
 
     // Grid and axes.
     let mut grid = String::new();

@@ -85,6 +85,115 @@ fn stack(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
     .build()
 }
 
+/// EfficientNet-style blocks with squeeze-and-excitation: a stem conv + swish, a depthwise
+/// block with SE, an expand / stride-2 depthwise / SE / project block and a residual one
+/// (three SEs: a stage over all of them runs in four passes, with checkpoints), then a conv
+/// and global average pooling.
+fn se_stack(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let mut t = |name: &str, shape: &[usize]| (name.to_string(), rng.tensor(shape, -0.5, 0.5));
+    let (e, r) = (3 * c, c.div_ceil(2));
+    let inits = [
+        t("w0", &[c, 3, 3, 3]),
+        t("wd1", &[c, 1, 3, 3]),
+        t("wp1", &[c, c, 1, 1]),
+        t("we2", &[e, c, 1, 1]),
+        t("wd2", &[e, 1, 3, 3]),
+        t("wp2", &[c, e, 1, 1]),
+        t("we3", &[e, c, 1, 1]),
+        t("wd3", &[e, 1, 5, 5]),
+        t("wp3", &[c, e, 1, 1]),
+        t("wz", &[c, c, 3, 3]),
+        t("f1a", &[r, c, 1, 1]),
+        t("f1b", &[c, r, 1, 1]),
+        t("g1", &[c, 1, 1]),
+        t("f2a", &[r, e, 1, 1]),
+        t("f2b", &[e, r, 1, 1]),
+        t("g2", &[e, 1, 1]),
+        t("f3a", &[r, e, 1, 1]),
+        t("f3b", &[e, r, 1, 1]),
+        t("g3", &[e, 1, 1]),
+    ];
+    let mut mb = ModelBuilder::new("se", 13)
+        .input("x", DType::F32, &dims(&[1, 3, h, w]))
+        .output("y", DType::F32, &[]);
+    for (name, tensor) in &inits {
+        mb = mb.initializer(name, tensor);
+    }
+    let pad = |k: i64| vec![("pads", ints(&[k, k, k, k]))];
+    let dw = |g: usize, k: i64, s: i64| {
+        vec![
+            ("pads", ints(&[k / 2, k / 2, k / 2, k / 2])),
+            ("group", Attr::Int(g as i64)),
+            ("strides", ints(&[s, s])),
+            ("kernel_shape", ints(&[k, k])),
+        ]
+    };
+    // x * sigmoid(x)
+    let swish = |mb: ModelBuilder, x: &str, y: &str| {
+        let sg = format!("{y}_sig");
+        mb.node(&format!("{y}_s"), "Sigmoid", &[x], &[&sg], vec![])
+            .node(&format!("{y}_m"), "Mul", &[x, &sg], &[y], vec![])
+    };
+    // x * sigmoid(fc_b(relu(fc_a(gap(x)) ) + g))
+    let se = |mb: ModelBuilder, x: &str, k: u32, y: &str| {
+        let n = |s: &str| format!("se{k}_{s}");
+        mb.node(&n("gap"), "GlobalAveragePool", &[x], &[&n("p")], vec![])
+            .node(
+                &n("fa"),
+                "Conv",
+                &[&n("p"), &format!("f{k}a")],
+                &[&n("a")],
+                vec![],
+            )
+            .node(&n("ra"), "Relu", &[&n("a")], &[&n("ar")], vec![])
+            .node(
+                &n("fb"),
+                "Conv",
+                &[&n("ar"), &format!("f{k}b")],
+                &[&n("b")],
+                vec![],
+            )
+            .node(
+                &n("ab"),
+                "Add",
+                &[&n("b"), &format!("g{k}")],
+                &[&n("bg")],
+                vec![],
+            )
+            .node(&n("sg"), "Sigmoid", &[&n("bg")], &[&n("s")], vec![])
+            .node(&n("mul"), "Mul", &[x, &n("s")], &[y], vec![])
+    };
+    let mut mb = mb.node(
+        "stem",
+        "Conv",
+        &["x", "w0"],
+        &["a0"],
+        vec![("pads", ints(&[1, 1, 1, 1])), ("strides", ints(&[1, 2]))],
+    );
+    mb = swish(mb, "a0", "s0");
+    mb = mb.node("dw1", "Conv", &["s0", "wd1"], &["d1"], dw(c, 3, 1));
+    mb = swish(mb, "d1", "x1");
+    mb = se(mb, "x1", 1, "m1");
+    mb = mb.node("p1", "Conv", &["m1", "wp1"], &["b1"], vec![]);
+    mb = mb.node("e2", "Conv", &["b1", "we2"], &["e2"], vec![]);
+    mb = swish(mb, "e2", "e2s");
+    mb = mb.node("dw2", "Conv", &["e2s", "wd2"], &["d2"], dw(e, 3, 2));
+    mb = swish(mb, "d2", "x2");
+    mb = se(mb, "x2", 2, "m2");
+    mb = mb.node("p2", "Conv", &["m2", "wp2"], &["b2"], vec![]);
+    mb = mb.node("e3", "Conv", &["b2", "we3"], &["e3"], vec![]);
+    mb = swish(mb, "e3", "e3s");
+    mb = mb.node("dw3", "Conv", &["e3s", "wd3"], &["d3"], dw(e, 5, 1));
+    mb = swish(mb, "d3", "x3");
+    mb = se(mb, "x3", 3, "m3");
+    mb = mb.node("p3", "Conv", &["m3", "wp3"], &["q3"], vec![]);
+    mb = mb.node("res", "Add", &["q3", "b2"], &["b3"], vec![]);
+    mb.node("z", "Conv", &["b3", "wz"], &["z"], pad(1))
+        .node("gap", "GlobalAveragePool", &["z"], &["y"], vec![])
+        .build()
+}
+
 /// `|a - b| <= 1e-6 * max |a|` everywhere; returns whether every element is the same bits.
 fn close(a: &Tensor, b: &Tensor, what: &str) -> bool {
     assert_eq!(a.shape(), b.shape(), "{what}: shape");
@@ -179,8 +288,16 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
         }
     }
     for stage in stages {
+        // Every value a pass cuts into cells: the leaving ones, pooled maps, checkpoints.
+        let pooled = stage.passes.iter().flat_map(|q| {
+            q.pool
+                .map(|p| g.node(p).inputs[0])
+                .into_iter()
+                .chain(q.write)
+        });
         let side = std::iter::once(stage.output)
             .chain(stage.leaving.iter().copied())
+            .chain(pooled)
             .map(|v| {
                 let s = &g.value(v).ty.shape;
                 s[2].min(s[3])
@@ -252,6 +369,47 @@ fn multi_output_stages_match_the_unpatched_program() {
         "only {multi} of {graphs} graphs had several leaving values"
     );
     eprintln!("{exact} of {graphs} patched U-Nets bit-identical ({multi} multi-output)");
+}
+
+/// Stages holding squeeze-and-excitation blocks run in passes (each pooled map summed cell by
+/// cell, then recomputed, from a checkpoint after the first pool): every stage and grid
+/// computes the unpatched outputs within 1e-6 of their scale (the pooled sums are added in
+/// another order).
+#[test]
+fn squeeze_excitation_stages_run_in_passes() {
+    let mut rng = Rng(0x5e5e);
+    let (mut graphs, mut multi) = (0, 0);
+    let mut checkpoints = 0;
+    for (h, w, c) in [(18, 22, 4), (13, 11, 3)] {
+        let model = se_stack(h, w, c, &mut rng);
+        let x = rng.tensor(&[1, 3, h, w], -1.0, 1.0);
+        let mut g = import(&model);
+        let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+        let report = analyze(&g, &plan.schedule, LivenessOptions::full(), usize::MAX);
+        let deep = report
+            .candidates
+            .iter()
+            .filter(|c| c.passes.len() == 4)
+            .count();
+        assert!(deep > 0, "{h}x{w}x{c}: no stage over the three SE blocks");
+        multi += report
+            .candidates
+            .iter()
+            .filter(|c| c.passes.len() > 1)
+            .count();
+        checkpoints += report
+            .candidates
+            .iter()
+            .filter(|c| c.passes.iter().any(|p| p.write.is_some()))
+            .count();
+        let (n, _, _) = every_stage_and_grid(&model, &x, &format!("se {h}x{w}x{c}"));
+        graphs += n;
+    }
+    assert!(
+        multi > 10 && checkpoints > 5,
+        "{multi} multi-pass, {checkpoints} checkpointed"
+    );
+    eprintln!("{graphs} patched SE stacks match ({multi} multi-pass candidates)");
 }
 
 /// With `patches` on, the planner keeps the rewrite only when it plans a smaller arena, and

@@ -58,6 +58,11 @@ struct BuildArgs {
     /// Never run stages patch by patch, even to fit --memory-limit.
     #[arg(long)]
     no_patches: bool,
+    /// The FLOPs patching may recompute, in percent of the model's (the halos, and the
+    /// passes a stage with global pools runs: EfficientNet's squeeze-and-excitation).
+    #[arg(long, value_name = "PCT", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(0..=1000))]
+    patch_flops: u32,
     /// Never run Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (by default the
     /// planner takes it where it is faster and its scratch does not raise the arena).
     #[arg(long)]
@@ -86,6 +91,7 @@ impl BuildArgs {
             _ => Patches::OverLimit,
         };
         opts.winograd = !self.no_winograd;
+        opts.patch_flops = self.patch_flops;
         Ok(opts)
     }
 }

@@ -27,10 +27,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Local, PatchPlan, Window, back, cells, rule, windows_of};
+use super::passes::{self, Pass};
+use super::{Cut, Local, PatchPlan, Window, back, cells, rule, windows_cut};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::tensor::Tensor;
 use crate::ir::types::TensorType;
-use crate::ops::{Op, SliceAxis};
+use crate::ops::{BinaryOp, Op, SliceAxis, VariadicOp};
 
 /// The graph `g` (run in `order`) with `plan`'s stage run patch by patch, or `None` when the
 /// stage holds something this rewrite cannot express (then the graph is left unpatched).
@@ -60,54 +62,128 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
     let leaving: Vec<ValueId> = std::iter::once(out)
         .chain(plan.leaving.iter().copied())
         .collect();
+    let global = passes::globals(g, order);
+    let one = [Pass {
+        pool: None,
+        read: None,
+        write: None,
+    }];
+    let plan_passes: &[Pass] = if plan.passes.is_empty() {
+        &one
+    } else {
+        &plan.passes
+    };
+    let many = plan_passes.len() > 1;
     let mut acc: Vec<Option<ValueId>> = vec![None; leaving.len()];
-    for i in 0..p {
-        let rows = cells(g, out, &plan.leaving, p, 0, i);
-        for j in 0..p {
-            let cols = cells(g, out, &plan.leaving, p, 1, j);
-            if rows.len() != leaving.len() || cols.len() != leaving.len() {
-                return None;
-            }
-            let seeds: Vec<(ValueId, Window)> = rows
-                .iter()
-                .zip(&cols)
-                .map(|((v, r), (_, c))| {
-                    (
-                        *v,
-                        Window {
-                            rows: r.clone(),
-                            cols: c.clone(),
-                        },
-                    )
-                })
-                .collect();
-            let win = windows_of(g, order, n, &seeds);
-            let mut patch = Patch {
-                tag: format!("p{i}x{j}"),
-                values: HashMap::new(),
-                slices: HashMap::new(),
-            };
-            for &id in stage {
-                b.node_on_patch(id, &win, &made, &mut patch)?;
-            }
-            let k = i * p + j + 1;
-            for ((v, want), slot) in seeds.iter().zip(acc.iter_mut()) {
-                // The cell of this leaving value (cropped when a wider window of it was
-                // computed for a stage node reading it) into its window of the whole value.
-                let pv = b.window_of(*v, want, &made, &mut patch)?;
-                let full = &g.value(*v).ty.shape;
-                let vname = g.value(*v).name.clone();
-                let name = if k == p * p {
-                    vname.clone()
-                } else {
-                    b.fresh(&format!("{vname}@acc{k}"))
+    for (q, pass) in plan_passes.iter().enumerate() {
+        let t = passes::targets(g, pass, &leaving);
+        let first = *t.first()?;
+        let cut = Cut {
+            global: global.clone(),
+            stop: pass.read.into_iter().collect(),
+        };
+        let mut partials = Vec::new();
+        let mut ckpt: Option<ValueId> = None;
+        for i in 0..p {
+            let rows = cells(g, first, &t[1..], p, 0, i);
+            for j in 0..p {
+                let cols = cells(g, first, &t[1..], p, 1, j);
+                if rows.len() != t.len() || cols.len() != t.len() {
+                    return None;
+                }
+                let seeds: Vec<(ValueId, Window)> = rows
+                    .iter()
+                    .zip(&cols)
+                    .map(|((v, r), (_, c))| {
+                        (
+                            *v,
+                            Window {
+                                rows: r.clone(),
+                                cols: c.clone(),
+                            },
+                        )
+                    })
+                    .collect();
+                let win = windows_cut(g, order, n, &seeds, &cut);
+                let mut patch = Patch {
+                    tag: if many {
+                        format!("q{q}p{i}x{j}")
+                    } else {
+                        format!("p{i}x{j}")
+                    },
+                    values: HashMap::new(),
+                    slices: HashMap::new(),
+                    stop: cut.stop.clone(),
+                    global: &cut.global,
                 };
-                let ins: Vec<ValueId> = slot.iter().copied().chain([pv]).collect();
-                let op = Op::PatchWrite {
-                    at: [want.rows.start, want.cols.start],
-                    full: [*full.get(2)?, *full.get(3)?],
-                };
-                *slot = Some(b.add(format!("{vname}@write{k}"), op, &ins, name)?);
+                for &id in stage {
+                    b.node_on_patch(id, &win, &made, &mut patch)?;
+                }
+                let k = i * p + j + 1;
+                for (idx, (v, want)) in seeds.iter().enumerate() {
+                    // The cell of this value (cropped when a wider window of it was computed
+                    // for a stage node reading it).
+                    let pv = b.window_of(*v, want, &made, &mut patch)?;
+                    let vname = g.value(*v).name.clone();
+                    let full = &g.value(*v).ty.shape;
+                    let op = Op::PatchWrite {
+                        at: [want.rows.start, want.cols.start],
+                        full: [*full.get(2)?, *full.get(3)?],
+                    };
+                    if pass.pool.is_some() && idx == 0 {
+                        // A pooled map: its cell averaged per channel (the pooling kernel, ten
+                        // times a ReduceSum's speed here), weighted by the cell's share of
+                        // the plane.
+                        let name = b.fresh(&format!("{vname}@{}@mean", patch.tag));
+                        let mean = b.add(name.clone(), Op::GlobalAveragePool, &[pv], name)?;
+                        let share = (want.rows.len() * want.cols.len()) as f64
+                            / (*full.get(2)? * *full.get(3)?).max(1) as f64;
+                        let c = b.scalar(&format!("{vname}@{}@share", patch.tag), *v, share);
+                        let name = b.fresh(&format!("{vname}@{}@part", patch.tag));
+                        let op = Op::Binary(BinaryOp::Mul);
+                        partials.push(b.add(name.clone(), op, &[mean, c], name)?);
+                    } else if pass.write == Some(*v) && idx + 1 == seeds.len() {
+                        // The checkpoint, written whole for the next pass.
+                        let name = b.fresh(&format!("{vname}@ckpt{q}@acc{k}"));
+                        let ins: Vec<ValueId> = ckpt.iter().copied().chain([pv]).collect();
+                        let node = b.fresh(&format!("{vname}@ckpt{q}@write{k}"));
+                        ckpt = Some(b.add(node, op, &ins, name)?);
+                    } else {
+                        // A leaving value: its cell into its window of the whole value.
+                        let slot = acc.get_mut(idx)?;
+                        let name = if k == p * p {
+                            vname.clone()
+                        } else {
+                            b.fresh(&format!("{vname}@acc{k}"))
+                        };
+                        let ins: Vec<ValueId> = slot.iter().copied().chain([pv]).collect();
+                        *slot = Some(b.add(format!("{vname}@write{k}"), op, &ins, name)?);
+                    }
+                }
+            }
+        }
+        if let Some(pool) = pass.pool {
+            // The pooled value: the cells' weighted means added.
+            let y = *g.node(pool).outputs.first()?;
+            let yname = g.value(y).name.clone();
+            let node = g.node(pool).name.clone();
+            let pooled = b.add(node, Op::Variadic(VariadicOp::Sum), &partials, yname)?;
+            b.map.insert(y, pooled);
+        }
+        if let (Some(w), Some(c)) = (pass.write, ckpt) {
+            b.map.insert(w, c);
+        }
+        // The nodes computed from pooled values alone, once, whole, as soon as they can run.
+        for &id in stage {
+            let node = g.node(id);
+            let ready = !matches!(node.op, Op::GlobalAveragePool)
+                && node
+                    .outputs
+                    .iter()
+                    .all(|v| global.contains(v) && !b.map.contains_key(v))
+                && node.inputs.iter().all(|v| b.map.contains_key(v));
+            if ready {
+                b.copy(id)?;
             }
         }
     }
@@ -115,22 +191,7 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
         b.map.insert(*v, a?);
     }
     for &id in order.get(n..)? {
-        let node = g.node(id);
-        let ins: Vec<ValueId> = node
-            .inputs
-            .iter()
-            .map(|v| b.map.get(v).copied())
-            .collect::<Option<_>>()?;
-        let outs: Vec<(String, TensorType)> = node
-            .outputs
-            .iter()
-            .map(|&v| (g.value(v).name.clone(), g.value(v).ty.clone()))
-            .collect();
-        let nid =
-            b.ng.add_node(node.name.clone(), node.op.clone(), &ins, &outs);
-        for (&old, &new) in node.outputs.iter().zip(&b.ng.node(nid).outputs) {
-            b.map.insert(old, new);
-        }
+        b.copy(id)?;
     }
     b.ng.inputs = g
         .inputs
@@ -155,7 +216,11 @@ struct Rewrite<'a> {
 }
 
 /// One patch's values.
-struct Patch {
+struct Patch<'a> {
+    /// Values an earlier pass wrote whole: read from there, not recomputed.
+    stop: HashSet<ValueId>,
+    /// Values computed once, whole (pooled values and what is made from them alone).
+    global: &'a HashSet<ValueId>,
     /// Suffix of its node and value names.
     tag: String,
     /// Old stage value → its new value on this patch and the window it holds.
@@ -165,6 +230,40 @@ struct Patch {
 }
 
 impl Rewrite<'_> {
+    /// A new scalar constant `x` of value `like`'s element type.
+    fn scalar(&mut self, base: &str, like: ValueId, x: f64) -> ValueId {
+        let dtype = self.g.value(like).ty.dtype;
+        let name = self.fresh(base);
+        self.ng.add_value(
+            name,
+            TensorType::new(dtype, vec![]),
+            ValueKind::Constant(Tensor::from_f64(dtype, vec![], &[x])),
+        )
+    }
+
+    /// Copies node `id` unchanged, reading the new values of its inputs.
+    fn copy(&mut self, id: NodeId) -> Option<()> {
+        let g = self.g;
+        let node = g.node(id);
+        let ins: Vec<ValueId> = node
+            .inputs
+            .iter()
+            .map(|v| self.map.get(v).copied())
+            .collect::<Option<_>>()?;
+        let outs: Vec<(String, TensorType)> = node
+            .outputs
+            .iter()
+            .map(|&v| (g.value(v).name.clone(), g.value(v).ty.clone()))
+            .collect();
+        let nid = self
+            .ng
+            .add_node(node.name.clone(), node.op.clone(), &ins, &outs);
+        for (&old, &new) in node.outputs.iter().zip(&self.ng.node(nid).outputs) {
+            self.map.insert(old, new);
+        }
+        Some(())
+    }
+
     fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
         let mut k = 1;
@@ -191,10 +290,10 @@ impl Rewrite<'_> {
         v: ValueId,
         want: &Window,
         made: &HashSet<ValueId>,
-        p: &mut Patch,
+        p: &mut Patch<'_>,
     ) -> Option<ValueId> {
         let shape = &self.g.value(v).ty.shape;
-        let (src, have) = if made.contains(&v) {
+        let (src, have) = if made.contains(&v) && !p.stop.contains(&v) {
             p.values.get(&v)?.clone()
         } else {
             let whole = Window {
@@ -250,7 +349,7 @@ impl Rewrite<'_> {
         id: NodeId,
         win: &HashMap<ValueId, Window>,
         made: &HashSet<ValueId>,
-        p: &mut Patch,
+        p: &mut Patch<'_>,
     ) -> Option<()> {
         let g = self.g;
         let node = g.node(id);
@@ -259,6 +358,10 @@ impl Rewrite<'_> {
             // Not needed by this patch of the stage output.
             return Some(());
         };
+        if p.stop.contains(&y) || p.global.contains(&y) {
+            // Read whole: written by an earlier pass, or computed once.
+            return Some(());
+        }
         let mut ins = Vec::with_capacity(node.inputs.len());
         let op = match rule(g, id)? {
             Some(l) => {
@@ -304,6 +407,9 @@ impl Rewrite<'_> {
                             return None;
                         }
                         ins.push(self.constant(v)?);
+                    } else if p.global.contains(&v) || passes::broadcast(g, v, y) {
+                        // A pooled value, broadcast per channel: whole.
+                        ins.push(self.map.get(&v).copied()?);
                     } else {
                         ins.push(self.window_of(v, &wy, made, p)?);
                     }

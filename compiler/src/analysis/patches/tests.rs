@@ -119,3 +119,84 @@ fn ranges_split_like_array_split() {
     assert_eq!(split(7, 3), vec![0..3, 3..5, 5..7]);
     assert_eq!(split(4, 4), vec![0..1, 1..2, 2..3, 3..4]);
 }
+
+/// Two squeeze-and-excitation blocks (GlobalAveragePool → 1x1 convs → Sigmoid → Mul over the
+/// map), the second after an expand and a depthwise, then a projection.
+const SE2: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+se (float[1,3,32,32] X, float[8,3,3,3] W0, float[8,1,3,3] Wd1, float[4,8,1,1] Fa1,
+    float[8,4,1,1] Fb1, float[8,8,1,1] Wp1, float[24,8,1,1] We2, float[24,1,3,3] Wd2,
+    float[4,24,1,1] Fa2, float[24,4,1,1] Fb2, float[8,24,1,1] Wp2) => (float[1,8,1,1] Y)
+{
+    S0 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (X, W0)
+    D1 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1], group = 8> (S0, Wd1)
+    X1 = Relu (D1)
+    G1 = GlobalAveragePool (X1)
+    A1 = Conv (G1, Fa1)
+    R1 = Relu (A1)
+    B1 = Conv (R1, Fb1)
+    T1 = Sigmoid (B1)
+    M1 = Mul (X1, T1)
+    P1 = Conv (M1, Wp1)
+    E2 = Conv (P1, We2)
+    D2 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1], group = 24> (E2, Wd2)
+    X2 = Relu (D2)
+    G2 = GlobalAveragePool (X2)
+    A2 = Conv (G2, Fa2)
+    R2 = Relu (A2)
+    B2 = Conv (R2, Fb2)
+    T2 = Sigmoid (B2)
+    M2 = Mul (X2, T2)
+    P2 = Conv (M2, Wp2)
+    Y = GlobalAveragePool (P2)
+}
+"#;
+
+#[test]
+fn squeeze_excitation_stages_run_in_passes_with_a_checkpoint() {
+    let g = graph(SE2);
+    let order = g.order().to_vec();
+    let report = analyze(&g, &order, LivenessOptions::full(), 4);
+    let whole = order.len() - 1;
+    let at = |n: usize, p: usize| {
+        report
+            .candidates
+            .iter()
+            .find(|c| c.nodes == n && c.grid == p)
+            .unwrap_or_else(|| panic!("no candidate of {n} nodes on {p}x{p}"))
+            .clone()
+    };
+    // Up to P2: a pass per pool and a last one; the second pass writes P1 (the smallest
+    // value after the first SE's Mul that cuts the last pass off from the image) for the last
+    // pass to read; the first pass writes nothing (everything before a pool is as large).
+    let deep = at(whole, 2);
+    assert_eq!(deep.output, value(&g, "P2"));
+    assert_eq!(deep.passes.len(), 3);
+    let pool = |name: &str| match g.value(value(&g, name)).kind {
+        ValueKind::Computed(p) => Some(p),
+        _ => None,
+    };
+    assert_eq!(deep.passes[0].pool, pool("G1"));
+    assert_eq!(deep.passes[1].pool, pool("G2"));
+    assert_eq!(deep.passes[2].pool, None);
+    assert_eq!(deep.passes[0].write, None);
+    assert_eq!(deep.passes[1].write, Some(value(&g, "P1")));
+    assert_eq!(deep.passes[2].read, Some(value(&g, "P1")));
+    // The passes recompute more than the halos of a one-pass stage on the same grid: up to
+    // M1 the stage holds one pool (two passes), before it none.
+    let m1 = order
+        .iter()
+        .position(|&id| g.node(id).outputs[0] == value(&g, "M1"))
+        .unwrap()
+        + 1;
+    assert_eq!(at(m1, 2).passes.len(), 2);
+    let before = order
+        .iter()
+        .position(|&id| g.node(id).outputs[0] == value(&g, "X1"))
+        .unwrap()
+        + 1;
+    assert_eq!(at(before, 2).passes.len(), 1);
+    assert!(at(m1, 2).extra_flops > at(before, 2).extra_flops);
+    assert!(deep.extra_flops > at(m1, 2).extra_flops);
+    // (The rewrite, which needs the weights as constants, runs in tests/codegen/patches.rs.)
+}
