@@ -155,6 +155,7 @@ fn matmul_blocks_agree_bit_for_bit_and_with_the_reference() {
                 matmul(
                     N16::F16,
                     &s,
+                    0,
                     block,
                     a.as_ptr(),
                     b.as_ptr(),
@@ -183,6 +184,95 @@ fn matmul_blocks_agree_bit_for_bit_and_with_the_reference() {
                     assert!(
                         (got - want).abs() <= 1e-3 * want.abs().max(1.0),
                         "y[{bi}][{i}][{j}] = {got}, reference {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A constant B stored reduced (`--weights`): taken by the same column blocks (at the packed
+/// view's column `j0`, int8 scales with it) at every row block. f16/bf16 of values exact in
+/// both give the f32 product bit for bit; int8 agrees with f64 on the dequantized B.
+#[test]
+fn matmul_with_a_reduced_constant_b() {
+    use super::matmul::{MmStage, matmul};
+    use crate::gemm::lowp::{WeightType, lowp_b_bytes, pack_b_lowp};
+    use crate::gemm::{arenac_pack_b, packed_b_len};
+    // Multiples of 1/64 below 1: exact in f16 and bf16.
+    let val = |i: usize, s: usize| ((i * s % 97) as f32 - 48.0) / 64.0;
+    let s = MmStage {
+        batch: 1,
+        m: 29,
+        k: 2100,
+        n: 70,
+        runtime_b: false,
+        threads: 1,
+    };
+    let (m, k, n) = (s.m, s.k, s.n);
+    assert!(s.cols() < n, "B must come in several column blocks");
+    let af: Vec<f32> = (0..m * k).map(|i| val(i, 7)).collect();
+    let mut a = vec![0u16; m * k];
+    narrow(N16::F16, &af, &mut a);
+    let mut a32 = vec![0f32; a.len()];
+    widen(N16::F16, &a, &mut a32);
+    let b32: Vec<f32> = (0..k * n).map(|i| val(i, 13)).collect();
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0).collect();
+    let run = |b_type: u64, packed: &[u8], block: usize| {
+        let mut y = vec![0u16; m * n];
+        let mut scratch = vec![0f32; s.scratch_bytes_at(block) / 4 + 16];
+        let off = scratch.as_ptr().align_offset(64);
+        // SAFETY: operands of the sizes the contract asks; the scratch 64-aligned.
+        unsafe {
+            matmul(
+                N16::F16,
+                &s,
+                b_type,
+                block,
+                a.as_ptr(),
+                std::ptr::null(),
+                packed.as_ptr().cast(),
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr().add(off),
+            )
+        };
+        y
+    };
+    let mut f32_packed = vec![0f32; packed_b_len(k, n) + 16];
+    let fo = f32_packed.as_ptr().align_offset(64);
+    // SAFETY: B is `k x n` row-major; the buffer holds its packed size past the offset.
+    unsafe { arenac_pack_b(k, n, b32.as_ptr(), n, 1, f32_packed.as_mut_ptr().add(fo)) };
+    let f32_bytes: Vec<u8> = f32_packed[fo..]
+        .iter()
+        .flat_map(|x| x.to_ne_bytes())
+        .collect();
+    let block = s.min_block();
+    let want = run(0, &f32_bytes, block);
+    for t in [WeightType::F16, WeightType::Bf16, WeightType::I8] {
+        let mut packed = vec![0u8; lowp_b_bytes(t, k, n) + 64];
+        let po = packed.as_ptr().align_offset(64);
+        pack_b_lowp(t, k, n, |i| b32[i], n, 1, &mut packed[po..], &mut |_| {});
+        for blk in [block, m] {
+            let y = run(t.code(), &packed[po..], blk);
+            if t != WeightType::I8 {
+                assert_eq!(y, want, "{t:?} block {blk}");
+                continue;
+            }
+            let mut y32 = vec![0f32; m * n];
+            widen(N16::F16, &y, &mut y32);
+            for j in 0..n {
+                let scale = (0..k).map(|l| b32[l * n + j].abs()).fold(0f32, f32::max) / 127.0;
+                for i in 0..m {
+                    let mut r = f64::from(bias[j]);
+                    for l in 0..k {
+                        let q = (b32[l * n + j] / scale).round() * scale;
+                        r += f64::from(a32[i * k + l]) * f64::from(q);
+                    }
+                    let got = f64::from(y32[i * n + j]);
+                    assert!(
+                        (got - r).abs() <= 2e-3 * r.abs().max(1.0),
+                        "int8 block {blk}: y[{i}][{j}] = {got}, reference {r}"
                     );
                 }
             }
