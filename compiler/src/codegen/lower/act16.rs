@@ -324,21 +324,8 @@ fn reduced_conv_weights(
     );
     let p = *wp;
     let bytes = conv_lowp_bytes(&p, st);
-    w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
-        super::dense::with_f32_reader(wt, |read, src| {
-            let mut released = 0usize;
-            pack_conv_lowp(&p, st, read, out, &mut |e| {
-                if let Some(src) = src
-                    && (e - released.min(e)) * 4 >= 1 << 20
-                {
-                    rel(src.get(..e * 4).unwrap_or_default());
-                    released = e;
-                }
-            });
-            if let Some(src) = src {
-                rel(src);
-            }
-        });
+    super::dense::pack_reduced(w, wt, form, bytes, |read, out, done| {
+        pack_conv_lowp(&p, st, read, out, done);
     })
 }
 

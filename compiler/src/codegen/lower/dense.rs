@@ -207,10 +207,7 @@ pub(super) fn packed_b_weights(
 /// Calls `f` with a reader of constant `t`'s elements as f32 and, for an f32 tensor, its bytes
 /// (read in place, at any alignment: often the mapped file, whose pages the caller may release
 /// as it goes); another dtype is read through a converted copy (no bytes given).
-pub(super) fn with_f32_reader<R>(
-    t: &Tensor,
-    f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R,
-) -> R {
+fn with_f32_reader<R>(t: &Tensor, f: impl FnOnce(&dyn Fn(usize) -> f32, Option<&[u8]>) -> R) -> R {
     if t.dtype() == DType::F32 {
         let src: &[u8] = t.bytes();
         let read = |i: usize| {
@@ -516,23 +513,8 @@ pub(super) fn conv(
                 );
                 let p = params;
                 let bytes = conv_lowp_bytes(&p, st);
-                let off = w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
-                    // Read straight from the weight's bytes (often the mapped file), its
-                    // pages released as rows are packed.
-                    with_f32_reader(wt, |read, src| {
-                        let mut released = 0usize;
-                        pack_conv_lowp(&p, st, read, out, &mut |e| {
-                            if let Some(src) = src
-                                && (e - released.min(e)) * 4 >= 1 << 20
-                            {
-                                rel(src.get(..e * 4).unwrap_or_default());
-                                released = e;
-                            }
-                        });
-                        if let Some(src) = src {
-                            rel(src);
-                        }
-                    });
+                let off = pack_reduced(w, wt, form, bytes, |read, out, done| {
+                    pack_conv_lowp(&p, st, read, out, done);
                 });
                 Operand::Weights(off)
             } else {
@@ -588,10 +570,29 @@ fn reduced_conv_weights(
         st.name()
     );
     let bytes = crate::gemm::lowp::conv::region_bytes(params, st, layout);
-    let off = w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
+    let off = pack_reduced(w, wt, form, bytes, |read, out, done| {
+        crate::gemm::lowp::conv::pack(params, st, layout, read, out, done);
+    });
+    Operand::Weights(off)
+}
+
+/// The weights-region offset of `bytes` that `pack(read, out, done)` writes from constant
+/// `wt` in a reduced type (`form` names the layout). `read` gives `wt`'s elements as f32,
+/// straight from its bytes when it is f32 (often the mapped file); `pack` calls `done(e)`
+/// whenever every element below `e` has been read, and those source pages are released a
+/// MiB or more at a time, the rest at the end (the compile-time peak holds about a MiB of
+/// the source, not the tensor).
+pub(super) fn pack_reduced(
+    w: &mut WeightsBuilder,
+    wt: &Tensor,
+    form: String,
+    bytes: usize,
+    pack: impl FnOnce(&dyn Fn(usize) -> f32, &mut [u8], &mut dyn FnMut(usize)),
+) -> usize {
+    w.form_bytes(&[wt], form, bytes, Some(wt.numel() * 4), |out, rel| {
         with_f32_reader(wt, |read, src| {
             let mut released = 0usize;
-            crate::gemm::lowp::conv::pack(params, st, layout, read, out, &mut |e| {
+            pack(read, out, &mut |e| {
                 if let Some(src) = src
                     && (e - released.min(e)) * 4 >= 1 << 20
                 {
@@ -603,8 +604,7 @@ fn reduced_conv_weights(
                 rel(src);
             }
         });
-    });
-    Operand::Weights(off)
+    })
 }
 
 /// The call of [`crate::gemm::conv::arenac_conv2d`] for `params` (weights operand given).
