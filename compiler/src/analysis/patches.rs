@@ -685,89 +685,6 @@ pub const MAX_EXTRA_FLOPS: f64 = 0.10;
 /// [`MAX_EXTRA_FLOPS`] in percent (`PlanOptions::patch_flops`' default).
 pub const DEFAULT_PATCH_FLOPS: u32 = 10;
 
-/// The patched stage of a plan, for reports (`arenac plan`: text and the JSON field
-/// `patches`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PatchInfo {
-    /// Nodes in the stage (before the rewrite).
-    pub stage_nodes: usize,
-    /// The stage output's name.
-    pub output: String,
-    /// The other values leaving the stage, written whole patch by patch.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub leaving: Vec<String>,
-    /// Patches per side.
-    pub grid: usize,
-    /// Passes over the grid: 1, or one more than the global pools in the stage (each pool's
-    /// map computed patch by patch, summed per cell, then computed again).
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub passes: usize,
-    /// The checkpoints written whole between passes (instead of recomputing before them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checkpoints: Vec<String>,
-    /// The arena without patches.
-    pub unpatched_bytes: usize,
-    /// The peak [`analyze`] predicted with patches.
-    pub predicted_bytes: usize,
-    /// FLOPs recomputed in the halos.
-    pub extra_flops: u64,
-    /// FLOPs of the whole graph, unpatched.
-    pub total_flops: u64,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn is_one(n: &usize) -> bool {
-    *n == 1
-}
-
-impl PatchInfo {
-    /// One line: the stage, the grid, the arena `arena_bytes` against the unpatched one, the
-    /// recomputed FLOPs.
-    pub fn describe(&self, arena_bytes: usize) -> String {
-        let also = match self.leaving.len() {
-            0 => String::new(),
-            k => format!(
-                " (and {k} more value{} leaving it)",
-                if k == 1 { "" } else { "s" }
-            ),
-        };
-        let passes = match self.passes {
-            0 | 1 => String::new(),
-            k => format!(
-                " in {k} passes ({} global pool{} averaged cell by cell{})",
-                k - 1,
-                if k == 2 { "" } else { "s" },
-                match self.checkpoints.len() {
-                    0 => String::new(),
-                    c => format!(
-                        ", {c} checkpoint{} written whole",
-                        if c == 1 { "" } else { "s" }
-                    ),
-                }
-            ),
-        };
-        let what = if self.passes > 1 {
-            "the halos and passes"
-        } else {
-            "the halos"
-        };
-        format!(
-            "stage of {} nodes up to '{}'{also} run as {}x{} patches{passes}; arena without \
-             patches {} ({:.2}x of it now), {what} recompute {:.1}% of the model's FLOPs",
-            self.stage_nodes,
-            self.output,
-            self.grid,
-            self.grid,
-            crate::error::budget::human_bytes(self.unpatched_bytes),
-            arena_bytes as f64 / self.unpatched_bytes.max(1) as f64,
-            100.0 * self.extra_flops as f64 / self.total_flops.max(1) as f64
-        )
-    }
-}
-
 /// The best candidate of [`analyze`] (lowest predicted peak whose recomputed FLOPs are at
 /// most `max_extra` of the model's, [`MAX_EXTRA_FLOPS`] by default) as a rewritten graph, or
 /// `None` when no candidate lowers the peak or the rewrite cannot express the stage. `order`
@@ -807,8 +724,10 @@ pub fn patch(
     ))
 }
 
+mod info;
 mod lower;
 pub mod passes;
+pub use info::PatchInfo;
 pub use lower::rewrite;
 
 #[cfg(test)]
