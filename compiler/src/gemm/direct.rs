@@ -167,6 +167,50 @@ impl Geom {
     }
 }
 
+/// The reduced-weights tasks of the row and flat kernels: (image, 12-channel panel, range of
+/// `count` items — output rows or pixel chunks), about 3 per thread. Each task widens its
+/// panel (12 x K weights and their scales, [`Reduced::widen`]) into its thread's slot of the
+/// scratch ([`super::lowp::conv::direct_slot_floats`] floats), then calls `body(w, image,
+/// panel, items)` with `w` placed so that the kernel's read of panel `ip` at `w + 12 ip k`
+/// lands in the slot. Every element still goes through the same instructions as with f32
+/// weights of the widened values.
+///
+/// # Safety
+/// `lowp` holds weights packed by [`super::lowp::conv::pack`] in 12-row panels of `K = p.k()`
+/// and a scratch writable for one slot per thread of the current pool (at most
+/// `p.threads`); `body` writes only what its items own.
+pub(super) unsafe fn reduced_panels(
+    p: &ConvParams,
+    count: usize,
+    (r, scratch): (Reduced, *mut f32),
+    body: impl Fn(*const f32, usize, usize, std::ops::Range<usize>) + Sync,
+) {
+    let (k, panels) = (p.k(), (p.m as usize).div_ceil(12));
+    let width = (p.threads.max(1) as usize).min(crate::par::threads());
+    let splits = (3 * width)
+        .div_ceil(p.n as usize * panels)
+        .clamp(1, count.max(1));
+    let tasks = p.n as usize * panels * splits;
+    let slot = super::lowp::conv::direct_slot_floats(p);
+    let scratch = SyncPtr(scratch);
+    crate::par::for_each(tasks, width, |task, thread| {
+        let (img, ip, sp) = (
+            task / (panels * splits),
+            (task / splits) % panels,
+            task % splits,
+        );
+        let items = count * sp / splits..count * (sp + 1) / splits;
+        if items.is_empty() {
+            return;
+        }
+        let wp = scratch.get().wrapping_add(thread * slot);
+        // SAFETY: panel ip's 12 k elements (and 12 scales) exist in the packed weights;
+        // thread < width owns its slot of `slot >= 12 k` floats (contract).
+        unsafe { r.widen(ip * k * 12, 12 * k, wp, (ip * 12, 12)) };
+        body(wp.cast_const().wrapping_sub(ip * k * 12), img, ip, items);
+    });
+}
+
 /// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
 ///
 /// With reduced weights (`lowp`), each task widens the block of output channels it computes
@@ -203,36 +247,15 @@ pub(super) unsafe fn run(
         let act = p.activation();
         let panels = g.m.div_ceil(12);
         let width = (p.threads.max(1) as usize).min(crate::par::threads());
-        if let Some((r, scratch)) = lowp {
-            // Tasks of (image, panel, range of output rows): about 3 per thread.
-            let splits = (3 * width)
-                .div_ceil(p.n as usize * panels)
-                .clamp(1, g.oh.max(1));
-            let tasks = p.n as usize * panels * splits;
-            let slot = super::lowp::conv::direct_slot_floats(p);
+        if let Some(lowp) = lowp {
             let bias = (p.has_bias != 0).then_some(SyncPtr(bias.cast_mut()));
-            let (x, y, scratch) = (SyncPtr(x.cast_mut()), SyncPtr(y), SyncPtr(scratch));
-            crate::par::for_each(tasks, width, |task, thread| {
-                let (img, ip, sp) = (
-                    task / (panels * splits),
-                    (task / splits) % panels,
-                    task % splits,
-                );
-                let rows = g.oh * sp / splits..g.oh * (sp + 1) / splits;
-                if rows.is_empty() {
-                    return;
-                }
-                let wp = scratch.get().wrapping_add(thread * slot);
-                // SAFETY: panel ip's 12 k elements (and 12 scales) exist in the packed
-                // weights; thread < width owns its slot of `slot >= 12 k` floats.
-                unsafe { r.widen(ip * g.k * 12, 12 * g.k, wp, (ip * 12, 12)) };
-                // The kernel reads panel ip at `w + 12 ip k`: the slot.
-                let wv = wp.cast_const().wrapping_sub(ip * g.k * 12);
+            let (x, y) = (SyncPtr(x.cast_mut()), SyncPtr(y));
+            let run = |wv: *const f32, img: usize, ip: usize, rows: std::ops::Range<usize>| {
                 let xi = x.get().cast_const().wrapping_add(img * g.c * g.h * g.w);
                 let yi = y.get().wrapping_add(img * g.m * g.oh * g.ow);
                 let b = bias.as_ref().map(|b| b.get().cast_const());
                 for oy in rows {
-                    // SAFETY: as for the f32 units below, the panel's weights in the slot.
+                    // SAFETY: as for the f32 units below, the panel's weights at `wv`.
                     unsafe {
                         if g.sw == 2 {
                             x86::row::<2>(&g, xi, wv, b, act, yi, oy, ip)
@@ -241,7 +264,10 @@ pub(super) unsafe fn run(
                         }
                     };
                 }
-            });
+            };
+            // SAFETY: the weights are packed by `lowp::conv::pack` in 12-row panels of K
+            // (contract); each row of a range is written by its task only.
+            unsafe { reduced_panels(p, g.oh, lowp, run) };
             return;
         }
         let units = p.n as usize * g.oh * panels;

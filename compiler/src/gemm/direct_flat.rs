@@ -66,39 +66,21 @@ pub(super) unsafe fn run(
         // The larger operand is reused by consecutive units.
         let panels_inner = g.c * g.h * g.w >= g.m * g.k;
         let width = (p.threads.max(1) as usize).min(crate::par::threads());
-        if let Some((r, scratch)) = lowp {
-            // Tasks of (image, panel, range of chunks): about 3 per thread.
-            let splits = (3 * width)
-                .div_ceil(p.n as usize * panels)
-                .clamp(1, chunks.max(1));
-            let tasks = p.n as usize * panels * splits;
-            let slot = super::lowp::conv::direct_slot_floats(p);
+        if let Some(lowp) = lowp {
             let bias = (p.has_bias != 0).then_some(SyncPtr(bias.cast_mut()));
-            let (x, y, scratch) = (SyncPtr(x.cast_mut()), SyncPtr(y), SyncPtr(scratch));
-            crate::par::for_each(tasks, width, |task, thread| {
-                let (img, ip, sp) = (
-                    task / (panels * splits),
-                    (task / splits) % panels,
-                    task % splits,
-                );
-                let range = chunks * sp / splits..chunks * (sp + 1) / splits;
-                if range.is_empty() {
-                    return;
-                }
-                let wp = scratch.get().wrapping_add(thread * slot);
-                // SAFETY: panel ip's 12 k elements (and 12 scales) exist in the packed
-                // weights; thread < width owns its slot of `slot >= 12 k` floats.
-                unsafe { r.widen(ip * g.k * 12, 12 * g.k, wp, (ip * 12, 12)) };
-                // The kernel reads panel ip at `w + 12 ip k`: the slot.
-                let wv = wp.cast_const().wrapping_sub(ip * g.k * 12);
+            let (x, y) = (SyncPtr(x.cast_mut()), SyncPtr(y));
+            let run = |wv: *const f32, img: usize, ip: usize, range: std::ops::Range<usize>| {
                 let xi = x.get().cast_const().wrapping_add(img * g.c * g.h * g.w);
                 let yi = y.get().wrapping_add(img * g.m * plane);
                 let b = bias.as_ref().map(|b| b.get().cast_const());
                 for ci in range {
-                    // SAFETY: as for the f32 units below, the panel's weights in the slot.
+                    // SAFETY: as for the f32 units below, the panel's weights at `wv`.
                     unsafe { x86::chunk(&g, xi, wv, b, act, yi, ip, ci * CHUNK) };
                 }
-            });
+            };
+            // SAFETY: the weights are packed by `lowp::conv::pack` in 12-row panels of K
+            // (contract); each chunk of a range is written by its task only.
+            unsafe { super::direct::reduced_panels(p, chunks, lowp, run) };
             return;
         }
         let unit_macs = 12 * CHUNK * g.k;
