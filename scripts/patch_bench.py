@@ -141,7 +141,7 @@ def main() -> int:
         arena_ratios.append(ratio)
         st = pp.get("patches")
         if st:
-            passes = len(st.get("passes") or []) or 1
+            passes = st.get("passes") or 1
             stage = f"{st['stage_nodes']} nodes, {st['grid']}x{st['grid']}" + (
                 f", {passes} passes" if passes > 1 else ""
             )
