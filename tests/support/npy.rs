@@ -49,23 +49,9 @@ pub fn read_npy(path: &Path) -> Result<(String, Vec<usize>, Vec<u8>), String> {
     Ok((descr, shape, bytes[start + hlen..].to_vec()))
 }
 
-/// The `.npy` descr of a dtype (the ones numpy has).
+/// The `.npy` descr of a dtype (the ones numpy has): the runtime's.
 pub fn npy_descr(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::F16 => "<f2",
-        DType::I8 => "|i1",
-        DType::I16 => "<i2",
-        DType::I32 => "<i4",
-        DType::I64 => "<i8",
-        DType::U8 => "|u1",
-        DType::U16 => "<u2",
-        DType::U32 => "<u4",
-        DType::U64 => "<u8",
-        DType::Bool => "|b1",
-        _ => return None,
-    })
+    arenac::io::npy::descr(dtype)
 }
 
 /// Writes a tensor as `.npy` (format 1.0).
