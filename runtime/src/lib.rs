@@ -55,6 +55,7 @@ use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
 pub use arenac_compiler::analysis::act_type::{ActType, ActivationsStorage};
+use arenac_compiler::analysis::liveness::winograd::precomputed_growth as winograd_growth;
 use arenac_compiler::analysis::weights_type::weights_report;
 pub use arenac_compiler::analysis::weights_type::{WeightsReport, WeightsStorage};
 pub use arenac_compiler::arena::ArenaPlan;
@@ -253,6 +254,7 @@ impl CompileOptions {
             fuse_elementwise: self.fuse,
             liveness: arenac_compiler::analysis::liveness::LivenessOptions {
                 winograd: self.winograd,
+                f32_weights: !self.weights.is_reduced(),
                 ..d.liveness.with_threads(self.threads)
             },
             activations: self.activations,
@@ -375,6 +377,8 @@ impl Model {
     /// The plan report (text with [`PlanReport::to_text`], JSON with [`PlanReport::to_json`]).
     pub fn plan_report(&self) -> PlanReport {
         let mut r = build_report(&self.graph, &self.plan);
+        // Winograd's transformed weights precomputed into the weights region.
+        r.weights_bytes += winograd_growth(&self.graph, &self.plan);
         r.weights_storage = self.weights_report().storage_entry(r.weights_bytes);
         r.activations_storage = self.activations_storage();
         r
@@ -404,7 +408,8 @@ impl Model {
     /// Node, value and byte counts.
     pub fn summary(&self) -> Summary {
         let g = &self.graph;
-        let weights = weight_stats(g);
+        let mut weights = weight_stats(g);
+        weights.bytes += winograd_growth(g, &self.plan);
         let naive_intermediate_bytes = g
             .values()
             .iter()

@@ -82,6 +82,10 @@ pub struct LivenessOptions {
     /// 3 x 3 stride-1 Convs may run Winograd F(4x4, 3x3) where its scratch does not raise
     /// the peak (the `winograd` pass, [`winograd`]).
     pub winograd: bool,
+    /// Constant Conv weights are stored as f32 (not `--weights f16|bf16|int8`), so Winograd
+    /// may read its transformed weights precomputed in the weights region instead of the
+    /// scratch ([`crate::gemm::winograd::mark`]).
+    pub f32_weights: bool,
 }
 
 impl LivenessOptions {
@@ -94,6 +98,7 @@ impl LivenessOptions {
             concat_in_place: false,
             threads: 1,
             winograd: false,
+            f32_weights: true,
         }
     }
 
@@ -106,6 +111,7 @@ impl LivenessOptions {
             concat_in_place: true,
             threads: 1,
             winograd: true,
+            f32_weights: true,
         }
     }
 

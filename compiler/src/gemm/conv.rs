@@ -317,13 +317,17 @@ const _: () = assert!(
         && super::direct::DIRECT_PACKED > 1
         && super::pw_small::PW_SMALL_PACKED > 1
         && super::winograd::WINOGRAD_PACKED > 1
+        && super::winograd::WINOGRAD_U_PACKED > 1
+        && super::winograd::WINOGRAD_U_PACKED != super::direct::DIRECT_PACKED
+        && super::winograd::WINOGRAD_U_PACKED != super::pw_small::PW_SMALL_PACKED
+        && super::winograd::WINOGRAD_U_PACKED != super::winograd::WINOGRAD_PACKED
 );
 
 /// Scratch bytes [`arenac_conv2d`] needs for `p` (with `packed_a` as [`prepare_weights`] will
 /// set it: see [`ConvParams::packs_a`]). The planner (`crate::ops::Op::scratch_bytes`) and
 /// the code generator both size the scratch by this function.
 pub fn conv2d_scratch_bytes(p: &ConvParams) -> usize {
-    if p.packed_a == super::winograd::WINOGRAD_PACKED {
+    if super::winograd::marks(p.packed_a) {
         return super::winograd::scratch_bytes(p);
     }
     if p.packed_a == super::direct::DIRECT_PACKED && p.wtype != 0 {
@@ -402,9 +406,10 @@ pub unsafe extern "C" fn arenac_conv2d(
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
         return;
     }
-    if p.packed_a == super::winograd::WINOGRAD_PACKED {
+    if super::winograd::marks(p.packed_a) {
         // SAFETY: the contract of `winograd::run` is this function's; the code generator
-        // marks a conv so only with OIHW weights and the scratch `conv2d_scratch_bytes` gives.
+        // marks a conv so only with OIHW weights (or the precomputed transformed ones) and
+        // the scratch `conv2d_scratch_bytes` gives.
         unsafe { super::winograd::run(&p, x, w, bias, y, scratch) };
         return;
     }

@@ -418,3 +418,92 @@ fn an_input_buffer_reused_after_its_last_read() {
     ];
     same_at_every_count(model, &inputs, 1e-4, 1e-5);
 }
+
+/// Winograd's precomputed weights: a 3 x 3 Conv whose transformed weights (4x its own) fit in
+/// a quarter of the model's weights (a large Gemm beside it) reads them from the weights
+/// region (the executable's region holds them, and the plan's scratch has no head); alone,
+/// the growth would be 3x the model's weights, so it transforms per run; with reduced
+/// weights (`f32_weights: false`) never. Outputs as in `winograd_convolutions`.
+#[test]
+fn winograd_precomputed_weights_within_a_share_of_the_model() {
+    use arenac_compiler::analysis::liveness::winograd::{chosen_nodes, precomputed};
+    let mut rng = Rng(0x9e37);
+    let wt = rng.tensor(&[32, 16, 3, 3], -0.5, 0.5);
+    // 36 transformed 32 x 16 matrices (rows padded to the micro-kernel's) ~ 83 KB, about
+    // 64 KB more than the 18 KB of weights: within a quarter of 18 + 262 KB, not of 18 KB.
+    let fc = rng.tensor(&[32, 2048], -0.1, 0.1);
+    let big = [1, 4, 256, 256];
+    let build = |with_fc: bool| {
+        let b = ModelBuilder::new("wino_pre", 13)
+            .input("x", DType::F32, &dims(&[1, 16, 32, 32]))
+            .input("b", DType::F32, &dims(&big))
+            .output("y", DType::F32, &[])
+            .output("z", DType::F32, &[])
+            .initializer("w", &wt)
+            // The peak, beside the conv (as in `winograd_convolutions`).
+            .node(
+                "cat",
+                "Concat",
+                &["b", "b"],
+                &["bb"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .node("gz", "GlobalAveragePool", &["bb"], &["z"], vec![])
+            .node(
+                "c",
+                "Conv",
+                &["x", "w"],
+                &["c"],
+                vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+            );
+        if with_fc {
+            b.initializer("fc", &fc)
+                .node("gap", "GlobalAveragePool", &["c"], &["g"], vec![])
+                .node("flat", "Flatten", &["g"], &["f"], vec![])
+                .node("head", "Gemm", &["f", "fc"], &["y"], vec![])
+                .build()
+        } else {
+            b.node("r", "Relu", &["c"], &["y"], vec![]).build()
+        }
+    };
+    for (with_fc, f32_weights, want) in [(true, true, 1), (false, true, 0), (true, false, 0)] {
+        let model = build(with_fc);
+        let mut g = import(&model);
+        let o = LivenessOptions {
+            f32_weights,
+            ..LivenessOptions::full()
+        };
+        let plan = plan_graph(
+            &mut g,
+            &PlanOptions {
+                liveness: o,
+                ..PlanOptions::default()
+            },
+        )
+        .expect("plans");
+        assert_eq!(
+            precomputed(&g, &o).len(),
+            want,
+            "fc {with_fc}, f32 {f32_weights}"
+        );
+        assert_eq!(chosen_nodes(&g, &plan).len(), 1, "Winograd either way");
+        let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+        let own = 4 * (32 * 16 * 9 + if with_fc { 32 * 2048 } else { 0 });
+        let growth = arenac_compiler::analysis::liveness::winograd::precomputed_growth(&g, &plan);
+        if want == 1 {
+            assert!(growth >= 3 * 32 * 16 * 9 * 4, "growth {growth}");
+            assert!(
+                exe.weights_bytes() >= own + growth,
+                "{} bytes",
+                exe.weights_bytes()
+            );
+        } else {
+            assert_eq!(growth, 0);
+        }
+        let inputs = [
+            rng.tensor(&[1, 16, 32, 32], -1.0, 1.0),
+            rng.tensor(&big, -1.0, 1.0),
+        ];
+        same_at_every_count(model, &inputs, 1e-4, 1e-4);
+    }
+}

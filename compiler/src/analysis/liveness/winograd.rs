@@ -3,7 +3,8 @@
 //!
 //! A 3 x 3 stride-1 Conv ([`crate::gemm::winograd::applies`]) runs Winograd F(4x4, 3x3) when
 //! its step has the scratch [`crate::gemm::winograd::scratch_bytes`] asks (the transformed
-//! weights and one tile block per thread) at one of its tile blocks. The pass grows a Conv's
+//! weights unless precomputed in the weights region, [`crate::gemm::winograd::mark`], and
+//! one tile block per thread) at one of its tile blocks. The pass grows a Conv's
 //! scratch to the largest block whose step's live bytes stay at or below the peak of the
 //! decisions so far (measured as `tiles.rs` measures it), so the arena's peak does not grow;
 //! a Conv whose planned scratch already holds one takes it as it is. `ARENAC_WINOGRAD=1` grows it wherever the geometry
@@ -11,16 +12,22 @@
 //! the same rule on the planned bytes — and names the kernel `conv2d winograd`.
 
 use super::decide::{Decide, Decisions, aligned, step_bytes};
-use super::{BufferKind, is_constant};
+use super::{BufferKind, LivenessOptions, is_constant};
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd;
-use crate::ir::graph::{Graph, NodeId};
+use crate::ir::graph::{Graph, NodeId, ValueId};
 use crate::ops::Op;
+use std::collections::BTreeSet;
 
-/// The geometry of node `id` when it is a Conv Winograd may run ([`winograd::applies`]) on
-/// `threads` threads; `None` otherwise.
-pub fn winograd_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
+/// The largest share of the model's weights (1 / this) Winograd's precomputed transformed
+/// weights may add to the weights region: SqueezeNet 1.1's 3 x 3 Convs alone would grow its
+/// 4.9 MB of weights 2.4-fold.
+const PRECOMPUTE_SHARE: usize = 4;
+
+/// The Conv geometry of node `id` (f32, 3 x 3 stride-1 shapes [`winograd::geometry_fits`]
+/// takes) on `threads` threads, and whether its weights are a constant.
+fn geometry(g: &Graph, id: NodeId, threads: usize) -> Option<(ConvParams, bool)> {
     let node = g.node(id);
     let Op::Conv(a) = &node.op else {
         return None;
@@ -31,7 +38,68 @@ pub fn winograd_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams
         return None;
     }
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
-    let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
+    let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads.max(1))?;
+    winograd::geometry_fits(&p).then_some((p, constant))
+}
+
+/// The constant weights whose Winograd Convs read their transformed weights precomputed in
+/// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with f32 weights (`o.f32_weights`),
+/// among the Convs Winograd applies to with precomputed weights ([`winograd::mark`]: at most
+/// [`winograd::PRECOMPUTE_MAX`] bytes each), the smallest growths first (the early, large-plane
+/// Convs) while their sum stays within 1 / [`PRECOMPUTE_SHARE`] of the graph's constant bytes.
+/// A pure function of the graph and the options: the planner and the lowering agree.
+pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
+    let mut out = BTreeSet::new();
+    if !o.f32_weights || !o.winograd {
+        return out;
+    }
+    let mut seen = BTreeSet::new();
+    let mut growths = Vec::new();
+    for (id, node) in g.nodes() {
+        let Some((mut p, true)) = geometry(g, id, o.threads) else {
+            continue;
+        };
+        winograd::mark(&mut p, true);
+        let Some(&w) = node.inputs.get(1) else {
+            continue;
+        };
+        if p.packed_a != winograd::WINOGRAD_U_PACKED || !winograd::applies(&p) || !seen.insert(w) {
+            continue;
+        }
+        let own = g.value(w).ty.bytes().unwrap_or(0);
+        growths.push(((winograd::weights_floats(&p) * 4).saturating_sub(own), w));
+    }
+    growths.sort_unstable();
+    let budget = crate::arena::weight_stats(g).bytes / PRECOMPUTE_SHARE;
+    let mut used = 0usize;
+    for (bytes, w) in growths {
+        used = used.saturating_add(bytes);
+        if used > budget {
+            break;
+        }
+        out.insert(w);
+    }
+    out
+}
+
+/// The geometry of node `id` when it is a Conv Winograd may run ([`winograd::applies`]) with
+/// the options `o` (threads, f32 weights), marked by [`winograd::mark`] (transformed weights
+/// precomputed when its weights are in [`precomputed`]); `None` otherwise.
+pub fn winograd_conv(g: &Graph, id: NodeId, o: &LivenessOptions) -> Option<ConvParams> {
+    winograd_conv_in(g, id, o, &precomputed(g, o))
+}
+
+/// [`winograd_conv`] with [`precomputed`] given.
+fn winograd_conv_in(
+    g: &Graph,
+    id: NodeId,
+    o: &LivenessOptions,
+    pre: &BTreeSet<ValueId>,
+) -> Option<ConvParams> {
+    let (mut p, constant) = geometry(g, id, o.threads)?;
+    let w = g.node(id).inputs.get(1);
+    // Marked first: `wins` asks fewer tiles of precomputed weights.
+    winograd::mark(&mut p, constant && w.is_some_and(|w| pre.contains(w)));
     winograd::applies(&p).then_some(p)
 }
 
@@ -40,20 +108,61 @@ pub fn winograd_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams
 /// [`winograd::block_sizes`].
 pub fn chosen(g: &Graph, plan: &ArenaPlan, id: NodeId, planned: usize) -> bool {
     let o = plan.options.liveness;
+    chosen_in(g, plan, id, planned, &precomputed(g, &o))
+}
+
+/// [`chosen`] with [`precomputed`] given.
+fn chosen_in(
+    g: &Graph,
+    plan: &ArenaPlan,
+    id: NodeId,
+    planned: usize,
+    pre: &BTreeSet<ValueId>,
+) -> bool {
+    let o = plan.options.liveness;
     o.winograd
         && o.scratch
-        && winograd_conv(g, id, o.threads.max(1))
+        && winograd_conv_in(g, id, &o, pre)
             .is_some_and(|p| winograd::block_for_scratch(&p, planned).is_some())
 }
 
 /// The Convs of the plan that run Winograd, in schedule order.
 pub fn chosen_nodes(g: &Graph, plan: &ArenaPlan) -> Vec<NodeId> {
+    let pre = precomputed(g, &plan.options.liveness);
     plan.liveness
         .buffers
         .iter()
         .filter(|b| b.kind == BufferKind::Scratch)
-        .filter_map(|b| b.node.filter(|&id| chosen(g, plan, id, b.interval.size)))
+        .filter_map(|b| {
+            b.node
+                .filter(|&id| chosen_in(g, plan, id, b.interval.size, &pre))
+        })
         .collect()
+}
+
+/// Bytes the weights region holds beyond the constants' own for the Convs of the plan that
+/// run Winograd with precomputed transformed weights ([`winograd::WINOGRAD_U_PACKED`]): per
+/// distinct weight tensor (a stage's patch copies share theirs), the 36 matrices less its f32
+/// weights, which they replace. What `arenac plan` adds to the weights total.
+pub fn precomputed_growth(g: &Graph, plan: &ArenaPlan) -> usize {
+    let o = plan.options.liveness;
+    let pre = precomputed(g, &o);
+    let mut seen = BTreeSet::new();
+    let mut bytes = 0usize;
+    for id in chosen_nodes(g, plan) {
+        let Some(p) = winograd_conv_in(g, id, &o, &pre) else {
+            continue;
+        };
+        let Some(&w) = g.node(id).inputs.get(1) else {
+            continue;
+        };
+        if p.packed_a != winograd::WINOGRAD_U_PACKED || !seen.insert(w) {
+            continue;
+        }
+        let own = g.value(w).ty.bytes().unwrap_or(0);
+        bytes = bytes.saturating_add((winograd::weights_floats(&p) * 4).saturating_sub(own));
+    }
+    bytes
 }
 
 /// The `winograd` pass: each Winograd-able Conv's scratch grown to
@@ -65,6 +174,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     let live = cx.measure(d);
     let (mut total, peak) = step_bytes(&live);
     let forced = winograd::forced();
+    let pre = precomputed(cx.g, &cx.opts);
     // (step, bytes, multiply-adds) of the Convs whose step keeps the peak.
     let mut picks = Vec::new();
     for b in &live.buffers {
@@ -73,7 +183,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         }
         let Some(p) = b
             .node
-            .and_then(|id| winograd_conv(cx.g, id, cx.opts.threads))
+            .and_then(|id| winograd_conv_in(cx.g, id, &cx.opts, &pre))
         else {
             continue;
         };

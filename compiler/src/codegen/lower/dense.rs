@@ -454,17 +454,54 @@ pub(super) fn conv(
     params.has_bias = u64::from(bias.is_some());
     params.threads = cx.threads() as u64;
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
-    // Winograd where the planner gave it its scratch (`analysis/liveness/winograd.rs`): the
-    // weights as they are (OIHW, transformed per run into the scratch; reduced ones stored
-    // OIHW in their type and widened by the transform).
+    // Winograd where the planner gave it its scratch (`analysis/liveness/winograd.rs`), marked
+    // as the planner marked it: the transformed weights precomputed into the weights region
+    // (constant f32 weights, small enough), else the weights as they are (OIHW, transformed
+    // per run into the scratch; reduced ones stored OIHW in their type and widened by the
+    // transform).
     let planned = planned_scratch(cx);
     let st = w.storage();
-    if crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned) {
-        params.packed_a = crate::gemm::winograd::WINOGRAD_PACKED;
+    let o = cx.plan.options.liveness;
+    if crate::analysis::liveness::winograd::chosen(cx.g, cx.plan, cx.id, planned)
+        && let Some(wp) = crate::analysis::liveness::winograd::winograd_conv(cx.g, cx.id, &o)
+    {
+        params.packed_a = wp.packed_a;
         // The tile block the planned bytes hold (the same function as the planner's).
         let block = crate::gemm::winograd::block_for_scratch(&params, planned).unwrap_or(0);
         params.tile = block as u64;
         let weights = match cx.constant(wv) {
+            Some(_)
+                if params.packed_a == crate::gemm::winograd::WINOGRAD_U_PACKED
+                    && st.is_reduced() =>
+            {
+                return Err(cx.err(format!(
+                    "internal: Winograd's precomputed weights planned with --weights {}",
+                    st.name()
+                )));
+            }
+            Some(wt) if params.packed_a == crate::gemm::winograd::WINOGRAD_U_PACKED => {
+                let n = crate::gemm::winograd::weights_floats(&params);
+                let form = format!(
+                    "winograd U m={} c={} kernel={}",
+                    params.m,
+                    params.c,
+                    crate::gemm::selected_kernel().name
+                );
+                let p = params;
+                let mut ok = true;
+                let off = w.form_f32_of(wt, form, n, |src, out| {
+                    ok = crate::gemm::winograd::transform_weights(&p, src, out);
+                });
+                if !ok {
+                    return Err(cx.err(format!(
+                        "internal: Conv weights of {} floats, {} x {} x 3 x 3 expected",
+                        wt.numel(),
+                        params.m,
+                        params.c
+                    )));
+                }
+                Operand::Weights(off)
+            }
             Some(wt) if st.is_reduced() => {
                 params.wtype = st.code();
                 reduced_conv_weights(cx, w, wt, &params, Layout::Oihw)

@@ -4,10 +4,13 @@
 //! [`super`] ([`super::sgemm_core`]).
 //!
 //! One run of [`run`]:
-//! 1. the weights (OIHW, as given: the weights region does not grow) are transformed into
-//!    the shared head of the scratch, `U_p = (G g Gᵀ)_p` for each of the 36 positions `p`, an
+//! 1. the transformed weights `U_p = (G g Gᵀ)_p` for each of the 36 positions `p`, each an
 //!    `M x C` matrix packed for the selected micro-kernel (the layout of
-//!    [`super::pack_a_all`]); the output channels are cut among the threads;
+//!    [`super::pack_a_all`]): either precomputed at compile time into the weights region
+//!    ([`WINOGRAD_U_PACKED`], [`transform_weights`]: constant f32 weights whose matrices take
+//!    at most [`PRECOMPUTE_MAX`] bytes, [`mark`]; the weights grow by 3x that Conv's), or
+//!    computed from the OIHW weights as given into the shared head of the scratch at every
+//!    run ([`WINOGRAD_PACKED`]), the output channels cut among the threads;
 //! 2. *units* (image, block of [`Blocking::t`] tiles, range of [`MB`]-row blocks of output
 //!    channels) go to the threads, each with its own slot of the scratch: the block's input
 //!    patches are transformed into 36 packed B matrices `V_p` (`C x t`, zero columns past the
@@ -35,8 +38,46 @@ use super::lowp::conv::{Layout, Reduced, WINO_CI};
 use super::split::SyncPtr;
 use super::{AView, BView, KC, NR, packed_a_len, selected_kernel};
 
-/// The `packed_a` mark of a convolution run by [`run`]: weights as given (OIHW).
+/// The `packed_a` mark of a convolution run by [`run`]: weights as given (OIHW), transformed
+/// per run into the scratch.
 pub(crate) const WINOGRAD_PACKED: u64 = 4;
+
+/// The `packed_a` mark of a convolution run by [`run`] with the 36 transformed weight
+/// matrices precomputed ([`transform_weights`], [`weights_floats`] floats): no scratch head.
+pub(crate) const WINOGRAD_U_PACKED: u64 = 5;
+
+/// Whether a `packed_a` mark is one of [`run`]'s.
+pub(crate) fn marks(packed_a: u64) -> bool {
+    packed_a == WINOGRAD_PACKED || packed_a == WINOGRAD_U_PACKED
+}
+
+/// Most bytes of transformed weights ([`weights_floats`]) precomputed into the weights
+/// region for one Conv: 2.5 MiB takes every 3 x 3 Conv up to 128 -> 128 channels (ResNet's
+/// layer1/layer2, VGG's first two blocks, SqueezeNet's expand convs; the region grows by 3x
+/// those Convs' f32 weights), not 256 -> 256 (9.4 MB, VGG-19's 3 x 3 weights would grow by
+/// hundreds of MB); those keep the per-run transform into the scratch.
+pub const PRECOMPUTE_MAX: usize = 5 << 19;
+
+/// Floats of the 36 transformed weight matrices of `p` (selected kernel's packing).
+pub fn weights_floats(p: &ConvParams) -> usize {
+    POS * u_len(p)
+}
+
+/// Floats of one transformed weight matrix (a multiple of 16).
+fn u_len(p: &ConvParams) -> usize {
+    packed_a_len(p.m as usize, p.c as usize).next_multiple_of(16)
+}
+
+/// `p`'s Winograd mark: [`WINOGRAD_U_PACKED`] when `precomputable` (constant weights the
+/// lowering stores as f32) and the transformed weights take at most [`PRECOMPUTE_MAX`] bytes,
+/// else [`WINOGRAD_PACKED`]. The planner and the lowering both mark by this function.
+pub fn mark(p: &mut ConvParams, precomputable: bool) {
+    p.packed_a = if precomputable && weights_floats(p).saturating_mul(4) <= PRECOMPUTE_MAX {
+        WINOGRAD_U_PACKED
+    } else {
+        WINOGRAD_PACKED
+    };
+}
 
 /// Transform positions (6 x 6).
 const POS: usize = 36;
@@ -84,19 +125,32 @@ pub fn geometry_fits(p: &ConvParams) -> bool {
 }
 
 /// Whether this path is faster than the direct kernels for `p`: at least [`MIN_TILES`] 4 x 4
-/// output tiles over the batch. The weights are transformed at every run, about as many
-/// stores per (output, input) channel pair as the 36 products make multiply-adds per tile
-/// column, so few tiles do not repay it. Measured with `examples/conv_bench.rs` (GFLOP/s of
-/// the direct conv's flops by thread CPU time, AVX-512, direct vs Winograd): 64@56x56 112 vs
-/// 187, 128@28x28 117 vs 195, 32->128@27x27 108 vs 153, 16->64@55x55 98 vs 172, but
-/// 256@14x14 (16 tiles) 120 vs 109 and 64->256@13x13 119 vs 97.
+/// output tiles over the batch, or [`MIN_TILES_PRECOMPUTED`] when the transformed weights are
+/// precomputed ([`WINOGRAD_U_PACKED`]: `p` marked by [`mark`] first). A per-run transform
+/// costs about as many stores per (output, input) channel pair as the 36 products make
+/// multiply-adds per tile column, so few tiles do not repay it. Measured with
+/// `examples/conv_bench.rs` (GFLOP/s of the direct conv's flops by thread CPU time, AVX-512,
+/// direct vs Winograd, per-run transform): 64@56x56 112 vs 187, 128@28x28 117 vs 195,
+/// 32->128@27x27 108 vs 153, 16->64@55x55 98 vs 172, but 256@14x14 (16 tiles) 120 vs 109 and
+/// 64->256@13x13 119 vs 97. Precomputed, one full panel of 16 tiles repays it: SqueezeNet
+/// 1.1's 3 x 3 Convs patched 4x4 (14 x 14 patch planes) and at 13 x 13, 4.06 ms direct vs
+/// 2.70-3.02 ms Winograd (`ARENAC_WINOGRAD=1`, per-kernel profile, 2026-11-27).
 pub fn wins(p: &ConvParams) -> bool {
     let tiles = p.oh.div_ceil(4) * p.ow.div_ceil(4);
-    p.n.saturating_mul(tiles) >= MIN_TILES
+    let min = if p.packed_a == WINOGRAD_U_PACKED {
+        MIN_TILES_PRECOMPUTED
+    } else {
+        MIN_TILES
+    };
+    p.n.saturating_mul(tiles) >= min
 }
 
-/// Fewest tiles (over the batch) [`wins`] takes.
+/// Fewest tiles (over the batch) [`wins`] takes with the per-run transform.
 const MIN_TILES: u64 = 40;
+
+/// Fewest tiles (over the batch) [`wins`] takes with precomputed transformed weights: one
+/// packed panel ([`NR`]); below it the panel's zero columns waste the saving.
+const MIN_TILES_PRECOMPUTED: u64 = 16;
 
 /// Whether `p` may run here ([`geometry_fits`], [`wins`] or `ARENAC_WINOGRAD=1`, and not
 /// `ARENAC_WINOGRAD=0`).
@@ -173,17 +227,23 @@ fn o_rows(m: usize) -> usize {
     MB.min(m)
 }
 
-/// Floats of the shared head (the 36 transformed weight matrices) and of one thread's slot.
+/// Floats of one transformed weight matrix, of the scratch's shared head (the 36 matrices,
+/// none when precomputed) and of one thread's slot.
 fn parts(p: &ConvParams) -> (usize, usize, usize) {
     let (c, m) = (p.c as usize, p.m as usize);
-    let u_one = packed_a_len(m, c).next_multiple_of(16);
+    let u_one = u_len(p);
     let b = blocking(p);
     let slot = POS * (c * b.t + o_rows(m) * b.t);
-    (u_one, POS * u_one, slot)
+    let head = if p.packed_a == WINOGRAD_U_PACKED {
+        0
+    } else {
+        POS * u_one
+    };
+    (u_one, head, slot)
 }
 
 /// Scratch bytes [`run`] needs for `p` (tile blocks of at most `p.tile` tiles, 0: the
-/// default): the transformed weights, then one slot per thread.
+/// default): the transformed weights unless precomputed, then one slot per thread.
 pub fn scratch_bytes(p: &ConvParams) -> usize {
     let (_, head, slot) = parts(p);
     slot.saturating_mul(p.threads.max(1) as usize)
@@ -213,8 +273,10 @@ fn isa() -> Isa {
 /// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
 ///
 /// # Safety
-/// That of [`super::conv::arenac_conv2d`] with `w` the OIHW weights (`m * c * 9` floats) and
-/// `scratch` writable for [`scratch_bytes`] bytes.
+/// That of [`super::conv::arenac_conv2d`] with `w` the OIHW weights (`m * c * 9` floats, or
+/// stored reduced as `p.wtype` says), or with [`WINOGRAD_U_PACKED`] the [`weights_floats`]
+/// floats [`transform_weights`] wrote for this `p` and the selected kernel, and `scratch`
+/// writable for [`scratch_bytes`] bytes.
 pub(crate) unsafe fn run(
     p: &ConvParams,
     x: *const f32,
@@ -238,18 +300,23 @@ pub(crate) unsafe fn run(
         SyncPtr(scratch),
     );
     // 1. The weights, whole micro-panels of rows (at most L) per task; reduced ones
-    // (`p.wtype`) widened as they are read.
-    let lowp = Reduced::of(p, w, Layout::Oihw);
-    let per_task = L / mr * mr;
-    let groups = m_pad.div_ceil(per_task);
-    crate::par::for_each(groups, width, |gi, _| {
-        let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
-        let src = (ws.get().cast_const(), lowp);
-        // SAFETY: rows `rows` of the 36 packed matrices at the head of the scratch, written
-        // by this task only; the weights readable for m * c * 9 floats, or stored reduced
-        // in `lowp::conv`'s OIHW layout (contract).
-        unsafe { weights_dispatch(isa, p, src, ss.get(), (u_one, m_pad, mr), rows) };
-    });
+    // (`p.wtype`) widened as they are read. Precomputed: read where they are.
+    let uw = if p.packed_a == WINOGRAD_U_PACKED {
+        SyncPtr(ws.get())
+    } else {
+        let lowp = Reduced::of(p, w, Layout::Oihw);
+        let per_task = L / mr * mr;
+        let groups = m_pad.div_ceil(per_task);
+        crate::par::for_each(groups, width, |gi, _| {
+            let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
+            let src = (ws.get().cast_const(), lowp);
+            // SAFETY: rows `rows` of the 36 packed matrices at the head of the scratch,
+            // written by this task only; the weights readable for m * c * 9 floats, or stored
+            // reduced in `lowp::conv`'s OIHW layout (contract).
+            unsafe { weights_dispatch(isa, p, src, ss.get(), (u_one, m_pad, mr), rows) };
+        });
+        SyncPtr(ss.get())
+    };
     // 2. The units.
     let b = blocking(p);
     let per = p.n as usize * b.blocks;
@@ -268,19 +335,51 @@ pub(crate) unsafe fn run(
         };
         let slot_ptr = ss.get().wrapping_add(head + t * slot);
         // SAFETY: thread t < width owns slot t (the planner sized `threads` slots, width is
-        // at most that); the unit writes only its tiles of its output channels; the head
-        // holds the transformed weights (step 1 finished before this loop).
+        // at most that); the unit writes only its tiles of its output channels; `uw` holds
+        // the transformed weights (precomputed, or step 1 finished before this loop).
         unsafe {
             unit_dispatch(
                 isa,
                 p,
                 &b,
                 &unit,
-                (xs.get(), ss.get(), bs.get(), ys.get(), slot_ptr),
+                (xs.get(), uw.get(), bs.get(), ys.get(), slot_ptr),
                 u_one,
             )
         };
     });
+}
+
+/// Writes the 36 transformed weight matrices of `p` ([`run`]'s step 1, the same code and
+/// the same bits) for the selected kernel from the OIHW f32 weights `w` into `out`: what
+/// [`WINOGRAD_U_PACKED`] reads. At compile time, on the calling thread. `false` (nothing
+/// written) when `w` holds fewer than `m * c * 9` floats or `out` fewer than
+/// [`weights_floats`].
+pub fn transform_weights(p: &ConvParams, w: &[f32], out: &mut [f32]) -> bool {
+    let (m, c) = (p.m as usize, p.c as usize);
+    if w.len() < m.saturating_mul(c).saturating_mul(9) || out.len() < weights_floats(p) {
+        return false;
+    }
+    let mr = selected_kernel().mr;
+    let m_pad = m.div_ceil(mr) * mr;
+    let per_task = L / mr * mr;
+    let p32 = ConvParams { wtype: 0, ..*p };
+    for gi in 0..m_pad.div_ceil(per_task) {
+        let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
+        // SAFETY: `w` holds m * c * 9 floats, `out` the 36 matrices of u_len floats (both
+        // checked above); rows are whole micro-panels inside m_pad.
+        unsafe {
+            weights_dispatch(
+                isa(),
+                &p32,
+                (w.as_ptr(), None),
+                out.as_mut_ptr(),
+                (u_len(p), m_pad, mr),
+                rows,
+            )
+        };
+    }
+    true
 }
 
 /// One unit of step 2.

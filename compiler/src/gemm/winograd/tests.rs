@@ -26,9 +26,50 @@ impl Rng {
     }
 }
 
-/// Runs `p` through [`run`] and checks every output against the f64 reference; returns the
-/// largest error relative to its scale.
+/// Runs `p` through [`run`] (weights transformed per run) and checks every output against
+/// the f64 reference; returns the largest error relative to its scale.
 fn check(p: ConvParams, seed: u64) -> f64 {
+    check_as(p, seed, false)
+}
+
+/// [`run`] on `p` with OIHW weights `wt`, transformed per run or (`pre`) by
+/// [`transform_weights`] beforehand; the output.
+fn conv(p: &ConvParams, x: &[f32], wt: &[f32], bias: &[f32], pre: bool) -> Vec<f32> {
+    let mut p = *p;
+    p.packed_a = if pre {
+        WINOGRAD_U_PACKED
+    } else {
+        WINOGRAD_PACKED
+    };
+    let u = if pre {
+        let mut u = vec![f32::NAN; weights_floats(&p)];
+        assert!(transform_weights(&p, wt, &mut u), "{p:?}");
+        assert!(
+            !transform_weights(&p, &wt[1..], &mut u),
+            "short weights refused"
+        );
+        u
+    } else {
+        wt.to_vec()
+    };
+    let mut y = vec![f32::NAN; (p.n * p.m * p.oh * p.ow) as usize];
+    let mut scratch = vec![f32::NAN; scratch_bytes(&p) / 4 + 1];
+    // SAFETY: the sizes of run's contract (U: weights_floats floats from transform_weights).
+    unsafe {
+        run(
+            &p,
+            x.as_ptr(),
+            u.as_ptr(),
+            bias.as_ptr(),
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr(),
+        )
+    };
+    y
+}
+
+/// [`check`], the weights precomputed when `pre`.
+fn check_as(p: ConvParams, seed: u64, pre: bool) -> f64 {
     assert!(geometry_fits(&p), "{p:?}");
     let us = |v: u64| v as usize;
     let (n, c, h, w, m, oh, ow) = (
@@ -44,19 +85,7 @@ fn check(p: ConvParams, seed: u64) -> f64 {
     let x: Vec<f32> = (0..n * c * h * w).map(|_| rng.next()).collect();
     let wt: Vec<f32> = (0..m * c * 9).map(|_| rng.next()).collect();
     let bias: Vec<f32> = (0..m).map(|_| rng.next()).collect();
-    let mut y = vec![f32::NAN; n * m * oh * ow];
-    let mut scratch = vec![f32::NAN; scratch_bytes(&p) / 4 + 1];
-    // SAFETY: the sizes of run's contract.
-    unsafe {
-        run(
-            &p,
-            x.as_ptr(),
-            wt.as_ptr(),
-            bias.as_ptr(),
-            y.as_mut_ptr(),
-            scratch.as_mut_ptr(),
-        )
-    };
+    let y = conv(&p, &x, &wt, &bias, pre);
     let act = p.activation();
     let mut worst = 0.0f64;
     for img in 0..n {
@@ -156,4 +185,76 @@ fn many_tiles_and_k_blocks() {
     let p = geom(1, 8, (70, 66), 16, (1, 1, 1, 1));
     assert!(blocking(&p).blocks > 1);
     check(p, 4);
+}
+
+#[test]
+fn precomputed_weights_match_the_reference_and_the_per_run_transform() {
+    // The same cases through transform_weights + WINOGRAD_U_PACKED: within the reference's
+    // bound, and bit-identical to the per-run transform at 1, 2 and 3 threads (the scratch
+    // has no head: a stale head offset would read the slots as weights).
+    let cases = [
+        (1, 3, (5, 7), 5, (0, 0, 0, 0)),
+        (2, 17, (13, 13), 13, (1, 1, 1, 1)),
+        (1, 33, (8, 8), 97, (1, 0, 1, 2)),
+        (1, 400, (30, 30), 24, (1, 1, 1, 1)),
+        (1, 8, (70, 66), 16, (1, 1, 1, 1)),
+    ];
+    let pool = crate::par::Pool::new(3).expect("a pool of 3 threads");
+    for (i, &(n, c, hw, m, pads)) in cases.iter().enumerate() {
+        let mut p = geom(n, c, hw, m, pads);
+        p.has_bias = 1;
+        [p.act, p.act_a, p.act_b] = Activation::Relu.encode();
+        check_as(p, 11 + i as u64, true);
+        let mut rng = Rng(100 + i as u64);
+        let x: Vec<f32> = (0..(n * c * hw.0 * hw.1) as usize)
+            .map(|_| rng.next())
+            .collect();
+        let wt: Vec<f32> = (0..(m * c * 9) as usize).map(|_| rng.next()).collect();
+        let bias: Vec<f32> = (0..m as usize).map(|_| rng.next()).collect();
+        let want = conv(&p, &x, &wt, &bias, false);
+        for threads in [1, 2, 3] {
+            let pt = ConvParams { threads, ..p };
+            let got = crate::par::with_pool(Some(&pool), || conv(&pt, &x, &wt, &bias, true));
+            let same = want
+                .iter()
+                .zip(&got)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{pt:?}: precomputed differs from per-run at {threads} threads"
+            );
+        }
+    }
+}
+
+#[test]
+fn precomputed_weights_leave_no_head_in_the_scratch() {
+    let mut p = geom(1, 64, (56, 56), 64, (1, 1, 1, 1));
+    let per_run = scratch_bytes(&ConvParams {
+        packed_a: WINOGRAD_PACKED,
+        ..p
+    });
+    mark(&mut p, true);
+    assert_eq!(p.packed_a, WINOGRAD_U_PACKED);
+    assert_eq!(per_run - scratch_bytes(&p), weights_floats(&p) * 4);
+    // Not constant f32, or past PRECOMPUTE_MAX: the per-run transform.
+    mark(&mut p, false);
+    assert_eq!(p.packed_a, WINOGRAD_PACKED);
+    let mut big = geom(1, 256, (56, 56), 256, (1, 1, 1, 1));
+    mark(&mut big, true);
+    assert_eq!(
+        big.packed_a, WINOGRAD_PACKED,
+        "9.4 MB of transformed weights"
+    );
+    // 14 x 14: 16 tiles, enough only with precomputed weights.
+    let mut small = geom(1, 64, (14, 14), 64, (1, 1, 1, 1));
+    assert!(!wins(&small), "per-run transform at 16 tiles");
+    mark(&mut small, true);
+    assert!(wins(&small), "precomputed at 16 tiles");
+    let mut tiny = geom(1, 64, (7, 7), 64, (1, 1, 1, 1));
+    mark(&mut tiny, true);
+    assert!(!wins(&tiny), "4 tiles: one panel mostly zero columns");
+    let mut edge = geom(1, 128, (28, 28), 128, (1, 1, 1, 1));
+    mark(&mut edge, true);
+    assert_eq!(edge.packed_a, WINOGRAD_U_PACKED, "128 -> 128: 2.4 MB");
 }
