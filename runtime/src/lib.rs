@@ -55,7 +55,6 @@ use arenac_compiler::ir::graph::{Graph, ValueKind};
 
 pub use arenac_compiler::Error;
 pub use arenac_compiler::analysis::act_type::{ActType, ActivationsStorage};
-use arenac_compiler::analysis::liveness::winograd::precomputed_growth as winograd_growth;
 use arenac_compiler::analysis::weights_type::weights_report;
 pub use arenac_compiler::analysis::weights_type::{WeightsReport, WeightsStorage};
 pub use arenac_compiler::arena::ArenaPlan;
@@ -254,7 +253,7 @@ impl CompileOptions {
             fuse_elementwise: self.fuse,
             liveness: arenac_compiler::analysis::liveness::LivenessOptions {
                 winograd: self.winograd,
-                f32_weights: !self.weights.is_reduced(),
+                winograd_precompute: !self.weights.is_reduced(),
                 ..d.liveness.with_threads(self.threads)
             },
             activations: self.activations,
@@ -376,9 +375,8 @@ impl Model {
 
     /// The plan report (text with [`PlanReport::to_text`], JSON with [`PlanReport::to_json`]).
     pub fn plan_report(&self) -> PlanReport {
+        // The plan's weights include Winograd's precomputed transformed weights.
         let mut r = build_report(&self.graph, &self.plan);
-        // Winograd's transformed weights precomputed into the weights region.
-        r.weights_bytes += winograd_growth(&self.graph, &self.plan);
         r.weights_storage = self.weights_report().storage_entry(r.weights_bytes);
         r.activations_storage = self.activations_storage();
         r
@@ -409,7 +407,8 @@ impl Model {
     pub fn summary(&self) -> Summary {
         let g = &self.graph;
         let mut weights = weight_stats(g);
-        weights.bytes += winograd_growth(g, &self.plan);
+        // Winograd's transformed weights precomputed into the weights region.
+        weights.bytes = self.plan.weights.bytes;
         let naive_intermediate_bytes = g
             .values()
             .iter()
@@ -483,13 +482,30 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
         };
         Some(plan_graph(&mut imported.graph.clone(), &f32_opts)?.arena_bytes)
     };
-    // Under an explicit --memory-limit the plan may still fit patched: keep the graph as
-    // imported to try that before refusing.
-    let unplanned = (opts.memory_limit.is_some() && opts.patches == Patches::OverLimit)
-        .then(|| imported.graph.clone());
+    // Under an explicit --memory-limit the plan may still fit without Winograd's precomputed
+    // weights, or patched: keep the graph as imported to try that before refusing.
+    let unplanned = opts.memory_limit.is_some().then(|| imported.graph.clone());
     let mut plan_opts = plan_opts;
     let mut plan = plan_graph(&mut imported.graph, &plan_opts)?;
+    if let (Some(budget), Some(g)) = (&budget, &unplanned)
+        && plan.total_bytes() > budget.bytes
+        && plan_opts.liveness.winograd_precompute
+        && plan.weights.bytes > weight_stats(g).bytes
+    {
+        // Winograd's precomputed weights go first: transformed per run instead, in the
+        // scratch, where the arena affords it.
+        let mut o = plan_opts;
+        o.liveness.winograd_precompute = false;
+        let mut try_g = g.clone();
+        let without = plan_graph(&mut try_g, &o)?;
+        if without.total_bytes() < plan.total_bytes() {
+            imported.graph = try_g;
+            plan = without;
+            plan_opts = o;
+        }
+    }
     if let (Some(budget), Some(g)) = (&budget, unplanned)
+        && opts.patches == Patches::OverLimit
         && plan.total_bytes() > budget.bytes
     {
         // Larger recompute budgets (finer grids, deeper stages) only while it does not fit.

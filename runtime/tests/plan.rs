@@ -260,3 +260,94 @@ fn over_the_limit_without_a_batch_dim_says_by_how_much() {
     let model = compile_file(&path, &ok).unwrap();
     assert!(model.summary().arena_bytes >= model.summary().arena_lower_bound_bytes);
 }
+
+/// Winograd's transformed weights precomputed into the weights region count in the weights
+/// and the budget; under a `--memory-limit` that only the plan without them meets, the
+/// compile drops them (the Conv transforms per run instead) rather than refusing.
+#[test]
+fn precomputed_winograd_weights_count_and_go_under_a_limit() {
+    use arenac_compiler::ir::tensor::Tensor;
+    let vals = |n: usize, k: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * k) % 97) as f32 / 97.0 - 0.5).collect()
+    };
+    // A 3 x 3 Conv of 32 -> 32 channels on 32 x 32 (its 36 transformed matrices ~150 KB
+    // against 37 KB of weights) beside a 32 x 8192 Gemm (1 MB), so the growth is within
+    // a quarter of the model's weights.
+    let m = ModelBuilder::new("wino", 13)
+        .input(
+            "x",
+            DType::F32,
+            &[Dim::N(1), Dim::N(32), Dim::N(32), Dim::N(32)],
+        )
+        .input(
+            "b",
+            DType::F32,
+            &[Dim::N(1), Dim::N(4), Dim::N(256), Dim::N(256)],
+        )
+        .output("y", DType::F32, &[])
+        .output("z", DType::F32, &[])
+        .initializer("w", &Tensor::f32(vec![32, 32, 3, 3], &vals(32 * 32 * 9, 7)))
+        // The peak, beside the Conv: Winograd's scratch does not raise it.
+        .node(
+            "cat",
+            "Concat",
+            &["b", "b"],
+            &["bb"],
+            vec![("axis", arenac_compiler::import::builder::Attr::Int(1))],
+        )
+        .node("gz", "GlobalAveragePool", &["bb"], &["z"], vec![])
+        .initializer("fc", &Tensor::f32(vec![32, 8192], &vals(32 * 8192, 11)))
+        .node(
+            "c",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            vec![(
+                "pads",
+                arenac_compiler::import::builder::Attr::Ints(vec![1, 1, 1, 1]),
+            )],
+        )
+        .node("gap", "GlobalAveragePool", &["c"], &["g"], vec![])
+        .node("flat", "Flatten", &["g"], &["f"], vec![])
+        .node("head", "Gemm", &["f", "fc"], &["y"], vec![])
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.onnx");
+    std::fs::write(&path, m.encode_to_vec()).unwrap();
+    let own = 4 * (32 * 32 * 9 + 32 * 8192);
+    let free = compile_file(&path, &CompileOptions::default().with_threads(1)).unwrap();
+    let s = free.summary();
+    assert!(
+        s.weights_bytes > own + 100_000,
+        "grown: {} vs {own}",
+        s.weights_bytes
+    );
+    assert_eq!(free.plan_report().weights_bytes, s.weights_bytes);
+    let exe = free.executable().unwrap();
+    assert!(
+        exe.weights_bytes() >= s.weights_bytes,
+        "{}",
+        exe.weights_bytes()
+    );
+    // A limit between the two totals: compiled without the growth (patching off, so only
+    // dropping the precomputed weights can meet it).
+    let limit = s.arena_bytes + (own + s.weights_bytes) / 2;
+    for patches in ["off", "over-limit"] {
+        let mut o = CompileOptions::default()
+            .with_threads(1)
+            .with_memory_limit(&limit.to_string())
+            .unwrap();
+        if patches == "off" {
+            o.patches = arenac::Patches::Never;
+        }
+        let capped = compile_file(&path, &o)
+            .unwrap_or_else(|e| panic!("{patches}: fits without the growth: {e}"));
+        let c = capped.summary();
+        assert!(c.arena_bytes + c.weights_bytes <= limit, "{patches}");
+        assert!(
+            c.weights_bytes < own + 4096,
+            "{patches}: {}",
+            c.weights_bytes
+        );
+    }
+}

@@ -33,7 +33,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             threads: if byte & 128 != 0 { 3 } else { 1 },
             // With scratch: the Winograd pass runs wherever it applies.
             winograd: true,
-            f32_weights: true,
+            winograd_precompute: true,
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.

@@ -82,10 +82,12 @@ pub struct LivenessOptions {
     /// 3 x 3 stride-1 Convs may run Winograd F(4x4, 3x3) where its scratch does not raise
     /// the peak (the `winograd` pass, [`winograd`]).
     pub winograd: bool,
-    /// Constant Conv weights are stored as f32 (not `--weights f16|bf16|int8`), so Winograd
-    /// may read its transformed weights precomputed in the weights region instead of the
-    /// scratch ([`crate::gemm::winograd::mark`]).
-    pub f32_weights: bool,
+    /// Winograd may read the transformed weights of small Convs precomputed in the weights
+    /// region instead of transforming them into its scratch at every run
+    /// ([`winograd::precomputed`], [`crate::gemm::winograd::mark`]): only for f32 weights (off
+    /// with `--weights f16|bf16|int8`), and turned off when the weights' growth is what keeps
+    /// a plan above its `--memory-limit`.
+    pub winograd_precompute: bool,
 }
 
 impl LivenessOptions {
@@ -98,7 +100,7 @@ impl LivenessOptions {
             concat_in_place: false,
             threads: 1,
             winograd: false,
-            f32_weights: true,
+            winograd_precompute: true,
         }
     }
 
@@ -111,7 +113,7 @@ impl LivenessOptions {
             concat_in_place: true,
             threads: 1,
             winograd: true,
-            f32_weights: true,
+            winograd_precompute: true,
         }
     }
 

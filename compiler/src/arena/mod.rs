@@ -255,7 +255,7 @@ fn plan_flat(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         )));
     }
     let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
-    Ok(ArenaPlan {
+    let mut plan = ArenaPlan {
         options: *opts,
         schedule: order,
         arena_bytes: placement.arena_bytes,
@@ -271,7 +271,15 @@ fn plan_flat(g: &Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
         sub_plans: control::SubPlans::new(),
         activations: ActReport::default(),
         patches: None,
-    })
+    };
+    // Winograd's transformed weights precomputed into the weights region grow it.
+    plan.weights.bytes =
+        plan.weights
+            .bytes
+            .saturating_add(crate::analysis::liveness::winograd::precomputed_growth(
+                g, &plan,
+            ));
+    Ok(plan)
 }
 
 /// The values of `live`'s buffers for [`verify_values`], each with its own life recomputed

@@ -423,7 +423,7 @@ fn an_input_buffer_reused_after_its_last_read() {
 /// a quarter of the model's weights (a large Gemm beside it) reads them from the weights
 /// region (the executable's region holds them, and the plan's scratch has no head); alone,
 /// the growth would be 3x the model's weights, so it transforms per run; with reduced
-/// weights (`f32_weights: false`) never. Outputs as in `winograd_convolutions`.
+/// weights (`winograd_precompute: false`) never. Outputs as in `winograd_convolutions`.
 #[test]
 fn winograd_precomputed_weights_within_a_share_of_the_model() {
     use arenac_compiler::analysis::liveness::winograd::{chosen_nodes, precomputed};
@@ -466,11 +466,13 @@ fn winograd_precomputed_weights_within_a_share_of_the_model() {
             b.node("r", "Relu", &["c"], &["y"], vec![]).build()
         }
     };
-    for (with_fc, f32_weights, want) in [(true, true, 1), (false, true, 0), (true, false, 0)] {
+    for (with_fc, winograd_precompute, want) in
+        [(true, true, 1), (false, true, 0), (true, false, 0)]
+    {
         let model = build(with_fc);
         let mut g = import(&model);
         let o = LivenessOptions {
-            f32_weights,
+            winograd_precompute,
             ..LivenessOptions::full()
         };
         let plan = plan_graph(
@@ -484,7 +486,7 @@ fn winograd_precomputed_weights_within_a_share_of_the_model() {
         assert_eq!(
             precomputed(&g, &o).len(),
             want,
-            "fc {with_fc}, f32 {f32_weights}"
+            "fc {with_fc}, f32 {winograd_precompute}"
         );
         assert_eq!(chosen_nodes(&g, &plan).len(), 1, "Winograd either way");
         let exe = compile(&g, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));

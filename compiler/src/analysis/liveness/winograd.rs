@@ -43,14 +43,14 @@ fn geometry(g: &Graph, id: NodeId, threads: usize) -> Option<(ConvParams, bool)>
 }
 
 /// The constant weights whose Winograd Convs read their transformed weights precomputed in
-/// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with f32 weights (`o.f32_weights`),
+/// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with `o.winograd_precompute` (f32 weights),
 /// among the Convs Winograd applies to with precomputed weights ([`winograd::mark`]: at most
 /// [`winograd::PRECOMPUTE_MAX`] bytes each), the smallest growths first (the early, large-plane
 /// Convs) while their sum stays within 1 / [`PRECOMPUTE_SHARE`] of the graph's constant bytes.
 /// A pure function of the graph and the options: the planner and the lowering agree.
 pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
     let mut out = BTreeSet::new();
-    if !o.f32_weights || !o.winograd {
+    if !o.winograd_precompute || !o.winograd {
         return out;
     }
     let mut seen = BTreeSet::new();
