@@ -288,13 +288,28 @@ pub unsafe fn conv(
             // contract and [`parts`] (sized for the largest band).
             unsafe {
                 let sx = scratch;
-                for ch in 0..c {
-                    let plane = x.add((img * c + ch) * h * wd);
-                    widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
+                if lo == 0 && hb == h {
+                    // The band reads whole planes: all channels are one run in both.
+                    let n = c * h * wd;
+                    let src = std::slice::from_raw_parts(x.add(img * n), n);
+                    widen(t, src, std::slice::from_raw_parts_mut(sx, n));
+                } else {
+                    for ch in 0..c {
+                        let plane = x.add((img * c + ch) * h * wd);
+                        widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
+                    }
                 }
                 let sy = scratch.add(xin);
                 let inner = scratch.add(xin + yout);
                 arenac_conv2d(&q, sx, w, bias, sy, inner);
+                if ob == oh {
+                    // One band: the output planes are one run in both.
+                    let n = m * oh * ow;
+                    let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
+                    narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                    r0 = r1;
+                    continue;
+                }
                 for mo in 0..m {
                     let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
                     let dst = std::slice::from_raw_parts_mut(dst, ob * ow);

@@ -394,6 +394,8 @@ fn conv_at_every_budget_against_the_reference() {
         geom(1, 96, 7, 7, 40, 1),
         geom(2, 24, 20, 20, 40, 1),
         geom(1, 5, 9, 11, 7, 3),
+        geom(2, 64, 1, 1, 24, 1),
+        geom(1, 6, 5, 4, 3, 3),
     ] {
         let (n, c, hw, m) = (
             p.n as usize,

@@ -102,6 +102,21 @@ pub(super) unsafe fn pointwise_runs(
             // the scratch parts hold `c` and `m` rows of `wb <= pw_width(npix)` floats
             // ([`super::parts`]), the inner kernel needs none (whole panels, or none at all).
             unsafe {
+                if wb == pixels {
+                    // The whole plane unpadded (squeeze-excitation convs on 1x1 planes): the
+                    // image's channels are one run in `x`, in the scratch and in `y`.
+                    let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
+                    widen(t, src, std::slice::from_raw_parts_mut(scratch, c * pixels));
+                    let sy = scratch.add(run.xin);
+                    arenac_conv2d(&q, scratch, w, bias, sy, sy.add(run.yout));
+                    narrow(
+                        t,
+                        std::slice::from_raw_parts(sy, m * pixels),
+                        std::slice::from_raw_parts_mut(y.add(img * m * pixels), m * pixels),
+                    );
+                    p0 += nb;
+                    continue;
+                }
                 for ch in 0..c {
                     let src = std::slice::from_raw_parts(x.add((img * c + ch) * pixels + p0), nb);
                     let dst = std::slice::from_raw_parts_mut(scratch.add(ch * wb), wb);
