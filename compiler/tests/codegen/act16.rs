@@ -139,6 +139,13 @@ fn conv_paths_in_bands() {
         (vec![1, 64, 56, 56], 64, 3, 1, 1, 1, Some("Relu")),
         (vec![1, 64, 56, 56], 128, 1, 2, 0, 1, None),
         (vec![1, 128, 28, 28], 128, 3, 1, 1, 1, None),
+        // Pointwise convs by pixel runs across row ends (`stage16::conv::pw_pixels`): 7x7 and
+        // 14x14 planes (the small-plane kernel's layout), 1x1 planes of two images
+        // (squeeze-excitation), 28x28 (the GEMM's 16-column panels).
+        (vec![1, 320, 7, 7], 96, 1, 1, 0, 1, None),
+        (vec![1, 384, 14, 14], 64, 1, 1, 0, 1, Some("Relu")),
+        (vec![2, 96, 1, 1], 24, 1, 1, 0, 1, None),
+        (vec![1, 24, 28, 28], 144, 1, 1, 0, 1, Some("Relu")),
     ];
     for (x, m, k, s, p, g, act) in cases {
         let model = conv_model(&mut rng, &x, m, k, s, p, g, act);

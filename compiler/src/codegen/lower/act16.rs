@@ -87,6 +87,60 @@ pub(super) fn lower(
     }
 }
 
+/// A Cast between f32 and the 16-bit type of `--activations` (those the retyping adds at
+/// graph inputs and outputs and around nodes kept in f32) as one host call of
+/// [`stage16::narrow`] / [`stage16::widen`]: AVX-512 or AVX2+F16C loops, round to nearest
+/// even (as the typed Cast kernel; `half`'s conversions elsewhere). `Ok(false)`, nothing
+/// emitted, for every other node, and for every node of a plan without 16-bit activations.
+pub(super) fn cast(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<bool, Error> {
+    use crate::analysis::act_type::ActType;
+    let n = cx.g.node(cx.id);
+    if !matches!(n.op, Op::Cast { .. }) || n.inputs.len() != 1 || n.outputs.len() != 1 {
+        return Ok(false);
+    }
+    let t = match cx.plan.activations.act {
+        ActType::F16 => N16::F16,
+        ActType::Bf16 => N16::Bf16,
+        ActType::F32 => return Ok(false),
+    };
+    let (x, y) = (cx.input(0)?, cx.output()?);
+    let (xt, yt) = (cx.ty(x), cx.ty(y));
+    let want = |d: DType| match t {
+        N16::F16 => d == DType::F16,
+        N16::Bf16 => d == DType::BF16,
+    };
+    let to16 = match (xt.dtype, yt.dtype) {
+        (DType::F32, d) if want(d) => true,
+        (d, DType::F32) if want(d) => false,
+        _ => return Ok(false),
+    };
+    let len = yt.numel().unwrap_or(0);
+    if cx.constant(x).is_some() || xt.numel() != Some(len) {
+        return Ok(false);
+    }
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X holds `len` values of the source type, Y
+        // `len` of the target type, apart (a Cast's output is not planned over its input:
+        // the element sizes differ).
+        unsafe {
+            if to16 {
+                let src = crate::codegen::host::input::<f32>(p[0], len);
+                stage16::narrow(t, src, crate::codegen::host::output::<u16>(p[1], len));
+            } else {
+                let src = crate::codegen::host::input::<u16>(p[0], len);
+                stage16::widen(t, src, crate::codegen::host::output::<f32>(p[1], len));
+            }
+        }
+    });
+    let src = cx.operand(x, w)?;
+    host_call(cx, prog, kernel, vec![src, cx.arena(y)?])?;
+    Ok(true)
+}
+
 /// Emits one host call of `kernel` with `args` (at most [`SLOTS`]).
 fn host_call(
     cx: &Ctx<'_>,

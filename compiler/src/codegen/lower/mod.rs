@@ -375,7 +375,10 @@ pub(super) fn node(
         let desc = CopyDesc::new(elem, &[len], &[1], &[1]);
         return copy_call(&cx, prog, desc, src, dst);
     }
-    // `--activations f16|bf16`: nodes with a staged 16-bit kernel.
+    // `--activations f16|bf16`: nodes with a staged 16-bit kernel, and the Casts it adds.
+    if act16::cast(&cx, prog, w)? {
+        return Ok(());
+    }
     if let Some(t) = act16::staged_type(&cx) {
         return act16::lower(&cx, t, prog, w);
     }

@@ -9,6 +9,10 @@
 use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
 
+mod pointwise;
+pub use pointwise::pw_pixels;
+use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
+
 /// The geometry of the band of output rows `[r0, r1)` of one image of `p`: its params
 /// (`n = 1`) and the first input row it reads (negative inside the top padding). A band is
 /// vertically a *valid* convolution: its `h` is exactly the rows its window reads
@@ -111,6 +115,12 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
 /// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
 /// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`.
 pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
+    if pw_pixels(p, budget).is_some() {
+        return ConvParams {
+            packed_a: pw_layout(p),
+            ..*p
+        };
+    }
     let mut q = band(p, 0, band_rows(p, budget).min(p.oh.max(1))).0;
     mark_packed(&mut q);
     ConvParams { n: p.n, ..q }
@@ -170,6 +180,16 @@ fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
         let mult = p.m / p.group.max(1);
         return (up(b * p.h * p.w), up(b * mult * p.oh * p.ow), 0);
     }
+    if let Some(npix) = pw_pixels(p, budget) {
+        let wb = pw_width(p, npix);
+        return (up(p.c * wb), up(p.m * wb), 0);
+    }
+    row_parts(p, budget)
+}
+
+/// [`parts`] of the bands of whole output rows ([`band_rows`]).
+fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
+    let up = |f: u64| (f as usize).next_multiple_of(16);
     let rows = band_rows(p, budget);
     let bs = bands(p, rows);
     let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
@@ -236,6 +256,18 @@ pub unsafe fn conv(
     } else {
         weights_params(p, budget).packed_a
     };
+    if let Some(npix) = pw_pixels(p, budget) {
+        let run = PwRun {
+            npix,
+            packed,
+            budget,
+            xin,
+            yout,
+        };
+        // SAFETY: the caller's contract, passed on.
+        unsafe { pointwise_runs(t, p, &run, x, w, bias, y, scratch) };
+        return;
+    }
     let (c, h, wd, m, oh, ow) = (
         p.c as usize,
         p.h as usize,
@@ -256,21 +288,28 @@ pub unsafe fn conv(
             // contract and [`parts`] (sized for the largest band).
             unsafe {
                 let sx = scratch;
-                for ch in 0..c {
-                    for i in 0..hb {
-                        let dst = std::slice::from_raw_parts_mut(sx.add((ch * hb + i) * wd), wd);
-                        let row = lo + i as i64;
-                        if (0..h as i64).contains(&row) {
-                            let src = x.add(((img * c + ch) * h + row as usize) * wd);
-                            widen(t, std::slice::from_raw_parts(src, wd), dst);
-                        } else {
-                            dst.fill(0.0);
-                        }
+                if lo == 0 && hb == h {
+                    // The band reads whole planes: all channels are one run in both.
+                    let n = c * h * wd;
+                    let src = std::slice::from_raw_parts(x.add(img * n), n);
+                    widen(t, src, std::slice::from_raw_parts_mut(sx, n));
+                } else {
+                    for ch in 0..c {
+                        let plane = x.add((img * c + ch) * h * wd);
+                        widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
                     }
                 }
                 let sy = scratch.add(xin);
                 let inner = scratch.add(xin + yout);
                 arenac_conv2d(&q, sx, w, bias, sy, inner);
+                if ob == oh {
+                    // One band: the output planes are one run in both.
+                    let n = m * oh * ow;
+                    let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
+                    narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                    r0 = r1;
+                    continue;
+                }
                 for mo in 0..m {
                     let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
                     let dst = std::slice::from_raw_parts_mut(dst, ob * ow);
@@ -326,18 +365,8 @@ unsafe fn depthwise_bands(
                 // and bias are rows `ch0..` of the OIHW weights and of the bias.
                 unsafe {
                     for ch in 0..lanes {
-                        for i in 0..hb {
-                            let dst =
-                                std::slice::from_raw_parts_mut(scratch.add((ch * hb + i) * wd), wd);
-                            let row = lo + i as i64;
-                            if (0..h as i64).contains(&row) {
-                                let src = x
-                                    .add(((img * p.c as usize + ch0 + ch) * h + row as usize) * wd);
-                                widen(t, std::slice::from_raw_parts(src, wd), dst);
-                            } else {
-                                dst.fill(0.0);
-                            }
-                        }
+                        let plane = x.add((img * p.c as usize + ch0 + ch) * h * wd);
+                        widen_rows(t, plane, h, wd, lo, hb, scratch.add(ch * hb * wd));
                     }
                     let sy = scratch.add(xin);
                     let bq = if p.has_bias != 0 { bias.add(ch0) } else { bias };
@@ -419,5 +448,39 @@ unsafe fn depthwise_blocks(
             }
             ch0 += b as usize;
         }
+    }
+}
+
+/// Widens rows `lo..lo + hb` of a plane of `h` rows of `wd` values into `dst` (`hb * wd`
+/// floats): the rows inside `0..h` in one run (they are contiguous in both), zeros for the
+/// rows above and below it.
+///
+/// # Safety
+/// `plane` readable for `h * wd` values, `dst` writable for `hb * wd` floats, disjoint.
+unsafe fn widen_rows(
+    t: N16,
+    plane: *const u16,
+    h: usize,
+    wd: usize,
+    lo: i64,
+    hb: usize,
+    dst: *mut f32,
+) {
+    let first = lo.clamp(0, h as i64) as usize;
+    let end = (lo + hb as i64).clamp(0, h as i64) as usize;
+    let above = (first as i64 - lo).clamp(0, hb as i64) as usize;
+    let inside = end.saturating_sub(first).min(hb - above);
+    // SAFETY: `above + inside <= hb` rows of `dst`; rows `first..end` lie in the plane.
+    unsafe {
+        std::slice::from_raw_parts_mut(dst, above * wd).fill(0.0);
+        if inside > 0 {
+            widen(
+                t,
+                std::slice::from_raw_parts(plane.add(first * wd), inside * wd),
+                std::slice::from_raw_parts_mut(dst.add(above * wd), inside * wd),
+            );
+        }
+        let done = above + inside;
+        std::slice::from_raw_parts_mut(dst.add(done * wd), (hb - done) * wd).fill(0.0);
     }
 }

@@ -359,3 +359,123 @@ fn rows_against_the_reference() {
         }
     }
 }
+
+/// A staged Conv at every staging budget the planner may choose: within f16 rounding of the
+/// f64 convolution of the widened operands, and bit-identical across budgets. Pointwise
+/// planes run by pixel runs across row ends (`conv::pw_pixels`: 7x7 on the small-plane
+/// kernel's layout, 20x20 on the GEMM's, two images), a 3x3 "same" conv by bands of rows
+/// whose padding rows are staged as zeros.
+#[test]
+fn conv_at_every_budget_against_the_reference() {
+    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    let geom = |n, c, h, w, m, k: u64| ConvParams {
+        n,
+        c,
+        h,
+        w,
+        m,
+        group: 1,
+        kh: k,
+        kw: k,
+        stride_h: 1,
+        stride_w: 1,
+        pad_t: k / 2,
+        pad_l: k / 2,
+        dil_h: 1,
+        dil_w: 1,
+        oh: h,
+        ow: w,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let mut runs = 0;
+    for p in [
+        geom(1, 96, 7, 7, 40, 1),
+        geom(2, 24, 20, 20, 40, 1),
+        geom(1, 5, 9, 11, 7, 3),
+        geom(2, 64, 1, 1, 24, 1),
+        geom(1, 6, 5, 4, 3, 3),
+    ] {
+        let (n, c, hw, m) = (
+            p.n as usize,
+            p.c as usize,
+            (p.h * p.w) as usize,
+            p.m as usize,
+        );
+        let kk = (p.kh * p.kw) as usize;
+        let x32: Vec<f32> = (0..n * c * hw)
+            .map(|i| ((i * 37 % 113) as f32 - 56.0) / 32.0)
+            .collect();
+        let mut x = vec![0u16; x32.len()];
+        narrow(N16::F16, &x32, &mut x);
+        let mut xw = vec![0f32; x.len()];
+        widen(N16::F16, &x, &mut xw);
+        let wt: Vec<f32> = (0..m * c * kk)
+            .map(|i| ((i * 11 % 29) as f32 - 14.0) / 64.0)
+            .collect();
+        let bias: Vec<f32> = (0..m).map(|j| j as f32 / 8.0 - 2.0).collect();
+        let mut first: Option<Vec<u16>> = None;
+        for budget in conv::budgets(&p) {
+            runs += usize::from(conv::pw_pixels(&p, budget).is_some());
+            let mut wp = conv::weights_params(&p, budget);
+            let mut packed = vec![0f32; prepared_len(&wp)];
+            prepare_weights(&mut wp, &wt, &mut packed);
+            let q = ConvParams {
+                packed_a: wp.packed_a,
+                ..p
+            };
+            let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
+            let off = scratch.as_ptr().align_offset(64);
+            let mut y = vec![0u16; n * m * hw];
+            // SAFETY: operands of the sizes the contract asks, the weights prepared for this
+            // budget, the scratch as `scratch_bytes_at` asks, 64-aligned.
+            unsafe {
+                conv::conv(
+                    N16::F16,
+                    &q,
+                    budget,
+                    x.as_ptr(),
+                    packed.as_ptr(),
+                    bias.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr().add(off),
+                )
+            };
+            match &first {
+                Some(f) => assert_eq!(f, &y, "{p:?} at budget {budget}"),
+                None => first = Some(y),
+            }
+        }
+        let mut got = vec![0f32; n * m * hw];
+        widen(N16::F16, first.as_ref().unwrap(), &mut got);
+        let (h, w, k) = (p.h as i64, p.w as i64, p.kh as i64);
+        for img in 0..n {
+            for mo in 0..m {
+                for oy in 0..h {
+                    for ox in 0..w {
+                        let mut want = f64::from(bias[mo]);
+                        for ci in 0..c {
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let (iy, ix) = (oy + ky - k / 2, ox + kx - k / 2);
+                                    if (0..h).contains(&iy) && (0..w).contains(&ix) {
+                                        let xi = (img * c + ci) * hw + (iy * w + ix) as usize;
+                                        let wi = (mo * c + ci) * kk + (ky * k + kx) as usize;
+                                        want += f64::from(xw[xi]) * f64::from(wt[wi]);
+                                    }
+                                }
+                            }
+                        }
+                        let g = f64::from(got[(img * m + mo) * hw + (oy * w + ox) as usize]);
+                        assert!(
+                            (g - want).abs() <= 2e-3 * want.abs().max(1.0),
+                            "{p:?}: y[{img}][{mo}][{oy}][{ox}] = {g}, reference {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(runs > 0, "no budget ran the pointwise convs by pixel runs");
+}

@@ -1,0 +1,140 @@
+//! A staged pointwise Conv (`1 x 1`, stride 1, no padding, no groups) by runs of pixels:
+//! the planes are flat, so a band is any run of pixels across row ends, one contiguous
+//! widen per input channel and one narrow per output channel. Runs are whole tiles of the
+//! f32 kernel the whole plane takes (12 pixels for [`crate::gemm::pw_small`], 16-column
+//! panels for the GEMM path), where bands of whole rows left 7- or 14-pixel bands that fill
+//! tiles of 12 or panels of 16 partly (7x7 and 14x14 planes). Each run is a pointwise
+//! convolution of its own (`h = 1`, `w` = the run) in the layout of the whole plane.
+
+use super::{N16, narrow, row_parts, widen};
+use crate::gemm::NR;
+use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
+
+/// Pixels per run of a pointwise `p` at staging `budget`: the most whole tiles (of 48
+/// pixels, else of 12 for the small-plane kernel or 16 for the GEMM path) whose input and
+/// output fit the budget, at least one tile (all pixels of a smaller plane); `None` for
+/// other convs, or where the runs' scratch would exceed that of bands of whole rows at the
+/// same budget (the planner's sizes never grow).
+pub fn pw_pixels(p: &ConvParams, budget: u64) -> Option<u64> {
+    if !p.is_pointwise() || p.group > 1 || p.n == 0 {
+        return None;
+    }
+    let pixels = (p.h * p.w).max(1);
+    let unit = if pw_layout(p) == crate::gemm::pw_small::PW_SMALL_PACKED {
+        12
+    } else {
+        NR as u64
+    };
+    let fit = budget / ((p.c + p.m) * 4).max(1);
+    let step = if fit >= 48 { 48 } else { unit };
+    let npix = (fit / step * step).max(unit).min(pixels);
+    let (a, b, c) = row_parts(p, budget);
+    let up = |f: u64| (f as usize).next_multiple_of(16);
+    let wb = pw_width(p, npix);
+    (up(p.c * wb) + up(p.m * wb) <= a + b + c).then_some(npix)
+}
+
+/// The layout the whole plane's weights take in f32 ([`mark_packed`] of `p`).
+pub(super) fn pw_layout(p: &ConvParams) -> u64 {
+    let mut q = ConvParams { packed_a: 0, ..*p };
+    mark_packed(&mut q);
+    q.packed_a
+}
+
+/// Pixels of the staging rows of a run of `npix`: rounded up to whole 16-column panels, so
+/// the GEMM path (f32 weights, or weights stored reduced: known to the lowering, not to the
+/// planner) never copies a partial panel into scratch of its own.
+pub(super) fn pw_width(_p: &ConvParams, npix: u64) -> u64 {
+    npix.next_multiple_of(NR as u64)
+}
+
+/// How [`pointwise_runs`] cuts and runs `p`.
+pub(super) struct PwRun {
+    /// Pixels per run ([`pw_pixels`]).
+    pub npix: u64,
+    /// The weights' layout (`ConvParams::packed_a` of every run).
+    pub packed: u64,
+    /// The staging budget (the im2col tile of the GEMM path's runs).
+    pub budget: u64,
+    /// Floats of the input and output parts of the scratch.
+    pub xin: usize,
+    pub yout: usize,
+}
+
+/// `y = act(conv(x, w) + bias)` of a pointwise `p` run by run: a run's pixels of every
+/// input channel widened into rows of [`pw_width`] floats (the padding zeroed for the GEMM
+/// path; the small-plane kernel reads only the run), convolved, narrowed.
+///
+/// # Safety
+/// As [`super::conv`], with `run` from [`pw_pixels`] at the budget the weights and scratch
+/// were sized for.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn pointwise_runs(
+    t: N16,
+    p: &ConvParams,
+    run: &PwRun,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+) {
+    let (c, m) = (p.c as usize, p.m as usize);
+    let pixels = (p.h * p.w) as usize;
+    let small = run.packed == crate::gemm::pw_small::PW_SMALL_PACKED;
+    let npix = run.npix as usize;
+    for img in 0..p.n as usize {
+        let mut p0 = 0;
+        while p0 < pixels {
+            let nb = npix.min(pixels - p0);
+            let wb = if small { nb } else { nb.next_multiple_of(NR) };
+            let mut q = ConvParams {
+                n: 1,
+                h: 1,
+                w: wb as u64,
+                oh: 1,
+                ow: wb as u64,
+                packed_a: run.packed,
+                ..*p
+            };
+            q.tile = super::band_tile(&q, run.budget);
+            // SAFETY: the run's pixels of every channel of image `img` lie in `x` and `y`;
+            // the scratch parts hold `c` and `m` rows of `wb <= pw_width(npix)` floats
+            // ([`super::parts`]), the inner kernel needs none (whole panels, or none at all).
+            unsafe {
+                if wb == pixels {
+                    // The whole plane unpadded (squeeze-excitation convs on 1x1 planes): the
+                    // image's channels are one run in `x`, in the scratch and in `y`.
+                    let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
+                    widen(t, src, std::slice::from_raw_parts_mut(scratch, c * pixels));
+                    let sy = scratch.add(run.xin);
+                    arenac_conv2d(&q, scratch, w, bias, sy, sy.add(run.yout));
+                    narrow(
+                        t,
+                        std::slice::from_raw_parts(sy, m * pixels),
+                        std::slice::from_raw_parts_mut(y.add(img * m * pixels), m * pixels),
+                    );
+                    p0 += nb;
+                    continue;
+                }
+                for ch in 0..c {
+                    let src = std::slice::from_raw_parts(x.add((img * c + ch) * pixels + p0), nb);
+                    let dst = std::slice::from_raw_parts_mut(scratch.add(ch * wb), wb);
+                    widen(t, src, &mut dst[..nb]);
+                    dst[nb..].fill(0.0);
+                }
+                let sy = scratch.add(run.xin);
+                arenac_conv2d(&q, scratch, w, bias, sy, sy.add(run.yout));
+                for mo in 0..m {
+                    let dst = y.add((img * m + mo) * pixels + p0);
+                    narrow(
+                        t,
+                        std::slice::from_raw_parts(sy.add(mo * wb), nb),
+                        std::slice::from_raw_parts_mut(dst, nb),
+                    );
+                }
+            }
+            p0 += nb;
+        }
+    }
+}
