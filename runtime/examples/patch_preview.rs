@@ -5,7 +5,8 @@
 //!
 //!     cargo run --release -p arenac --example patch_preview -- MODEL.onnx...
 //!
-//! `PATCH_PREVIEW_ALL=1` also lists every stage and grid measured, on stderr.
+//! `PATCH_PREVIEW_ALL=1` also lists every stage and grid measured, on stderr;
+//! `PATCH_PREVIEW_ACT=f16|bf16` plans with 16-bit activations.
 
 use arenac::{CompileOptions, compile_file};
 use arenac_compiler::analysis::patches::analyze;
@@ -18,8 +19,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---:|---:|---:|---:|---:|---|---:|");
     let all = std::env::var_os("PATCH_PREVIEW_ALL").is_some();
     for path in std::env::args().skip(1) {
+        let activations = match std::env::var("PATCH_PREVIEW_ACT").as_deref() {
+            Ok("f16") => arenac_compiler::analysis::act_type::ActType::F16,
+            Ok("bf16") => arenac_compiler::analysis::act_type::ActType::Bf16,
+            _ => arenac_compiler::analysis::act_type::ActType::F32,
+        };
         let opts = CompileOptions {
             codegen: false,
+            activations,
             ..CompileOptions::default()
         };
         let model = compile_file(path.as_ref(), &opts)?;

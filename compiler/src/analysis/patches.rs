@@ -97,6 +97,7 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         | Op::Binary(_)
         | Op::Variadic(_)
         | Op::ClipDynamic { .. }
+        | Op::Cast { .. }
         | Op::FusedElementwise(_)
         | Op::BatchNormalization { .. } => {
             // Every arena input has the output's shape (constants broadcast per channel; a

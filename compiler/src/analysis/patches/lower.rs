@@ -278,6 +278,8 @@ impl Rewrite<'_> {
     /// Adds a one-output node whose output type is inferred; returns the output.
     fn add(&mut self, node: String, op: Op, ins: &[ValueId], out: String) -> Option<ValueId> {
         let types: Vec<TensorType> = ins.iter().map(|&v| self.ng.value(v).ty.clone()).collect();
+        // A node staged on 16-bit data reads f32 weights as its data's type.
+        let types = crate::ir::verify::constants_as_data(&self.ng, ins, types);
         let ty = op.infer(&types).ok()?.into_iter().next()?;
         let id = self.ng.add_node(node, op, ins, &[(out, ty)]);
         self.ng.node(id).outputs.first().copied()
