@@ -5,7 +5,8 @@
 //!
 //!     cargo run --release -p arenac --example patch_preview -- MODEL.onnx...
 //!
-//! `PATCH_PREVIEW_ALL=1` also lists every stage and grid measured, on stderr.
+//! `PATCH_PREVIEW_ALL=1` also lists every stage and grid measured, on stderr;
+//! `PATCH_PREVIEW_ACT=f16|bf16` plans with 16-bit activations.
 
 use arenac::{CompileOptions, compile_file};
 use arenac_compiler::analysis::patches::analyze;
@@ -13,13 +14,19 @@ use arenac_compiler::analysis::patches::analyze;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
     println!(
-        "| model | peak today MiB | patched MiB | ratio | stage nodes | grid | stage / rest MiB | recomputed (of model) |"
+        "| model | peak today MiB | patched MiB | ratio | stage steps | grid | stage / rest MiB | recomputed (of model) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---|---:|");
     let all = std::env::var_os("PATCH_PREVIEW_ALL").is_some();
     for path in std::env::args().skip(1) {
+        let activations = match std::env::var("PATCH_PREVIEW_ACT").as_deref() {
+            Ok("f16") => arenac_compiler::analysis::act_type::ActType::F16,
+            Ok("bf16") => arenac_compiler::analysis::act_type::ActType::Bf16,
+            _ => arenac_compiler::analysis::act_type::ActType::F32,
+        };
         let opts = CompileOptions {
             codegen: false,
+            activations,
             ..CompileOptions::default()
         };
         let model = compile_file(path.as_ref(), &opts)?;
@@ -31,7 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if all {
             for c in &report.candidates {
                 eprintln!(
-                    "{name}: {} nodes {}x{}: {:.2} MiB (stage {:.2}, rest {:.2}), +{:.1}%",
+                    "{name}: steps {}..{} {}x{}: {:.2} MiB (stage {:.2}, rest {:.2}), +{:.1}%",
+                    c.start,
                     c.nodes,
                     c.grid,
                     c.grid,
@@ -44,10 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         match report.best(0.10) {
             Some(b) => println!(
-                "| {name} | {:.2} | {:.2} | {:.2} | {} | {}x{} | {:.2} / {:.2} | {:.1}% |",
+                "| {name} | {:.2} | {:.2} | {:.2} | {}..{} | {}x{} | {:.2} / {:.2} | {:.1}% |",
                 mib(report.unpatched_bytes),
                 mib(b.peak_bytes),
                 b.peak_bytes as f64 / report.unpatched_bytes.max(1) as f64,
+                b.start,
                 b.nodes,
                 b.grid,
                 b.grid,

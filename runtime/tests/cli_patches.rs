@@ -197,3 +197,49 @@ fn the_recompute_budget_bounds_the_stage() {
     let (code, _, err) = arenac(&["plan", m, "--patch-flops", "-3"]);
     assert_ne!(code, 0, "{err}");
 }
+
+/// `--activations f16|bf16`: the retyped graph starts with the image's Cast to 16 bits, which a
+/// stage takes (element-wise), and the staged 16-bit Convs and pools run on windows; the
+/// patched 16-bit plan is smaller than the unpatched 16-bit one and its outputs match the
+/// unpatched 16-bit run's.
+#[test]
+fn a_16bit_plan_patches_with_the_unpatched_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model(dir.path());
+    let m = model.to_str().unwrap();
+    for act in ["f16", "bf16"] {
+        let (arena, _, _) = planned(m, &["--activations", act, "--no-patches"]);
+        let (patched, _, json) = planned(m, &["--activations", act, "--patches"]);
+        assert!(json.contains("\"patches\""), "{act}: {json}");
+        assert!(patched * 2 < arena, "{act}: patched {patched} vs {arena}");
+        let run = |name: &str, flag: &str| {
+            let out = dir.path().join(format!("{act}-{name}"));
+            let (code, _, err) = arenac(&[
+                "run",
+                m,
+                "--threads",
+                "1",
+                "--activations",
+                act,
+                flag,
+                "--output-dir",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let d = std::fs::read(out.join("output_0.npy")).unwrap();
+            d[d.len() - 40..]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect::<Vec<f32>>()
+        };
+        let (plain, fitted) = (run("plain", "--no-patches"), run("patched", "--patches"));
+        let scale = plain.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let exact = plain.iter().zip(&fitted).filter(|(x, y)| x == y).count();
+        for (x, y) in plain.iter().zip(&fitted) {
+            assert!(
+                (x - y).abs() <= 1e-6 * scale,
+                "{act}: patched {y} vs unpatched {x} ({exact} of 10 bit-identical)"
+            );
+        }
+    }
+}

@@ -51,6 +51,51 @@ struct Local {
     s: [usize; 2],
     d: [usize; 2],
     pb: [usize; 2],
+    /// An integer nearest upsampling (Resize): output row `o` reads input row `o / up`.
+    up: [usize; 2],
+}
+
+impl Local {
+    /// The input range (clamped to `0..size`) the output range `o` reads along `dim`.
+    fn back(&self, o: &Range<usize>, dim: usize, size: usize) -> Range<usize> {
+        let up = self.up[dim];
+        if up > 1 {
+            if o.is_empty() {
+                return 0..0;
+            }
+            return (o.start / up).min(size)..((o.end - 1) / up + 1).min(size);
+        }
+        back(o, self.k[dim], self.s[dim], self.d[dim], self.pb[dim], size)
+    }
+}
+
+/// The integer factors of a nearest Resize upsampling a 4-d plane whose output row `o` reads
+/// input row `o / f` (and columns alike): half-pixel coordinates with either rounding, or
+/// asymmetric ones rounded down; `None` for any other Resize.
+fn upsampling(r: &crate::ops::ResizeAttrs, x: &TensorType) -> Option<[usize; 2]> {
+    use crate::ops::resize::ResizeMode;
+    let coord = r.coordinate_transformation.as_str();
+    let near = r.nearest_mode.as_str();
+    let ok = r.mode == ResizeMode::Nearest
+        && r.roi.is_empty()
+        && (matches!(coord, "half_pixel" | "pytorch_half_pixel")
+            && matches!(near, "round_prefer_floor" | "round_prefer_ceil")
+            || coord == "asymmetric" && matches!(near, "floor" | "simple"));
+    if !ok || r.scales.len() != 4 || r.scales[0] != 1.0 || r.scales[1] != 1.0 {
+        return None;
+    }
+    let mut f = [1usize; 2];
+    for (d, fd) in f.iter_mut().enumerate() {
+        let s = *r.scales.get(2 + d)?;
+        if s < 1.0 || s.fract() != 0.0 || s > 64.0 {
+            return None;
+        }
+        *fd = s as usize;
+        if r.output_shape.get(2 + d)? != &(x.shape.get(2 + d)? * *fd) {
+            return None;
+        }
+    }
+    (r.output_shape.get(..2) == x.shape.get(..2)).then_some(f)
 }
 
 /// The input rows (or columns) an output range `o` reads through one dim of `l`, clamped to
@@ -84,6 +129,7 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
             s: two(s)?,
             d: two(d)?,
             pb: two(pads)?,
+            up: [1, 1],
         })
     };
     match &node.op {
@@ -93,10 +139,23 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         Op::MaxPool(a) | Op::AveragePool(a) if a.kernel.len() == 2 => {
             local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
         }
+        // Nearest upsampling by integer factors (a decoder's or an FPN's).
+        Op::Resize(r) => {
+            let x = g.value(*node.inputs.first()?);
+            let up = upsampling(r, &x.ty)?;
+            Some(Some(Local {
+                k: [1, 1],
+                s: [1, 1],
+                d: [1, 1],
+                pb: [0, 0],
+                up,
+            }))
+        }
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Variadic(_)
         | Op::ClipDynamic { .. }
+        | Op::Cast { .. }
         | Op::FusedElementwise(_)
         | Op::BatchNormalization { .. } => {
             // Every arena input has the output's shape (constants broadcast per channel; a
@@ -129,7 +188,10 @@ fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
 /// One candidate: a stage of the first `nodes` scheduled nodes on a `grid x grid` grid.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PatchPlan {
-    /// Scheduled nodes in the stage (a prefix of the schedule).
+    /// The stage's first scheduled node: 0 for a prefix; a later segment reads the values
+    /// made before it (and the graph inputs) whole.
+    pub start: usize,
+    /// The end of the stage in the schedule (exclusive): its nodes are `start..nodes`.
     pub nodes: usize,
     /// The stage output: the value leaving the stage made last (the grid cuts its plane).
     pub output: ValueId,
@@ -335,7 +397,7 @@ pub fn ranges_cut(
             let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
             let wi = match rule {
                 None => wo.clone(),
-                Some(l) => back(&wo, l.k[dim], l.s[dim], l.d[dim], l.pb[dim], size),
+                Some(l) => l.back(&wo, dim, size),
             };
             if let Some(slot) = win.get_mut(v.index()) {
                 *slot = Some(match slot.take() {
@@ -435,7 +497,137 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
     }
     let global = passes::globals(g, order);
     let mut candidates = Vec::new();
-    for n in 1..=steps {
+    // The highest step before each one, counting live values (a buffer's interval spans
+    // every value placed in it, so today's buffers would count a late value's buffer from
+    // its first one's step): each value not stored in another's, from its producer's step
+    // to the last read of it or of a value stored in it.
+    let mut by_value = vec![0usize; steps + 1];
+    {
+        let root = |mut v: ValueId| {
+            for _ in 0..64 {
+                // In place or a view (same bytes); not a Concat's slice, which a segment
+                // holding the Concat makes its own value.
+                match live.alias_of.get(&v) {
+                    Some(&w) if w != v && g.value(w).ty.bytes() == g.value(v).ty.bytes() => v = w,
+                    _ => break,
+                }
+            }
+            v
+        };
+        let mut span: HashMap<ValueId, (usize, usize)> = HashMap::new();
+        for (t, &id) in order.iter().enumerate() {
+            let node = g.node(id);
+            for &v in node.outputs.iter().chain(&node.inputs) {
+                if !live.value_buffer.contains_key(&v) {
+                    continue;
+                }
+                let r = root(v);
+                let born = match g.value(r).kind {
+                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(t),
+                    _ => 0,
+                };
+                let e = span.entry(r).or_insert((born.min(t), t));
+                e.0 = e.0.min(born).min(t);
+                e.1 = e.1.max(t);
+            }
+        }
+        for (v, (s0, s1)) in span {
+            let end = if g.outputs.contains(&v) {
+                steps
+            } else {
+                s1 + 1
+            };
+            let b = aligned(g.value(v).ty.bytes().unwrap_or(0));
+            for x in by_value.iter_mut().take(end.min(steps)).skip(s0) {
+                *x = x.saturating_add(b);
+            }
+        }
+    }
+    let mut before_max = vec![0usize; steps + 1];
+    for t in 1..=steps {
+        before_max[t] = before_max[t - 1].max(by_value[t - 1]);
+    }
+    let produced = |v: ValueId| match g.value(v).kind {
+        ValueKind::Computed(p) => step_of.get(&p).copied(),
+        _ => Some(0),
+    };
+    for a in 0..steps {
+        // A later segment only when the steps before it are below today's peak.
+        if a > 0 && before_max[a] >= unpatched_bytes {
+            break;
+        }
+        if a > 0 && rule(g, order[a]).is_none() {
+            continue;
+        }
+        let sub = &order[a..];
+        // Values made before the segment (and graph inputs) it reads or that outlive it:
+        // whole during the stage.
+        let held: usize = if a == 0 {
+            0
+        } else {
+            g.value_ids()
+                .filter(|&v| !matches!(g.value(v).kind, ValueKind::Constant(_)))
+                .filter(|&v| {
+                    produced(v).is_some_and(|s| s < a || g.value(v).kind == ValueKind::Input)
+                })
+                .filter(|&v| g.outputs.contains(&v) || last_read.get(&v).is_some_and(|&s| s >= a))
+                .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
+                .sum()
+        };
+        segment(
+            g,
+            order,
+            a,
+            sub,
+            steps,
+            &global,
+            &last_read,
+            &step_of,
+            live,
+            &at,
+            &by_value,
+            held,
+            before_max[a],
+            unpatched_bytes,
+            max_grid,
+            &mut candidates,
+        );
+    }
+    PatchReport {
+        unpatched_bytes,
+        total_flops,
+        candidates,
+    }
+}
+
+/// The candidates of stages starting at step `a` (`sub = order[a..]`): [`analyze`]'s body.
+#[allow(clippy::too_many_arguments)]
+fn segment(
+    g: &Graph,
+    order: &[NodeId],
+    a: usize,
+    sub: &[NodeId],
+    steps: usize,
+    global: &std::collections::HashSet<ValueId>,
+    last_read: &HashMap<ValueId, usize>,
+    step_of: &HashMap<NodeId, usize>,
+    live: &Liveness,
+    at: &[usize],
+    by_value: &[usize],
+    held: usize,
+    before: usize,
+    unpatched_bytes: usize,
+    max_grid: usize,
+    candidates: &mut Vec<PatchPlan>,
+) {
+    let global = global.clone();
+    let max_len = if a == 0 {
+        steps
+    } else {
+        (a + MAX_SEGMENT).min(steps)
+    };
+    for n in a + 1..=max_len {
+        let m = n - a;
         let last = g.node(order[n - 1]);
         let once = !last.outputs.is_empty() && last.outputs.iter().all(|v| global.contains(v));
         if rule(g, order[n - 1]).is_none() && !once {
@@ -444,7 +636,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         // Values made in the stage and read after it (or graph outputs): 4-d, each written
         // whole patch by patch; the last made is the stage output. Pooled values (and what
         // is made from them alone) are computed whole, once.
-        let made: Vec<ValueId> = order[..n]
+        let made: Vec<ValueId> = order[a..n]
             .iter()
             .flat_map(|&id| g.node(id).outputs.clone())
             .collect();
@@ -464,7 +656,19 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         }
         let all: Vec<ValueId> = std::iter::once(*out).chain(leaving.clone()).collect();
         // A stage holding global pools runs in passes; one pass without.
-        let Some(plan) = passes::plan(g, order, n, &global, &all) else {
+        // After a later segment: live values, as before it.
+        let rest_bytes = if a == 0 {
+            rest_peak(g, live, at, step_of, n, *out)
+        } else {
+            by_value
+                .get(n..steps)
+                .and_then(|r| r.iter().copied().max())
+                .unwrap_or(0)
+        };
+        if a > 0 && rest_bytes.max(before) >= unpatched_bytes {
+            continue;
+        }
+        let Some(plan) = passes::plan(g, sub, m, &global, &all) else {
             break;
         };
         let targets: Vec<Vec<ValueId>> = plan
@@ -497,30 +701,34 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             .sum();
         let bytes_of =
             |v: Option<ValueId>| v.map_or(0, |v| aligned(g.value(v).ty.bytes().unwrap_or(0)));
-        // Graph inputs stay whole until the last pass reading them.
-        let inputs: usize = g
-            .value_ids()
-            .filter(|&v| g.value(v).kind == ValueKind::Input)
-            .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
-            .sum();
+        // Graph inputs stay whole until the last pass reading them (a later segment: the
+        // values made before it, over every pass).
+        let inputs: usize = if a > 0 {
+            held
+        } else {
+            g.value_ids()
+                .filter(|&v| g.value(v).kind == ValueKind::Input)
+                .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
+                .sum()
+        };
         let inputs_until = plan
             .iter()
             .enumerate()
             .filter(|(q, _)| {
-                passes::closure(g, order, n, &targets[*q], &cut_of[*q].stop, &global)
-                    .iter()
-                    .any(|&id| {
-                        g.node(id)
-                            .inputs
-                            .iter()
-                            .any(|&v| g.value(v).kind == ValueKind::Input)
-                    })
+                a > 0
+                    || passes::closure(g, sub, m, &targets[*q], &cut_of[*q].stop, &global)
+                        .iter()
+                        .any(|&id| {
+                            g.node(id)
+                                .inputs
+                                .iter()
+                                .any(|&v| g.value(v).kind == ValueKind::Input)
+                        })
             })
             .map(|(q, _)| q)
             .max()
             .unwrap_or(0);
-        let rest_bytes = rest_peak(g, live, &at, &step_of, n, *out);
-        let stage_flops: u64 = order[..n].iter().map(|&id| flops_of(g, id)).sum();
+        let stage_flops: u64 = order[a..n].iter().map(|&id| flops_of(g, id)).sum();
         // Each stage value but the output and the pooled ones: (value, producer's step, last
         // reader's step clamped to the stage, bytes per pixel).
         let spans: Vec<(ValueId, usize, usize, usize)> = made
@@ -528,17 +736,19 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             .filter(|&&v| v != *out && !global.contains(&v))
             .map(|&v| {
                 let start = match g.value(v).kind {
-                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(0),
-                    _ => 0,
-                };
+                    ValueKind::Computed(p) => step_of.get(&p).copied().unwrap_or(a),
+                    _ => a,
+                }
+                .saturating_sub(a);
                 let end = last_read
                     .get(&v)
                     .copied()
-                    .unwrap_or(start)
-                    .clamp(start, n - 1);
+                    .unwrap_or(a + start)
+                    .saturating_sub(a)
+                    .clamp(start, m - 1);
                 let t = &g.value(v).ty;
                 let elem = t.shape.get(1).copied().unwrap_or(1) * t.dtype.size();
-                (v, start.min(n - 1), end, elem)
+                (v, start.min(m - 1), end, elem)
             })
             .collect();
         let len = |m: &[Option<Range<usize>>], v: ValueId| {
@@ -557,7 +767,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                     (0..p)
                         .map(|i| {
                             let seeds = cells(g, t[0], &t[1..], p, dim, i);
-                            ranges_cut(g, order, n, &seeds, dim, cut)
+                            ranges_cut(g, sub, m, &seeds, dim, cut)
                         })
                         .collect()
                 };
@@ -570,7 +780,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 };
                 let (row_lens, col_lens) = (lens(&rows), lens(&cols));
                 let mut worst = 0usize;
-                let mut diff = vec![0isize; n + 1];
+                let mut diff = vec![0isize; m + 1];
                 for rl in &row_lens {
                     for cl in &col_lens {
                         // Live bytes per step: each value from its producer's step to its
@@ -582,7 +792,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                             diff[end + 1] -= b;
                         }
                         let mut live_bytes = 0isize;
-                        for d in &diff[..n] {
+                        for d in &diff[..m] {
                             live_bytes += d;
                             worst = worst.max(live_bytes.max(0) as usize);
                         }
@@ -601,7 +811,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 }
                 stage_bytes = stage_bytes.max(here.saturating_add(worst));
                 // (sum of row lengths) x (sum of column lengths) per value computed here.
-                for &id in &order[..n] {
+                for &id in &order[a..n] {
                     let Some(&y) = g.node(id).outputs.first() else {
                         continue;
                     };
@@ -613,7 +823,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                     *area.entry(y).or_insert(0) += a;
                 }
             }
-            let extra_flops: u64 = order[..n]
+            let extra_flops: u64 = order[a..n]
                 .iter()
                 .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
                 .map(|(id, y)| {
@@ -633,12 +843,13 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
                 })
                 .sum();
             candidates.push(PatchPlan {
+                start: a,
                 nodes: n,
                 output: *out,
                 leaving: leaving.clone(),
                 grid: p,
                 passes: plan.clone(),
-                peak_bytes: stage_bytes.max(rest_bytes),
+                peak_bytes: stage_bytes.max(rest_bytes).max(before),
                 stage_bytes,
                 rest_bytes,
                 extra_flops,
@@ -650,12 +861,10 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             }
         }
     }
-    PatchReport {
-        unpatched_bytes,
-        total_flops,
-        candidates,
-    }
 }
+
+/// Longest later segment tried (nodes).
+pub const MAX_SEGMENT: usize = 48;
 
 /// Row (`dim` 0) or column (1) range `i` of a `p`-way cut of each leaving value: the
 /// stage output `out` first, then `others`.
@@ -675,6 +884,10 @@ pub fn cells(
         })
         .collect()
 }
+
+/// Stages taken one after another (`arena::plan_graph`: each on the graph the previous one
+/// rewrote).
+pub const MAX_STAGES: usize = 4;
 
 /// Grids tried: up to this many patches per side.
 pub const MAX_GRID: usize = 8;
@@ -701,7 +914,8 @@ pub fn patch(
     Some((
         ng,
         PatchInfo {
-            stage_nodes: best.nodes,
+            start: best.start,
+            stage_nodes: best.nodes - best.start,
             output: g.value(best.output).name.clone(),
             leaving: best
                 .leaving
@@ -720,6 +934,7 @@ pub fn patch(
             predicted_bytes: best.peak_bytes,
             extra_flops: best.extra_flops,
             total_flops: report.total_flops,
+            later: Vec::new(),
         },
     ))
 }

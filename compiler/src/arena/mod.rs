@@ -390,35 +390,48 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
             winograd: false,
             ..opts.liveness
         };
-        if let Some((ng, info)) = patches::patch(
-            g,
-            &plan.schedule,
-            predict,
-            f64::from(opts.patch_flops) / 100.0,
-        ) {
-            if cfg!(debug_assertions)
-                && let Err(e) = crate::ir::verify::verify(&ng)
-            {
-                return Err(Error::PlanInternal(format!(
-                    "graph invalid after the patch rewrite: {e}"
-                )));
-            }
-            // The rewrite's file order runs each patch to the end of the stage, then the
-            // rest in the schedule just found: searching again only costs time (hundreds of
-            // milliseconds on the hundreds of nodes a grid makes).
-            let keep = PlanOptions {
-                keep_file_order: true,
-                ..*opts
+        // Stage by stage: each found on the graph the previous one rewrote, kept while the
+        // planned arena shrinks.
+        let unpatched_bytes = plan.arena_bytes;
+        // The budget is shared by the stages: each later one gets what the earlier left.
+        let mut budget = f64::from(opts.patch_flops) / 100.0;
+        for _ in 0..patches::MAX_STAGES {
+            let Some((ng, info)) = patches::patch(g, &plan.schedule, predict, budget) else {
+                break;
             };
-            let mut patched = plan_flat(&ng, &keep)?;
-            patched.options.keep_file_order = opts.keep_file_order;
-            if patched.arena_bytes < plan.arena_bytes {
-                let unpatched_bytes = plan.arena_bytes;
+            {
+                if cfg!(debug_assertions)
+                    && let Err(e) = crate::ir::verify::verify(&ng)
+                {
+                    return Err(Error::PlanInternal(format!(
+                        "graph invalid after the patch rewrite: {e}"
+                    )));
+                }
+                // The rewrite's file order runs each patch to the end of the stage, then the
+                // rest in the schedule just found: searching again only costs time (hundreds of
+                // milliseconds on the hundreds of nodes a grid makes).
+                let keep = PlanOptions {
+                    keep_file_order: true,
+                    ..*opts
+                };
+                let mut patched = plan_flat(&ng, &keep)?;
+                patched.options.keep_file_order = opts.keep_file_order;
+                if patched.arena_bytes >= plan.arena_bytes {
+                    break;
+                }
+                budget -= info.extra_flops as f64 / info.total_flops.max(1) as f64;
+                let earlier = plan.patches.take();
                 *g = ng;
                 plan = patched;
-                plan.patches = Some(PatchInfo {
-                    unpatched_bytes,
-                    ..info
+                plan.patches = Some(match earlier {
+                    None => PatchInfo {
+                        unpatched_bytes,
+                        ..info
+                    },
+                    Some(mut first) => {
+                        first.later.push(info);
+                        first
+                    }
                 });
             }
         }

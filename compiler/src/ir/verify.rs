@@ -18,7 +18,11 @@ use super::graph::{Graph, ValueId, ValueKind};
 use super::types::TensorType;
 
 /// `types` (of `inputs`) with f32 constants retyped to the first input's f16/bf16 (rule 3).
-fn constants_as_data(g: &Graph, inputs: &[ValueId], mut types: Vec<TensorType>) -> Vec<TensorType> {
+pub fn constants_as_data(
+    g: &Graph,
+    inputs: &[ValueId],
+    mut types: Vec<TensorType>,
+) -> Vec<TensorType> {
     use super::types::DType;
     let Some(dt) = types.first().map(|t| t.dtype) else {
         return types;

@@ -5,6 +5,9 @@
 /// `patches`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PatchInfo {
+    /// The stage's first step in the schedule it was found in: 0 for a prefix.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub start: usize,
     /// Nodes in the stage (before the rewrite).
     pub stage_nodes: usize,
     /// The stage output's name.
@@ -29,6 +32,14 @@ pub struct PatchInfo {
     pub extra_flops: u64,
     /// FLOPs of the whole graph, unpatched.
     pub total_flops: u64,
+    /// The stages found after this one was rewritten, in the order they were taken (each a
+    /// later segment of the rewritten graph's schedule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub later: Vec<PatchInfo>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn one() -> usize {
@@ -70,9 +81,29 @@ impl PatchInfo {
         } else {
             "the halos"
         };
+        let from = match self.start {
+            0 => String::new(),
+            s => format!(" from step {s}"),
+        };
+        let later: String = self
+            .later
+            .iter()
+            .map(|l| {
+                format!(
+                    "; then a stage of {} nodes from step {} up to '{}' as {}x{} patches \
+                     (+{:.1}% FLOPs)",
+                    l.stage_nodes,
+                    l.start,
+                    l.output,
+                    l.grid,
+                    l.grid,
+                    100.0 * l.extra_flops as f64 / l.total_flops.max(1) as f64
+                )
+            })
+            .collect();
         format!(
-            "stage of {} nodes up to '{}'{also} run as {}x{} patches{passes}; arena without \
-             patches {} ({:.2}x of it now), {what} recompute {:.1}% of the model's FLOPs",
+            "stage of {} nodes{from} up to '{}'{also} run as {}x{} patches{passes}; arena without \
+             patches {} ({:.2}x of it now), {what} recompute {:.1}% of the model's FLOPs{later}",
             self.stage_nodes,
             self.output,
             self.grid,

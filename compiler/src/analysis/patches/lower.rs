@@ -28,7 +28,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::passes::{self, Pass};
-use super::{Cut, Local, PatchPlan, Window, back, cells, rule, windows_cut};
+use super::{Cut, Local, PatchPlan, Window, cells, rule, windows_cut};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
 use crate::ir::types::TensorType;
@@ -37,8 +37,11 @@ use crate::ops::{BinaryOp, Op, SliceAxis, VariadicOp};
 /// The graph `g` (run in `order`) with `plan`'s stage run patch by patch, or `None` when the
 /// stage holds something this rewrite cannot express (then the graph is left unpatched).
 pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
-    let n = plan.nodes;
-    let stage = order.get(..n)?;
+    let (order_all, before) = (order, order.get(..plan.start)?);
+    let a = plan.start;
+    let stage = order.get(a..plan.nodes)?;
+    // The stage's windows are found on the schedule from its first node.
+    let (order, n) = (order.get(a..)?, plan.nodes - a);
     let out = plan.output;
     let made: HashSet<ValueId> = stage
         .iter()
@@ -62,7 +65,7 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
     let leaving: Vec<ValueId> = std::iter::once(out)
         .chain(plan.leaving.iter().copied())
         .collect();
-    let global = passes::globals(g, order);
+    let global = passes::globals(g, order_all);
     let one = [Pass {
         pool: None,
         read: None,
@@ -75,6 +78,10 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
     };
     let many = plan_passes.len() > 1;
     let mut acc: Vec<Option<ValueId>> = vec![None; leaving.len()];
+    // A later segment: the nodes before it, unchanged.
+    for &id in before {
+        b.copy(id)?;
+    }
     for (q, pass) in plan_passes.iter().enumerate() {
         let t = passes::targets(g, pass, &leaving);
         let first = *t.first()?;
@@ -278,6 +285,8 @@ impl Rewrite<'_> {
     /// Adds a one-output node whose output type is inferred; returns the output.
     fn add(&mut self, node: String, op: Op, ins: &[ValueId], out: String) -> Option<ValueId> {
         let types: Vec<TensorType> = ins.iter().map(|&v| self.ng.value(v).ty.clone()).collect();
+        // A node staged on 16-bit data reads f32 weights as its data's type.
+        let types = crate::ir::verify::constants_as_data(&self.ng, ins, types);
         let ty = op.infer(&types).ok()?.into_iter().next()?;
         let id = self.ng.add_node(node, op, ins, &[(out, ty)]);
         self.ng.node(id).outputs.first().copied()
@@ -369,10 +378,13 @@ impl Rewrite<'_> {
                 let xs = &g.value(x).ty.shape;
                 let (xh, xw) = (*xs.get(2)?, *xs.get(3)?);
                 let need = Window {
-                    rows: back(&wy.rows, l.k[0], l.s[0], l.d[0], l.pb[0], xh),
-                    cols: back(&wy.cols, l.k[1], l.s[1], l.d[1], l.pb[1], xw),
+                    rows: l.back(&wy.rows, 0, xh),
+                    cols: l.back(&wy.cols, 1, xw),
                 };
                 ins.push(self.window_of(x, &need, made, p)?);
+                if let Op::Resize(r) = &node.op {
+                    return self.resize_on_patch(id, r, &l, &need, &wy, ins, p);
+                }
                 for v in node.inputs.iter().skip(1) {
                     ins.push(self.constant(*v)?);
                 }
@@ -431,6 +443,65 @@ impl Rewrite<'_> {
             return None;
         }
         p.values.insert(y, (out, wy));
+        Some(())
+    }
+
+    /// Nearest upsampling `id` on this patch: the input window `need` (already cut, `ins`)
+    /// upsampled whole, then cut to the output window `wy` when the factor does not divide it.
+    #[allow(clippy::too_many_arguments)]
+    fn resize_on_patch(
+        &mut self,
+        id: NodeId,
+        r: &crate::ops::ResizeAttrs,
+        l: &Local,
+        need: &Window,
+        wy: &Window,
+        ins: Vec<ValueId>,
+        p: &mut Patch<'_>,
+    ) -> Option<()> {
+        let g = self.g;
+        let node = g.node(id);
+        let y = *node.outputs.first()?;
+        let ys = &g.value(y).ty.shape;
+        let got = Window {
+            rows: need.rows.start * l.up[0]..need.rows.end * l.up[0],
+            cols: need.cols.start * l.up[1]..need.cols.end * l.up[1],
+        };
+        let mut attrs = r.clone();
+        attrs.output_shape = vec![*ys.first()?, *ys.get(1)?, got.rows.len(), got.cols.len()];
+        let name = self.fresh(&format!("{}@{}@up", g.value(y).name, p.tag));
+        let out = self.add(
+            format!("{}@{}", node.name, p.tag),
+            Op::Resize(attrs),
+            &ins,
+            name,
+        )?;
+        if got == *wy {
+            p.values.insert(y, (out, got));
+            return Some(());
+        }
+        if !(got.rows.start <= wy.rows.start
+            && wy.rows.end <= got.rows.end
+            && got.cols.start <= wy.cols.start
+            && wy.cols.end <= got.cols.end)
+        {
+            return None;
+        }
+        let axis = |axis: usize, r: &std::ops::Range<usize>, from: usize| SliceAxis {
+            axis,
+            start: (r.start - from) as i64,
+            end: (r.end - from) as i64,
+            step: 1,
+        };
+        let op = Op::Slice {
+            axes: vec![
+                axis(2, &wy.rows, got.rows.start),
+                axis(3, &wy.cols, got.cols.start),
+            ],
+        };
+        let name = self.fresh(&format!("{}@{}", g.value(y).name, p.tag));
+        let cut = self.add(name.clone(), op, &[out], name)?;
+        p.values.insert(y, (cut, wy.clone()));
         Some(())
     }
 
