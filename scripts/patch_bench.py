@@ -141,11 +141,17 @@ def main() -> int:
         arena_ratios.append(ratio)
         st = pp.get("patches")
         if st:
-            passes = st.get("passes") or 1
-            stage = f"{st['stage_nodes']} nodes, {st['grid']}x{st['grid']}" + (
-                f", {passes} passes" if passes > 1 else ""
-            )
-            recompute = f"{100.0 * st['extra_flops'] / max(st['total_flops'], 1):.1f}%"
+            parts, extra = [], 0
+            for one in [st, *(st.get("later") or [])]:
+                passes = one.get("passes") or 1
+                at = f"from step {one['start']}: " if one.get("start") else ""
+                parts.append(
+                    f"{at}{one['stage_nodes']} nodes, {one['grid']}x{one['grid']}"
+                    + (f", {passes} passes" if passes > 1 else "")
+                )
+                extra += one["extra_flops"]
+            stage = "; ".join(parts)
+            recompute = f"{100.0 * extra / max(st['total_flops'], 1):.1f}%"
         else:
             stage, recompute = "not patched", "-"
         err_u = err_p = apart = "-"
