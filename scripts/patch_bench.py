@@ -116,7 +116,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--patch-flops", type=float, default=None)
+    ap.add_argument("--patch-flops", type=int, default=None)
     ap.add_argument("--no-time", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
     a = ap.parse_args()
@@ -189,7 +189,7 @@ def main() -> int:
     load = os.getloadavg()
     print(
         f"`scripts/patch_bench.py --threads {a.threads} --runs {a.runs} --rounds {a.rounds}"
-        + (f" --patch-flops {a.patch_flops:g}" if a.patch_flops is not None else "")
+        + (f" --patch-flops {a.patch_flops}" if a.patch_flops is not None else "")
         + f"`; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
     print(
