@@ -231,11 +231,20 @@ impl PatchReport {
     /// The candidate with the lowest peak whose recomputed FLOPs are at most `max_extra` of
     /// the whole graph's (ties: fewer FLOPs), when it is below today's peak.
     pub fn best(&self, max_extra: f64) -> Option<&PatchPlan> {
-        self.candidates
+        self.ranked(max_extra).into_iter().next()
+    }
+
+    /// The candidates [`Self::best`] chooses from (within `max_extra` of the FLOPs, below
+    /// today's peak), best first: by predicted peak, then recomputed FLOPs.
+    pub fn ranked(&self, max_extra: f64) -> Vec<&PatchPlan> {
+        let mut v: Vec<&PatchPlan> = self
+            .candidates
             .iter()
             .filter(|c| c.extra_flops as f64 <= max_extra * self.total_flops as f64)
             .filter(|c| c.peak_bytes < self.unpatched_bytes)
-            .min_by_key(|c| (c.peak_bytes, c.extra_flops))
+            .collect();
+        v.sort_by_key(|c| (c.peak_bytes, c.extra_flops));
+        v
     }
 }
 
@@ -898,9 +907,13 @@ pub const MAX_EXTRA_FLOPS: f64 = 0.10;
 /// [`MAX_EXTRA_FLOPS`] in percent (`PlanOptions::patch_flops`' default).
 pub const DEFAULT_PATCH_FLOPS: u32 = 10;
 
+/// Candidates [`patch`] tries to rewrite, best first, before giving up.
+const RETRIES: usize = 8;
+
 /// The best candidate of [`analyze`] (lowest predicted peak whose recomputed FLOPs are at
 /// most `max_extra` of the model's, [`MAX_EXTRA_FLOPS`] by default) as a rewritten graph, or
-/// `None` when no candidate lowers the peak or the rewrite cannot express the stage. `order`
+/// `None` when no candidate lowers the peak or the rewrite expresses none of the best
+/// [`RETRIES`] (then the next best is taken, not no stage). `order`
 /// is the schedule the graph is planned in today.
 pub fn patch(
     g: &Graph,
@@ -909,8 +922,13 @@ pub fn patch(
     max_extra: f64,
 ) -> Option<(Graph, PatchInfo)> {
     let report = analyze(g, order, opts, MAX_GRID);
-    let best = report.best(max_extra)?;
-    let ng = lower::rewrite(g, order, best)?;
+    // The best candidate the rewrite expresses (a later segment may hold what it cannot:
+    // then the next best, not no stage at all).
+    let (best, ng) = report
+        .ranked(max_extra)
+        .into_iter()
+        .take(RETRIES)
+        .find_map(|c| lower::rewrite(g, order, c).map(|ng| (c, ng)))?;
     Some((
         ng,
         PatchInfo {
