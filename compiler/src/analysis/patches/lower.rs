@@ -333,18 +333,7 @@ impl Rewrite<'_> {
         if let Some(&s) = p.slices.get(&key) {
             return Some(s);
         }
-        let axis = |axis: usize, r: &std::ops::Range<usize>, from: usize| SliceAxis {
-            axis,
-            start: (r.start - from) as i64,
-            end: (r.end - from) as i64,
-            step: 1,
-        };
-        let op = Op::Slice {
-            axes: vec![
-                axis(2, &want.rows, have.rows.start),
-                axis(3, &want.cols, have.cols.start),
-            ],
-        };
+        let op = crop(want, &have);
         let base = format!("{}@{}@crop", self.g.value(v).name, p.tag);
         let name = self.fresh(&base);
         let s = self.add(name.clone(), op, &[src], name)?;
@@ -487,18 +476,7 @@ impl Rewrite<'_> {
         {
             return None;
         }
-        let axis = |axis: usize, r: &std::ops::Range<usize>, from: usize| SliceAxis {
-            axis,
-            start: (r.start - from) as i64,
-            end: (r.end - from) as i64,
-            step: 1,
-        };
-        let op = Op::Slice {
-            axes: vec![
-                axis(2, &wy.rows, got.rows.start),
-                axis(3, &wy.cols, got.cols.start),
-            ],
-        };
+        let op = crop(wy, &got);
         let name = self.fresh(&format!("{}@{}", g.value(y).name, p.tag));
         let cut = self.add(name.clone(), op, &[out], name)?;
         p.values.insert(y, (cut, wy.clone()));
@@ -510,6 +488,23 @@ impl Rewrite<'_> {
         matches!(self.g.value(v).kind, ValueKind::Constant(_))
             .then(|| self.map.get(&v).copied())
             .flatten()
+    }
+}
+
+/// The `Slice` cutting window `want` out of a value computed on window `have` (which holds
+/// it): rows and columns relative to `have`'s start.
+fn crop(want: &Window, have: &Window) -> Op {
+    let axis = |axis: usize, r: &std::ops::Range<usize>, from: usize| SliceAxis {
+        axis,
+        start: (r.start - from) as i64,
+        end: (r.end - from) as i64,
+        step: 1,
+    };
+    Op::Slice {
+        axes: vec![
+            axis(2, &want.rows, have.rows.start),
+            axis(3, &want.cols, have.cols.start),
+        ],
     }
 }
 
