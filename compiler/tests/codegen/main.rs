@@ -27,6 +27,7 @@ mod logical;
 mod loss;
 mod lrn;
 mod models;
+mod move16;
 mod movement;
 mod norm;
 mod patches;

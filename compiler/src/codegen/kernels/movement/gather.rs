@@ -2,7 +2,7 @@
 //! dim's map is either affine (a byte stride from a base) or a table of byte offsets computed
 //! at compile time and stored in the weights region. Pad (edge, reflect, wrap), Expand, Tile
 //! and nearest Resize are all such gathers. Trailing dims that map onto themselves collapse
-//! into one contiguous row copied per innermost step (f32x4 when the row allows).
+//! into one contiguous row copied per innermost step ([`super::copy_run`]).
 //! Also the fill of a constant element pattern (constant-mode Pad).
 
 use cranelift_codegen::ir::types::{I8, I16, I32, I32X4, I64};
@@ -10,7 +10,6 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::super::{for_range, mem, offset};
-use super::CopyDesc;
 
 /// How one output dim finds its source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,12 +108,7 @@ impl IndexGatherDesc {
 
     fn level(&self, b: &mut FunctionBuilder<'_>, k: usize, s: Value, t: Value, d: Value) {
         if k == self.dims.len() {
-            let (elem, n) = if self.elem < 4 && (self.row * self.elem).is_multiple_of(4) {
-                (4, self.row * self.elem / 4)
-            } else {
-                (self.elem, self.row)
-            };
-            CopyDesc::new(elem, &[n], &[1], &[1]).emit(b, s, d);
+            super::copy_run(b, s, d, self.row * self.elem);
             return;
         }
         let out_step = self.dims[k + 1..].iter().product::<usize>() * self.row * self.elem;

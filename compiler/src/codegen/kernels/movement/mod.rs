@@ -1,6 +1,6 @@
 //! Data movement: a strided copy (Transpose, Slice, Concat, Split) over collapsed dims with
-//! signed element strides on both sides; the innermost dim runs over f32x4 when both sides are
-//! contiguous 4-byte elements. Every kernel here moves bytes, so it serves any dtype of element
+//! signed element strides on both sides; an innermost dim contiguous on both sides is one run
+//! of bytes ([`copy_run`]: 16-byte vectors whatever the element size). Every kernel here moves bytes, so it serves any dtype of element
 //! size 1, 2, 4 or 8. `gather.rs` holds the index-table gathers (Pad, Expand, Tile, nearest
 //! Resize) and the fill; `index.rs` the run-time-index kernels (GatherElements, GatherND,
 //! the scatters, OneHot) and Trilu, ReverseSequence.
@@ -97,17 +97,8 @@ impl CopyDesc {
         let e = self.elem as i64;
         let last = k + 1 == self.dims.len();
         let n = self.dims[k];
-        if last && self.elem == 4 && self.src[k] == 1 && self.dst[k] == 1 {
-            for_range(b, n / 4, &mut |b, i| {
-                let sp = Self::off(b, s, i, 16);
-                let dp = Self::off(b, d, i, 16);
-                let v = b.ins().load(F32X4, mem(), sp, 0);
-                b.ins().store(mem(), v, dp, 0);
-            });
-            for t in (n / 4) * 4..n {
-                let v = b.ins().load(I32, mem(), s, (t * 4) as i32);
-                b.ins().store(mem(), v, d, (t * 4) as i32);
-            }
+        if last && self.src[k] == 1 && self.dst[k] == 1 {
+            copy_run(b, s, d, n * self.elem);
             return;
         }
         let ty = self.ty();
@@ -121,6 +112,35 @@ impl CopyDesc {
                 self.level(b, k + 1, sp, dp);
             }
         });
+    }
+}
+
+/// Copies `bytes` contiguous bytes from `s` to `d` whatever the element size: 64 bytes per
+/// loop step (four 16-byte vectors, all loaded before any is stored), then at most three
+/// 16-byte vectors and an 8/4/2/1-byte tail, straight-line. Safe when `d == s` or `d` lies
+/// before `s` (each block is read before it is written).
+pub(crate) fn copy_run(b: &mut FunctionBuilder<'_>, s: Value, d: Value, bytes: usize) {
+    let blocks = bytes / 64;
+    if blocks > 0 {
+        for_range(b, blocks, &mut |b, i| {
+            let sp = CopyDesc::off(b, s, i, 64);
+            let dp = CopyDesc::off(b, d, i, 64);
+            let v: Vec<Value> = (0..4)
+                .map(|j| b.ins().load(F32X4, mem(), sp, 16 * j))
+                .collect();
+            for (j, v) in (0i32..).zip(v) {
+                b.ins().store(mem(), v, dp, 16 * j);
+            }
+        });
+    }
+    let mut at = blocks * 64;
+    for (size, ty) in [(16, F32X4), (8, I64), (4, I32), (2, I16), (1, I8)] {
+        while bytes - at >= size {
+            let o = at as i32;
+            let v = b.ins().load(ty, mem(), s, o);
+            b.ins().store(mem(), v, d, o);
+            at += size;
+        }
     }
 }
 
