@@ -94,7 +94,7 @@ pub(crate) fn narrow_with(isa: Isa, t: N16, src: &[f32], dst: &mut [u16]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use super::N16;
     use std::arch::x86_64::*;
 
@@ -182,29 +182,73 @@ mod x86 {
         // SAFETY: every access is inside the first `n` elements of both slices.
         unsafe {
             while i < n {
-                let h = _mm256_loadu_si256(s.add(i).cast());
-                let v = match t {
-                    N16::F16 => _mm512_cvtph_ps(h),
-                    N16::Bf16 => {
-                        // A NaN comes out quiet, as `half` widens it.
-                        let v = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
-                        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(
-                            _mm512_castsi512_ps(v),
-                            _mm512_castsi512_ps(v),
-                        );
-                        _mm512_castsi512_ps(_mm512_mask_or_epi32(
-                            v,
-                            nan,
-                            v,
-                            _mm512_set1_epi32(0x0040_0000),
-                        ))
-                    }
-                };
-                _mm512_storeu_ps(d.add(i), v);
+                _mm512_storeu_ps(d.add(i), load16(t, s.add(i)));
                 i += 16;
             }
         }
         n
+    }
+
+    /// 16 values at `p` widened (a NaN comes out quiet, as `half` widens it).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `p` readable for 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm::stage16) unsafe fn load16(t: N16, p: *const u16) -> __m512 {
+        // SAFETY: by the contract.
+        widen16(t, unsafe { _mm256_loadu_si256(p.cast()) })
+    }
+
+    /// 16 values as bits widened.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm::stage16) fn widen16(t: N16, h: __m256i) -> __m512 {
+        match t {
+            N16::F16 => _mm512_cvtph_ps(h),
+            N16::Bf16 => {
+                let v = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(
+                    _mm512_castsi512_ps(v),
+                    _mm512_castsi512_ps(v),
+                );
+                _mm512_castsi512_ps(_mm512_mask_or_epi32(
+                    v,
+                    nan,
+                    v,
+                    _mm512_set1_epi32(0x0040_0000),
+                ))
+            }
+        }
+    }
+
+    /// `x` rounded to nearest even, as 16 values' bits.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm::stage16) fn narrow16(t: N16, x: __m512) -> __m256i {
+        match t {
+            N16::F16 => _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
+            N16::Bf16 => {
+                let bits = _mm512_castps_si512(x);
+                let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+                let r = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+                let quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x0040_0000));
+                let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+                let r = _mm512_mask_blend_epi32(nan, r, quiet);
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(r))
+            }
+        }
+    }
+
+    /// `x` rounded to nearest even and stored as 16 values at `p`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `p` writable for 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm::stage16) unsafe fn store16(t: N16, x: __m512, p: *mut u16) {
+        // SAFETY: by the contract.
+        unsafe { _mm256_storeu_si256(p.cast(), narrow16(t, x)) };
     }
 
     /// As [`narrow_avx2`], 16 lanes.
@@ -219,24 +263,7 @@ mod x86 {
         // SAFETY: every access is inside the first `n` elements of both slices.
         unsafe {
             while i < n {
-                let x = _mm512_loadu_ps(s.add(i));
-                let h = match t {
-                    N16::F16 => _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
-                    N16::Bf16 => {
-                        let bits = _mm512_castps_si512(x);
-                        let lsb =
-                            _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
-                        let r = _mm512_add_epi32(
-                            bits,
-                            _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb),
-                        );
-                        let quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x0040_0000));
-                        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-                        let r = _mm512_mask_blend_epi32(nan, r, quiet);
-                        _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(r))
-                    }
-                };
-                _mm256_storeu_si256(d.add(i).cast(), h);
+                store16(t, _mm512_loadu_ps(s.add(i)), d.add(i));
                 i += 16;
             }
         }

@@ -1,5 +1,6 @@
 //! Element-wise programs on 16-bit data: a one-step Add/Sub/Mul/Div (the native binary ops,
-//! broadcasting) or a fused program (SiLU), computed in f32 a chunk at a time. Each input is
+//! broadcasting) or a fused program (SiLU), computed in f32 a chunk at a time (one
+//! Add/Sub/Mul/Div, alone or before a Relu, on AVX-512: in registers, one pass, [`fast`]). Each input is
 //! widened into a stack buffer (whole runs through [`super::widen`]'s vector loops; a
 //! broadcast input's value repeated), the steps run as plain slice loops the compiler
 //! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
@@ -236,6 +237,15 @@ fn apply(out: &mut [f32], a: Src<'_>, b: Src<'_>, f: impl Fn(f32, f32) -> f32) {
 /// full input or overlapping no input; `xs.len() == bc.len() <= MAX_INPUTS`.
 pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: usize, y: *mut u16) {
     #[cfg(target_arch = "x86_64")]
+    if super::convert::isa() == super::convert::Isa::Avx512
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && let Some(f) = fast::form(prog)
+    {
+        // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
+        return unsafe { fast::run_avx512(t, f, xs, bc, n, y) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked above); the contract passed on.
         return unsafe { run_avx2(t, prog, xs, bc, n, y) };
@@ -318,6 +328,8 @@ unsafe fn run_chunks(
         at += len;
     }
 }
+
+mod fast;
 
 #[cfg(test)]
 mod tests;

@@ -93,7 +93,13 @@ pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
         for (j, m) in means.iter_mut().enumerate().take(np) {
             let p = p0 + j;
             let mut sum = 0f64;
-            if len <= CHUNK {
+            if len > CHUNK && pool::sums16() {
+                // The same sums read straight from the 16-bit plane, a chunk at a time.
+                let plane = x.get(p * len..(p + 1) * len).unwrap_or_default();
+                for c in plane.chunks(CHUNK) {
+                    sum += pool::sum64_16(t, c);
+                }
+            } else if len <= CHUNK {
                 if j == 0 {
                     let block = x.get(p0 * len..(p0 + np) * len).unwrap_or_default();
                     widen(t, block, &mut buf[..block.len()]);
@@ -153,7 +159,14 @@ fn sum64_lanes(v: &[f32]) -> f64 {
             }
         }
     }
-    let mut rest = it.remainder().chunks_exact(8);
+    sum_tail(acc8, it.remainder())
+}
+
+/// The end of [`sum64_lanes`]: `rest` (the last values, fewer than 64) added into the 8
+/// lanes `acc8` a group of 8 at a time, the lanes added in f64, then the last few.
+#[inline(always)]
+fn sum_tail(mut acc8: [f32; 8], rest: &[f32]) -> f64 {
+    let mut rest = rest.chunks_exact(8);
     for c in &mut rest {
         for (a, &e) in acc8.iter_mut().zip(c) {
             *a += e;

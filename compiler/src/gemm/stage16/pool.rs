@@ -73,3 +73,109 @@ pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: 
         at += b;
     }
 }
+
+/// Whether [`sum64_16`] runs here (AVX-512, as the conversions: [`super::convert::isa`]).
+pub(super) fn sums16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::convert::isa() == super::convert::Isa::Avx512 {
+        return true;
+    }
+    false
+}
+
+/// `super::sum64` of `v` widened, read straight from the 16-bit values: the 64 running sums
+/// in four 16-lane vectors (lane `l` of vector `q` is sum `16q + l`), folded into 8 in the
+/// same order, the tail widened on the stack; the same adds in the same order, so the same
+/// bits. Where [`sums16`] is false: `sum64` of `v` widened on the stack (its first
+/// [`super::CHUNK`] values: callers pass chunks of at most that many).
+pub(super) fn sum64_16(t: N16, v: &[u16]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if sums16() {
+        // SAFETY: the CPU has AVX-512F (`sums16`).
+        return unsafe { x86::sum64_16_avx512(t, v) };
+    }
+    let mut buf = [0f32; super::CHUNK];
+    let v = v.get(..super::CHUNK).unwrap_or(v);
+    widen(t, v, &mut buf[..v.len()]);
+    super::sum64(&buf[..v.len()])
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::super::convert::x86::load16;
+    use super::{N16, widen};
+    use std::arch::x86_64::*;
+
+    /// [`super::sum64_16`] on AVX-512.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn sum64_16_avx512(t: N16, v: &[u16]) -> f64 {
+        let n64 = v.len() / 64 * 64;
+        let mut acc8 = [0f32; 8];
+        if n64 > 0 {
+            let p = v.as_ptr();
+            let mut acc = [_mm512_setzero_ps(); 4];
+            let mut i = 0;
+            while i < n64 {
+                for (q, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: values `i + 16q..i + 16q + 16` lie inside the first `n64`.
+                    *a = _mm512_add_ps(*a, unsafe { load16(t, p.add(i + 16 * q)) });
+                }
+                i += 64;
+            }
+            let mut sums = [0f32; 64];
+            for (q, a) in acc.iter().enumerate() {
+                // SAFETY: `sums` holds 64 floats.
+                unsafe { _mm512_storeu_ps(sums.as_mut_ptr().add(16 * q), *a) };
+            }
+            for c in sums.chunks_exact(8) {
+                for (a, &e) in acc8.iter_mut().zip(c) {
+                    *a += e;
+                }
+            }
+        }
+        let rest = v.get(n64..).unwrap_or_default();
+        let mut buf = [0f32; 64];
+        let buf = &mut buf[..rest.len().min(64)];
+        widen(t, rest, buf);
+        super::super::sum_tail(acc8, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{N16, narrow, sum64, widen};
+    use super::sum64_16;
+
+    /// The sums read from 16-bit values against `sum64` of the widened values, bit for bit,
+    /// at lengths around each boundary (groups of 64 and 8, tails), values of mixed signs
+    /// and magnitudes.
+    #[test]
+    fn sums_from_16_bit_match_the_widened_sums() {
+        let mut s = 12345u32;
+        for t in [N16::F16, N16::Bf16] {
+            for len in [0usize, 1, 7, 8, 9, 63, 64, 65, 127, 128, 200, 999, 1024] {
+                let f: Vec<f32> = (0..len)
+                    .map(|i| {
+                        s ^= s << 13;
+                        s ^= s >> 17;
+                        s ^= s << 5;
+                        let v = (s % 20001) as f32 / 1000.0 - 10.0;
+                        if i % 17 == 0 { v * 300.0 } else { v }
+                    })
+                    .collect();
+                let mut x = vec![0u16; len];
+                narrow(t, &f, &mut x);
+                let mut w = vec![0f32; len];
+                widen(t, &x, &mut w);
+                assert_eq!(
+                    sum64_16(t, &x).to_bits(),
+                    sum64(&w).to_bits(),
+                    "{t:?} {len}"
+                );
+            }
+        }
+    }
+}

@@ -235,3 +235,114 @@ fn gap_means_against_the_reference() {
         check(t, &y, want, &format!("gap {planes}x{len}"));
     }
 }
+
+/// The register path (AVX-512) against the chunk path, bit for bit: each binary op alone
+/// and before a Relu, the operands in both orders, over every pair of broadcast forms (full,
+/// per channel, per row, periodic, scalar) on an odd-sized output whose runs end
+/// mid-vector, with NaN, infinities and signed zeros among the values, and in place over a
+/// full input; programs of other forms are not taken.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn register_path_matches_the_chunk_path_bit_for_bit() {
+    use crate::gemm::stage16::convert::{Isa, isa};
+    use crate::ops::FusedAttrs;
+    let step = |op: Op, args: Vec<FusedArg>| FusedStep { op, args };
+    let fused = |b: BinaryOp, x: usize, z: usize, relu: bool| {
+        let mut steps = vec![step(
+            Op::Binary(b),
+            vec![FusedArg::Input(x), FusedArg::Input(z)],
+        )];
+        if relu {
+            steps.push(step(Op::Unary(UnaryOp::Relu), vec![FusedArg::Step(0)]));
+        }
+        Op::FusedElementwise(FusedAttrs { steps })
+    };
+    // Not taken: a Relu of an input, a second binary step.
+    let other = Op::FusedElementwise(FusedAttrs {
+        steps: vec![
+            step(Op::Unary(UnaryOp::Relu), vec![FusedArg::Input(0)]),
+            step(
+                Op::Binary(BinaryOp::Add),
+                vec![FusedArg::Step(0), FusedArg::Input(1)],
+            ),
+        ],
+    });
+    assert!(fast::form(&Program::of(&other, 2).unwrap()).is_none());
+    assert!(fast::form(&Program::of(&fused(BinaryOp::Add, 0, 1, false), 2).unwrap()).is_some());
+    if isa() != Isa::Avx512
+        || !std::arch::is_x86_feature_detected!("avx512bw")
+        || !std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        eprintln!("no AVX-512 here: the register path does not run");
+        return;
+    }
+    let y = [2usize, 5, 7, 9];
+    let n: usize = y.iter().product();
+    let shapes: [&[usize]; 7] = [
+        &y,
+        &[1, 5, 1, 1],
+        &[9],
+        &[1],
+        &[5, 7, 1],
+        &[2, 5, 1, 1],
+        &[7, 9],
+    ];
+    for t in [N16::F16, N16::Bf16] {
+        let mut special = vec![0u16; 4];
+        narrow(
+            t,
+            &[f32::NAN, f32::INFINITY, -0.0, f32::NEG_INFINITY],
+            &mut special,
+        );
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            for (order, relu) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (x, z) = if order { (1, 0) } else { (0, 1) };
+                let prog = Program::of(&fused(op, x, z, relu), 2).unwrap();
+                let f = fast::form(&prog).unwrap();
+                for s0 in 0..shapes.len() {
+                    for s1 in 0..shapes.len() {
+                        let bc = [
+                            bcast(shapes[s0], &y).unwrap(),
+                            bcast(shapes[s1], &y).unwrap(),
+                        ];
+                        let xs: Vec<Vec<u16>> = bc
+                            .iter()
+                            .enumerate()
+                            .map(|(i, b)| {
+                                let mut v = data(t, b.count, (s0 * 10 + s1 + 100 * i) as u32);
+                                if b.count > 8 {
+                                    for (k, &s) in special.iter().enumerate() {
+                                        let at = (k * 37 + 3 + i) % v.len();
+                                        v[at] = s;
+                                    }
+                                }
+                                v
+                            })
+                            .collect();
+                        let ptrs = [xs[0].as_ptr(), xs[1].as_ptr()];
+                        let (mut a, mut b) = (vec![0u16; n], vec![0u16; n]);
+                        // SAFETY: sizes as `run` requires.
+                        unsafe {
+                            run_chunks(t, &prog, &ptrs, &bc, n, a.as_mut_ptr());
+                            fast::run_avx512(t, f, &ptrs, &bc, n, b.as_mut_ptr());
+                        }
+                        let what = format!("{t:?} {op:?} relu {relu} order {order} {s0} {s1}");
+                        assert_eq!(a, b, "{what}");
+                        for k in 0..2 {
+                            if bc[k].count != n {
+                                continue;
+                            }
+                            let mut inplace = xs[k].clone();
+                            let mut p2 = ptrs;
+                            p2[k] = inplace.as_ptr();
+                            let yp = inplace.as_mut_ptr();
+                            // SAFETY: `y` equals the full input `k`.
+                            unsafe { fast::run_avx512(t, f, &p2, &bc, n, yp) };
+                            assert_eq!(a, inplace, "{what} in place over {k}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
