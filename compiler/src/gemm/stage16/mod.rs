@@ -93,8 +93,10 @@ pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
         for (j, m) in means.iter_mut().enumerate().take(np) {
             let p = p0 + j;
             let mut sum = 0f64;
-            if len > CHUNK && pool::sums16() {
-                // The same sums read straight from the 16-bit plane, a chunk at a time.
+            if len >= 512 && pool::sums16() {
+                // The same sums read straight from the 16-bit plane, a chunk at a time
+                // (from 512 values: EfficientNet-B0's 28x28 planes 12% faster so, its
+                // 14x14 ones 12% slower than from a widened block of planes).
                 let plane = x.get(p * len..(p + 1) * len).unwrap_or_default();
                 for c in plane.chunks(CHUNK) {
                     sum += pool::sum64_16(t, c);
