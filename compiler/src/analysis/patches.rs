@@ -212,6 +212,9 @@ pub struct PatchPlan {
     pub rest_bytes: usize,
     /// FLOPs recomputed in the halos.
     pub extra_flops: u64,
+    /// FLOPs of the stage's Convs that lose Winograd on their windows, counted at
+    /// [`fast::SLOW_SHARE`]: held by the recompute budget with `extra_flops`.
+    pub slow_flops: u64,
     /// FLOPs of the stage's nodes run once.
     pub stage_flops: u64,
 }
@@ -228,8 +231,9 @@ pub struct PatchReport {
 }
 
 impl PatchReport {
-    /// The candidate with the lowest peak whose recomputed FLOPs are at most `max_extra` of
-    /// the whole graph's (ties: fewer FLOPs), when it is below today's peak.
+    /// The candidate with the lowest peak whose recomputed FLOPs (with the slow ones,
+    /// [`PatchPlan::slow_flops`]) are at most `max_extra` of the whole graph's (ties: fewer
+    /// FLOPs), when it is below today's peak.
     pub fn best(&self, max_extra: f64) -> Option<&PatchPlan> {
         self.ranked(max_extra).into_iter().next()
     }
@@ -240,7 +244,10 @@ impl PatchReport {
         let mut v: Vec<&PatchPlan> = self
             .candidates
             .iter()
-            .filter(|c| c.extra_flops as f64 <= max_extra * self.total_flops as f64)
+            .filter(|c| {
+                c.extra_flops.saturating_add(c.slow_flops) as f64
+                    <= max_extra * self.total_flops as f64
+            })
             .filter(|c| c.peak_bytes < self.unpatched_bytes)
             .collect();
         v.sort_by_key(|c| (c.peak_bytes, c.extra_flops));
@@ -505,6 +512,8 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         }
     }
     let global = passes::globals(g, order);
+    let epilogue = ends::epilogue_inputs(g, order);
+    let wino = fast::winograd_convs(g, live, &opts);
     let mut candidates = Vec::new();
     // The highest step before each one, counting live values (a buffer's interval spans
     // every value placed in it, so today's buffers would count a late value's buffer from
@@ -590,6 +599,8 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             sub,
             steps,
             &global,
+            &epilogue,
+            &wino,
             &last_read,
             &step_of,
             live,
@@ -618,6 +629,8 @@ fn segment(
     sub: &[NodeId],
     steps: usize,
     global: &std::collections::HashSet<ValueId>,
+    epilogue: &std::collections::HashSet<ValueId>,
+    wino: &HashMap<NodeId, crate::gemm::conv::ConvParams>,
     last_read: &HashMap<ValueId, usize>,
     step_of: &HashMap<NodeId, usize>,
     live: &Liveness,
@@ -664,6 +677,10 @@ fn segment(
             continue;
         }
         let all: Vec<ValueId> = std::iter::once(*out).chain(leaving.clone()).collect();
+        // Not between a Conv and its epilogue's activation (the stage one node longer).
+        if all.iter().any(|v| epilogue.contains(v)) {
+            continue;
+        }
         // A stage holding global pools runs in passes; one pass without.
         // After a later segment: live values, as before it.
         let rest_bytes = if a == 0 {
@@ -769,6 +786,9 @@ fn segment(
             let mut stage_bytes = 0usize;
             // Output elements computed over all patches of all passes, per value.
             let mut area: HashMap<ValueId, usize> = HashMap::new();
+            // Per value, the summed row and column lengths of its windows (the last pass
+            // computing it).
+            let mut sums: HashMap<ValueId, (usize, usize)> = HashMap::new();
             for (q, pass) in plan.iter().enumerate() {
                 let t = &targets[q];
                 let cut = &cut_of[q];
@@ -827,9 +847,12 @@ fn segment(
                     if cut.stop.contains(&y) {
                         continue;
                     }
-                    let a = rows.iter().map(|m| len(m, y)).sum::<usize>()
-                        * cols.iter().map(|m| len(m, y)).sum::<usize>();
-                    *area.entry(y).or_insert(0) += a;
+                    let (rs, cs) = (
+                        rows.iter().map(|m| len(m, y)).sum::<usize>(),
+                        cols.iter().map(|m| len(m, y)).sum::<usize>(),
+                    );
+                    *area.entry(y).or_insert(0) += rs * cs;
+                    sums.insert(y, (rs, cs));
                 }
             }
             let extra_flops: u64 = order[a..n]
@@ -851,6 +874,16 @@ fn segment(
                     scaled.saturating_sub(f)
                 })
                 .sum();
+            // Winograd Convs whose mean window no longer takes it.
+            let slow_flops: u64 = order[a..n]
+                .iter()
+                .filter_map(|&id| {
+                    let wp = wino.get(&id)?;
+                    let &(rs, cs) = sums.get(g.node(id).outputs.first()?)?;
+                    (!fast::keeps_winograd(wp, rs / p, cs / p))
+                        .then(|| fast::slow_flops(flops_of(g, id)))
+                })
+                .sum();
             candidates.push(PatchPlan {
                 start: a,
                 nodes: n,
@@ -862,6 +895,7 @@ fn segment(
                 stage_bytes,
                 rest_bytes,
                 extra_flops,
+                slow_flops,
                 stage_flops,
             });
             // Finer grids only recompute more: the rest of the graph is the peak now.
@@ -957,6 +991,8 @@ pub fn patch(
     ))
 }
 
+mod ends;
+mod fast;
 mod info;
 mod lower;
 pub mod passes;
