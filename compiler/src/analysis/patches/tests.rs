@@ -1,6 +1,10 @@
+use super::search::flops_of;
+use super::window::split;
 use super::*;
+use crate::analysis::liveness::liveness_with;
 use crate::import::text::parse_model_text;
 use crate::import::{ImportOptions, import_model};
+use crate::ir::graph::ValueKind;
 
 fn graph(src: &str) -> Graph {
     let model = parse_model_text(src).expect("parses");
