@@ -95,6 +95,50 @@ fn movement_ops() {
 }
 
 #[test]
+fn slices_of_long_rows() {
+    // Windows whose rows are 64 bytes or more (a patch's crops): copied row by row by a host
+    // kernel, exact; whole rows (runs across row ends), and 6-d (its leading dims merged).
+    let mut rng = Rng(77);
+    for (s, starts, ends, out) in [
+        (
+            vec![2, 3, 20, 70],
+            vec![3, 5],
+            vec![17, 60],
+            vec![2, 3, 14, 55],
+        ),
+        (
+            vec![1, 4, 9, 16],
+            vec![1, 0],
+            vec![8, 16],
+            vec![1, 4, 7, 16],
+        ),
+        (
+            vec![2, 2, 2, 2, 5, 40],
+            vec![1, 2],
+            vec![5, 38],
+            vec![2, 2, 2, 2, 4, 36],
+        ),
+    ] {
+        let r = s.len() as i64;
+        let m = ModelBuilder::new("s", 13)
+            .input("x", DType::F32, &dims(&s))
+            .initializer("starts", &Tensor::i64(vec![2], &starts))
+            .initializer("ends", &Tensor::i64(vec![2], &ends))
+            .initializer("axes", &Tensor::i64(vec![2], &[r - 2, r - 1]))
+            .output("y", DType::F32, &dims(&out))
+            .node(
+                "s",
+                "Slice",
+                &["x", "starts", "ends", "axes"],
+                &["y"],
+                vec![],
+            )
+            .build();
+        check(m, &[rng.tensor(&s, -1.0, 1.0)], 0.0, 0.0);
+    }
+}
+
+#[test]
 fn gather_embeddings_and_axis() {
     let mut rng = Rng(55);
     // Embedding lookup: constant table, runtime i64 indices (one negative).

@@ -1,6 +1,10 @@
+use super::search::flops_of;
+use super::window::split;
 use super::*;
+use crate::analysis::liveness::liveness_with;
 use crate::import::text::parse_model_text;
 use crate::import::{ImportOptions, import_model};
+use crate::ir::graph::ValueKind;
 
 fn graph(src: &str) -> Graph {
     let model = parse_model_text(src).expect("parses");
@@ -199,4 +203,95 @@ fn squeeze_excitation_stages_run_in_passes_with_a_checkpoint() {
     assert!(at(m1, 2).extra_flops > at(before, 2).extra_flops);
     assert!(deep.extra_flops > at(m1, 2).extra_flops);
     // (The rewrite, which needs the weights as constants, runs in tests/codegen/patches.rs.)
+}
+
+/// A Conv whose SiLU (Sigmoid + Mul, unfused here) its epilogue applies, and one with a Relu,
+/// then a projection.
+const EPI: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+epi (float[1,3,64,64] X, float[16,3,3,3] W1, float[16,16,3,3] W2, float[8,16,1,1] W3)
+    => (float[1,8,1,1] Y)
+{
+    C1 = Conv <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (X, W1)
+    S1 = Sigmoid (C1)
+    M1 = Mul (C1, S1)
+    C2 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (M1, W2)
+    R2 = Relu (C2)
+    C3 = Conv (R2, W3)
+    Y = GlobalAveragePool (C3)
+}
+"#;
+
+#[test]
+fn no_stage_ends_between_a_conv_and_its_epilogue_activation() {
+    let g = graph(EPI);
+    let order = g.order().to_vec();
+    let (c1, c2) = (value(&g, "C1"), value(&g, "C2"));
+    assert!(ends::feeds_epilogue(&g, c1) && ends::feeds_epilogue(&g, c2));
+    assert!(!ends::feeds_epilogue(&g, value(&g, "C3")), "read by a pool");
+    assert!(!ends::feeds_epilogue(&g, value(&g, "M1")), "not a Conv's");
+    let report = analyze(&g, &order, LivenessOptions::full(), 4);
+    let outputs: Vec<ValueId> = report.candidates.iter().map(|c| c.output).collect();
+    assert!(
+        !outputs.contains(&c1) && !outputs.contains(&c2),
+        "cut at a Conv"
+    );
+    for v in ["M1", "R2", "C3"] {
+        assert!(outputs.contains(&value(&g, v)), "a stage up to {v}");
+    }
+}
+
+/// An expand/project pair (the peak), then two 3 x 3 Convs of 32 channels at 64 x 64
+/// (weights as inputs: transformed per run) with room for Winograd's scratch.
+const WINO: &str = r#"
+<ir_version: 8, opset_import: ["" : 13]>
+wino (float[1,32,64,64] X, float[128,32,1,1] We, float[32,128,1,1] Wp, float[32,32,3,3] W1,
+      float[32,32,3,3] W2) => (float[1,32,1,1] Y)
+{
+    E = Conv (X, We)
+    P = Conv (E, Wp)
+    C1 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (P, W1)
+    R1 = Relu (C1)
+    C2 = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (R1, W2)
+    R2 = Relu (C2)
+    Y = GlobalAveragePool (R2)
+}
+"#;
+
+#[test]
+fn convs_losing_winograd_count_against_the_budget() {
+    let g = graph(WINO);
+    let order = g.order().to_vec();
+    let opts = LivenessOptions::full();
+    let live = liveness_with(&g, &order, opts, |name| name != "conv tiles");
+    let wino = fast::winograd_convs(&g, &live, &opts);
+    // Unpatched, both run Winograd with the transform per run (their weights are inputs),
+    // which no patch keeps.
+    assert_eq!(wino.len(), 2, "{wino:?}");
+    let report = analyze(&g, &order, opts, 4);
+    let whole = order.len() - 1;
+    let c = report
+        .candidates
+        .iter()
+        .find(|c| c.start == 0 && c.nodes == whole && c.grid == 2)
+        .expect("a stage of both Convs on 2x2");
+    let conv_flops: u64 = wino.keys().map(|&id| flops_of(&g, id)).sum();
+    assert_eq!(c.slow_flops, fast::slow_flops(conv_flops / 2) * 2);
+    assert!(c.slow_flops > c.extra_flops);
+    // Over the budget with them, within it without.
+    let share = |f: u64| f as f64 / report.total_flops as f64;
+    let between = (share(c.extra_flops) + share(c.extra_flops + c.slow_flops)) / 2.0;
+    let ranked = |b: f64| report.ranked(b).iter().any(|r| r == &c);
+    assert!(!ranked(between));
+    assert_eq!(ranked(1.0), c.peak_bytes < report.unpatched_bytes);
+    // Precomputed weights on windows of enough tiles keep it; too few tiles, or the
+    // transform per run, do not.
+    let (&id, p) = wino.iter().next().expect("a Winograd Conv");
+    assert!(!fast::keeps_winograd(p, 32, 32), "{:?}", g.node(id).name);
+    let pre = crate::gemm::conv::ConvParams {
+        packed_a: crate::gemm::winograd::WINOGRAD_U_PACKED,
+        ..*p
+    };
+    assert!(fast::keeps_winograd(&pre, 16, 16));
+    assert!(!fast::keeps_winograd(&pre, 8, 8));
 }

@@ -427,7 +427,7 @@ fn max_pool_indices(cx: &Ctx<'_>, a: &ArgmaxAttrs, prog: &mut Program) -> Result
 }
 
 /// The call of `arenac_host` with `args` (the kernel, then up to [`SLOTS`] addresses).
-fn call(cx: &Ctx<'_>, prog: &mut Program, mut args: Vec<Operand>) -> Result<(), Error> {
+pub(super) fn call(cx: &Ctx<'_>, prog: &mut Program, mut args: Vec<Operand>) -> Result<(), Error> {
     if args.len() > SLOTS + 1 {
         return Err(cx.err("internal: a host kernel takes at most 8 addresses"));
     }

@@ -86,6 +86,17 @@ const POS: usize = 36;
 /// blocks start at the same rows whatever the split).
 pub(crate) const MB: usize = 48;
 
+/// Smaller row blocks [`block_sizes`] offers after one panel of tiles at [`MB`] rows, for
+/// scratch that cannot hold that (a stage run patch by patch: 64 channels at 16 tiles take
+/// 252 KiB at 48 rows, 171 KiB at 12). Multiples of every micro-kernel's `MR` too, so each
+/// output row is in the same micro-panel, and each element the same product, whatever the
+/// block: bit-identical to [`MB`].
+const SMALL_ROWS: [usize; 2] = [24, 12];
+
+/// Bit of the `tile` field from which a row block other than [`MB`] is stored
+/// ([`block_sizes`]): `tile = tiles | rows << ROWS_SHIFT`.
+const ROWS_SHIFT: u32 = 32;
+
 /// Bytes of one thread's slot (V and O of a block) the tile block aims at: the L2 of one
 /// core.
 const SLOT_BUDGET: usize = 1 << 20;
@@ -163,10 +174,26 @@ pub fn applies(p: &ConvParams) -> bool {
 }
 
 /// The tile blocks (most tiles per block, multiples of [`NR`]) [`run`] may use for `p`,
-/// largest first: the default (V and O of a block in about one L2, [`SLOT_BUDGET`]) down to
-/// one panel. The planner takes the largest whose scratch keeps the peak.
+/// largest scratch first: the default (V and O of a block in about one L2, [`SLOT_BUDGET`])
+/// down to one panel, then one panel with fewer output channels per row block
+/// ([`SMALL_ROWS`], stored in the high bits). The planner takes the largest whose scratch
+/// keeps the peak.
 pub fn block_sizes(p: &ConvParams) -> impl Iterator<Item = usize> {
-    (NR..=default_block(p)).rev().step_by(NR)
+    let m = p.m as usize;
+    (NR..=default_block(p)).rev().step_by(NR).chain(
+        SMALL_ROWS
+            .into_iter()
+            .filter(move |&r| r < m.min(MB))
+            .map(|r| NR | (r << ROWS_SHIFT)),
+    )
+}
+
+/// Output channels per row block of `p` (the `tile` field's high part, [`MB`] when 0).
+fn row_block(p: &ConvParams) -> usize {
+    match (p.tile >> ROWS_SHIFT) as usize {
+        0 => MB,
+        r => r,
+    }
 }
 
 /// The largest of [`block_sizes`] whose [`scratch_bytes`] is at most `planned` (`None`: not
@@ -175,7 +202,8 @@ pub fn block_for_scratch(p: &ConvParams, planned: usize) -> Option<usize> {
     block_sizes(p).find(|&t| scratch_bytes(&with_block(p, t)) <= planned)
 }
 
-/// `p` with tile blocks of at most `t` tiles (the `tile` field, as [`run`] reads it).
+/// `p` with tile blocks of at most `t` tiles (a value of [`block_sizes`]: the `tile` field,
+/// as [`run`] reads it).
 pub fn with_block(p: &ConvParams, t: usize) -> ConvParams {
     ConvParams {
         tile: t as u64,
@@ -208,7 +236,7 @@ fn blocking(p: &ConvParams) -> Blocking {
     let tw = ow.div_ceil(4);
     let tiles = oh.div_ceil(4) * tw;
     // The planned block (`tile`), else the default.
-    let t_max = match p.tile as usize {
+    let t_max = match (p.tile & ((1 << ROWS_SHIFT) - 1)) as usize {
         0 => default_block(p),
         t => t.next_multiple_of(NR).clamp(NR, MAX_T),
     };
@@ -223,17 +251,17 @@ fn blocking(p: &ConvParams) -> Blocking {
 }
 
 /// Rows of the slot's O part: one row block.
-fn o_rows(m: usize) -> usize {
-    MB.min(m)
+fn o_rows(p: &ConvParams) -> usize {
+    row_block(p).min(p.m as usize)
 }
 
 /// Floats of one transformed weight matrix, of the scratch's shared head (the 36 matrices,
 /// none when precomputed) and of one thread's slot.
 fn parts(p: &ConvParams) -> (usize, usize, usize) {
-    let (c, m) = (p.c as usize, p.m as usize);
+    let c = p.c as usize;
     let u_one = u_len(p);
     let b = blocking(p);
-    let slot = POS * (c * b.t + o_rows(m) * b.t);
+    let slot = POS * (c * b.t + o_rows(p) * b.t);
     let head = if p.packed_a == WINOGRAD_U_PACKED {
         0
     } else {
@@ -320,7 +348,7 @@ pub(crate) unsafe fn run(
     // 2. The units.
     let b = blocking(p);
     let per = p.n as usize * b.blocks;
-    let mblocks = m.div_ceil(MB);
+    let mblocks = m.div_ceil(row_block(p));
     let mparts = if width <= 1 || per >= 2 * width {
         1
     } else {
@@ -598,7 +626,8 @@ unsafe fn unit_body(
     let n_cols = nt.next_multiple_of(NR);
     let v = slot;
     let o = slot.wrapping_add(POS * c * t);
-    let ob = o_rows(m) * t;
+    let ob = o_rows(p) * t;
+    let rb = row_block(p);
     let xi = x.cast_const().wrapping_add(unit.img * c * h * w);
     // The input transform, 16 tiles (one packed panel) at a time.
     let mut d = [[[0.0f32; L]; 6]; 6];
@@ -670,14 +699,14 @@ unsafe fn unit_body(
     let epilogue = p.has_bias != 0 || act != Activation::None;
     let yi = y.wrapping_add(unit.img * m * oh * ow);
     for mb in unit.mblocks.clone() {
-        let r0 = mb * MB;
-        let rows = MB.min(m - r0);
+        let r0 = mb * rb;
+        let rows = rb.min(m - r0);
         for pos in 0..POS {
             let a = AView::packed(u.cast_const().wrapping_add(pos * u_one), m).at_row(r0);
             let bv = BView::packed(v.cast_const().wrapping_add(pos * c * t), c, n_cols);
             // SAFETY: U_pos is m_pad x c packed for this kernel (rows r0..r0+rows < m_pad);
             // V_pos c x n_cols packed; O_pos rows x n_cols at stride t inside the slot's O
-            // part (MB x t per position); a packed A uses no scratch.
+            // part (rb x t per position); a packed A uses no scratch.
             unsafe {
                 super::sgemm_core(
                     kernel,

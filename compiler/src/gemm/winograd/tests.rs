@@ -258,3 +258,60 @@ fn precomputed_weights_leave_no_head_in_the_scratch() {
     mark(&mut edge, true);
     assert_eq!(edge.packed_a, WINOGRAD_U_PACKED, "128 -> 128: 2.4 MB");
 }
+
+#[test]
+fn small_row_blocks_are_bit_identical_and_smaller() {
+    // One panel of tiles with 24- and 12-row blocks (block_sizes' last values): the same bits
+    // as the default 48-row block, at 1 and 2 threads, with a scratch that shrinks with the
+    // row block; m = 64 ends in a partial block (4 edge rows), m = 20 offers only 12.
+    let pool = crate::par::Pool::new(2).expect("a pool of 2 threads");
+    for (i, &(c, hw, m)) in [(64, (18, 18), 64), (19, (10, 13), 20)].iter().enumerate() {
+        let mut p = geom(1, c, hw, m, (1, 1, 1, 1));
+        p.has_bias = 1;
+        [p.act, p.act_a, p.act_b] = Activation::Relu.encode();
+        let sizes: Vec<usize> = block_sizes(&p).collect();
+        let small: Vec<usize> = sizes.iter().copied().filter(|&t| t > NR * 8).collect();
+        let rows: Vec<usize> = small.iter().map(|&t| t >> ROWS_SHIFT).collect();
+        let want_rows: Vec<usize> = SMALL_ROWS.into_iter().filter(|&r| r < m as usize).collect();
+        assert_eq!(rows, want_rows, "{sizes:?}");
+        let bytes: Vec<usize> = sizes
+            .iter()
+            .map(|&t| scratch_bytes(&with_block(&p, t)))
+            .collect();
+        // Never larger down the list; each smaller row block strictly smaller.
+        assert!(bytes.windows(2).all(|w| w[1] <= w[0]), "{bytes:?}");
+        let tail = &bytes[bytes.len() - small.len() - 1..];
+        assert!(tail.windows(2).all(|w| w[1] < w[0]), "{bytes:?}");
+        let mut rng = Rng(300 + i as u64);
+        let x: Vec<f32> = (0..(c * hw.0 * hw.1) as usize)
+            .map(|_| rng.next())
+            .collect();
+        let wt: Vec<f32> = (0..(m * c * 9) as usize).map(|_| rng.next()).collect();
+        let bias: Vec<f32> = (0..m as usize).map(|_| rng.next()).collect();
+        let want = conv(&with_block(&p, NR), &x, &wt, &bias, true);
+        for &t in &small {
+            for threads in [1, 2] {
+                let pt = ConvParams {
+                    threads,
+                    ..with_block(&p, t)
+                };
+                assert_eq!(block_for_scratch(&pt, scratch_bytes(&pt)), Some(t));
+                let got = crate::par::with_pool(Some(&pool), || conv(&pt, &x, &wt, &bias, true));
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{pt:?}: rows {} differ at {threads} threads",
+                    t >> ROWS_SHIFT
+                );
+            }
+        }
+        check_as(
+            with_block(&p, *small.last().expect("a small block")),
+            40 + i as u64,
+            true,
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! The stage's windows: which nodes may be in a stage ([`rule`]: 2-d Conv and pooling by
+//! their kernel, stride, dilation and pads, nearest integer upsampling, element-wise nodes and
+//! channel Concat with a receptive field of 1), how an output window maps back to the input
+//! window it reads (`PATCHES.md` §0.1, [`Local::back`]), and the windows of every stage value
+//! for a patch, found backwards from the cells ([`cells`]) of the leaving values, per spatial
+//! dim ([`ranges_cut`]).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::passes;
+use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use crate::ir::types::TensorType;
+use crate::ops::Op;
+
+/// A window of a 4-d value's plane: rows and columns, half-open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Rows.
+    pub rows: Range<usize>,
+    /// Columns.
+    pub cols: Range<usize>,
+}
+
+/// How a stage node maps an output window to an input window, per spatial dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Local {
+    pub(super) k: [usize; 2],
+    pub(super) s: [usize; 2],
+    pub(super) d: [usize; 2],
+    pub(super) pb: [usize; 2],
+    /// An integer nearest upsampling (Resize): output row `o` reads input row `o / up`.
+    pub(super) up: [usize; 2],
+}
+
+impl Local {
+    /// The input range (clamped to `0..size`) the output range `o` reads along `dim`.
+    pub(super) fn back(&self, o: &Range<usize>, dim: usize, size: usize) -> Range<usize> {
+        let up = self.up[dim];
+        if up > 1 {
+            if o.is_empty() {
+                return 0..0;
+            }
+            return (o.start / up).min(size)..((o.end - 1) / up + 1).min(size);
+        }
+        back(o, self.k[dim], self.s[dim], self.d[dim], self.pb[dim], size)
+    }
+}
+
+/// The integer factors of a nearest Resize upsampling a 4-d plane whose output row `o` reads
+/// input row `o / f` (and columns alike): half-pixel coordinates with either rounding, or
+/// asymmetric ones rounded down; `None` for any other Resize.
+fn upsampling(r: &crate::ops::ResizeAttrs, x: &TensorType) -> Option<[usize; 2]> {
+    use crate::ops::resize::ResizeMode;
+    let coord = r.coordinate_transformation.as_str();
+    let near = r.nearest_mode.as_str();
+    let ok = r.mode == ResizeMode::Nearest
+        && r.roi.is_empty()
+        && (matches!(coord, "half_pixel" | "pytorch_half_pixel")
+            && matches!(near, "round_prefer_floor" | "round_prefer_ceil")
+            || coord == "asymmetric" && matches!(near, "floor" | "simple"));
+    if !ok || r.scales.len() != 4 || r.scales[0] != 1.0 || r.scales[1] != 1.0 {
+        return None;
+    }
+    let mut f = [1usize; 2];
+    for (d, fd) in f.iter_mut().enumerate() {
+        let s = *r.scales.get(2 + d)?;
+        if s < 1.0 || s.fract() != 0.0 || s > 64.0 {
+            return None;
+        }
+        *fd = s as usize;
+        if r.output_shape.get(2 + d)? != &(x.shape.get(2 + d)? * *fd) {
+            return None;
+        }
+    }
+    (r.output_shape.get(..2) == x.shape.get(..2)).then_some(f)
+}
+
+/// The input rows (or columns) an output range `o` reads through one dim of `l`, clamped to
+/// `0..size`.
+fn back(o: &Range<usize>, k: usize, s: usize, d: usize, pb: usize, size: usize) -> Range<usize> {
+    if o.is_empty() {
+        return 0..0;
+    }
+    let lo = (o.start * s).saturating_sub(pb);
+    let hi = ((o.end - 1) * s + (k - 1) * d + 1).saturating_sub(pb);
+    lo.min(size)..hi.min(size)
+}
+
+/// Whether `t` is a 4-d batch-1 tensor with a static size.
+pub(super) fn plane(t: &TensorType) -> bool {
+    t.shape.len() == 4 && t.shape.first() == Some(&1) && t.bytes().is_some()
+}
+
+/// The window rule of node `id`, when it may be in a stage: `Some(None)` for element-wise
+/// (receptive field 1), `Some(Some(local))` for a 2-d Conv or pooling.
+pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
+    let node = g.node(id);
+    let y = g.value(*node.outputs.first()?);
+    if node.outputs.len() != 1 || !plane(&y.ty) {
+        return None;
+    }
+    let two = |v: &[usize]| -> Option<[usize; 2]> { Some([*v.first()?, *v.get(1)?]) };
+    let local = |k: &[usize], s: &[usize], d: &[usize], pads: &[usize]| {
+        Some(Local {
+            k: two(k)?,
+            s: two(s)?,
+            d: two(d)?,
+            pb: two(pads)?,
+            up: [1, 1],
+        })
+    };
+    match &node.op {
+        Op::Conv(a) if a.kernel.len() == 2 => {
+            local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
+        }
+        Op::MaxPool(a) | Op::AveragePool(a) if a.kernel.len() == 2 => {
+            local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
+        }
+        // Nearest upsampling by integer factors (a decoder's or an FPN's).
+        Op::Resize(r) => {
+            let x = g.value(*node.inputs.first()?);
+            let up = upsampling(r, &x.ty)?;
+            Some(Some(Local {
+                k: [1, 1],
+                s: [1, 1],
+                d: [1, 1],
+                pb: [0, 0],
+                up,
+            }))
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Variadic(_)
+        | Op::ClipDynamic { .. }
+        | Op::Cast { .. }
+        | Op::FusedElementwise(_)
+        | Op::BatchNormalization { .. } => {
+            // Every arena input has the output's shape (constants broadcast per channel; a
+            // pooled value, one pixel per channel, is read whole: `passes::broadcast`).
+            let same = node.inputs.iter().all(|&v| {
+                matches!(g.value(v).kind, ValueKind::Constant(_))
+                    || g.value(v).ty.shape == y.ty.shape
+                    || node
+                        .outputs
+                        .first()
+                        .is_some_and(|&o| passes::broadcast(g, v, o))
+                        && g.value(v).ty.shape.get(..2) == y.ty.shape.get(..2)
+            });
+            same.then_some(None)
+        }
+        // Along channels: every input is read at the output's window (a CSP block's join).
+        Op::Concat { axis: 1 } => {
+            let plane_of = |t: &TensorType| t.shape.get(2..4).map(<[usize]>::to_vec);
+            let same = node.inputs.iter().all(|&v| {
+                !matches!(g.value(v).kind, ValueKind::Constant(_))
+                    && plane(&g.value(v).ty)
+                    && plane_of(&g.value(v).ty) == plane_of(&y.ty)
+            });
+            same.then_some(None)
+        }
+        _ => None,
+    }
+}
+
+/// `0..len` cut into `p` ranges, the first `len % p` one longer.
+pub(super) fn split(len: usize, p: usize) -> Vec<Range<usize>> {
+    let (q, r) = (len / p, len % p);
+    let mut at = 0;
+    (0..p)
+        .map(|i| {
+            let n = q + usize::from(i < r);
+            let out = at..at + n;
+            at += n;
+            out
+        })
+        .collect()
+}
+
+/// The windows of the stage values for one patch `w` of the stage output `out`, the stage
+/// being `order[..n]`: rows and columns found apart ([`ranges`]), windows being products of
+/// the two (a union of windows is taken per dim).
+pub fn windows(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    out: ValueId,
+    w: Window,
+) -> HashMap<ValueId, Window> {
+    windows_of(g, order, n, &[(out, w)])
+}
+
+/// [`windows`] for several leaving values at once: each stage value's window is the union of
+/// what every seed `(value, window)` reads of it (a seed's own window included).
+pub fn windows_of(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Window)],
+) -> HashMap<ValueId, Window> {
+    windows_cut(g, order, n, seeds, &Cut::default())
+}
+
+/// [`windows_of`] for one pass of a multi-pass stage ([`ranges_cut`]).
+pub fn windows_cut(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Window)],
+    cut: &Cut,
+) -> HashMap<ValueId, Window> {
+    let pick = |dim: usize| -> Vec<(ValueId, Range<usize>)> {
+        seeds
+            .iter()
+            .map(|(v, w)| {
+                (
+                    *v,
+                    if dim == 0 {
+                        w.rows.clone()
+                    } else {
+                        w.cols.clone()
+                    },
+                )
+            })
+            .collect()
+    };
+    let rows = ranges_cut(g, order, n, &pick(0), 0, cut);
+    let cols = ranges_cut(g, order, n, &pick(1), 1, cut);
+    g.value_ids()
+        .filter_map(|v| {
+            let rows = rows.get(v.index())?.clone()?;
+            let cols = cols.get(v.index())?.clone()?;
+            Some((v, Window { rows, cols }))
+        })
+        .collect()
+}
+
+/// The range along spatial dim `dim` (0: rows, 1: columns) of every stage value that the
+/// seeds — ranges `r` of leaving values `v` — read (a seed's own range included), the stage
+/// being `order[..n]`; indexed by value id. Seeds must be non-empty ranges.
+pub fn ranges(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Range<usize>)],
+    dim: usize,
+) -> Vec<Option<Range<usize>>> {
+    ranges_cut(g, order, n, seeds, dim, &Cut::default())
+}
+
+/// What a pass of a multi-pass stage does not compute per patch ([`passes`]): values
+/// computed once, whole (pooled values and what is made from them alone), and values an
+/// earlier pass wrote whole (a checkpoint: windows are found for it, its producers are not
+/// visited).
+#[derive(Clone, Debug, Default)]
+pub struct Cut {
+    /// Computed once, whole: never given a window.
+    pub global: std::collections::HashSet<ValueId>,
+    /// Read whole from an earlier pass.
+    pub stop: std::collections::HashSet<ValueId>,
+}
+
+/// [`ranges`] of one pass: nothing is propagated through `cut`'s values.
+pub fn ranges_cut(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Range<usize>)],
+    dim: usize,
+    cut: &Cut,
+) -> Vec<Option<Range<usize>>> {
+    let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
+    for (v, r) in seeds {
+        if let Some(o) = win.get_mut(v.index()) {
+            *o = Some(r.clone());
+        }
+    }
+    for &id in order[..n].iter().rev() {
+        let node = g.node(id);
+        let Some(wo) = node
+            .outputs
+            .first()
+            .and_then(|y| win.get(y.index()))
+            .cloned()
+            .flatten()
+        else {
+            continue;
+        };
+        let Some(&y) = node.outputs.first() else {
+            continue;
+        };
+        if cut.stop.contains(&y) || cut.global.contains(&y) {
+            continue;
+        }
+        let Some(rule) = rule(g, id) else {
+            continue;
+        };
+        // A Conv's or pooling's data input; every arena input of an element-wise node.
+        let reads = match rule {
+            Some(_) => &node.inputs[..1.min(node.inputs.len())],
+            None => &node.inputs[..],
+        };
+        for &v in reads {
+            if matches!(g.value(v).kind, ValueKind::Constant(_))
+                || cut.global.contains(&v)
+                || passes::broadcast(g, v, y)
+            {
+                continue;
+            }
+            let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
+            let wi = match rule {
+                None => wo.clone(),
+                Some(l) => l.back(&wo, dim, size),
+            };
+            if let Some(slot) = win.get_mut(v.index()) {
+                *slot = Some(match slot.take() {
+                    Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
+                    None => wi,
+                });
+            }
+        }
+    }
+    win
+}
+
+/// Row (`dim` 0) or column (1) range `i` of a `p`-way cut of each leaving value: the
+/// stage output `out` first, then `others`.
+pub fn cells(
+    g: &Graph,
+    out: ValueId,
+    others: &[ValueId],
+    p: usize,
+    dim: usize,
+    i: usize,
+) -> Vec<(ValueId, Range<usize>)> {
+    std::iter::once(out)
+        .chain(others.iter().copied())
+        .filter_map(|v| {
+            let len = *g.value(v).ty.shape.get(2 + dim)?;
+            Some((v, split(len, p).get(i)?.clone()))
+        })
+        .collect()
+}
