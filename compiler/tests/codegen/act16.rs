@@ -439,7 +439,7 @@ fn staged_winograd_bands_on_precomputed_or_per_run_weights() {
     let wt = rng.tensor(&[32, 16, 3, 3], -0.5, 0.5);
     let fc = rng.tensor(&[32, 2048], -0.1, 0.1);
     let x = [2, 16, 38, 35];
-    let big = [1, 4, 256, 256];
+    let big = [1, 8, 256, 256];
     let build = |with_fc: bool| {
         let b = ModelBuilder::new("act16_wino", 18)
             .input("x", DType::F32, &dims(&x))
@@ -507,6 +507,40 @@ fn staged_winograd_bands_on_precomputed_or_per_run_weights() {
         assert!(chosen_nodes(&g0, &plan0).is_empty());
         assert_eq!(plan.arena_bytes, plan0.arena_bytes, "fc {with_fc}");
         let inputs = [rng.tensor(&x, -1.0, 1.0), rng.tensor(&big, -1.0, 1.0)];
+        // One program planned for 2 threads: the same bits inline and on a pool of 2 (the
+        // bands' Winograd units and the per-run transform split over the workers).
+        let mut g2 = import(&model);
+        let liveness = LivenessOptions::full().with_threads(2);
+        let opts = PlanOptions {
+            activations: ActType::F16,
+            liveness,
+            ..PlanOptions::default()
+        };
+        let plan2 = plan_graph(&mut g2, &opts).expect("plans");
+        assert_eq!(
+            chosen_nodes(&g2, &plan2).len(),
+            1,
+            "fc {with_fc}, 2 threads"
+        );
+        let exe = compile(&g2, &plan2).unwrap_or_else(|e| panic!("compiles: {e}"));
+        let inline = run(&exe, &inputs);
+        let pool = arenac_compiler::par::Pool::new(2).expect("threads");
+        pool.set_eager(true);
+        let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+        for (slot, t) in exe.inputs().iter().zip(&inputs) {
+            let b = t.bytes();
+            arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+        }
+        // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
+        unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
+        assert!(pool.jobs() >= 1, "no kernel went parallel");
+        for (o, (slot, want)) in exe.outputs().iter().zip(&inline).enumerate() {
+            let b = want.bytes();
+            assert!(
+                arena.as_slice()[slot.offset..slot.offset + b.len()] == *b,
+                "output {o}: 2 threads differ from inline"
+            );
+        }
         let staged = if with_fc { 4 } else { 3 };
         check_act(model, &inputs, staged, None);
     }
