@@ -422,3 +422,126 @@ fn gelu_chain_fused_on_16_bit_data() {
     // MatMul x2 and Erf staged (counted by the retyping, before fusion).
     check_act(model, &[rng.tensor(&[s, d], -2.0, 2.0)], 3, None);
 }
+
+/// A staged 3 x 3 stride-1 Conv runs Winograd bands (`gemm::stage16::conv::wino_bands`):
+/// on precomputed transformed weights when they fit a quarter of the model's weights (a
+/// large Gemm beside it: the weights region grows by them), else on its weights transformed
+/// once per run into the scratch; never with `winograd: false`. The 16-bit arena is the
+/// same with and without it (the planner only grows scratch below the peak); outputs within
+/// the tolerance of f32's at 1 and 2 threads.
+#[test]
+fn staged_winograd_bands_on_precomputed_or_per_run_weights() {
+    use arenac_compiler::analysis::liveness::LivenessOptions;
+    use arenac_compiler::analysis::liveness::winograd::{
+        chosen_nodes, precomputed, precomputed_growth,
+    };
+    let mut rng = Rng(0x3a3);
+    let wt = rng.tensor(&[32, 16, 3, 3], -0.5, 0.5);
+    let fc = rng.tensor(&[32, 2048], -0.1, 0.1);
+    let x = [2, 16, 38, 35];
+    let big = [1, 8, 256, 256];
+    let build = |with_fc: bool| {
+        let b = ModelBuilder::new("act16_wino", 18)
+            .input("x", DType::F32, &dims(&x))
+            .input("b", DType::F32, &dims(&big))
+            .output("z", DType::F32, &[])
+            .initializer("w", &wt)
+            // The peak, beside the conv: its scratch may grow.
+            .node(
+                "cat",
+                "Concat",
+                &["b", "b"],
+                &["bb"],
+                vec![("axis", Attr::Int(1))],
+            )
+            .node("gz", "GlobalAveragePool", &["bb"], &["z"], vec![])
+            .node("n", "Neg", &["x"], &["n"], vec![])
+            .node(
+                "c",
+                "Conv",
+                &["n", "w"],
+                &["c"],
+                vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+            )
+            .node("r", "Relu", &["c"], &["r"], vec![]);
+        if with_fc {
+            b.initializer("fc", &fc)
+                .node("gap", "GlobalAveragePool", &["r"], &["g"], vec![])
+                .node("flat", "Flatten", &["g"], &["f"], vec![])
+                .node("head", "Gemm", &["f", "fc"], &["y"], vec![])
+                .output("y", DType::F32, &[])
+                .build()
+        } else {
+            b.node("y", "Neg", &["r"], &["y"], vec![])
+                .output("y", DType::F32, &[])
+                .build()
+        }
+    };
+    let plan_with = |g: &mut Graph, winograd: bool| {
+        let liveness = LivenessOptions {
+            winograd,
+            ..LivenessOptions::full()
+        };
+        let opts = PlanOptions {
+            activations: ActType::F16,
+            liveness,
+            ..PlanOptions::default()
+        };
+        (plan_graph(g, &opts).expect("plans"), liveness)
+    };
+    for with_fc in [true, false] {
+        let model = build(with_fc);
+        let mut g = import(&model);
+        let (plan, o) = plan_with(&mut g, true);
+        let (id, _) = g.nodes().find(|(_, n)| n.name == "c").expect("c");
+        assert_eq!(chosen_nodes(&g, &plan), vec![id], "fc {with_fc}");
+        assert_eq!(precomputed(&g, &o).len(), usize::from(with_fc));
+        let growth = precomputed_growth(&g, &plan);
+        if with_fc {
+            assert!(growth >= 3 * 32 * 16 * 9 * 4, "growth {growth}");
+        } else {
+            assert_eq!(growth, 0);
+        }
+        let mut g0 = import(&model);
+        let (plan0, _) = plan_with(&mut g0, false);
+        assert!(chosen_nodes(&g0, &plan0).is_empty());
+        assert_eq!(plan.arena_bytes, plan0.arena_bytes, "fc {with_fc}");
+        let inputs = [rng.tensor(&x, -1.0, 1.0), rng.tensor(&big, -1.0, 1.0)];
+        // One program planned for 2 threads: the same bits inline and on a pool of 2 (the
+        // bands' Winograd units and the per-run transform split over the workers).
+        let mut g2 = import(&model);
+        let liveness = LivenessOptions::full().with_threads(2);
+        let opts = PlanOptions {
+            activations: ActType::F16,
+            liveness,
+            ..PlanOptions::default()
+        };
+        let plan2 = plan_graph(&mut g2, &opts).expect("plans");
+        assert_eq!(
+            chosen_nodes(&g2, &plan2).len(),
+            1,
+            "fc {with_fc}, 2 threads"
+        );
+        let exe = compile(&g2, &plan2).unwrap_or_else(|e| panic!("compiles: {e}"));
+        let inline = run(&exe, &inputs);
+        let pool = arenac_compiler::par::Pool::new(2).expect("threads");
+        pool.set_eager(true);
+        let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+        for (slot, t) in exe.inputs().iter().zip(&inputs) {
+            let b = t.bytes();
+            arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+        }
+        // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
+        unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
+        assert!(pool.jobs() >= 1, "no kernel went parallel");
+        for (o, (slot, want)) in exe.outputs().iter().zip(&inline).enumerate() {
+            let b = want.bytes();
+            assert!(
+                arena.as_slice()[slot.offset..slot.offset + b.len()] == *b,
+                "output {o}: 2 threads differ from inline"
+            );
+        }
+        let staged = if with_fc { 4 } else { 3 };
+        check_act(model, &inputs, staged, None);
+    }
+}

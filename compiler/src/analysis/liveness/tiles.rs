@@ -25,6 +25,7 @@ use super::{BufferKind, is_constant, node_scratch};
 use crate::gemm::conv::{ConvParams, conv2d_scratch_bytes, conv2d_tiles};
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
+use std::collections::BTreeSet;
 
 /// The geometry of a Conv node whose scratch depends on its tile (the im2col path); `None`
 /// for every other node.
@@ -44,10 +45,16 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     (conv2d_tiles(&p).count() > 1).then_some(p)
 }
 
-/// The scratch sizes a Conv or Gemm/MatMul staged on 16-bit data may be planned at, largest
-/// first (one per staging budget or block of rows; the last is what [`node_scratch`]
-/// plans); `None` for other nodes.
-fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<Vec<usize>> {
+/// The scratch sizes a Conv or Gemm/MatMul staged on 16-bit data may be planned at, in the
+/// order tried (one per staging budget or block of rows, largest first; a Conv whose
+/// weights are precomputed for Winograd, `pre`, first its sizes with Winograd bands:
+/// [`crate::gemm::stage16::conv::scratch_sizes`]); `None` for other nodes.
+fn staged_conv(
+    cx: &Decide<'_>,
+    id: NodeId,
+    pre: &BTreeSet<crate::ir::graph::ValueId>,
+) -> Option<Vec<usize>> {
+    let (g, threads) = (cx.g, cx.opts.threads);
     let node = g.node(id);
     if !matches!(node.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) {
         return None;
@@ -73,11 +80,11 @@ fn staged_conv(g: &Graph, id: NodeId, threads: usize) -> Option<Vec<usize>> {
     let wide = |t: &crate::ir::types::TensorType| {
         crate::ir::types::TensorType::new(crate::ir::types::DType::F32, t.shape.clone())
     };
-    let p = crate::ops::conv::scratch_params(a, &wide(inputs.first()?), &wide(y), true, threads)?;
-    let sizes: Vec<usize> = crate::gemm::stage16::conv::budgets(&p)
-        .into_iter()
-        .map(|b| crate::gemm::stage16::conv::scratch_bytes_at(&p, b))
-        .collect();
+    let p = super::winograd::staged_marked(g, id, &cx.opts, pre).map_or_else(
+        || crate::ops::conv::scratch_params(a, &wide(inputs.first()?), &wide(y), true, threads),
+        Some,
+    )?;
+    let sizes = crate::gemm::stage16::conv::scratch_sizes(&p);
     (sizes.len() > 1).then_some(sizes)
 }
 
@@ -112,6 +119,7 @@ pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
 pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
     let live = cx.measure(d);
     let (mut total, peak) = step_bytes(&live);
+    let pre = super::winograd::precomputed(cx.g, &cx.opts);
     // Staged 16-bit Convs: (step, planned bytes, the larger sizes that keep the peak).
     let mut staged: Vec<(usize, Vec<usize>)> = Vec::new();
     for b in &live.buffers {
@@ -137,7 +145,7 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
                 *planned = bytes;
                 *t = rest + aligned(bytes);
             }
-        } else if let Some(sizes) = staged_conv(cx.g, id, cx.opts.threads) {
+        } else if let Some(sizes) = staged_conv(cx, id, &pre) {
             let fit: Vec<usize> = sizes
                 .into_iter()
                 .filter(|&bytes| bytes > b.interval.size && rest + aligned(bytes) <= peak)

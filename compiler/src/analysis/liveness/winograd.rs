@@ -15,7 +15,7 @@ use super::decide::{Decide, Decisions, aligned, step_bytes};
 use super::{BufferKind, LivenessOptions, is_constant};
 use crate::arena::ArenaPlan;
 use crate::gemm::conv::ConvParams;
-use crate::gemm::winograd;
+use crate::gemm::{stage16, winograd};
 use crate::ir::graph::{Graph, NodeId, ValueId};
 use crate::ops::Op;
 use std::collections::BTreeSet;
@@ -42,10 +42,101 @@ fn geometry(g: &Graph, id: NodeId, threads: usize) -> Option<(ConvParams, bool)>
     winograd::geometry_fits(&p).then_some((p, constant))
 }
 
+/// The geometry of node `id` when it is a Conv staged on 16-bit data (`--activations`,
+/// `crate::gemm::stage16::conv`) with constant weights and a 3 x 3 stride-1 geometry
+/// [`winograd::geometry_fits`] takes: its f32 twin's params (`n`, `threads` as planned).
+fn staged_geometry(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
+    use crate::ir::types::{DType, TensorType};
+    let node = g.node(id);
+    let Op::Conv(a) = &node.op else {
+        return None;
+    };
+    let x = &g.value(*node.inputs.first()?).ty;
+    let y = &g.value(*node.outputs.first()?).ty;
+    if !matches!(x.dtype, DType::F16 | DType::BF16) || y.dtype != x.dtype {
+        return None;
+    }
+    let w = *node.inputs.get(1)?;
+    if !is_constant(g, w) || node.inputs.get(2).is_some_and(|&b| !is_constant(g, b)) {
+        return None;
+    }
+    let wide = |t: &TensorType| TensorType::new(DType::F32, t.shape.clone());
+    let p = crate::ops::conv::scratch_params(a, &wide(x), &wide(y), true, threads.max(1))?;
+    winograd::geometry_fits(&p).then_some(p)
+}
+
+/// `p` (a [`staged_geometry`]) marked `mark` when its bands would run Winograd so marked at
+/// its largest staging budget ([`stage16::conv::wino_bands`]).
+fn staged_as(p: &ConvParams, mark: u64) -> Option<ConvParams> {
+    let p = ConvParams {
+        packed_a: mark,
+        ..*p
+    };
+    let top = *stage16::conv::budgets(&p).first()?;
+    stage16::conv::wino_bands(&p, top).is_some().then_some(p)
+}
+
+/// [`staged_geometry`] marked [`winograd::WINOGRAD_U_PACKED`] when its transformed weights
+/// may be precomputed (at most [`winograd::PRECOMPUTE_MAX`] bytes, [`winograd::mark`]) and
+/// its bands would run Winograd on them.
+fn staged_precomputable(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
+    let mut p = staged_geometry(g, id, threads)?;
+    winograd::mark(&mut p, true);
+    (p.packed_a == winograd::WINOGRAD_U_PACKED)
+        .then(|| staged_as(&p, winograd::WINOGRAD_U_PACKED))
+        .flatten()
+}
+
+/// The params of staged Conv `id` as the planner and the lowering give them to
+/// `crate::gemm::stage16::conv`: marked [`winograd::WINOGRAD_U_PACKED`] (bands may run
+/// Winograd on precomputed weights) when its weights are in `pre` ([`precomputed`]), else
+/// [`winograd::WINOGRAD_PACKED`] (on weights transformed once per run into the scratch)
+/// with f32 weights (`o.winograd_precompute`, off with `--weights f16|bf16|int8`) where the
+/// whole convolution repays the transform ([`winograd::applies`]); `None` when it is not
+/// such a Conv or Winograd is off.
+pub fn staged_marked(
+    g: &Graph,
+    id: NodeId,
+    o: &LivenessOptions,
+    pre: &BTreeSet<ValueId>,
+) -> Option<ConvParams> {
+    if !o.winograd || !o.scratch {
+        return None;
+    }
+    let w = g.node(id).inputs.get(1)?;
+    if pre.contains(w)
+        && let Some(p) = staged_precomputable(g, id, o.threads)
+    {
+        return Some(p);
+    }
+    if !o.winograd_precompute {
+        return None;
+    }
+    staged_as(
+        &staged_geometry(g, id, o.threads)?,
+        winograd::WINOGRAD_PACKED,
+    )
+}
+
+/// Whether staged Conv `id` with `planned` scratch bytes runs Winograd bands (its marked
+/// params read back at a budget [`stage16::conv::wino_bands`] takes).
+fn staged_chosen(
+    g: &Graph,
+    id: NodeId,
+    o: &LivenessOptions,
+    planned: usize,
+    pre: &BTreeSet<ValueId>,
+) -> Option<ConvParams> {
+    let p = staged_marked(g, id, o, pre)?;
+    let (q, budget) = stage16::conv::config_for_scratch(&p, planned);
+    stage16::conv::wino_bands(&q, budget).is_some().then_some(q)
+}
+
 /// The constant weights whose Winograd Convs read their transformed weights precomputed in
 /// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with `o.winograd_precompute` (f32 weights),
 /// among the Convs Winograd applies to with precomputed weights ([`winograd::mark`]: at most
-/// [`winograd::PRECOMPUTE_MAX`] bytes each), the smallest growths first (the early, large-plane
+/// [`winograd::PRECOMPUTE_MAX`] bytes each) and the 16-bit staged Convs whose bands could
+/// run it ([`staged_precomputable`]), the smallest growths first (the early, large-plane
 /// Convs) while their sum stays within 1 / [`PRECOMPUTE_SHARE`] of the graph's constant bytes.
 /// A pure function of the graph and the options: the planner and the lowering agree.
 pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
@@ -56,14 +147,24 @@ pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
     let mut seen = BTreeSet::new();
     let mut growths = Vec::new();
     for (id, node) in g.nodes() {
-        let Some((mut p, true)) = geometry(g, id, o.threads) else {
-            continue;
+        let p = match geometry(g, id, o.threads) {
+            Some((mut p, true)) => {
+                winograd::mark(&mut p, true);
+                if p.packed_a != winograd::WINOGRAD_U_PACKED || !winograd::applies(&p) {
+                    continue;
+                }
+                p
+            }
+            Some((_, false)) => continue,
+            None => match staged_precomputable(g, id, o.threads) {
+                Some(p) => p,
+                None => continue,
+            },
         };
-        winograd::mark(&mut p, true);
         let Some(&w) = node.inputs.get(1) else {
             continue;
         };
-        if p.packed_a != winograd::WINOGRAD_U_PACKED || !winograd::applies(&p) || !seen.insert(w) {
+        if !seen.insert(w) {
             continue;
         }
         let own = g.value(w).ty.bytes().unwrap_or(0);
@@ -126,16 +227,31 @@ fn chosen_in(
             .is_some_and(|p| winograd::block_for_scratch(&p, planned).is_some())
 }
 
-/// The Convs of the plan that run Winograd, in schedule order.
+/// The Convs of the plan that run Winograd (the staged 16-bit ones by bands), in schedule
+/// order.
 pub fn chosen_nodes(g: &Graph, plan: &ArenaPlan) -> Vec<NodeId> {
     let pre = precomputed(g, &plan.options.liveness);
+    chosen_scratch(g, plan, &pre)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// [`chosen_nodes`] with their planned scratch bytes, [`precomputed`] given.
+fn chosen_scratch(g: &Graph, plan: &ArenaPlan, pre: &BTreeSet<ValueId>) -> Vec<(NodeId, usize)> {
+    let o = plan.options.liveness;
     plan.liveness
         .buffers
         .iter()
         .filter(|b| b.kind == BufferKind::Scratch)
         .filter_map(|b| {
+            let planned = b.interval.size;
             b.node
-                .filter(|&id| chosen_in(g, plan, id, b.interval.size, &pre))
+                .filter(|&id| {
+                    chosen_in(g, plan, id, planned, pre)
+                        || staged_chosen(g, id, &o, planned, pre).is_some()
+                })
+                .map(|id| (id, planned))
         })
         .collect()
 }
@@ -149,8 +265,10 @@ pub fn precomputed_growth(g: &Graph, plan: &ArenaPlan) -> usize {
     let pre = precomputed(g, &o);
     let mut seen = BTreeSet::new();
     let mut bytes = 0usize;
-    for id in chosen_nodes(g, plan) {
-        let Some(p) = winograd_conv_in(g, id, &o, &pre) else {
+    for (id, planned) in chosen_scratch(g, plan, &pre) {
+        let Some(p) =
+            winograd_conv_in(g, id, &o, &pre).or_else(|| staged_chosen(g, id, &o, planned, &pre))
+        else {
             continue;
         };
         let Some(&w) = g.node(id).inputs.get(1) else {

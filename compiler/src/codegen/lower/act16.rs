@@ -299,11 +299,62 @@ fn conv(
     let wt = cx
         .constant(wv)
         .ok_or_else(|| cx.err("internal: a staged Conv with run-time weights"))?;
+    // Marked for Winograd bands as the planner marked it (weights precomputed, or
+    // transformed once per run).
+    let o = cx.plan.options.liveness;
+    let pre = crate::analysis::liveness::winograd::precomputed(cx.g, &o);
+    if let Some(mp) = crate::analysis::liveness::winograd::staged_marked(cx.g, cx.id, &o, &pre) {
+        params.packed_a = mp.packed_a;
+    }
     // The staging budget the planner chose, read back from the scratch it planned.
-    let budget = stage16::conv::budget_for_scratch(&params, super::dense::planned_scratch(cx));
+    let (marked, budget) =
+        stage16::conv::config_for_scratch(&params, super::dense::planned_scratch(cx));
+    params = marked;
     let mut wp = stage16::conv::weights_params(&params, budget);
     let st = w.storage();
-    let woff = if crate::gemm::lowp::mark_conv(&mut wp, st) {
+    let wino = stage16::conv::wino_bands(&params, budget).is_some();
+    let woff = if wino && wp.packed_a == crate::gemm::winograd::WINOGRAD_PACKED {
+        // Winograd bands on weights transformed once per run: the OIHW f32 weights.
+        if st.is_reduced() {
+            return Err(cx.err(format!(
+                "internal: staged Winograd planned with --weights {}",
+                st.name()
+            )));
+        }
+        w.tensor_f32(wt)
+    } else if wino {
+        // Winograd bands: the 36 transformed matrices, as the f32 lowering precomputes them.
+        if st.is_reduced() {
+            return Err(cx.err(format!(
+                "internal: Winograd's precomputed weights planned with --weights {}",
+                st.name()
+            )));
+        }
+        let form = format!(
+            "winograd U m={} c={} kernel={}",
+            wp.m,
+            wp.c,
+            crate::gemm::selected_kernel().name
+        );
+        let mut ok = true;
+        let off = w.form_f32_of(
+            wt,
+            form,
+            crate::gemm::winograd::weights_floats(&wp),
+            |src, out| {
+                ok = crate::gemm::winograd::transform_weights(&wp, src, out);
+            },
+        );
+        if !ok {
+            return Err(cx.err(format!(
+                "internal: Conv weights of {} floats, {} x {} x 3 x 3 expected",
+                wt.numel(),
+                wp.m,
+                wp.c
+            )));
+        }
+        off
+    } else if crate::gemm::lowp::mark_conv(&mut wp, st) {
         // `--weights` reduced: stored packed in that type, every band reads them widened
         // (the staged bands run the GEMM path, as the f32 lowering of reduced weights does).
         w.reduced_nodes.insert(cx.id);

@@ -1,8 +1,9 @@
 //! Conv on 16-bit data: the output computed in bands of whole output rows. For each image
 //! and band, the input rows the band reads (all channels) are widened into f32 scratch, the
 //! band runs as a convolution of its own through [`crate::gemm::conv::arenac_conv2d`] (any
-//! path: im2col, pointwise, direct, depthwise; bias and fused activation in its epilogue)
-//! into f32 scratch, then narrowed into the output rows. A band's geometry: the input rows
+//! path: im2col, pointwise, direct, depthwise, and Winograd on precomputed transformed
+//! weights for a marked 3 x 3 stride-1 Conv, [`winograd`]; bias and fused activation in its
+//! epilogue) into f32 scratch, then narrowed into the output rows. A band's geometry: the input rows
 //! `[lo, hi)` it reads, top padding what lies above `lo`, bottom padding implied (rows past
 //! `hi` read as zero, as past `h`).
 
@@ -10,8 +11,10 @@ use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
 
 mod pointwise;
+mod winograd;
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
+pub use winograd::{WinoBands, marked, unmarked, wino_bands};
 
 /// The geometry of the band of output rows `[r0, r1)` of one image of `p`: its params
 /// (`n = 1`) and the first input row it reads (negative inside the top padding). A band is
@@ -66,6 +69,35 @@ pub fn budget_for_scratch(p: &ConvParams, bytes: usize) -> u64 {
         .unwrap_or_else(|| min_budget(p))
 }
 
+/// The params and budget `bytes` of planned scratch run `p` at: for a [`marked`] `p`, the
+/// largest budget whose scratch (Winograd bands where [`wino_bands`] takes them) fits, else
+/// [`unmarked`] `p` at [`budget_for_scratch`] (the planner plans an unmarked scratch first,
+/// [`scratch_sizes`]).
+pub fn config_for_scratch(p: &ConvParams, bytes: usize) -> (ConvParams, u64) {
+    if marked(p)
+        && let Some(b) = budgets(p)
+            .into_iter()
+            .find(|&b| scratch_bytes_at(p, b) <= bytes)
+    {
+        return (*p, b);
+    }
+    let q = unmarked(p);
+    (q, budget_for_scratch(&q, bytes))
+}
+
+/// The scratch sizes the planner may give `p`, in the order it tries them: a [`marked`]
+/// `p`'s at each of [`budgets`] (Winograd bands where they run), then (and for an unmarked
+/// one only) the unmarked sizes. [`config_for_scratch`] reads any of them back.
+pub fn scratch_sizes(p: &ConvParams) -> Vec<usize> {
+    let q = unmarked(p);
+    let mut out = Vec::new();
+    if marked(p) {
+        out.extend(budgets(p).into_iter().map(|b| scratch_bytes_at(p, b)));
+    }
+    out.extend(budgets(&q).into_iter().map(|b| scratch_bytes_at(&q, b)));
+    out
+}
+
 /// The im2col tile of band `q` of `p`: the largest whose scratch fits the staging budget (the
 /// smallest tile when none does); irrelevant for the paths without a tile.
 fn band_tile(q: &ConvParams, budget: u64) -> u64 {
@@ -113,8 +145,13 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
 }
 
 /// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
-/// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`.
+/// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`; where
+/// [`wino_bands`] runs, `p` as marked (for `crate::gemm::winograd::transform_weights`).
 pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
+    if wino_bands(p, budget).is_some() {
+        // Winograd bands: the 36 transformed matrices (`winograd::transform_weights`).
+        return *p;
+    }
     if pw_pixels(p, budget).is_some() {
         return ConvParams {
             packed_a: pw_layout(p),
@@ -127,9 +164,13 @@ pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
 }
 
 /// Channels per block when a depthwise Conv is staged by whole channel planes (each block a
-/// depthwise convolution of its own, its weights and bias a contiguous slice): the largest
-/// divisor (at least 2, so the block stays depthwise) of the group count whose planes fit the
-/// budget, else 2 for an even count; `None` (row bands) for other convs.
+/// depthwise convolution of its own, its weights and bias a contiguous slice): with one
+/// output channel per group, the most whole [`DW_LANES`]-channel blocks of the f32 kernel's
+/// lanes whose planes fit the budget (a shorter last block of at least 2 channels: a block
+/// of 9 of 144 channels ran as 8 + 1 lanes of 8, MobileNetV2's 56x56 layer at 1.9x f32's
+/// time); else the largest divisor (at least 2, so the block stays depthwise) of the group
+/// count whose planes fit the budget, else 2 for an even count; `None` (row bands) for
+/// other convs.
 pub fn dw_block(p: &ConvParams, budget: u64) -> Option<u64> {
     if !p.is_depthwise() {
         return None;
@@ -138,6 +179,15 @@ pub fn dw_block(p: &ConvParams, budget: u64) -> Option<u64> {
     let mult = p.m / g.max(1);
     let per = ((p.h * p.w + mult * p.oh * p.ow) * 4).max(1);
     let fit = (budget / per).max(2);
+    let lanes = (1..=fit.min(g) / DW_LANES)
+        .rev()
+        .map(|k| k * DW_LANES)
+        .find(|b| g % b != 1);
+    if mult == 1
+        && let Some(b) = lanes
+    {
+        return Some(b);
+    }
     (2..=g).filter(|b| g.is_multiple_of(*b) && *b <= fit).max()
 }
 
@@ -172,6 +222,9 @@ pub fn dw_bands(p: &ConvParams, budget: u64) -> Option<u64> {
 /// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
 fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
+    if let Some(b) = wino_bands(p, budget) {
+        return winograd::wino_parts(p, b);
+    }
     if let Some(rows) = dw_bands(p, budget) {
         let q = band(p, 0, rows.min(p.oh.max(1))).0;
         return (up(DW_LANES * q.h * q.w), up(DW_LANES * rows * p.ow), 0);
@@ -223,7 +276,9 @@ pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
 ///
 /// # Safety
 /// `p` describes the whole node (constant weights prepared by
-/// `crate::gemm::conv::prepare_weights` for [`weights_params`] at `budget`); `x` readable
+/// `crate::gemm::conv::prepare_weights` for [`weights_params`] at `budget`, or by
+/// `crate::gemm::winograd::transform_weights` where [`wino_bands`] runs on precomputed
+/// weights, the OIHW f32 weights where it runs on weights transformed per run); `x` readable
 /// for `n*c*h*w` values, `y` writable for `n*m*oh*ow`, `w`/`bias` as [`arenac_conv2d`] reads
 /// them; `scratch` writable for [`scratch_bytes_at`] bytes at `budget`, 64-aligned; `y` and
 /// `scratch` overlap nothing else.
@@ -238,7 +293,7 @@ pub unsafe fn conv(
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let (xin, yout, _) = parts(p, budget);
+    let (xin, yout, inner) = parts(p, budget);
     if let Some(rows) = dw_bands(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_bands(t, p, rows, x, w, bias, y, scratch, xin, yout) };
@@ -247,6 +302,11 @@ pub unsafe fn conv(
     if let Some(b) = dw_block(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
+        return;
+    }
+    if let Some(b) = wino_bands(p, budget) {
+        // SAFETY: the caller's contract, passed on; the parts of [`parts`].
+        unsafe { winograd::run_bands(t, p, b, (x, w, bias, y, scratch), (xin, yout, inner)) };
         return;
     }
     let rows = band_rows(p, budget);
@@ -411,21 +471,23 @@ unsafe fn depthwise_blocks(
     yout: usize,
 ) {
     let mult = p.m / p.group.max(1);
-    let q = ConvParams {
-        n: 1,
-        c: b,
-        m: b * mult,
-        group: b,
-        packed_a: 0,
-        tile: 0,
-        ..*p
-    };
     let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
-    let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
     let kk = (p.kh * p.kw) as usize;
     for img in 0..p.n as usize {
         let mut ch0 = 0usize;
         while ch0 < p.group as usize {
+            // A shorter last block (at least 2 channels, [`dw_block`]).
+            let b = b.min(p.group - ch0 as u64);
+            let q = ConvParams {
+                n: 1,
+                c: b,
+                m: b * mult,
+                group: b,
+                packed_a: 0,
+                tile: 0,
+                ..*p
+            };
+            let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
             let o0 = ch0 * mult as usize;
             // SAFETY: channel block `ch0..ch0+b` of image `img` lies in `x` and `y`; its
             // weights and bias are rows `o0..` of the OIHW weights and of the bias; the

@@ -105,6 +105,95 @@ fn depthwise_bands_fill_the_lanes_within_the_budget() {
     assert!(conv::dw_block(&q, budget).is_some());
 }
 
+/// A staged depthwise Conv at every budget the planner may choose (8-channel row bands,
+/// blocks of whole planes in multiples of 8 channels with a shorter last block, all planes):
+/// the f32 depthwise conv of the widened input narrowed, bit for bit (each channel computes
+/// alone). 20 and 145 groups: blocks of 8, 8, 4; 145 has no block of 8s whose last block is
+/// 2 channels or more, so whole divisors (5, 29).
+#[test]
+fn depthwise_blocks_against_the_f32_conv() {
+    use crate::gemm::conv::{ConvParams, arenac_conv2d};
+    let geom = |g: u64, hw: u64, stride: u64| ConvParams {
+        n: 2,
+        c: g,
+        h: hw,
+        w: hw + 3,
+        m: g,
+        group: g,
+        kh: 3,
+        kw: 3,
+        stride_h: stride,
+        stride_w: stride,
+        pad_t: 1,
+        pad_l: 1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: (hw - 1) / stride + 1,
+        ow: (hw + 2) / stride + 1,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let mut partial = 0;
+    for p in [geom(20, 21, 1), geom(145, 12, 2), geom(24, 30, 1)] {
+        let (n, g, hw, ohw) = (
+            p.n as usize,
+            p.group as usize,
+            (p.h * p.w) as usize,
+            (p.oh * p.ow) as usize,
+        );
+        let x32: Vec<f32> = (0..n * g * hw)
+            .map(|i| ((i * 37 % 113) as f32 - 56.0) / 32.0)
+            .collect();
+        let mut x = vec![0u16; x32.len()];
+        narrow(N16::F16, &x32, &mut x);
+        let mut xw = vec![0f32; x.len()];
+        widen(N16::F16, &x, &mut xw);
+        let wt: Vec<f32> = (0..g * 9)
+            .map(|i| ((i * 11 % 29) as f32 - 14.0) / 16.0)
+            .collect();
+        let bias: Vec<f32> = (0..g).map(|j| j as f32 / 8.0 - 2.0).collect();
+        let mut y32 = vec![0f32; n * g * ohw];
+        // SAFETY: operands of the sizes the contract asks; depthwise needs no scratch.
+        unsafe {
+            arenac_conv2d(
+                &p,
+                xw.as_ptr(),
+                wt.as_ptr(),
+                bias.as_ptr(),
+                y32.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        let mut want = vec![0u16; y32.len()];
+        narrow(N16::F16, &y32, &mut want);
+        for budget in conv::budgets(&p) {
+            if let Some(b) = conv::dw_block(&p, budget) {
+                partial += usize::from(p.group % b != 0);
+                assert!(p.group % b != 1, "{p:?}: blocks of {b}");
+            }
+            let mut scratch = vec![0f32; conv::scratch_bytes_at(&p, budget) / 4 + 16];
+            let off = scratch.as_ptr().align_offset(64);
+            let mut y = vec![0u16; want.len()];
+            // SAFETY: as above; the scratch as `scratch_bytes_at` asks, 64-aligned.
+            unsafe {
+                conv::conv(
+                    N16::F16,
+                    &p,
+                    budget,
+                    x.as_ptr(),
+                    wt.as_ptr(),
+                    bias.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr().add(off),
+                )
+            };
+            assert!(y == want, "{p:?} at budget {budget}");
+        }
+    }
+    assert!(partial > 0, "no budget ran a shorter last block");
+}
+
 /// The staged product at every block the planner may choose (all rows, halves, the
 /// smallest): bit-identical to each other, and within f16 rounding of the f64 product of the
 /// 16-bit operands, with a constant B and bias and with a run-time B over 2 batch slices; B

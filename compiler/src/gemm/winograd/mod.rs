@@ -314,9 +314,6 @@ pub(crate) unsafe fn run(
     scratch: *mut f32,
 ) {
     let m = p.m as usize;
-    let kernel = selected_kernel();
-    let mr = kernel.mr;
-    let m_pad = m.div_ceil(mr) * mr;
     let (u_one, head, slot) = parts(p);
     let width = (p.threads.max(1) as usize).min(crate::par::threads());
     let isa = isa();
@@ -332,17 +329,9 @@ pub(crate) unsafe fn run(
     let uw = if p.packed_a == WINOGRAD_U_PACKED {
         SyncPtr(ws.get())
     } else {
-        let lowp = Reduced::of(p, w, Layout::Oihw);
-        let per_task = L / mr * mr;
-        let groups = m_pad.div_ceil(per_task);
-        crate::par::for_each(groups, width, |gi, _| {
-            let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
-            let src = (ws.get().cast_const(), lowp);
-            // SAFETY: rows `rows` of the 36 packed matrices at the head of the scratch,
-            // written by this task only; the weights readable for m * c * 9 floats, or stored
-            // reduced in `lowp::conv`'s OIHW layout (contract).
-            unsafe { weights_dispatch(isa, p, src, ss.get(), (u_one, m_pad, mr), rows) };
-        });
+        // SAFETY: the head of the scratch holds the 36 matrices (`parts`); the weights as
+        // the contract says.
+        unsafe { transform_per_run(p, w, scratch) };
         SyncPtr(ss.get())
     };
     // 2. The units.
@@ -375,6 +364,35 @@ pub(crate) unsafe fn run(
                 u_one,
             )
         };
+    });
+}
+
+/// [`run`]'s step 1: the 36 transformed weight matrices of `p` from its OIHW weights `w`
+/// (f32, or stored reduced as `p.wtype` says) into `u`, whole micro-panels of rows (at most
+/// [`L`]) per task over the current pool: the bits [`transform_weights`] writes. Also what a
+/// staged Conv's Winograd bands read, transformed once per run
+/// (`crate::gemm::stage16::conv`).
+///
+/// # Safety
+/// `w` readable for `m * c * 9` floats (or the reduced OIHW weights `p.wtype` names); `u`
+/// writable for [`weights_floats`] floats, 64-aligned, overlapping nothing else.
+pub(crate) unsafe fn transform_per_run(p: &ConvParams, w: *const f32, u: *mut f32) {
+    let mr = selected_kernel().mr;
+    let m_pad = (p.m as usize).div_ceil(mr) * mr;
+    let u_one = u_len(p);
+    let width = (p.threads.max(1) as usize).min(crate::par::threads());
+    let isa = isa();
+    let (ws, us) = (SyncPtr(w.cast_mut()), SyncPtr(u));
+    let lowp = Reduced::of(p, w, Layout::Oihw);
+    let per_task = L / mr * mr;
+    let groups = m_pad.div_ceil(per_task);
+    crate::par::for_each(groups, width, |gi, _| {
+        let rows = gi * per_task..((gi + 1) * per_task).min(m_pad);
+        let src = (ws.get().cast_const(), lowp);
+        // SAFETY: rows `rows` of the 36 packed matrices in `u`, written by this task only;
+        // the weights readable for m * c * 9 floats, or stored reduced in `lowp::conv`'s
+        // OIHW layout (contract).
+        unsafe { weights_dispatch(isa, p, src, us.get(), (u_one, m_pad, mr), rows) };
     });
 }
 

@@ -1,0 +1,230 @@
+//! A staged 3 x 3 stride-1 Conv whose bands run Winograd F(4x4, 3x3)
+//! ([`crate::gemm::winograd`]) on transformed weights precomputed into the weights region
+//! ([`WINOGRAD_U_PACKED`]), or transformed once per run into the head of the scratch
+//! ([`WINOGRAD_PACKED`]: weights too large to precompute, the OIHW f32 weights given): with
+//! no weight transform per band, a band of whole 4-row tile rows is just a smaller Winograd
+//! problem, so the bands pay nothing the whole convolution would not.
+//!
+//! The node's params arrive marked [`WINOGRAD_U_PACKED`] when the planner gave its weights
+//! a precomputed form (`crate::analysis::liveness::winograd::precomputed`), or
+//! [`WINOGRAD_PACKED`] when they are f32 but not precomputed; at a staging
+//! budget the bands then run Winograd where [`wino_bands`] finds a band of at least 4 rows
+//! (a multiple of 4 below the whole plane, so every band's tile grid is the whole plane's:
+//! each output element is computed as in one whole-plane Winograd run) with enough tiles
+//! ([`crate::gemm::winograd::applies`]) and a tile block whose scratch fits the budget.
+//! Elsewhere the marked params behave as unmarked ones (the direct/im2col bands).
+
+use super::{N16, band, bands, narrow};
+use crate::gemm::conv::{ConvParams, arenac_conv2d};
+use crate::gemm::winograd::{self, WINOGRAD_PACKED, WINOGRAD_U_PACKED};
+
+/// How the Winograd bands of a staged Conv are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WinoBands {
+    /// Output rows per band: a multiple of 4, or the whole plane.
+    pub rows: u64,
+    /// Tiles per Winograd tile block ([`winograd::with_block`]).
+    pub block: u64,
+    /// Output channels per pass over the bands: all of them, or (weights transformed per
+    /// run, [`WINOGRAD_PACKED`]) a multiple of [`winograd::MB`] whose transformed matrices
+    /// fit the budget: each pass transforms its channels' weights into the head, then runs
+    /// every band for them (re-widening the input rows, re-transforming the input tiles).
+    pub mb: u64,
+}
+
+/// Whether `p` is marked for Winograd bands (on precomputed transformed weights, or on
+/// weights transformed once per run).
+pub fn marked(p: &ConvParams) -> bool {
+    winograd::marks(p.packed_a)
+}
+
+/// `p` without the Winograd mark (the weights packed for the other paths).
+pub fn unmarked(p: &ConvParams) -> ConvParams {
+    ConvParams {
+        packed_a: if marked(p) { 1 } else { p.packed_a },
+        ..*p
+    }
+}
+
+/// `p` restricted to `mc` output channels (one pass of [`WinoBands::mb`]).
+fn channels(p: &ConvParams, mc: u64) -> ConvParams {
+    ConvParams { m: mc, ..*p }
+}
+
+/// Floats of the head of `p` (output channels of one pass): the 36 matrices transformed
+/// per run for a [`WINOGRAD_PACKED`] `p` (a multiple of 16), none otherwise.
+fn head_floats(p: &ConvParams) -> usize {
+    if p.packed_a == WINOGRAD_PACKED {
+        winograd::weights_floats(p).next_multiple_of(16)
+    } else {
+        0
+    }
+}
+
+/// The Winograd bands of a marked `p` ([`marked`]) at staging `budget`: output channels
+/// per pass (all, or for weights transformed per run as many multiples of
+/// [`winograd::MB`] as the budget holds their matrices, at least one), then as many rows as
+/// the budget holds with the input rows they read (rounded down to a multiple of 4, or the
+/// whole plane), at least 4, and tile blocks of the largest size whose scratch fits the
+/// budget (at least one packed panel: the scratch may exceed the budget by it); `None` (the
+/// other paths) when `p` is not marked, its weights are stored reduced, or the bands would
+/// have too few tiles for Winograd to repay its transforms.
+pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
+    if !marked(p) || p.wtype != 0 || !winograd::geometry_fits(p) {
+        return None;
+    }
+    // A per-run transform is repaid by the whole convolution's tiles (`winograd::wins`).
+    if p.packed_a == WINOGRAD_PACKED && !winograd::applies(p) {
+        return None;
+    }
+    let step = winograd::MB as u64;
+    let mb = if head_floats(p) as u64 * 4 <= budget {
+        p.m
+    } else {
+        let mut mb = step;
+        while mb + step < p.m && head_floats(&channels(p, mb + step)) as u64 * 4 <= budget {
+            mb += step;
+        }
+        mb.min(p.m)
+    };
+    let oh = p.oh.max(1);
+    let per_row = (mb * p.ow + p.c * p.w).saturating_mul(4).max(1);
+    let fit = budget / per_row;
+    let rows = if fit >= oh { oh } else { fit / 4 * 4 };
+    if rows < 4.min(oh) || rows == 0 {
+        return None;
+    }
+    let q = band_at(&channels(p, mb), 0, rows, 0).0;
+    if !winograd::applies(&q) {
+        return None;
+    }
+    // The largest tile block whose scratch fits the budget, at least one packed panel.
+    let block = winograd::block_for_scratch(&q, usize::try_from(budget).unwrap_or(usize::MAX))
+        .unwrap_or(crate::gemm::NR);
+    Some(WinoBands {
+        rows,
+        block: block as u64,
+        mb,
+    })
+}
+
+/// Band `[r0, r1)` of `p` as [`winograd::run`] takes it (tile blocks of at most `block`
+/// tiles, 0: the default), and the first input row it reads.
+fn band_at(p: &ConvParams, r0: u64, r1: u64, block: u64) -> (ConvParams, i64) {
+    let (q, lo) = band(p, r0, r1);
+    (
+        ConvParams {
+            packed_a: WINOGRAD_U_PACKED,
+            tile: block,
+            wtype: 0,
+            ..q
+        },
+        lo,
+    )
+}
+
+/// Floats of the scratch parts of `p`'s Winograd bands `b`: input rows, output rows (of
+/// one pass's channels), and the largest band's Winograd scratch followed by the head
+/// ([`head_floats`]).
+pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) {
+    let up = |f: u64| (f as usize).next_multiple_of(16);
+    let pm = channels(p, b.mb);
+    let bs = bands(&pm, b.rows);
+    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let yout = up(b.mb * b.rows * p.ow);
+    let inner = bs
+        .iter()
+        .map(|q| {
+            let q = ConvParams {
+                packed_a: WINOGRAD_U_PACKED,
+                tile: b.block,
+                wtype: 0,
+                ..*q
+            };
+            winograd::scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
+        })
+        .max()
+        .unwrap_or(0);
+    (xin, yout, inner + head_floats(&pm))
+}
+
+/// [`super::conv`] of `p` by Winograd bands `b`: per pass of [`WinoBands::mb`] output
+/// channels (the weights of a [`WINOGRAD_PACKED`] `p` transformed into the head first),
+/// per image and band, the band's input rows widened, [`winograd::run`] on the band's
+/// geometry, its output rows narrowed into those channels of `y`.
+///
+/// # Safety
+/// As [`super::conv`] (`w` the precomputed matrices of all `m` channels for
+/// [`WINOGRAD_U_PACKED`], the OIHW f32 weights for [`WINOGRAD_PACKED`]); `(xin, yout,
+/// inner)` the parts [`wino_parts`] gives for `b`.
+pub(super) unsafe fn run_bands(
+    t: N16,
+    p: &ConvParams,
+    b: WinoBands,
+    (x, w, bias, y, scratch): (*const u16, *const f32, *const f32, *mut u16, *mut f32),
+    (xin, yout, inner): (usize, usize, usize),
+) {
+    let us = |v: u64| v as usize;
+    let (c, h, wd, m, oh, ow) = (us(p.c), us(p.h), us(p.w), us(p.m), us(p.oh), us(p.ow));
+    let (sx, sy) = (scratch, scratch.wrapping_add(xin));
+    let slot = scratch.wrapping_add(xin + yout);
+    let mut m0 = 0;
+    while m0 < m {
+        let mc = us(b.mb).min(m - m0);
+        let pm = channels(p, mc as u64);
+        let u = if p.packed_a == WINOGRAD_PACKED {
+            let head = head_floats(&pm);
+            let u = scratch.wrapping_add(xin + yout + inner - head);
+            // SAFETY: rows m0..m0 + mc of the OIHW f32 weights (contract); the head holds
+            // this pass's 36 matrices ([`wino_parts`] sized it for `b.mb >= mc` channels),
+            // 64-aligned (every part a multiple of 16 floats).
+            unsafe { winograd::transform_per_run(&pm, w.wrapping_add(m0 * c * 9), u) };
+            u.cast_const()
+        } else {
+            w
+        };
+        let bq = if p.has_bias != 0 {
+            bias.wrapping_add(m0)
+        } else {
+            bias
+        };
+        for img in 0..us(p.n) {
+            let mut r0 = 0;
+            while r0 < p.oh {
+                let r1 = (r0 + b.rows).min(p.oh);
+                let (q, lo) = band_at(&pm, r0, r1, b.block);
+                let (hb, ob) = (us(q.h), us(r1 - r0));
+                // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by
+                // the contract and [`wino_parts`] (sized for the largest band of a pass);
+                // `u` holds this pass's matrices, `bq` its `mc` biases.
+                unsafe {
+                    for ch in 0..c {
+                        let plane = x.add((img * c + ch) * h * wd);
+                        super::widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
+                    }
+                    arenac_conv2d(&q, sx, u, bq, sy, slot);
+                    if ob == oh && mc == m {
+                        // One band and one pass: the output planes are one run in both.
+                        let n = m * oh * ow;
+                        let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
+                        narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                    } else {
+                        for mo in 0..mc {
+                            let at = ((img * m + m0 + mo) * oh + us(r0)) * ow;
+                            narrow(
+                                t,
+                                std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow),
+                                std::slice::from_raw_parts_mut(y.add(at), ob * ow),
+                            );
+                        }
+                    }
+                }
+                r0 = r1;
+            }
+        }
+        m0 += mc;
+    }
+}
+
+#[cfg(test)]
+mod tests;
