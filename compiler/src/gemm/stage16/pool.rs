@@ -1,12 +1,19 @@
 //! Max/AveragePool on 16-bit data: a block of whole planes widened into f32 scratch, pooled by
-//! [`crate::gemm::pool::arenac_pool2d`] into the rest of the scratch, narrowed into the output.
+//! [`crate::gemm::pool::arenac_pool2d`] into the rest of the scratch, narrowed into the output;
+//! a MaxPool plane without NaN straight on the 16-bit values ([`max`]).
+
+pub mod max;
 
 use super::{N16, narrow, widen};
 use crate::gemm::pool::{PoolParams, arenac_pool2d};
 
 /// Planes per block for `p`: as many as fit [`block_budget`] bytes of f32 staging (input and
-/// output planes), at least one.
+/// output planes), at least one; one where [`max`] runs (in place or not), which stages only a
+/// plane holding a NaN.
 pub fn block_planes(p: &PoolParams) -> usize {
+    if max::fits(p, true) {
+        return 1;
+    }
     let per = (p.h * p.w + p.oh * p.ow).saturating_mul(4).max(1) as usize;
     (block_budget(p) / per).clamp(1, (p.planes as usize).max(1))
 }
@@ -46,31 +53,59 @@ fn parts(p: &PoolParams) -> (usize, usize) {
 /// block's output planes land over input planes already read); `scratch` writable for [`scratch_bytes`]
 /// bytes, 4-aligned, overlapping neither.
 pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: *mut f32) {
-    let (xin, _) = parts(p);
-    let block = block_planes(p);
-    let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
     let planes = p.planes as usize;
+    if max::fits(p, std::ptr::eq(x, y)) {
+        let mut from = 0;
+        // SAFETY: the caller's contract; `fits` checked (in place too); a plane the 16-bit
+        // kernel stops at (a NaN) is staged alone, before any later plane is written.
+        while let Some(c) = unsafe { max::planes(t, p, x, y, from) } {
+            // SAFETY: plane `c` by the contract; one plane fits the scratch.
+            unsafe { staged(t, p, c, 1, x, y, scratch) };
+            from = c + 1;
+        }
+        return;
+    }
+    let block = block_planes(p);
     let mut at = 0;
     while at < planes {
         let b = block.min(planes - at);
-        let q = PoolParams {
-            planes: b as u64,
-            ..*p
-        };
-        // SAFETY: the ranges lie inside `x`, `y` and the scratch by the contract; the scratch
-        // parts are disjoint ([`parts`]).
-        unsafe {
-            {
-                let xs = std::slice::from_raw_parts(x.add(at * hw), b * hw);
-                let sx = std::slice::from_raw_parts_mut(scratch, b * hw);
-                widen(t, xs, sx);
-            }
-            let sy = scratch.add(xin);
-            arenac_pool2d(&q, scratch, sy);
-            let ys = std::slice::from_raw_parts_mut(y.add(at * ohw), b * ohw);
-            narrow(t, std::slice::from_raw_parts(sy, b * ohw), ys);
-        }
+        // SAFETY: the caller's contract; `b <= block_planes(p)` planes fit the scratch.
+        unsafe { staged(t, p, at, b, x, y, scratch) };
         at += b;
+    }
+}
+
+/// Planes `at..at + b` of [`pool`] staged through f32 scratch.
+///
+/// # Safety
+/// [`pool`]'s contract; `b <= block_planes(p)`.
+unsafe fn staged(
+    t: N16,
+    p: &PoolParams,
+    at: usize,
+    b: usize,
+    x: *const u16,
+    y: *mut u16,
+    scratch: *mut f32,
+) {
+    let (xin, _) = parts(p);
+    let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
+    let q = PoolParams {
+        planes: b as u64,
+        ..*p
+    };
+    // SAFETY: the ranges lie inside `x`, `y` and the scratch by the contract; the scratch
+    // parts are disjoint ([`parts`]).
+    unsafe {
+        {
+            let xs = std::slice::from_raw_parts(x.add(at * hw), b * hw);
+            let sx = std::slice::from_raw_parts_mut(scratch, b * hw);
+            widen(t, xs, sx);
+        }
+        let sy = scratch.add(xin);
+        arenac_pool2d(&q, scratch, sy);
+        let ys = std::slice::from_raw_parts_mut(y.add(at * ohw), b * ohw);
+        narrow(t, std::slice::from_raw_parts(sy, b * ohw), ys);
     }
 }
 
