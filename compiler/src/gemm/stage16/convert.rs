@@ -170,7 +170,7 @@ pub(super) mod x86 {
         n
     }
 
-    /// As [`widen_avx2`], 16 lanes.
+    /// As [`widen_avx2`], 16 lanes, and the tail (all done).
     ///
     /// # Safety
     /// The CPU has AVX-512F.
@@ -186,7 +186,20 @@ pub(super) mod x86 {
                 i += 16;
             }
         }
-        n
+        // The tail through one vector on the stack (the same lane-wise conversion): a
+        // per-call fixed cost far below `half`'s scalar loop on short runs (band rows, small
+        // planes).
+        let len = src.len().min(dst.len());
+        if len > n {
+            let r = len - n;
+            let mut h = [0u16; 16];
+            let mut f = [0f32; 16];
+            h[..r].copy_from_slice(&src[n..len]);
+            // SAFETY: `h` and `f` hold 16 values each.
+            unsafe { _mm512_storeu_ps(f.as_mut_ptr(), load16(t, h.as_ptr())) };
+            dst[n..len].copy_from_slice(&f[..r]);
+        }
+        len
     }
 
     /// 16 values at `p` widened (a NaN comes out quiet, as `half` widens it).
@@ -251,7 +264,7 @@ pub(super) mod x86 {
         unsafe { _mm256_storeu_si256(p.cast(), narrow16(t, x)) };
     }
 
-    /// As [`narrow_avx2`], 16 lanes.
+    /// As [`narrow_avx2`], 16 lanes, and the tail (all done).
     ///
     /// # Safety
     /// The CPU has AVX-512F.
@@ -267,7 +280,18 @@ pub(super) mod x86 {
                 i += 16;
             }
         }
-        n
+        // The tail through one vector on the stack, as [`widen_avx512`]'s.
+        let len = src.len().min(dst.len());
+        if len > n {
+            let r = len - n;
+            let mut f = [0f32; 16];
+            let mut h = [0u16; 16];
+            f[..r].copy_from_slice(&src[n..len]);
+            // SAFETY: `f` and `h` hold 16 values each.
+            unsafe { store16(t, _mm512_loadu_ps(f.as_ptr()), h.as_mut_ptr()) };
+            dst[n..len].copy_from_slice(&h[..r]);
+        }
+        len
     }
 }
 
