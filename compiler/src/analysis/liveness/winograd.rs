@@ -18,7 +18,7 @@ use crate::gemm::conv::ConvParams;
 use crate::gemm::{stage16, winograd};
 use crate::ir::graph::{Graph, NodeId, ValueId};
 use crate::ops::Op;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The largest share of the model's weights (1 / this) Winograd's precomputed transformed
 /// weights may add to the weights region: SqueezeNet 1.1's 3 x 3 Convs alone would grow its
@@ -77,11 +77,11 @@ fn staged_as(p: &ConvParams, mark: u64) -> Option<ConvParams> {
 }
 
 /// [`staged_geometry`] marked [`winograd::WINOGRAD_U_PACKED`] when its transformed weights
-/// may be precomputed (at most [`winograd::PRECOMPUTE_MAX`] bytes, [`winograd::mark`]) and
-/// its bands would run Winograd on them.
-fn staged_precomputable(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
+/// may be precomputed (at most `cap` bytes, [`winograd::mark_within`]) and its bands would
+/// run Winograd on them.
+fn staged_precomputable(g: &Graph, id: NodeId, threads: usize, cap: usize) -> Option<ConvParams> {
     let mut p = staged_geometry(g, id, threads)?;
-    winograd::mark(&mut p, true);
+    winograd::mark_within(&mut p, true, cap);
     (p.packed_a == winograd::WINOGRAD_U_PACKED)
         .then(|| staged_as(&p, winograd::WINOGRAD_U_PACKED))
         .flatten()
@@ -105,7 +105,7 @@ pub fn staged_marked(
     }
     let w = g.node(id).inputs.get(1)?;
     if pre.contains(w)
-        && let Some(p) = staged_precomputable(g, id, o.threads)
+        && let Some(p) = staged_precomputable(g, id, o.threads, usize::MAX)
     {
         return Some(p);
     }
@@ -133,30 +133,43 @@ fn staged_chosen(
 }
 
 /// The constant weights whose Winograd Convs read their transformed weights precomputed in
-/// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with `o.winograd_precompute` (f32 weights),
-/// among the Convs Winograd applies to with precomputed weights ([`winograd::mark`]: at most
-/// [`winograd::PRECOMPUTE_MAX`] bytes each) and the 16-bit staged Convs whose bands could
-/// run it ([`staged_precomputable`]), the smallest growths first (the early, large-plane
-/// Convs) while their sum stays within 1 / [`PRECOMPUTE_SHARE`] of the graph's constant bytes.
-/// A pure function of the graph and the options: the planner and the lowering agree.
+/// the weights region ([`winograd::WINOGRAD_U_PACKED`]): with `o.winograd_precompute` (f32
+/// weights), among the Convs Winograd applies to with precomputed weights and the 16-bit
+/// staged Convs whose bands could run it ([`staged_precomputable`]), within 1 /
+/// [`PRECOMPUTE_SHARE`] of the graph's constant bytes in all:
+/// 1. first the Convs that would keep Winograd on the windows of a [`PATCH_GRID`] x
+///    [`PATCH_GRID`] patch grid ([`on_windows`]), and the window copies of a patched graph
+///    (several Convs on one weight tensor): run in a patched stage with the per-run transform
+///    they lose it (a window's scratch cannot hold the transformed weights,
+///    `analysis/patches/fast.rs`) and run direct. Each may take up to 1 / [`PATCH_CAP_SHARE`]
+///    of the share ([`winograd::PRECOMPUTE_MAX`] at least), the largest activations (input
+///    plus output over the weights' Convs: where the arena peaks and patching cuts) first;
+/// 2. then the others (they only save the per-run transform, or run Winograd on fewer
+///    tiles), at most [`winograd::PRECOMPUTE_MAX`] bytes each, the smallest growths first.
+///
+/// A Conv that does not fit what is left of the share is skipped, the next may. A pure
+/// function of the graph and the options: the planner and the lowering agree.
 pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
     let mut out = BTreeSet::new();
     if !o.winograd_precompute || !o.winograd {
         return out;
     }
-    let mut seen = BTreeSet::new();
-    let mut growths = Vec::new();
+    let budget = crate::arena::weight_stats(g).bytes / PRECOMPUTE_SHARE;
+    let wide = (budget / PATCH_CAP_SHARE).max(winograd::PRECOMPUTE_MAX);
+    // Per weight tensor: the first Conv's geometry, its uses, their activation bytes, and
+    // whether a use keeps Winograd on its own plane and on a patch grid's windows.
+    let mut by_weight: BTreeMap<ValueId, (ConvParams, usize, u64, bool)> = BTreeMap::new();
     for (id, node) in g.nodes() {
         let p = match geometry(g, id, o.threads) {
             Some((mut p, true)) => {
-                winograd::mark(&mut p, true);
+                winograd::mark_within(&mut p, true, wide);
                 if p.packed_a != winograd::WINOGRAD_U_PACKED || !winograd::applies(&p) {
                     continue;
                 }
                 p
             }
             Some((_, false)) => continue,
-            None => match staged_precomputable(g, id, o.threads) {
+            None => match staged_precomputable(g, id, o.threads, wide) {
                 Some(p) => p,
                 None => continue,
             },
@@ -164,23 +177,59 @@ pub fn precomputed(g: &Graph, o: &LivenessOptions) -> BTreeSet<ValueId> {
         let Some(&w) = node.inputs.get(1) else {
             continue;
         };
-        if !seen.insert(w) {
-            continue;
-        }
-        let own = g.value(w).ty.bytes().unwrap_or(0);
-        growths.push(((winograd::weights_floats(&p) * 4).saturating_sub(own), w));
+        let e = by_weight.entry(w).or_insert((p, 0, 0, false));
+        e.1 += 1;
+        e.2 = e.2.saturating_add(activation_bytes(&p));
+        e.3 |= on_windows(&p);
     }
-    growths.sort_unstable();
-    let budget = crate::arena::weight_stats(g).bytes / PRECOMPUTE_SHARE;
-    let mut used = 0usize;
-    for (bytes, w) in growths {
-        used = used.saturating_add(bytes);
-        if used > budget {
-            break;
+    // (tier, order key, growth, weights)
+    let mut picks = Vec::new();
+    for (w, (p, uses, act, windows)) in by_weight {
+        let matrices = winograd::weights_floats(&p) * 4;
+        let growth = matrices.saturating_sub(g.value(w).ty.bytes().unwrap_or(0));
+        // Several Convs on one weight tensor: a patched stage's window copies (they run
+        // Winograd on their planes, else they were left out above).
+        if uses > 1 || windows {
+            picks.push((0u8, std::cmp::Reverse(act), growth, w));
+        } else if matrices <= winograd::PRECOMPUTE_MAX {
+            picks.push((1, std::cmp::Reverse(0), growth, w));
         }
-        out.insert(w);
+    }
+    picks.sort_unstable();
+    let mut used = 0usize;
+    for (_, _, growth, w) in picks {
+        if used.saturating_add(growth) <= budget {
+            used += growth;
+            out.insert(w);
+        }
     }
     out
+}
+
+/// The patch grid [`on_windows`] assumes: the grid most stages take
+/// (`analysis/patches`, docs/BENCHMARKS.md).
+const PATCH_GRID: u64 = 3;
+
+/// The share of [`precomputed`]'s budget (1 / this) one Conv [`on_windows`] may take.
+const PATCH_CAP_SHARE: usize = 4;
+
+/// Whether a Conv of geometry `p` (marked precomputed) would still run Winograd on the output
+/// windows of a [`PATCH_GRID`] x [`PATCH_GRID`] grid (as `analysis/patches/fast.rs`
+/// `keeps_winograd` asks): enough 4 x 4 tiles on a window.
+fn on_windows(p: &ConvParams) -> bool {
+    let on = ConvParams {
+        oh: p.oh.div_ceil(PATCH_GRID),
+        ow: p.ow.div_ceil(PATCH_GRID),
+        ..*p
+    };
+    on.oh > 0 && on.ow > 0 && winograd::applies(&on)
+}
+
+/// f32 bytes of a Conv's input and output planes.
+fn activation_bytes(p: &ConvParams) -> u64 {
+    let x = p.c.saturating_mul(p.h).saturating_mul(p.w);
+    let y = p.m.saturating_mul(p.oh).saturating_mul(p.ow);
+    x.saturating_add(y).saturating_mul(p.n).saturating_mul(4)
 }
 
 /// The geometry of node `id` when it is a Conv Winograd may run ([`winograd::applies`]) with
@@ -200,7 +249,12 @@ fn winograd_conv_in(
     let (mut p, constant) = geometry(g, id, o.threads)?;
     let w = g.node(id).inputs.get(1);
     // Marked first: `wins` asks fewer tiles of precomputed weights.
-    winograd::mark(&mut p, constant && w.is_some_and(|w| pre.contains(w)));
+    // No cap: `precomputed` chose `pre` under its caps.
+    winograd::mark_within(
+        &mut p,
+        constant && w.is_some_and(|w| pre.contains(w)),
+        usize::MAX,
+    );
     winograd::applies(&p).then_some(p)
 }
 
@@ -349,3 +403,6 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -55,7 +55,9 @@ pub(crate) fn marks(packed_a: u64) -> bool {
 /// region for one Conv: 2.5 MiB takes every 3 x 3 Conv up to 128 -> 128 channels (ResNet's
 /// layer1/layer2, VGG's first two blocks, SqueezeNet's expand convs; the region grows by 3x
 /// those Convs' f32 weights), not 256 -> 256 (9.4 MB, VGG-19's 3 x 3 weights would grow by
-/// hundreds of MB); those keep the per-run transform into the scratch.
+/// hundreds of MB); those keep the per-run transform into the scratch. The floor of the cap:
+/// Convs that would keep Winograd on patch windows take a cap relative to the model's weights
+/// (`analysis/liveness/winograd.rs`, `precomputed`).
 pub const PRECOMPUTE_MAX: usize = 5 << 19;
 
 /// Floats of the 36 transformed weight matrices of `p` (selected kernel's packing).
@@ -70,9 +72,16 @@ fn u_len(p: &ConvParams) -> usize {
 
 /// `p`'s Winograd mark: [`WINOGRAD_U_PACKED`] when `precomputable` (constant weights the
 /// lowering stores as f32) and the transformed weights take at most [`PRECOMPUTE_MAX`] bytes,
-/// else [`WINOGRAD_PACKED`]. The planner and the lowering both mark by this function.
+/// else [`WINOGRAD_PACKED`].
 pub fn mark(p: &mut ConvParams, precomputable: bool) {
-    p.packed_a = if precomputable && weights_floats(p).saturating_mul(4) <= PRECOMPUTE_MAX {
+    mark_within(p, precomputable, PRECOMPUTE_MAX);
+}
+
+/// [`mark`] with the per-Conv cap `cap` (bytes of transformed weights) given: the planner
+/// chooses the precomputed Convs under its own caps (`analysis/liveness/winograd.rs`
+/// `precomputed`) and both it and the lowering mark a chosen Conv with no cap.
+pub fn mark_within(p: &mut ConvParams, precomputable: bool, cap: usize) {
+    p.packed_a = if precomputable && weights_floats(p).saturating_mul(4) <= cap {
         WINOGRAD_U_PACKED
     } else {
         WINOGRAD_PACKED
