@@ -144,7 +144,14 @@ impl Geom {
 /// Taps `k0..k1` of a window along one dim (output `o`, stride `s`, `k` taps, dilation `d`,
 /// leading pad `pad`) that fall inside `0..n`; `k0 >= k1` when none does.
 #[inline(always)]
-fn valid_taps(o: usize, s: usize, k: usize, d: usize, pad: usize, n: usize) -> (usize, usize) {
+pub(crate) fn valid_taps(
+    o: usize,
+    s: usize,
+    k: usize,
+    d: usize,
+    pad: usize,
+    n: usize,
+) -> (usize, usize) {
     let start = o * s;
     let k0 = if start >= pad {
         0

@@ -51,23 +51,6 @@ fn has_nan(t: N16, x: &[u16]) -> bool {
         .any(|c| c.iter().fold(0u16, |a, &b| a.max(b & 0x7fff)) > inf)
 }
 
-/// Taps `k0..k1` of a window along one dim that fall inside `0..n` (as the f32 kernel's).
-#[inline(always)]
-fn valid_taps(o: usize, s: usize, k: usize, d: usize, pad: usize, n: usize) -> (usize, usize) {
-    let start = o * s;
-    let k0 = if start >= pad {
-        0
-    } else {
-        (pad - start).div_ceil(d).min(k)
-    };
-    let k1 = if n + pad > start {
-        ((n + pad - start - 1) / d + 1).min(k)
-    } else {
-        0
-    };
-    (k0, k1)
-}
-
 /// The staged path's output for a window of padding only: `f32::MIN` narrowed.
 fn empty_bits(t: N16) -> u16 {
     let mut b = [0u16; 1];
@@ -182,7 +165,7 @@ unsafe fn planes_any(
             }
         }
         for oy in 0..oh {
-            let (ky0, ky1) = valid_taps(oy, sh, kh, dh, pt, h);
+            let (ky0, ky1) = crate::gemm::pool::valid_taps(oy, sh, kh, dh, pt, h);
             let orow = &mut out[..ow];
             if ky0 >= ky1 {
                 orow.fill(EMPTY);
