@@ -28,7 +28,7 @@ pub fn scratch_bytes(
             Some(crate::gemm::stage16::conv::scratch_bytes(&p))
         }
         Op::MaxPool(a) | Op::AveragePool(a) => {
-            let p = crate::gemm::pool::pool_params(
+            let mut p = crate::gemm::pool::pool_params(
                 &x.shape,
                 &y.shape,
                 &a.kernel,
@@ -36,6 +36,7 @@ pub fn scratch_bytes(
                 &a.dilations,
                 &a.pads,
             )?;
+            p.kind = pool_kind(op)?;
             Some(crate::gemm::stage16::pool::scratch_bytes(&p))
         }
         Op::Gemm(_) | Op::MatMul => Some(mm_stage(op, &shapes, constant, threads)?.scratch_bytes()),
@@ -181,6 +182,19 @@ pub fn row_stage(op: &Op, shapes: &[&[usize]], constant: &[bool]) -> Option<(usi
             });
             (ok && shapes.len() >= 2).then_some((rows, len))
         }
+        _ => None,
+    }
+}
+
+/// The [`crate::gemm::pool::PoolParams::kind`] of a MaxPool or AveragePool node: the planner
+/// sizes the staged kernel's scratch by it (a MaxPool the 16-bit kernel takes stages one
+/// plane, an AveragePool blocks of planes), the lowering runs it.
+pub fn pool_kind(op: &Op) -> Option<u64> {
+    use crate::gemm::pool::{POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX};
+    match op {
+        Op::MaxPool(_) => Some(POOL_MAX),
+        Op::AveragePool(a) if a.count_include_pad => Some(POOL_AVG_INCLUDE_PAD),
+        Op::AveragePool(_) => Some(POOL_AVG),
         _ => None,
     }
 }

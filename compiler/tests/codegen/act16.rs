@@ -195,6 +195,43 @@ fn pooling_gap_and_activations() {
     check_act(model, &[input], 7, Some(0.8));
 }
 
+/// An AveragePool's staging scratch is sized as for an AveragePool (blocks of planes), not as
+/// for a MaxPool the 16-bit kernel takes (one plane): VGG-19's 512-plane 7x7 average pool
+/// (kernel 1, after AdaptiveAvgPool's export) failed to compile under `--activations f16`.
+#[test]
+fn average_pools_on_many_planes_plan_their_scratch() {
+    let mut rng = Rng(0x9002);
+    let x = [1, 512, 7, 7];
+    let model = ModelBuilder::new("act16", 18)
+        .input("x", DType::F32, &dims(&x))
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node(
+            "a1",
+            "AveragePool",
+            &["r"],
+            &["a"],
+            vec![("kernel_shape", Attr::Ints(vec![1, 1]))],
+        )
+        .node("s", "Sigmoid", &["a"], &["s"], vec![])
+        .node(
+            "a2",
+            "AveragePool",
+            &["s"],
+            &["b"],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("strides", Attr::Ints(vec![2, 2])),
+                ("count_include_pad", Attr::Int(1)),
+                ("pads", Attr::Ints(vec![0, 0, 1, 1])),
+            ],
+        )
+        .node("t", "Tanh", &["b"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let input = rng.tensor(&x, -3.0, 3.0);
+    check_act(model, &[input], 5, None);
+}
+
 #[test]
 fn silu_after_conv_and_alone() {
     let mut rng = Rng(0x0005_1100);

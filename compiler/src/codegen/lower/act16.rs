@@ -10,7 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams, prepare_weights, prepared_len};
-use crate::gemm::pool::{POOL_AVG, POOL_AVG_INCLUDE_PAD, POOL_MAX, pool_params};
+use crate::gemm::pool::pool_params;
 use crate::gemm::stage16::{self, N16, ew};
 use crate::ir::types::DType;
 use crate::ops::Op;
@@ -69,11 +69,8 @@ pub(super) fn lower(
         Op::FusedElementwise(_) | Op::Binary(_) => elementwise(cx, t, prog, w),
         Op::GlobalAveragePool => gap(cx, t, prog),
         Op::MaxPool(a) | Op::AveragePool(a) => {
-            let kind = match (&n.op, a.count_include_pad) {
-                (Op::MaxPool(_), _) => POOL_MAX,
-                (_, true) => POOL_AVG_INCLUDE_PAD,
-                _ => POOL_AVG,
-            };
+            let kind = crate::ops::stage16::pool_kind(&n.op)
+                .ok_or_else(|| cx.err("internal: not a pooling"))?;
             pool(cx, t, a, kind, prog)
         }
         Op::Conv(a) => conv(cx, t, a, prog, w),
