@@ -591,7 +591,7 @@ pub(super) fn conv(
 /// Conv weights stored in the reduced storage type in `layout` ([`crate::gemm::lowp::conv`]:
 /// the Winograd and direct kernels' own layouts), read straight from the weight's bytes
 /// (often the mapped file), its pages released as rows are packed.
-fn reduced_conv_weights(
+pub(super) fn reduced_conv_weights(
     cx: &Ctx<'_>,
     w: &mut WeightsBuilder,
     wt: &Tensor,

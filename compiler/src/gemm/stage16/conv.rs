@@ -11,6 +11,8 @@ use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
 
 mod pointwise;
+#[cfg(test)]
+mod reduced_tests;
 mod winograd;
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
@@ -163,6 +165,44 @@ pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
     ConvParams { n: p.n, ..q }
 }
 
+/// `p` with its weights stored reduced (`wtype`, a [`crate::gemm::lowp::WeightType`] code)
+/// in the direct kernels' layout (`crate::gemm::lowp::conv::Layout::Direct`, packed for
+/// [`weights_params`]) at `budget`, when its bands run the direct kernels as with f32
+/// weights: row bands (not Winograd, depthwise or pointwise runs, with either weights) all
+/// marked direct with the same packing (the channels-in-lanes layout or the 12-row panels),
+/// and the reduced path's per-thread slots fitting the `planned` scratch bytes (the
+/// planner sized it for f32 weights: the im2col scratch). `None`: the GEMM path's reduced
+/// layout ([`crate::gemm::lowp::mark_conv`]).
+pub fn reduced_direct(
+    p: &ConvParams,
+    budget: u64,
+    wtype: u64,
+    planned: usize,
+) -> Option<ConvParams> {
+    let q = ConvParams { wtype, ..*p };
+    let other = |p: &ConvParams| {
+        wino_bands(p, budget).is_some()
+            || dw_bands(p, budget).is_some()
+            || dw_block(p, budget).is_some()
+            || pw_pixels(p, budget).is_some()
+    };
+    if wtype == 0 || other(p) || other(&q) {
+        return None;
+    }
+    let direct = crate::gemm::direct::DIRECT_PACKED;
+    let layouts: Vec<(u64, usize)> = bands(p, band_rows(p, budget))
+        .into_iter()
+        .map(|mut b| {
+            mark_packed(&mut b);
+            (b.packed_a, crate::gemm::direct::block_rows(&b))
+        })
+        .collect();
+    let same = layouts.windows(2).all(|w| w[0] == w[1]);
+    let first = layouts.first().copied();
+    (same && first.is_some_and(|(a, _)| a == direct) && scratch_bytes_at(&q, budget) <= planned)
+        .then_some(q)
+}
+
 /// Channels per block when a depthwise Conv is staged by whole channel planes (each block a
 /// depthwise convolution of its own, its weights and bias a contiguous slice): with one
 /// output channel per group, the most whole [`DW_LANES`]-channel blocks of the f32 kernel's
@@ -310,7 +350,8 @@ pub unsafe fn conv(
         return;
     }
     let rows = band_rows(p, budget);
-    // Weights stored in a reduced type keep their marking (the GEMM path, read widened).
+    // Weights stored in a reduced type keep their marking (the GEMM path, read widened); in
+    // the direct kernels' layout ([`reduced_direct`], `p.wtype` set) the f32 bands' one.
     let packed = if crate::gemm::lowp::conv_weight_type(p).is_some() {
         p.packed_a
     } else {

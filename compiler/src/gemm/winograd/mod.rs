@@ -386,13 +386,41 @@ pub(crate) unsafe fn run(
 /// `w` readable for `m * c * 9` floats (or the reduced OIHW weights `p.wtype` names); `u`
 /// writable for [`weights_floats`] floats, 64-aligned, overlapping nothing else.
 pub(crate) unsafe fn transform_per_run(p: &ConvParams, w: *const f32, u: *mut f32) {
+    // SAFETY: the caller's contract.
+    unsafe { transform_src(p, (w, Reduced::of(p, w, Layout::Oihw)), u) };
+}
+
+/// [`transform_per_run`] of output channels `m0 .. m0 + mc` of `p` only (the matrices of
+/// `p` restricted to `mc` channels): a pass of a staged Conv's Winograd bands.
+///
+/// # Safety
+/// `w` as [`transform_per_run`] says for the whole `p`, `m0 + mc <= p.m`; `u` writable for
+/// [`weights_floats`] of `mc` channels, 64-aligned, overlapping nothing else.
+pub(crate) unsafe fn transform_channels(
+    p: &ConvParams,
+    w: *const f32,
+    (m0, mc): (usize, usize),
+    u: *mut f32,
+) {
+    let k = p.c as usize * 9;
+    let pm = ConvParams { m: mc as u64, ..*p };
+    let lowp = Reduced::of(p, w, Layout::Oihw).map(|r| r.rows_from(m0, k));
+    // SAFETY: rows m0.. of the weights (f32, or reduced through the shifted view).
+    unsafe { transform_src(&pm, (w.wrapping_add(m0 * k), lowp), u) };
+}
+
+/// [`transform_per_run`] from the weights `src`.
+///
+/// # Safety
+/// As [`transform_per_run`], `src` the weights of `p`'s `m` channels.
+unsafe fn transform_src(p: &ConvParams, src: Src, u: *mut f32) {
     let mr = selected_kernel().mr;
     let m_pad = (p.m as usize).div_ceil(mr) * mr;
     let u_one = u_len(p);
     let width = (p.threads.max(1) as usize).min(crate::par::threads());
     let isa = isa();
+    let (w, lowp) = src;
     let (ws, us) = (SyncPtr(w.cast_mut()), SyncPtr(u));
-    let lowp = Reduced::of(p, w, Layout::Oihw);
     let per_task = L / mr * mr;
     let groups = m_pad.div_ceil(per_task);
     crate::par::for_each(groups, width, |gi, _| {

@@ -1,7 +1,8 @@
 //! A staged 3 x 3 stride-1 Conv whose bands run Winograd F(4x4, 3x3)
 //! ([`crate::gemm::winograd`]) on transformed weights precomputed into the weights region
 //! ([`WINOGRAD_U_PACKED`]), or transformed once per run into the head of the scratch
-//! ([`WINOGRAD_PACKED`]: weights too large to precompute, the OIHW f32 weights given): with
+//! ([`WINOGRAD_PACKED`]: weights too large to precompute or stored reduced, the OIHW
+//! weights given, f32 or in `p.wtype`, widened by the transform as it reads them): with
 //! no weight transform per band, a band of whole 4-row tile rows is just a smaller Winograd
 //! problem, so the bands pay nothing the whole convolution would not.
 //!
@@ -67,10 +68,12 @@ fn head_floats(p: &ConvParams) -> usize {
 /// the budget holds with the input rows they read (rounded down to a multiple of 4, or the
 /// whole plane), at least 4, and tile blocks of the largest size whose scratch fits the
 /// budget (at least one packed panel: the scratch may exceed the budget by it); `None` (the
-/// other paths) when `p` is not marked, its weights are stored reduced, or the bands would
-/// have too few tiles for Winograd to repay its transforms.
+/// other paths) when `p` is not marked, its weights are stored reduced but marked
+/// precomputed (only the per-run transform widens them), or the bands would have too few
+/// tiles for Winograd to repay its transforms.
 pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
-    if !marked(p) || p.wtype != 0 || !winograd::geometry_fits(p) {
+    let reduced_ok = p.wtype == 0 || p.packed_a == WINOGRAD_PACKED;
+    if !marked(p) || !reduced_ok || !winograd::geometry_fits(p) {
         return None;
     }
     // A per-run transform is repaid by the whole convolution's tiles (`winograd::wins`).
@@ -155,7 +158,8 @@ pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) 
 ///
 /// # Safety
 /// As [`super::conv`] (`w` the precomputed matrices of all `m` channels for
-/// [`WINOGRAD_U_PACKED`], the OIHW f32 weights for [`WINOGRAD_PACKED`]); `(xin, yout,
+/// [`WINOGRAD_U_PACKED`], the OIHW weights for [`WINOGRAD_PACKED`]: f32, or stored reduced
+/// by `crate::gemm::lowp::conv::pack` as `p.wtype` says); `(xin, yout,
 /// inner)` the parts [`wino_parts`] gives for `b`.
 pub(super) unsafe fn run_bands(
     t: N16,
@@ -175,10 +179,10 @@ pub(super) unsafe fn run_bands(
         let u = if p.packed_a == WINOGRAD_PACKED {
             let head = head_floats(&pm);
             let u = scratch.wrapping_add(xin + yout + inner - head);
-            // SAFETY: rows m0..m0 + mc of the OIHW f32 weights (contract); the head holds
-            // this pass's 36 matrices ([`wino_parts`] sized it for `b.mb >= mc` channels),
-            // 64-aligned (every part a multiple of 16 floats).
-            unsafe { winograd::transform_per_run(&pm, w.wrapping_add(m0 * c * 9), u) };
+            // SAFETY: rows m0..m0 + mc of the OIHW weights (f32, or reduced as `p.wtype`
+            // says: contract); the head holds this pass's 36 matrices ([`wino_parts`] sized
+            // it for `b.mb >= mc` channels), 64-aligned (every part a multiple of 16 floats).
+            unsafe { winograd::transform_channels(p, w, (m0, mc), u) };
             u.cast_const()
         } else {
             w
