@@ -179,6 +179,12 @@ impl Reduced {
             if !self.scales.is_null() && period > 0 {
                 let s = std::slice::from_raw_parts(self.scales.add(ch0), period);
                 let d = std::slice::from_raw_parts_mut(dst, n);
+                if let [sc] = s {
+                    // One channel (Winograd's runs of a row): one scale for all, vectorized
+                    // (runs of one element cost a loop trip each).
+                    d.iter_mut().for_each(|x| *x *= sc);
+                    return;
+                }
                 for run in d.chunks_exact_mut(period) {
                     for (x, &sc) in run.iter_mut().zip(s) {
                         *x *= sc;
