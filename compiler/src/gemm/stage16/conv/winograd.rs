@@ -27,8 +27,9 @@ pub struct WinoBands {
     /// Tiles per Winograd tile block ([`winograd::with_block`]).
     pub block: u64,
     /// Output channels per pass over the bands: all of them, or (weights transformed per
-    /// run, [`WINOGRAD_PACKED`]) a multiple of [`winograd::MB`] whose transformed matrices
-    /// fit the budget: each pass transforms its channels' weights into the head, then runs
+    /// run, [`WINOGRAD_PACKED`]) the passes of at most a multiple of [`winograd::MB`] whose
+    /// transformed matrices fit the budget, made equal (whole micro-panels; the last pass
+    /// may be shorter): each pass transforms its channels' weights into the head, then runs
     /// every band for them (re-widening the input rows, re-transforming the input tiles).
     pub mb: u64,
 }
@@ -64,7 +65,8 @@ fn head_floats(p: &ConvParams) -> usize {
 
 /// The Winograd bands of a marked `p` ([`marked`]) at staging `budget`: output channels
 /// per pass (all, or for weights transformed per run as many multiples of
-/// [`winograd::MB`] as the budget holds their matrices, at least one), then as many rows as
+/// [`winograd::MB`] as the budget holds their matrices, at least one, then spread evenly
+/// over that many passes: 64 channels as 2 x 36 rather than 48 + 16), then as many rows as
 /// the budget holds with the input rows they read (rounded down to a multiple of 4, or the
 /// whole plane), at least 4, and tile blocks of the largest size whose scratch fits the
 /// budget (at least one packed panel: the scratch may exceed the budget by it); `None` (the
@@ -88,7 +90,11 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
         while mb + step < p.m && head_floats(&channels(p, mb + step)) as u64 * 4 <= budget {
             mb += step;
         }
-        mb.min(p.m)
+        // As many passes, of equal channels (whole micro-panels): a smaller head, and no
+        // short last pass paying a whole input transform for a few channels.
+        let passes = p.m.div_ceil(mb.min(p.m).max(1));
+        let mr = crate::gemm::selected_kernel().mr as u64;
+        p.m.div_ceil(passes).next_multiple_of(mr).min(mb).min(p.m)
     };
     let oh = p.oh.max(1);
     let per_row = (mb * p.ow + p.c * p.w).saturating_mul(4).max(1);
