@@ -134,16 +134,26 @@ fn bands(p: &ConvParams, rows: u64) -> Vec<ConvParams> {
         .collect()
 }
 
+/// The packed-weights layout band `q` reads: its marking, and for the direct kernels which
+/// of their two packings (channels-in-lanes groups or 12-row panels: `direct::block_rows`),
+/// which the band's geometry decides (a 16 x 64 input plane and an 8 x 64 one differ).
+fn layout(mut q: ConvParams) -> (u64, usize) {
+    mark_packed(&mut q);
+    let direct = q.packed_a == crate::gemm::direct::DIRECT_PACKED;
+    (
+        q.packed_a,
+        if direct {
+            crate::gemm::direct::block_rows(&q)
+        } else {
+            0
+        },
+    )
+}
+
 /// Whether every band at `rows` rows takes the packed-weights layout of the first.
 fn uniform(p: &ConvParams, rows: u64) -> bool {
-    let marks: Vec<u64> = bands(p, rows)
-        .into_iter()
-        .map(|mut q| {
-            mark_packed(&mut q);
-            q.packed_a
-        })
-        .collect();
-    marks.windows(2).all(|w| w[0] == w[1])
+    let layouts: Vec<(u64, usize)> = bands(p, rows).into_iter().map(layout).collect();
+    layouts.windows(2).all(|w| w[0] == w[1])
 }
 
 /// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
@@ -192,10 +202,7 @@ pub fn reduced_direct(
     let direct = crate::gemm::direct::DIRECT_PACKED;
     let layouts: Vec<(u64, usize)> = bands(p, band_rows(p, budget))
         .into_iter()
-        .map(|mut b| {
-            mark_packed(&mut b);
-            (b.packed_a, crate::gemm::direct::block_rows(&b))
-        })
+        .map(layout)
         .collect();
     let same = layouts.windows(2).all(|w| w[0] == w[1]);
     let first = layouts.first().copied();

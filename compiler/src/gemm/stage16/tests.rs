@@ -568,3 +568,105 @@ fn conv_at_every_budget_against_the_reference() {
     }
     assert!(runs > 0, "no budget ran the pointwise convs by pixel runs");
 }
+
+/// A staged Conv whose bands take different direct kernels (a full band's input plane of
+/// 16 x 64 = 1024 pixels runs the row/flat kernels on 12-row weight panels, the short last
+/// band's 8 x 64 the channels-in-lanes kernel on its own layout) shares one packing of the
+/// weights: every band must read the layout they were packed in. Against the f64 reference.
+#[test]
+fn direct_bands_read_the_layout_their_weights_were_packed_in() {
+    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    let p = ConvParams {
+        n: 1,
+        c: 64,
+        h: 20,
+        w: 64,
+        m: 64,
+        group: 1,
+        kh: 3,
+        kw: 3,
+        stride_h: 1,
+        stride_w: 1,
+        pad_t: 1,
+        pad_l: 1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: 20,
+        ow: 64,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let (c, h, w, m) = (64usize, 20usize, 64usize, 64usize);
+    let x32: Vec<f32> = (0..c * h * w)
+        .map(|i| ((i * 37 % 113) as f32 - 56.0) / 32.0)
+        .collect();
+    let mut x = vec![0u16; x32.len()];
+    narrow(N16::F16, &x32, &mut x);
+    let mut xw = vec![0f32; x.len()];
+    widen(N16::F16, &x, &mut xw);
+    let wt: Vec<f32> = (0..m * c * 9)
+        .map(|i| ((i * 11 % 29) as f32 - 14.0) / 256.0)
+        .collect();
+    let bias: Vec<f32> = (0..m).map(|j| j as f32 / 8.0 - 2.0).collect();
+    let mut want = vec![0f64; m * h * w];
+    for mo in 0..m {
+        for oy in 0..h as i64 {
+            for ox in 0..w as i64 {
+                let mut s = f64::from(bias[mo]);
+                for ci in 0..c {
+                    for ky in 0..3i64 {
+                        for kx in 0..3i64 {
+                            let (iy, ix) = (oy + ky - 1, ox + kx - 1);
+                            if (0..h as i64).contains(&iy) && (0..w as i64).contains(&ix) {
+                                let xi = ci * h * w + (iy as usize) * w + ix as usize;
+                                let wi = (mo * c + ci) * 9 + (ky * 3 + kx) as usize;
+                                s += f64::from(xw[xi]) * f64::from(wt[wi]);
+                            }
+                        }
+                    }
+                }
+                want[(mo * h + oy as usize) * w + ox as usize] = s;
+            }
+        }
+    }
+    let per_row = ((p.m * p.ow + p.c * p.w) * 4) as u64;
+    for budget in conv::budgets(&p)
+        .into_iter()
+        .chain([14 * per_row, 6 * per_row])
+    {
+        let mut wp = conv::weights_params(&p, budget);
+        let mut packed = vec![0f32; prepared_len(&wp)];
+        prepare_weights(&mut wp, &wt, &mut packed);
+        let q = ConvParams {
+            packed_a: wp.packed_a,
+            ..p
+        };
+        let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
+        let off = scratch.as_ptr().align_offset(64);
+        let mut y = vec![0u16; m * h * w];
+        // SAFETY: operands of the sizes the contract asks, the weights prepared for this
+        // budget, the scratch as `scratch_bytes_at` asks, 64-aligned.
+        unsafe {
+            conv::conv(
+                N16::F16,
+                &q,
+                budget,
+                x.as_ptr(),
+                packed.as_ptr(),
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr().add(off),
+            )
+        };
+        let mut got = vec![0f32; y.len()];
+        widen(N16::F16, &y, &mut got);
+        for (i, (&g, &r)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (f64::from(g) - r).abs() <= 2e-3 * r.abs().max(1.0),
+                "budget {budget} ({} rows): y[{i}] = {g}, reference {r}",
+                conv::band_rows(&p, budget)
+            );
+        }
+    }
+}
