@@ -630,7 +630,7 @@ fn direct_bands_read_the_layout_their_weights_were_packed_in() {
             }
         }
     }
-    let per_row = ((p.m * p.ow + p.c * p.w) * 4) as u64;
+    let per_row = (p.m * p.ow + p.c * p.w) * 4;
     for budget in conv::budgets(&p)
         .into_iter()
         .chain([14 * per_row, 6 * per_row])
