@@ -369,11 +369,8 @@ fn conv(
         reduced_conv_weights(w, wt, &wp, st)
     } else {
         let form = format!(
-            "conv weights m={} k={} group={} packed={} (16-bit staged)",
-            wp.m,
-            wp.k(),
-            wp.group,
-            wp.packed_a
+            "conv weights {} (16-bit staged)",
+            crate::gemm::conv::packing_name(&wp)
         );
         w.form_f32_of(wt, form, prepared_len(&wp), |src, out| {
             prepare_weights(&mut wp.clone(), src, out);

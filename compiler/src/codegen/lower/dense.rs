@@ -555,13 +555,7 @@ pub(super) fn conv(
                 });
                 Operand::Weights(off)
             } else {
-                let form = format!(
-                    "conv weights m={} k={} group={} packed={}",
-                    params.m,
-                    params.k(),
-                    params.group,
-                    params.packed_a
-                );
+                let form = format!("conv weights {}", crate::gemm::conv::packing_name(&params));
                 let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
                     prepare_weights(&mut params.clone(), src, out);
                 });
@@ -601,9 +595,8 @@ pub(super) fn reduced_conv_weights(
     let st = w.storage();
     w.reduced_nodes.insert(cx.id);
     let form = format!(
-        "conv weights m={} k={} {layout:?} as {}",
-        params.m,
-        params.k(),
+        "conv weights {} {layout:?} as {}",
+        crate::gemm::conv::packing_name(params),
         st.name()
     );
     let bytes = crate::gemm::lowp::conv::region_bytes(params, st, layout);
