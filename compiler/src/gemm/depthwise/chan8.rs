@@ -287,6 +287,8 @@ pub(super) mod x86 {
         // SAFETY: pointer arithmetic inside the contract's planes; loads and stores noted.
         unsafe {
             let xs: [*const f32; BLOCK] = std::array::from_fn(|l| elem::<E>(t.x, ch(l) * hw));
+            // Values of the image's input before every lane's plane (lanes past nc repeat c0).
+            let before = t.c0 * hw;
             // The planes written: the output's, or for 16-bit `E` the f32 rows in `obuf`
             // (the task's outputs with `whole`, else one row), `y0` their first output.
             let yd: [*mut f32; BLOCK] = std::array::from_fn(|l| elem_mut::<E>(t.y, ch(l) * ohw));
@@ -294,12 +296,36 @@ pub(super) mod x86 {
             if ring.whole {
                 let rows = t.rows.clone();
                 if E == O {
-                    return whole::<E, O>(g, ring, act, buf, &wv.0, bias, &xs, &yd, 0, nc, rows);
+                    return whole::<E, O>(
+                        g,
+                        ring,
+                        act,
+                        buf,
+                        &wv.0,
+                        bias,
+                        (&xs, before),
+                        &yd,
+                        0,
+                        nc,
+                        rows,
+                    );
                 }
                 let len = rows.len() * g.ow;
                 let ys: [*mut f32; BLOCK] = std::array::from_fn(|l| obuf.add(l * len));
                 let y0 = rows.start * g.ow;
-                whole::<E, O>(g, ring, act, buf, &wv.0, bias, &xs, &ys, y0, nc, rows);
+                whole::<E, O>(
+                    g,
+                    ring,
+                    act,
+                    buf,
+                    &wv.0,
+                    bias,
+                    (&xs, before),
+                    &ys,
+                    y0,
+                    nc,
+                    rows,
+                );
                 let dst = yd.map(|d| elem_mut::<E>(d, y0));
                 // The task's whole planes: channels c0 + l are consecutive planes.
                 return flush::<E>(post, obuf, (len, len), &dst, nc, len == ohw);
@@ -358,7 +384,7 @@ pub(super) mod x86 {
                     first
                 };
                 for iy in from..=last {
-                    fill_row::<E>(g, &xs, slot(iy), iy);
+                    fill_row::<E>(g, &xs, before, slot(iy), iy);
                 }
                 if from == first {
                     lo = first;
@@ -430,7 +456,7 @@ pub(super) mod x86 {
         buf: *mut f32,
         wv: &[f32],
         bias: __m256,
-        xs: &[*const f32; BLOCK],
+        (xs, before): (&[*const f32; BLOCK], usize),
         ys: &[*mut f32; BLOCK],
         y0: usize,
         nc: usize,
@@ -456,7 +482,7 @@ pub(super) mod x86 {
         // read lies in padded rows < hp and columns < wp; stores noted below.
         unsafe {
             for iy in p0.saturating_sub(g.pt)..p1.saturating_sub(g.pt).min(g.h) {
-                fill_row::<E>(g, xs, buf.add((g.pt + iy) * wp * BLOCK), iy);
+                fill_row::<E>(g, xs, before, buf.add((g.pt + iy) * wp * BLOCK), iy);
             }
             // (A macro, not a closure: closures do not inherit the target features.)
             macro_rules! group8 {
@@ -605,9 +631,17 @@ pub(super) mod x86 {
     /// pl..pl+w).
     ///
     /// # Safety
-    /// AVX2 and F16C; `iy < h`; `dst` is a ring row of `wp >= pl + w` pixels x 8 floats.
+    /// AVX2 and F16C; `iy < h`; `dst` is a ring row of `wp >= pl + w` pixels x 8 floats;
+    /// the `before` values preceding each plane of `xs` are readable (the image's earlier
+    /// planes).
     #[inline(always)]
-    unsafe fn fill_row<const E: u8>(g: &Geom, xs: &[*const f32; BLOCK], dst: *mut f32, iy: usize) {
+    unsafe fn fill_row<const E: u8>(
+        g: &Geom,
+        xs: &[*const f32; BLOCK],
+        before: usize,
+        dst: *mut f32,
+        iy: usize,
+    ) {
         // SAFETY: reads columns j < w of row iy of each plane, writes ring pixels pl + j.
         unsafe {
             let d = dst.add(g.pl * BLOCK);
@@ -636,9 +670,23 @@ pub(super) mod x86 {
                 }
                 return;
             }
+            if E != F32 && j < g.w && before + iy * g.w + g.w >= BLOCK {
+                // A row of fewer than 8 values: the 8 values ending at its end (the first
+                // from earlier rows or planes of the image), pixel k in lane 8 - rest + k.
+                let rest = g.w - j;
+                for (v, &s) in r.iter_mut().zip(&src) {
+                    let p = elem::<E>(s, j).cast::<u16>().wrapping_sub(BLOCK - rest);
+                    *v = load8::<E>(p.cast());
+                }
+                let cols = transpose8(r);
+                for k in 0..rest {
+                    _mm256_store_ps(d.add((j + k) * BLOCK), cols[BLOCK - rest + k]);
+                }
+                return;
+            }
             if E != F32 && j < g.w {
-                // A row of fewer than 8 values: each channel's through a zeroed stack
-                // vector, converted at once; only the row's pixels written.
+                // The same at the image's start: each channel's values through a zeroed
+                // stack vector (a store-forwarding stall per load: only here).
                 let rest = g.w - j;
                 let mut h = [0u16; BLOCK];
                 for (v, &s) in r.iter_mut().zip(&src) {
