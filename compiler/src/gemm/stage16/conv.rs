@@ -266,8 +266,25 @@ pub fn dw_bands(p: &ConvParams, budget: u64) -> Option<u64> {
     Some(rows)
 }
 
-/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
+/// Whether a depthwise `p` runs on its 16-bit planes directly, without staging
+/// ([`crate::gemm::depthwise::run16`]: the channel-blocked f32 kernel widening input rows into
+/// its ring and narrowing output rows on the stack): `C == M == group` where that kernel runs
+/// on this CPU. The planner and the lowering ask the same (one machine: a JIT).
+pub fn dw_direct(p: &ConvParams) -> bool {
+    p.is_depthwise() && crate::gemm::depthwise::direct16(p)
+}
+
+/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch (none
+/// for [`dw_direct`]).
 fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
+    if dw_direct(p) {
+        return (0, 0, 0);
+    }
+    staged_parts(p, budget)
+}
+
+/// [`parts`] of the staged paths.
+fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     if let Some(b) = wino_bands(p, budget) {
         return winograd::wino_parts(p, b);
@@ -319,6 +336,13 @@ pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
     (a + b + c) * 4
 }
 
+/// Scratch bytes [`staged`] uses for `p` at staging `budget`.
+#[cfg(test)]
+pub(super) fn staged_bytes_at(p: &ConvParams, budget: u64) -> usize {
+    let (a, b, c) = staged_parts(p, budget);
+    (a + b + c) * 4
+}
+
 /// `y = act(conv(x, w) + bias)` on 16-bit `x` and `y`, band by band.
 ///
 /// # Safety
@@ -340,7 +364,31 @@ pub unsafe fn conv(
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let (xin, yout, inner) = parts(p, budget);
+    if dw_direct(p) {
+        // SAFETY: the caller's contract (no scratch used).
+        unsafe { crate::gemm::depthwise::run16(t, p, x, w, bias, y) };
+        return;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { staged(t, p, budget, x, w, bias, y, scratch) };
+}
+
+/// [`conv`] through f32 staging (every path but [`dw_direct`]).
+///
+/// # Safety
+/// As [`conv`], `scratch` as [`staged_parts`] sizes it.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn staged(
+    t: N16,
+    p: &ConvParams,
+    budget: u64,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+) {
+    let (xin, yout, inner) = staged_parts(p, budget);
     if let Some(rows) = dw_bands(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_bands(t, p, rows, x, w, bias, y, scratch, xin, yout) };

@@ -172,12 +172,13 @@ fn depthwise_blocks_against_the_f32_conv() {
                 partial += usize::from(p.group % b != 0);
                 assert!(p.group % b != 1, "{p:?}: blocks of {b}");
             }
-            let mut scratch = vec![0f32; conv::scratch_bytes_at(&p, budget) / 4 + 16];
+            // The staged paths (taken where `conv::dw_direct` does not hold).
+            let mut scratch = vec![0f32; conv::staged_bytes_at(&p, budget) / 4 + 16];
             let off = scratch.as_ptr().align_offset(64);
             let mut y = vec![0u16; want.len()];
-            // SAFETY: as above; the scratch as `scratch_bytes_at` asks, 64-aligned.
+            // SAFETY: as above; the scratch as `staged_bytes_at` asks, 64-aligned.
             unsafe {
-                conv::conv(
+                conv::staged(
                     N16::F16,
                     &p,
                     budget,
@@ -192,6 +193,125 @@ fn depthwise_blocks_against_the_f32_conv() {
         }
     }
     assert!(partial > 0, "no budget ran a shorter last block");
+}
+
+/// A depthwise Conv on its 16-bit planes directly (`conv::dw_direct`: converting loads into
+/// the channel-blocked kernel's ring, outputs narrowed in registers or, with an activation
+/// the AVX-512 kernel applies in a second pass, through f32 rows): the f32 depthwise conv of
+/// the widened input narrowed, bit for bit, for f16 and bf16; small planes (the whole padded
+/// plane in the ring, rows shorter than 8) and large ones (a ring of rows), 3x3 and 5x5,
+/// strides 1 and 2, odd sizes and pads, channels not a multiple of 8, batch 2, 1 and 2
+/// threads, Clip / SiLU / no activation, inputs with infinities, NaN and values that
+/// overflow f16; no scratch planned.
+#[test]
+fn depthwise_direct_against_the_f32_conv() {
+    use crate::gemm::act::Activation;
+    use crate::gemm::conv::{ConvParams, arenac_conv2d};
+    let geom = |g: u64, h: u64, w: u64, k: u64, s: u64, pad: u64| ConvParams {
+        n: 2,
+        c: g,
+        h,
+        w,
+        m: g,
+        group: g,
+        kh: k,
+        kw: k,
+        stride_h: s,
+        stride_w: s,
+        pad_t: pad,
+        pad_l: pad,
+        dil_h: 1,
+        dil_w: 1,
+        oh: (h + 2 * pad - k) / s + 1,
+        ow: (w + 2 * pad - k) / s + 1,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let cases = [
+        geom(20, 7, 7, 3, 1, 1),
+        geom(16, 9, 5, 5, 2, 2),
+        geom(12, 41, 37, 3, 1, 1),
+        geom(24, 45, 45, 3, 2, 1),
+        geom(9, 30, 33, 5, 2, 2),
+    ];
+    let mut ran = 0;
+    for base in cases {
+        if !conv::dw_direct(&base) {
+            continue;
+        }
+        ran += 1;
+        assert_eq!(conv::scratch_bytes(&base), 0);
+        for (act, threads) in [
+            (Activation::Clip(0.0, 6.0), 1),
+            (Activation::Silu, 2),
+            (Activation::None, 2),
+        ] {
+            let mut p = ConvParams { threads, ..base };
+            [p.act, p.act_a, p.act_b] = act.encode();
+            let (n, g, hw, ohw) = (
+                p.n as usize,
+                p.group as usize,
+                (p.h * p.w) as usize,
+                (p.oh * p.ow) as usize,
+            );
+            let mut x32: Vec<f32> = (0..n * g * hw)
+                .map(|i| ((i * 37 % 113) as f32 - 56.0) / 16.0)
+                .collect();
+            for (i, v) in [f32::INFINITY, f32::NAN, -1e6, 7e4, f32::NEG_INFINITY]
+                .into_iter()
+                .enumerate()
+            {
+                let at = (i * 997 + 5) % x32.len();
+                x32[at] = v;
+            }
+            let wt: Vec<f32> = (0..g * (p.kh * p.kw) as usize)
+                .map(|i| ((i * 11 % 29) as f32 - 14.0) / 16.0)
+                .collect();
+            let bias: Vec<f32> = (0..g).map(|j| j as f32 / 8.0 - 1.0).collect();
+            for t in [N16::F16, N16::Bf16] {
+                let mut x = vec![0u16; x32.len()];
+                narrow(t, &x32, &mut x);
+                let mut xw = vec![0f32; x.len()];
+                widen(t, &x, &mut xw);
+                let mut y32 = vec![0f32; n * g * ohw];
+                // SAFETY: operands of the sizes the contract asks; depthwise needs no
+                // scratch.
+                unsafe {
+                    arenac_conv2d(
+                        &p,
+                        xw.as_ptr(),
+                        wt.as_ptr(),
+                        bias.as_ptr(),
+                        y32.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                let mut want = vec![0u16; y32.len()];
+                narrow(t, &y32, &mut want);
+                let mut y = vec![0u16; want.len()];
+                // SAFETY: as above; no scratch (`scratch_bytes` is 0).
+                unsafe {
+                    conv::conv(
+                        t,
+                        &p,
+                        0,
+                        x.as_ptr(),
+                        wt.as_ptr(),
+                        bias.as_ptr(),
+                        y.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                let bad = y.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(bad.is_none(), "{t:?} {p:?}: first difference at {bad:?}");
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert_eq!(ran, cases.len(), "the direct path did not run");
+    }
 }
 
 /// The staged product at every block the planner may choose (all rows, halves, the
