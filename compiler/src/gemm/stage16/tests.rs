@@ -576,7 +576,7 @@ fn rows_against_the_reference() {
 /// whose padding rows are staged as zeros.
 #[test]
 fn conv_at_every_budget_against_the_reference() {
-    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    use crate::gemm::conv::ConvParams;
     let geom = |n, c, h, w, m, k: u64| ConvParams {
         n,
         c,
@@ -627,30 +627,7 @@ fn conv_at_every_budget_against_the_reference() {
         let mut first: Option<Vec<u16>> = None;
         for budget in conv::budgets(&p) {
             runs += usize::from(conv::pw_pixels(&p, budget).is_some());
-            let mut wp = conv::weights_params(&p, budget);
-            let mut packed = vec![0f32; prepared_len(&wp)];
-            prepare_weights(&mut wp, &wt, &mut packed);
-            let q = ConvParams {
-                packed_a: wp.packed_a,
-                ..p
-            };
-            let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
-            let off = scratch.as_ptr().align_offset(64);
-            let mut y = vec![0u16; n * m * hw];
-            // SAFETY: operands of the sizes the contract asks, the weights prepared for this
-            // budget, the scratch as `scratch_bytes_at` asks, 64-aligned.
-            unsafe {
-                conv::conv(
-                    N16::F16,
-                    &q,
-                    budget,
-                    x.as_ptr(),
-                    packed.as_ptr(),
-                    bias.as_ptr(),
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr().add(off),
-                )
-            };
+            let y = staged_f16(&p, budget, &x, &wt, &bias);
             match &first {
                 Some(f) => assert_eq!(f, &y, "{p:?} at budget {budget}"),
                 None => first = Some(y),
@@ -695,7 +672,7 @@ fn conv_at_every_budget_against_the_reference() {
 /// weights: every band must read the layout they were packed in. Against the f64 reference.
 #[test]
 fn direct_bands_read_the_layout_their_weights_were_packed_in() {
-    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    use crate::gemm::conv::ConvParams;
     let p = ConvParams {
         n: 1,
         c: 64,
@@ -755,30 +732,7 @@ fn direct_bands_read_the_layout_their_weights_were_packed_in() {
         .into_iter()
         .chain([14 * per_row, 6 * per_row])
     {
-        let mut wp = conv::weights_params(&p, budget);
-        let mut packed = vec![0f32; prepared_len(&wp)];
-        prepare_weights(&mut wp, &wt, &mut packed);
-        let q = ConvParams {
-            packed_a: wp.packed_a,
-            ..p
-        };
-        let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
-        let off = scratch.as_ptr().align_offset(64);
-        let mut y = vec![0u16; m * h * w];
-        // SAFETY: operands of the sizes the contract asks, the weights prepared for this
-        // budget, the scratch as `scratch_bytes_at` asks, 64-aligned.
-        unsafe {
-            conv::conv(
-                N16::F16,
-                &q,
-                budget,
-                x.as_ptr(),
-                packed.as_ptr(),
-                bias.as_ptr(),
-                y.as_mut_ptr(),
-                scratch.as_mut_ptr().add(off),
-            )
-        };
+        let y = staged_f16(&p, budget, &x, &wt, &bias);
         let mut got = vec![0f32; y.len()];
         widen(N16::F16, &y, &mut got);
         for (i, (&g, &r)) in got.iter().zip(&want).enumerate() {
@@ -789,4 +743,41 @@ fn direct_bands_read_the_layout_their_weights_were_packed_in() {
             );
         }
     }
+}
+
+/// `p` staged on f16 data `x` at `budget`: the OIHW weights `wt` prepared as the lowering
+/// prepares them for that budget, the scratch as `scratch_bytes_at` asks (64-aligned).
+fn staged_f16(
+    p: &crate::gemm::conv::ConvParams,
+    budget: u64,
+    x: &[u16],
+    wt: &[f32],
+    bias: &[f32],
+) -> Vec<u16> {
+    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    let mut wp = conv::weights_params(p, budget);
+    let mut packed = vec![0f32; prepared_len(&wp)];
+    prepare_weights(&mut wp, wt, &mut packed);
+    let q = ConvParams {
+        packed_a: wp.packed_a,
+        ..*p
+    };
+    let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
+    let off = scratch.as_ptr().align_offset(64);
+    let mut y = vec![0u16; (p.n * p.m * p.oh * p.ow) as usize];
+    // SAFETY: operands of the sizes the contract asks, the weights prepared for this budget,
+    // the scratch as `scratch_bytes_at` asks, 64-aligned.
+    unsafe {
+        conv::conv(
+            N16::F16,
+            &q,
+            budget,
+            x.as_ptr(),
+            packed.as_ptr(),
+            bias.as_ptr(),
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr().add(off),
+        )
+    };
+    y
 }
