@@ -121,17 +121,15 @@ pub fn band_rows(p: &ConvParams, budget: u64) -> u64 {
     if uniform(p, rows) { rows } else { oh }
 }
 
-/// The distinct band geometries of `p` at `rows` rows per band (first, a middle one, last).
-fn bands(p: &ConvParams, rows: u64) -> Vec<ConvParams> {
-    let oh = p.oh.max(1);
-    let mut r0s = vec![0];
-    if rows < oh {
-        r0s.push(rows);
-        r0s.push((oh - 1) / rows * rows);
-    }
+/// The distinct band geometries of `p` at `rows` rows per band (first, a middle one, last);
+/// no allocation (the staged kernels call it per run).
+fn bands(p: &ConvParams, rows: u64) -> impl Iterator<Item = ConvParams> {
+    let (p, oh) = (*p, p.oh.max(1));
+    let r0s = [0, rows, (oh - 1) / rows.max(1) * rows];
+    let count = if rows < oh { 3 } else { 1 };
     r0s.into_iter()
-        .map(|r0| band(p, r0, (r0 + rows).min(oh)).0)
-        .collect()
+        .take(count)
+        .map(move |r0| band(&p, r0, (r0 + rows).min(oh)).0)
 }
 
 /// The packed-weights layout band `q` reads: its marking, and for the direct kernels which
@@ -150,10 +148,16 @@ fn layout(mut q: ConvParams) -> (u64, usize) {
     )
 }
 
+/// The layout every band of `p` at `rows` rows reads, when they share one.
+fn shared_layout(p: &ConvParams, rows: u64) -> Option<(u64, usize)> {
+    let mut layouts = bands(p, rows).map(layout);
+    let first = layouts.next()?;
+    layouts.all(|l| l == first).then_some(first)
+}
+
 /// Whether every band at `rows` rows takes the packed-weights layout of the first.
 fn uniform(p: &ConvParams, rows: u64) -> bool {
-    let layouts: Vec<(u64, usize)> = bands(p, rows).into_iter().map(layout).collect();
-    layouts.windows(2).all(|w| w[0] == w[1])
+    shared_layout(p, rows).is_some()
 }
 
 /// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
@@ -200,13 +204,8 @@ pub fn reduced_direct(
         return None;
     }
     let direct = crate::gemm::direct::DIRECT_PACKED;
-    let layouts: Vec<(u64, usize)> = bands(p, band_rows(p, budget))
-        .into_iter()
-        .map(layout)
-        .collect();
-    let same = layouts.windows(2).all(|w| w[0] == w[1]);
-    let first = layouts.first().copied();
-    (same && first.is_some_and(|(a, _)| a == direct) && scratch_bytes_at(&q, budget) <= planned)
+    let shared = shared_layout(p, band_rows(p, budget));
+    (shared.is_some_and(|(a, _)| a == direct) && scratch_bytes_at(&q, budget) <= planned)
         .then_some(q)
 }
 
@@ -308,13 +307,13 @@ fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
 fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     let rows = band_rows(p, budget);
-    let bs = bands(p, rows);
-    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let xin = bands(p, rows)
+        .map(|q| up(q.c * q.h * q.w))
+        .max()
+        .unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
-    let inner = bs
-        .iter()
-        .map(|q| {
-            let mut q = *q;
+    let inner = bands(p, rows)
+        .map(|mut q| {
             mark_packed(&mut q);
             q.tile = band_tile(&q, budget);
             conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)

@@ -219,7 +219,6 @@ fn direct_bands_on_reduced_weights_equal_the_widened_f32_ones() {
                 let Some(q) = reduced_direct(&p, budget, t.code(), usize::MAX) else {
                     // Only where the f32 bands run the direct kernels on one packing.
                     let cl: Vec<usize> = bands(&p, band_rows(&p, budget))
-                        .into_iter()
                         .map(|mut b| {
                             crate::gemm::conv::mark_packed(&mut b);
                             crate::gemm::direct::block_rows(&b)

@@ -138,17 +138,18 @@ fn band_at(p: &ConvParams, r0: u64, r1: u64, block: u64) -> (ConvParams, i64) {
 pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     let pm = channels(p, b.mb);
-    let bs = bands(&pm, b.rows);
-    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let xin = bands(&pm, b.rows)
+        .map(|q| up(q.c * q.h * q.w))
+        .max()
+        .unwrap_or(0);
     let yout = up(b.mb * b.rows * p.ow);
-    let inner = bs
-        .iter()
+    let inner = bands(&pm, b.rows)
         .map(|q| {
             let q = ConvParams {
                 packed_a: WINOGRAD_U_PACKED,
                 tile: b.block,
                 wtype: 0,
-                ..*q
+                ..q
             };
             winograd::scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
