@@ -25,6 +25,7 @@ use super::split::SyncPtr;
 
 mod chan8;
 mod flat;
+mod rows;
 
 /// The geometry one plane needs.
 #[derive(Clone, Copy)]
@@ -491,9 +492,14 @@ pub(super) unsafe fn run(
     let runs = (work / super::split::MIN_TASK_MACS)
         .min(width * 4)
         .clamp(1, planes.max(1));
+    // Rows of a plane in 16-lane vectors where this CPU and filter have that kernel.
+    let b = (p.has_bias != 0).then_some(bias);
+    // SAFETY: the caller's contract.
+    if unsafe { rows::run::<{ chan8::F32 }>(&g, act, (p.n as usize, c, m), width, x, w, b, y) } {
+        return;
+    }
     // Channels in the vector lanes where this CPU has the kernel and its ring fits.
     if let Some(ring) = chan8::Ring::new(&g).filter(|_| mult == 1 && chan8::available()) {
-        let b = (p.has_bias != 0).then_some(bias);
         // SAFETY: the caller's contract, C == M == group, the kernel available.
         return unsafe {
             chan8::run::<{ chan8::F32 }>(&g, &ring, act, p.n as usize, c, width, x, w, b, y)
@@ -547,19 +553,22 @@ pub(super) unsafe fn run(
     });
 }
 
-/// Whether [`run16`] computes `p` on this CPU: `C == M == group` and the channel-blocked
-/// kernel ([`chan8`]) available with its ring fitting.
+/// Whether [`run16`] computes `p` on this CPU: `C == M == group` and the row kernel
+/// ([`rows`]) taking it, or the channel-blocked kernel ([`chan8`]) available with its ring
+/// fitting.
 pub(crate) fn direct16(p: &ConvParams) -> bool {
+    let g = Geom::new(p);
     p.c == p.group
         && p.m == p.group
-        && chan8::available()
-        && chan8::Ring::new(&Geom::new(p)).is_some()
+        && (rows::applies::<{ chan8::F16 }>(&g)
+            || chan8::available() && chan8::Ring::new(&g).is_some())
 }
 
-/// [`run`] on 16-bit planes (`--activations f16|bf16`), where [`direct16`] holds: [`chan8`]
-/// widening the input rows into its ring as it loads them and narrowing each output row
-/// (the activation applied first, as the f32 kernel's second pass does): the f32 kernel's
-/// result on the widened input, rounded once, bit for bit; no scratch.
+/// [`run`] on 16-bit planes (`--activations f16|bf16`), where [`direct16`] holds: [`rows`]
+/// widening as it loads and narrowing as it stores, or [`chan8`] widening the input rows
+/// into its ring as it loads them and narrowing each output row (the activation applied
+/// first, as the f32 kernel's second pass does): the f32 kernel's result on the widened
+/// input, rounded once, bit for bit; no scratch.
 ///
 /// # Safety
 /// [`direct16`] holds; that of [`super::conv::arenac_conv2d`] (without the scratch) with
@@ -573,9 +582,6 @@ pub(crate) unsafe fn run16(
     y: *mut u16,
 ) {
     let g = Geom::new(p);
-    let Some(ring) = chan8::Ring::new(&g) else {
-        return;
-    };
     let c = p.c as usize;
     let work = (p.n as usize * c)
         .saturating_mul(g.oh * g.ow)
@@ -588,6 +594,18 @@ pub(crate) unsafe fn run16(
         x.cast::<f32>(),
         y.cast::<f32>(),
     );
+    use super::stage16::N16;
+    let planes = (n, c, c);
+    // SAFETY: the caller's contract; the pointers are cast back to `u16` by the kernels.
+    let done = unsafe {
+        match t {
+            N16::F16 => rows::run::<{ chan8::F16 }>(&g, act, planes, width, x, w, b, y),
+            N16::Bf16 => rows::run::<{ chan8::BF16 }>(&g, act, planes, width, x, w, b, y),
+        }
+    };
+    let Some(ring) = chan8::Ring::new(&g).filter(|_| !done) else {
+        return;
+    };
     // SAFETY: the caller's contract; the pointers are cast back to `u16` by the kernel.
     unsafe {
         match t {
