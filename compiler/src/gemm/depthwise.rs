@@ -1,9 +1,12 @@
 //! Depthwise 2-d convolution (`C/group == 1`, any channel multiplier `M/group`), direct.
 //!
-//! On AVX2/AVX-512 CPUs a convolution with `C == M == group` whose rows fit its ring takes
-//! [`chan8`] (8 channels in the vector lanes, measured 1.3-3x faster than the per-plane
-//! kernels below on MobileNetV2's and EfficientNet-B0's layers); the rest of this module is
-//! the per-plane path for the other cases.
+//! On AVX-512 CPUs square 3/5/7 filters at stride 1 or 2 without dilation take [`rows`]
+//! (plane by plane, blocks of 4 output rows sharing each input row's loads: 1.3-2.7x the
+//! channels-in-lanes kernel on MobileNetV2's layers); else on AVX2/AVX-512 CPUs a
+//! convolution with `C == M == group` whose rows fit its ring takes [`chan8`] (8 channels in
+//! the vector lanes, measured 1.3-3x faster than the per-plane kernels below on MobileNetV2's
+//! and EfficientNet-B0's layers); the rest of this module is the per-plane path for the
+//! other cases.
 //!
 //! Output channel `o` reads input channel `o / (M/group)` and its own `kh x kw` filter (the
 //! OIHW weights as they are: no preparation). Each output row is cut into an interior, where

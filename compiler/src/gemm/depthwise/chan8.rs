@@ -1,5 +1,6 @@
-//! Depthwise convolution with 8 channels in the vector lanes (AVX2+FMA; also the fastest path
-//! measured on AVX-512 machines, whose 256-bit FMA rate is the same).
+//! Depthwise convolution with 8 channels in the vector lanes (AVX2+FMA; on AVX-512 machines
+//! for what [`super::rows`] does not take: 5x5 filters on 7x7 planes, stride 2 onto rows of
+//! 7, dilations, other filter shapes).
 //!
 //! One task computes output rows `rows` of a *block* of up to 8 consecutive channels of one
 //! image (`C == M == group`). Input rows are transposed, 8 columns at a time, into a ring of
