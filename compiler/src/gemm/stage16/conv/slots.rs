@@ -78,12 +78,18 @@ pub(super) fn tasks(p: &ConvParams, budget: u64) -> usize {
 /// The slots of the staged `p` at `budget`.
 pub(super) fn slots(p: &ConvParams, budget: u64) -> Slots {
     let (xin, yout, inner0) = staged_parts(p, budget);
-    let count = slot_count(tasks(p, budget), p.threads.max(1) as usize);
-    let inner1 = if count < 2 {
-        0
-    } else if let Some(b) = wino_bands(p, budget) {
-        super::winograd::band_scratch_floats(p, b, 1)
-    } else if dw_bands(p, budget).is_some()
+    // Winograd bands keep one slot: the inner Winograd run spreads its tile blocks over the
+    // threads already, and a second slot of its scratch (and input rows) made the planner
+    // drop Winograd for the direct kernels at 2 threads (ResNet-18: 6 of 7 staged
+    // Winograd convs, +10% time).
+    let count = if wino_bands(p, budget).is_some() {
+        1
+    } else {
+        slot_count(tasks(p, budget), p.threads.max(1) as usize)
+    };
+    // The depthwise and pointwise paths' inner kernels need no scratch.
+    let inner1 = if count < 2
+        || dw_bands(p, budget).is_some()
         || dw_block(p, budget).is_some()
         || pw_pixels(p, budget).is_some()
     {
@@ -92,11 +98,7 @@ pub(super) fn slots(p: &ConvParams, budget: u64) -> Slots {
         row_inner(p, band_rows(p, budget), budget, 1)
     };
     // Slot 0 also runs a task at one thread: its inner part holds either.
-    let inner0 = if wino_bands(p, budget).is_some() {
-        inner0
-    } else {
-        inner0.max(inner1)
-    };
+    let inner0 = inner0.max(inner1);
     Slots {
         xin,
         yout,

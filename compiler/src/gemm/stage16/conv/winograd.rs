@@ -149,7 +149,7 @@ pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) 
 
 /// Floats of the largest Winograd band's own scratch (no head) of `p`'s bands `b` run at
 /// `threads` threads.
-pub(super) fn band_scratch_floats(p: &ConvParams, b: WinoBands, threads: u64) -> usize {
+fn band_scratch_floats(p: &ConvParams, b: WinoBands, threads: u64) -> usize {
     bands(&channels(p, b.mb), b.rows)
         .map(|q| {
             let q = ConvParams {
