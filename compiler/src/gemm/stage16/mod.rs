@@ -14,7 +14,9 @@
 //! - [`math`]: vectorizable `erf` and `exp` (Erf nodes, fused GELU chains, Softmax);
 //! - [`rows`]: Softmax and LayerNormalization, a row at a time;
 //! - [`matmul`]: Gemm/MatMul with a constant B, a block of A's rows at a time through
-//!   [`super::arenac_sgemm`].
+//!   [`super::arenac_sgemm`];
+//! - [`split`]: how a node's tasks (bands, runs, blocks, rows, pieces of chunks) go to the
+//!   session's threads, each in the scratch slot of its thread: bit-identical to one thread.
 //!
 //! Every staged kernel's f32 scratch is planned in the arena (`crate::ops::Op::scratch_bytes`
 //! asks the functions here), so the arena printed is what runs.

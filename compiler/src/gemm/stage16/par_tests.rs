@@ -218,7 +218,7 @@ fn staged_matmul_spreads_over_two_threads_bit_for_bit() {
 }
 
 #[test]
-fn element_wise_rows_and_casts_spread_over_two_threads_bit_for_bit() {
+fn element_wise_unary_gap_and_rows_spread_over_two_threads_bit_for_bit() {
     use super::ew::{self, Bcast, Program};
     use crate::ops::{BinaryOp, Op, UnaryOp};
     let n = 3 * 4096 + 77;
@@ -303,4 +303,60 @@ fn element_wise_rows_and_casts_spread_over_two_threads_bit_for_bit() {
     assert!(one.1 == two.1, "unary differs");
     assert!(one.2 == two.2, "GlobalAveragePool differs");
     assert!(one.3 == two.3, "Softmax/LayerNorm differ");
+}
+
+/// A constant B stored reduced (`--weights`), its column blocks spread: the bits of one
+/// thread (each task widens its panels into its own A-packing slot).
+#[test]
+fn staged_matmul_with_a_reduced_b_spreads_bit_for_bit() {
+    use super::matmul::{MmStage, matmul};
+    use crate::gemm::lowp::{WeightType, lowp_b_bytes, pack_b_lowp};
+    let s1 = MmStage {
+        batch: 1,
+        m: 29,
+        k: 2100,
+        n: 70,
+        runtime_b: false,
+        threads: 1,
+    };
+    let s2 = MmStage { threads: 2, ..s1 };
+    let (m, k, n) = (s1.m, s1.k, s1.n);
+    let a = data(m * k, 7);
+    let b32: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 13 % 97) as f32 - 48.0) / 64.0)
+        .collect();
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0).collect();
+    for t in [WeightType::Bf16, WeightType::I8] {
+        let mut packed = vec![0u8; lowp_b_bytes(t, k, n) + 64];
+        let po = packed.as_ptr().align_offset(64);
+        pack_b_lowp(t, k, n, |i| b32[i], n, 1, &mut packed[po..], &mut |_| {});
+        let run = |s: &MmStage, block: usize| {
+            let mut y = vec![0u16; m * n];
+            let mut scratch = vec![0f32; s.scratch_bytes_at(block) / 4 + 16];
+            let off = scratch.as_ptr().align_offset(64);
+            // SAFETY: operands of the sizes the contract asks; B packed reduced as `t`;
+            // the scratch 64-aligned.
+            unsafe {
+                matmul(
+                    N16::F16,
+                    s,
+                    t.code(),
+                    block,
+                    a.as_ptr(),
+                    std::ptr::null(),
+                    packed[po..].as_ptr().cast(),
+                    bias.as_ptr(),
+                    y.as_mut_ptr(),
+                    scratch.as_mut_ptr().add(off),
+                )
+            };
+            y
+        };
+        for block in [s1.min_block(), m] {
+            let one = run(&s1, block);
+            let (two, jobs) = on_two(|| run(&s2, block));
+            assert!(jobs > 0, "{t:?} block {block}: no job spread");
+            assert!(one == two, "{t:?} block {block}: 2 threads differ");
+        }
+    }
 }
