@@ -41,7 +41,7 @@ pub fn scratch_bytes(
         }
         Op::Gemm(_) | Op::MatMul => Some(mm_stage(op, &shapes, constant, threads)?.scratch_bytes()),
         Op::Softmax { .. } | Op::LayerNormalization { .. } => row_stage(op, &shapes, constant)
-            .map(|(_, len)| crate::gemm::stage16::rows::scratch_bytes(len)),
+            .map(|(rows, len)| crate::gemm::stage16::rows::scratch_bytes(rows, len, threads)),
         _ => None,
     }
 }

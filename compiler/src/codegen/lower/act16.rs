@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams, prepare_weights, prepared_len};
 use crate::gemm::lowp::conv::Layout;
 use crate::gemm::pool::pool_params;
+use crate::gemm::stage16::split::Shared;
 use crate::gemm::stage16::{self, N16, ew};
 use crate::ir::types::DType;
 use crate::ops::Op;
@@ -121,18 +122,29 @@ pub(super) fn cast(
         return Ok(false);
     }
     let kernel = HostKernel::new(move |p| {
-        // SAFETY: `arenac_host`'s contract: X holds `len` values of the source type, Y
-        // `len` of the target type, apart (a Cast's output is not planned over its input:
-        // the element sizes differ).
-        unsafe {
-            if to16 {
-                let src = crate::codegen::host::input::<f32>(p[0], len);
-                stage16::narrow(t, src, crate::codegen::host::output::<u16>(p[1], len));
-            } else {
-                let src = crate::codegen::host::input::<u16>(p[0], len);
-                stage16::widen(t, src, crate::codegen::host::output::<f32>(p[1], len));
+        let (xs, ys) = (Shared(p[0]), Shared(p[1]));
+        let cost = crate::par::cost::elems_ns(len);
+        // Pieces of whole vectors: each value converted alone (the same bits however cut).
+        let slots = crate::par::threads();
+        stage16::split::for_pieces(len, 64, slots, cost, |e0, e1, _| {
+            let (x, y, n) = (xs.get(), ys.get(), e1 - e0);
+            // SAFETY: `arenac_host`'s contract: X holds `len` values of the source type, Y
+            // `len` of the target type, apart (a Cast's output is not planned over its
+            // input: the element sizes differ); values `e0..e1` are this piece's alone.
+            unsafe {
+                if to16 {
+                    let src = crate::codegen::host::input::<f32>(x.cast::<f32>().add(e0).cast(), n);
+                    let dst =
+                        crate::codegen::host::output::<u16>(y.cast::<u16>().add(e0).cast(), n);
+                    stage16::narrow(t, src, dst);
+                } else {
+                    let src = crate::codegen::host::input::<u16>(x.cast::<u16>().add(e0).cast(), n);
+                    let dst =
+                        crate::codegen::host::output::<f32>(y.cast::<f32>().add(e0).cast(), n);
+                    stage16::widen(t, src, dst);
+                }
             }
-        }
+        });
     });
     let src = cx.operand(x, w)?;
     host_call(cx, prog, kernel, vec![src, cx.arena(y)?])?;
@@ -555,16 +567,19 @@ fn softmax(cx: &Ctx<'_>, t: N16, log: bool, prog: &mut Program) -> Result<(), Er
     let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
     let (rows, len) = crate::ops::stage16::row_stage(&cx.g.node(cx.id).op, &refs, &consts)
         .ok_or_else(|| cx.err("internal: a staged Softmax over a non-last axis"))?;
-    check_scratch(cx, stage16::rows::scratch_bytes(len))?;
+    let threads = cx.threads();
+    check_scratch(cx, stage16::rows::scratch_bytes(rows, len, threads))?;
     let (x, y) = (cx.input(0)?, cx.output()?);
     let kernel = HostKernel::new(move |p| {
-        // SAFETY: `arenac_host`'s contract: X, Y (equal or apart) and one row of scratch.
+        // SAFETY: `arenac_host`'s contract: X, Y (equal or apart) and the rows' scratch
+        // (checked at compile time).
         unsafe {
             stage16::rows::softmax(
                 t,
                 rows,
                 len,
                 log,
+                threads,
                 p[0].cast::<u16>(),
                 p[1].cast::<u16>(),
                 p[2].cast::<f32>(),
@@ -590,7 +605,8 @@ fn layer_norm(
     let refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
     let (rows, len) = crate::ops::stage16::row_stage(&cx.g.node(cx.id).op, &refs, &consts)
         .ok_or_else(|| cx.err("internal: a staged LayerNormalization of another form"))?;
-    check_scratch(cx, stage16::rows::scratch_bytes(len))?;
+    let threads = cx.threads();
+    check_scratch(cx, stage16::rows::scratch_bytes(rows, len, threads))?;
     let n = cx.g.node(cx.id);
     let mut params = Vec::new();
     for i in 1..3 {
@@ -607,13 +623,14 @@ fn layer_norm(
     let (x, y) = (cx.input(0)?, cx.output()?);
     let kernel = HostKernel::new(move |p| {
         // SAFETY: `arenac_host`'s contract: X, Y (equal or apart), scale and bias rows of
-        // `len` floats (bias may be null) and one row of scratch.
+        // `len` floats (bias may be null) and the rows' scratch (checked at compile time).
         unsafe {
             stage16::rows::layer_norm(
                 t,
                 rows,
                 len,
                 eps,
+                threads,
                 p[2].cast::<f32>(),
                 p[3].cast::<f32>(),
                 p[0].cast::<u16>(),

@@ -7,12 +7,14 @@
 //! `[lo, hi)` it reads, top padding what lies above `lo`, bottom padding implied (rows past
 //! `hi` read as zero, as past `h`).
 
+use super::split::{Shared, task_width};
 use super::{N16, narrow, widen};
-use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
+use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
 mod pointwise;
 #[cfg(test)]
 mod reduced_tests;
+pub(super) mod slots;
 mod winograd;
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
@@ -273,16 +275,9 @@ pub fn dw_direct(p: &ConvParams) -> bool {
     p.is_depthwise() && crate::gemm::depthwise::direct16(p)
 }
 
-/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch (none
-/// for [`dw_direct`]).
-fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
-    if dw_direct(p) {
-        return (0, 0, 0);
-    }
-    staged_parts(p, budget)
-}
-
-/// [`parts`] of the staged paths.
+/// Floats of the scratch parts of the staged paths (every path but [`dw_direct`]) at one
+/// thread, slot 0's at several ([`slots::slots`]): input rows, output rows, the inner
+/// kernel's scratch.
 fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     if let Some(b) = wino_bands(p, budget) {
@@ -303,7 +298,7 @@ fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     row_parts(p, budget)
 }
 
-/// [`parts`] of the bands of whole output rows ([`band_rows`]).
+/// [`staged_parts`] of the bands of whole output rows ([`band_rows`]).
 fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     let rows = band_rows(p, budget);
@@ -312,15 +307,7 @@ fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
         .max()
         .unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
-    let inner = bands(p, rows)
-        .map(|mut q| {
-            mark_packed(&mut q);
-            q.tile = band_tile(&q, budget);
-            conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
-        })
-        .max()
-        .unwrap_or(0);
-    (xin, yout, inner)
+    (xin, yout, slots::row_inner(p, rows, budget, p.threads))
 }
 
 /// Scratch bytes [`conv`] uses for `p` (constant weights, `threads` set) at the smallest
@@ -329,17 +316,18 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
     scratch_bytes_at(p, min_budget(p))
 }
 
-/// Scratch bytes [`conv`] uses for `p` at staging `budget`.
+/// Scratch bytes [`conv`] uses for `p` at staging `budget`: the slots of [`slots::slots`]
+/// (one at one thread: the parts of [`staged_parts`]), none for [`dw_direct`].
 pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
-    let (a, b, c) = parts(p, budget);
-    (a + b + c) * 4
+    if dw_direct(p) {
+        return 0;
+    }
+    staged_bytes_at(p, budget)
 }
 
 /// Scratch bytes [`staged`] uses for `p` at staging `budget`.
-#[cfg(test)]
 pub(super) fn staged_bytes_at(p: &ConvParams, budget: u64) -> usize {
-    let (a, b, c) = staged_parts(p, budget);
-    (a + b + c) * 4
+    slots::slots(p, budget).floats() * 4
 }
 
 /// `y = act(conv(x, w) + bias)` on 16-bit `x` and `y`, band by band.
@@ -372,10 +360,39 @@ pub unsafe fn conv(
     unsafe { staged(t, p, budget, x, w, bias, y, scratch) };
 }
 
+/// The operands of a staged Conv, shared by the tasks of its job (each writes its own rows
+/// of `y` and its own scratch slot).
+#[derive(Clone, Copy)]
+pub(super) struct Io {
+    pub x: Shared<u16>,
+    pub w: Shared<f32>,
+    pub bias: Shared<f32>,
+    pub y: Shared<u16>,
+}
+
+/// Runs `f(task, slot, threads)` for each of the `tasks` tasks of `p`: on the threads
+/// `par::width` gives the whole node (each task in the scratch slot of its thread, its inner
+/// kernel on `threads = 1`), or one after the other in slot 0 (the inner kernel on the
+/// node's threads) when the slots or the work are too few.
+fn spread(
+    p: &ConvParams,
+    sl: &slots::Slots,
+    tasks: usize,
+    scratch: *mut f32,
+    f: impl Fn(usize, *mut f32, u64) + Sync,
+) {
+    let width = task_width(tasks, sl.count, slots::cost_ns(p));
+    let s = Shared(scratch);
+    let threads = if width > 1 { 1 } else { p.threads };
+    crate::par::for_each(tasks, width, |i, th| {
+        f(i, s.get().wrapping_add(sl.base(th)), threads)
+    });
+}
+
 /// [`conv`] through f32 staging (every path but [`dw_direct`]).
 ///
 /// # Safety
-/// As [`conv`], `scratch` as [`staged_parts`] sizes it.
+/// As [`conv`], `scratch` as [`staged_bytes_at`] sizes it.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn staged(
     t: N16,
@@ -387,20 +404,26 @@ pub(super) unsafe fn staged(
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let (xin, yout, inner) = staged_parts(p, budget);
+    let sl = slots::slots(p, budget);
+    let io = Io {
+        x: Shared::of(x),
+        w: Shared::of(w),
+        bias: Shared::of(bias),
+        y: Shared(y),
+    };
     if let Some(rows) = dw_bands(p, budget) {
         // SAFETY: the caller's contract, passed on.
-        unsafe { depthwise_bands(t, p, rows, x, w, bias, y, scratch, xin, yout) };
+        unsafe { depthwise_bands(t, p, rows, io, scratch, &sl) };
         return;
     }
     if let Some(b) = dw_block(p, budget) {
         // SAFETY: the caller's contract, passed on.
-        unsafe { depthwise_blocks(t, p, b, x, w, bias, y, scratch, xin, yout) };
+        unsafe { depthwise_blocks(t, p, b, io, scratch, &sl) };
         return;
     }
     if let Some(b) = wino_bands(p, budget) {
-        // SAFETY: the caller's contract, passed on; the parts of [`parts`].
-        unsafe { winograd::run_bands(t, p, b, (x, w, bias, y, scratch), (xin, yout, inner)) };
+        // SAFETY: the caller's contract, passed on; the slots of [`slots::slots`].
+        unsafe { winograd::run_bands(t, p, b, io, scratch, &sl) };
         return;
     }
     let rows = band_rows(p, budget);
@@ -416,11 +439,11 @@ pub(super) unsafe fn staged(
             npix,
             packed,
             budget,
-            xin,
-            yout,
+            xin: sl.xin,
+            yout: sl.yout,
         };
         // SAFETY: the caller's contract, passed on.
-        unsafe { pointwise_runs(t, p, &run, x, w, bias, y, scratch) };
+        unsafe { pointwise_runs(t, p, &run, io, scratch, &sl) };
         return;
     }
     let (c, h, wd, m, oh, ow) = (
@@ -431,181 +454,172 @@ pub(super) unsafe fn staged(
         p.oh as usize,
         p.ow as usize,
     );
-    for img in 0..p.n as usize {
-        let mut r0 = 0;
-        while r0 < p.oh {
-            let r1 = (r0 + rows).min(p.oh);
-            let (mut q, lo) = band(p, r0, r1);
-            q.packed_a = packed;
-            q.tile = band_tile(&q, budget);
-            let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
-            // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by the
-            // contract and [`parts`] (sized for the largest band).
-            unsafe {
-                let sx = scratch;
-                if lo == 0 && hb == h {
-                    // The band reads whole planes: all channels are one run in both.
-                    let n = c * h * wd;
-                    let src = std::slice::from_raw_parts(x.add(img * n), n);
-                    widen(t, src, std::slice::from_raw_parts_mut(sx, n));
-                } else {
-                    for ch in 0..c {
-                        let plane = x.add((img * c + ch) * h * wd);
-                        widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
-                    }
-                }
-                let sy = scratch.add(xin);
-                let inner = scratch.add(xin + yout);
-                arenac_conv2d(&q, sx, w, bias, sy, inner);
-                if ob == oh {
-                    // One band: the output planes are one run in both.
-                    let n = m * oh * ow;
-                    let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
-                    narrow(t, std::slice::from_raw_parts(sy, n), dst);
-                    r0 = r1;
-                    continue;
-                }
-                for mo in 0..m {
-                    let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
-                    let dst = std::slice::from_raw_parts_mut(dst, ob * ow);
-                    let src = std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow);
-                    narrow(t, src, dst);
+    let (xin, yout) = (sl.xin, sl.yout);
+    let nb = p.oh.max(1).div_ceil(rows.max(1)) as usize;
+    spread(p, &sl, p.n as usize * nb, scratch, |i, slot, threads| {
+        let (img, r0) = (i / nb, (i % nb) as u64 * rows);
+        let r1 = (r0 + rows).min(p.oh);
+        let (mut q, lo) = band(p, r0, r1);
+        q.packed_a = packed;
+        q.threads = threads;
+        q.tile = band_tile(&q, budget);
+        let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
+        let (x, y) = (io.x.get().cast_const(), io.y.get());
+        // SAFETY: every range lies in `x`, `y` (band `r0..r1` of image `img`: this task's
+        // alone) or the disjoint parts of this thread's slot by the contract and
+        // [`slots::slots`] (sized for the largest band, the inner part for `threads`).
+        unsafe {
+            let sx = slot;
+            if lo == 0 && hb == h {
+                // The band reads whole planes: all channels are one run in both.
+                let n = c * h * wd;
+                let src = std::slice::from_raw_parts(x.add(img * n), n);
+                widen(t, src, std::slice::from_raw_parts_mut(sx, n));
+            } else {
+                for ch in 0..c {
+                    let plane = x.add((img * c + ch) * h * wd);
+                    widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
                 }
             }
-            r0 = r1;
+            let sy = slot.add(xin);
+            let inner = slot.add(xin + yout);
+            arenac_conv2d(&q, sx, io.w.get(), io.bias.get(), sy, inner);
+            if ob == oh {
+                // One band: the output planes are one run in both.
+                let n = m * oh * ow;
+                let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
+                narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                return;
+            }
+            for mo in 0..m {
+                let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
+                let dst = std::slice::from_raw_parts_mut(dst, ob * ow);
+                let src = std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow);
+                narrow(t, src, dst);
+            }
         }
-    }
+    });
 }
 
 /// [`conv`] of a depthwise `p` ([`dw_bands`]) by blocks of [`DW_LANES`] channels in bands
 /// of `rows` output rows: each band's input rows (zeros above and below the plane) widened,
-/// convolved as a depthwise convolution of its own ([`band`]'s geometry), narrowed.
+/// convolved as a depthwise convolution of its own ([`band`]'s geometry), narrowed; the
+/// (image, block, band) tasks spread over the threads.
 ///
 /// # Safety
-/// As [`conv`]; `xin`/`yout` the scratch parts of [`parts`].
-#[allow(clippy::too_many_arguments)]
+/// As [`conv`]; `sl` the slots of [`slots::slots`].
 unsafe fn depthwise_bands(
     t: N16,
     p: &ConvParams,
     rows: u64,
-    x: *const u16,
-    w: *const f32,
-    bias: *const f32,
-    y: *mut u16,
+    io: Io,
     scratch: *mut f32,
-    xin: usize,
-    yout: usize,
+    sl: &slots::Slots,
 ) {
     let lanes = DW_LANES as usize;
     let (h, wd, oh, ow) = (p.h as usize, p.w as usize, p.oh as usize, p.ow as usize);
     let kk = (p.kh * p.kw) as usize;
-    for img in 0..p.n as usize {
-        for ch0 in (0..p.group as usize).step_by(lanes) {
-            let mut r0 = 0;
-            while r0 < p.oh {
-                let r1 = (r0 + rows).min(p.oh);
-                let (q, lo) = band(p, r0, r1);
-                let q = ConvParams {
-                    c: DW_LANES,
-                    m: DW_LANES,
-                    group: DW_LANES,
-                    packed_a: 0,
-                    tile: 0,
-                    ..q
-                };
-                let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
-                // SAFETY: channels `ch0..ch0 + 8` of image `img` lie in `x` and `y` (the
-                // groups come in whole blocks); rows `lo..lo + hb` are read only inside
-                // `0..h`; the scratch parts hold one band ([`parts`]); the block's weights
-                // and bias are rows `ch0..` of the OIHW weights and of the bias.
-                unsafe {
-                    for ch in 0..lanes {
-                        let plane = x.add((img * p.c as usize + ch0 + ch) * h * wd);
-                        widen_rows(t, plane, h, wd, lo, hb, scratch.add(ch * hb * wd));
-                    }
-                    let sy = scratch.add(xin);
-                    let bq = if p.has_bias != 0 { bias.add(ch0) } else { bias };
-                    arenac_conv2d(
-                        &q,
-                        scratch,
-                        w.add(ch0 * kk),
-                        bq,
-                        sy,
-                        scratch.add(xin + yout),
-                    );
-                    for ch in 0..lanes {
-                        let dst = y.add(((img * p.m as usize + ch0 + ch) * oh + r0 as usize) * ow);
-                        narrow(
-                            t,
-                            std::slice::from_raw_parts(sy.add(ch * ob * ow), ob * ow),
-                            std::slice::from_raw_parts_mut(dst, ob * ow),
-                        );
-                    }
-                }
-                r0 = r1;
+    let nb = p.oh.max(1).div_ceil(rows.max(1)) as usize;
+    let blocks = (p.group / DW_LANES) as usize;
+    let tasks = p.n as usize * blocks * nb;
+    spread(p, sl, tasks, scratch, |i, slot, threads| {
+        let (img, ch0, r0) = (
+            i / (blocks * nb),
+            (i / nb) % blocks * lanes,
+            (i % nb) as u64 * rows,
+        );
+        let r1 = (r0 + rows).min(p.oh);
+        let (q, lo) = band(p, r0, r1);
+        let q = ConvParams {
+            c: DW_LANES,
+            m: DW_LANES,
+            group: DW_LANES,
+            packed_a: 0,
+            tile: 0,
+            threads,
+            ..q
+        };
+        let (hb, ob) = (q.h as usize, (r1 - r0) as usize);
+        let (x, y, bias) = (io.x.get().cast_const(), io.y.get(), io.bias.get());
+        // SAFETY: channels `ch0..ch0 + 8` of image `img` lie in `x` and `y` (the groups come
+        // in whole blocks), rows `r0..r1` of them this task's alone; rows `lo..lo + hb` are
+        // read only inside `0..h`; this thread's slot holds one band ([`slots::slots`]);
+        // the block's weights and bias are rows `ch0..` of the OIHW weights and of the bias.
+        unsafe {
+            for ch in 0..lanes {
+                let plane = x.add((img * p.c as usize + ch0 + ch) * h * wd);
+                widen_rows(t, plane, h, wd, lo, hb, slot.add(ch * hb * wd));
+            }
+            let sy = slot.add(sl.xin);
+            let bq = if p.has_bias != 0 { bias.add(ch0) } else { bias };
+            let w = io.w.get().add(ch0 * kk);
+            arenac_conv2d(&q, slot, w, bq, sy, slot.add(sl.xin + sl.yout));
+            for ch in 0..lanes {
+                let dst = y.add(((img * p.m as usize + ch0 + ch) * oh + r0 as usize) * ow);
+                narrow(
+                    t,
+                    std::slice::from_raw_parts(sy.add(ch * ob * ow), ob * ow),
+                    std::slice::from_raw_parts_mut(dst, ob * ow),
+                );
             }
         }
-    }
+    });
 }
 
-/// [`conv`] of a depthwise `p` by blocks of `b` channels (whole planes).
+/// [`conv`] of a depthwise `p` by blocks of `b` channels (whole planes), the (image, block)
+/// tasks spread over the threads.
 ///
 /// # Safety
-/// As [`conv`]; `xin`/`yout` the scratch parts of [`parts`].
-#[allow(clippy::too_many_arguments)]
+/// As [`conv`]; `sl` the slots of [`slots::slots`].
 unsafe fn depthwise_blocks(
     t: N16,
     p: &ConvParams,
     b: u64,
-    x: *const u16,
-    w: *const f32,
-    bias: *const f32,
-    y: *mut u16,
+    io: Io,
     scratch: *mut f32,
-    xin: usize,
-    yout: usize,
+    sl: &slots::Slots,
 ) {
     let mult = p.m / p.group.max(1);
     let (hw, ohw) = ((p.h * p.w) as usize, (p.oh * p.ow) as usize);
     let kk = (p.kh * p.kw) as usize;
-    for img in 0..p.n as usize {
-        let mut ch0 = 0usize;
-        while ch0 < p.group as usize {
-            // A shorter last block (at least 2 channels, [`dw_block`]).
-            let b = b.min(p.group - ch0 as u64);
-            let q = ConvParams {
-                n: 1,
-                c: b,
-                m: b * mult,
-                group: b,
-                packed_a: 0,
-                tile: 0,
-                ..*p
-            };
-            let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
-            let o0 = ch0 * mult as usize;
-            // SAFETY: channel block `ch0..ch0+b` of image `img` lies in `x` and `y`; its
-            // weights and bias are rows `o0..` of the OIHW weights and of the bias; the
-            // scratch parts hold one block ([`parts`]).
-            unsafe {
-                {
-                    let src =
-                        std::slice::from_raw_parts(x.add((img * p.c as usize + ch0) * hw), bx);
-                    widen(t, src, std::slice::from_raw_parts_mut(scratch, bx));
-                }
-                let sy = scratch.add(xin);
-                let bq = if p.has_bias != 0 { bias.add(o0) } else { bias };
-                arenac_conv2d(&q, scratch, w.add(o0 * kk), bq, sy, scratch.add(xin + yout));
-                let dst = y.add((img * p.m as usize + o0) * ohw);
-                narrow(
-                    t,
-                    std::slice::from_raw_parts(sy, by),
-                    std::slice::from_raw_parts_mut(dst, by),
-                );
+    let nblk = p.group.div_ceil(b.max(1)) as usize;
+    spread(p, sl, p.n as usize * nblk, scratch, |i, slot, threads| {
+        let (img, ch0) = (i / nblk, (i % nblk) * b as usize);
+        // A shorter last block (at least 2 channels, [`dw_block`]).
+        let b = b.min(p.group - ch0 as u64);
+        let q = ConvParams {
+            n: 1,
+            c: b,
+            m: b * mult,
+            group: b,
+            packed_a: 0,
+            tile: 0,
+            threads,
+            ..*p
+        };
+        let (bx, by) = (b as usize * hw, (b * mult) as usize * ohw);
+        let o0 = ch0 * mult as usize;
+        let (x, y, bias) = (io.x.get().cast_const(), io.y.get(), io.bias.get());
+        // SAFETY: channel block `ch0..ch0+b` of image `img` lies in `x` and `y` (this task's
+        // alone); its weights and bias are rows `o0..` of the OIHW weights and of the bias;
+        // this thread's slot holds one block ([`slots::slots`]).
+        unsafe {
+            {
+                let src = std::slice::from_raw_parts(x.add((img * p.c as usize + ch0) * hw), bx);
+                widen(t, src, std::slice::from_raw_parts_mut(slot, bx));
             }
-            ch0 += b as usize;
+            let sy = slot.add(sl.xin);
+            let bq = if p.has_bias != 0 { bias.add(o0) } else { bias };
+            let w = io.w.get().add(o0 * kk);
+            arenac_conv2d(&q, slot, w, bq, sy, slot.add(sl.xin + sl.yout));
+            let dst = y.add((img * p.m as usize + o0) * ohw);
+            narrow(
+                t,
+                std::slice::from_raw_parts(sy, by),
+                std::slice::from_raw_parts_mut(dst, by),
+            );
         }
-    }
+    });
 }
 
 /// Widens rows `lo..lo + hb` of a plane of `h` rows of `wd` values into `dst` (`hb * wd`

@@ -6,6 +6,7 @@
 //! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
 //! every input is read before the chunk of the output is written.
 
+use super::split::Shared;
 use super::{N16, narrow, widen};
 use crate::ops::{BinaryOp, FusedArg, FusedStep, Op, UnaryOp};
 
@@ -236,6 +237,38 @@ fn apply(out: &mut [f32], a: Src<'_>, b: Src<'_>, f: impl Fn(f32, f32) -> f32) {
 /// `xs[i]` readable for `bc[i].count` values of `t`, `y` writable for `n`; `y` equal to a
 /// full input or overlapping no input; `xs.len() == bc.len() <= MAX_INPUTS`.
 pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: usize, y: *mut u16) {
+    let k = xs.len().min(MAX_INPUTS);
+    let mut shared = [Shared(std::ptr::null_mut()); MAX_INPUTS];
+    for (s, &x) in shared.iter_mut().zip(xs) {
+        *s = Shared::of(x);
+    }
+    let ys = Shared(y);
+    let cost = crate::par::cost::elems_ns(n.saturating_mul(prog.steps.len().max(1)));
+    // Pieces of whole chunks: every element computed as in one pass (the same bits).
+    let slots = crate::par::threads();
+    super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
+        let mut xs = [std::ptr::null::<u16>(); MAX_INPUTS];
+        for (x, s) in xs.iter_mut().zip(&shared) {
+            *x = s.get().cast_const();
+        }
+        // SAFETY: outputs `e0..e1` are this piece's alone (an input equal to `y` is read
+        // only there); the contract passed on.
+        unsafe { run_range(t, prog, &xs[..k], bc, (e0, e1), ys.get()) };
+    });
+}
+
+/// [`run`] of outputs `e0..e1` on this thread.
+///
+/// # Safety
+/// As [`run`].
+unsafe fn run_range(
+    t: N16,
+    prog: &Program,
+    xs: &[*const u16],
+    bc: &[Bcast],
+    (e0, n): (usize, usize),
+    y: *mut u16,
+) {
     #[cfg(target_arch = "x86_64")]
     if super::convert::isa() == super::convert::Isa::Avx512
         && std::arch::is_x86_feature_detected!("avx512bw")
@@ -243,15 +276,15 @@ pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: us
         && let Some(f) = fast::form(prog)
     {
         // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
-        return unsafe { fast::run_avx512(t, f, xs, bc, n, y) };
+        return unsafe { fast::run_avx512(t, f, xs, bc, (e0, n), y) };
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked above); the contract passed on.
-        return unsafe { run_avx2(t, prog, xs, bc, n, y) };
+        return unsafe { run_avx2(t, prog, xs, bc, (e0, n), y) };
     }
     // SAFETY: the contract passed on.
-    unsafe { run_chunks(t, prog, xs, bc, n, y) }
+    unsafe { run_chunks(t, prog, xs, bc, (e0, n), y) }
 }
 
 /// [`run_chunks`] compiled for AVX2: the steps' slice loops in 8-lane vectors (the same
@@ -261,12 +294,19 @@ pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: us
 /// As [`run`]; the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn run_avx2(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: usize, y: *mut u16) {
+unsafe fn run_avx2(
+    t: N16,
+    prog: &Program,
+    xs: &[*const u16],
+    bc: &[Bcast],
+    range: (usize, usize),
+    y: *mut u16,
+) {
     // SAFETY: the contract passed on.
-    unsafe { run_chunks(t, prog, xs, bc, n, y) }
+    unsafe { run_chunks(t, prog, xs, bc, range, y) }
 }
 
-/// The body of [`run`].
+/// The body of [`run_range`]: outputs `e0..n`.
 ///
 /// # Safety
 /// As [`run`].
@@ -276,13 +316,13 @@ unsafe fn run_chunks(
     prog: &Program,
     xs: &[*const u16],
     bc: &[Bcast],
-    n: usize,
+    (e0, n): (usize, usize),
     y: *mut u16,
 ) {
     let mut vals = [0f32; CHUNK + 1];
     let mut ins = [[0f32; CHUNK]; MAX_INPUTS];
     let mut bufs = [[0f32; CHUNK]; MAX_STEPS];
-    let mut at = 0;
+    let mut at = e0;
     while at < n {
         let len = CHUNK.min(n - at);
         for ((&x, &b), buf) in xs.iter().zip(bc).zip(ins.iter_mut()) {

@@ -9,6 +9,7 @@
 //! per batch slice (same batch dims as A), widened and packed into scratch one slice at a
 //! time.
 
+use super::split::{Shared, slot_count, task_width};
 use super::{N16, narrow, widen};
 use crate::gemm::{NR, a_scratch_slot, arenac_pack_b, arenac_sgemm, packed_b_len};
 
@@ -77,7 +78,14 @@ impl MmStage {
             .unwrap_or_else(|| self.min_block())
     }
 
-    /// Floats of the scratch parts at `block` rows: A block, Y block, A-packing slots,
+    /// Tasks of one batch slice at `block` rows: row blocks times column blocks.
+    fn tasks(&self, block: usize) -> usize {
+        let b = block.clamp(1, self.m.max(1));
+        self.m.max(1).div_ceil(b) * self.n.max(1).div_ceil(self.cols())
+    }
+
+    /// Floats of the scratch parts at `block` rows: A blocks, Y blocks (one per slot,
+    /// [`crate::gemm::stage16::split::slot_count`]), A-packing slots (one per thread),
     /// widened B, packed B.
     fn parts(&self, block: usize) -> [usize; 5] {
         let b = block.clamp(1, self.m.max(1));
@@ -87,9 +95,10 @@ impl MmStage {
         } else {
             (0, 0)
         };
+        let slots = slot_count(self.tasks(block), self.threads.max(1));
         [
-            up(b * self.k),
-            up(b * self.cols()),
+            up(b * self.k) * slots,
+            up(b * self.cols()) * slots,
             up(a_scratch_slot(b, self.k) * self.threads.max(1)),
             bw,
             bp,
@@ -134,6 +143,13 @@ pub unsafe fn matmul(
     let block = block.clamp(1, s.m.max(1));
     let [pa, pc, ps, pbw, _] = s.parts(block);
     let (m, k, n) = (s.m, s.k, s.n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let threads = s.threads.max(1);
+    let slots = slot_count(s.tasks(block), threads);
+    let (a_slot, c_slot) = (pa / slots, pc / slots);
+    let aslot = a_scratch_slot(block, k);
     // SAFETY: the scratch parts are disjoint and inside the scratch ([`MmStage::parts`]).
     let (sa, sc, sslot, sbw, sbp) = unsafe {
         (
@@ -144,8 +160,13 @@ pub unsafe fn matmul(
             scratch.add(pa + pc + ps + pbw),
         )
     };
-    // SAFETY: by the contract.
-    let bias = (!bias.is_null()).then(|| unsafe { std::slice::from_raw_parts(bias, n) });
+    let cols = s.cols();
+    let (nrb, ncb) = (m.max(1).div_ceil(block), n.max(1).div_ceil(cols));
+    let tasks = nrb * ncb;
+    let width = task_width(tasks, slots, crate::par::cost::gemm_ns(s.batch * m * n * k));
+    let lowp = b_type != 0 && !s.runtime_b;
+    let (a, y, bias) = (Shared::of(a), Shared(y), Shared::of(bias));
+    let (sa, sc, sslot) = (Shared(sa), Shared(sc), Shared(sslot));
     for bi in 0..s.batch {
         let pb = if s.runtime_b {
             // SAFETY: slice `bi` of B and the B parts of the scratch.
@@ -154,58 +175,70 @@ pub unsafe fn matmul(
                 widen(t, src, std::slice::from_raw_parts_mut(sbw, k * n));
                 arenac_pack_b(k, n, sbw, n, 1, sbp);
             }
-            sbp.cast_const()
+            Shared(sbp)
         } else {
-            packed_b
+            Shared::of(packed_b)
         };
-        let cols = s.cols();
-        let lowp = b_type != 0 && !s.runtime_b;
-        let mut j0 = 0;
-        while j0 < n {
-            let w = cols.min(n - j0);
-            // SAFETY: column block `j0..j0+w` of the packed f32 B is the `w.div_ceil(NR)`
-            // panels from panel `j0 / NR` (`j0` a multiple of NR), `k * NR` floats each (a
-            // reduced B is offset by its view instead).
-            let pbj = if lowp { pb } else { unsafe { pb.add(j0 * k) } };
-            let mut r0 = 0;
-            while r0 < m {
-                let rows = block.min(m - r0);
-                let at = bi * m + r0;
-                // SAFETY: rows `at..at+rows` of A and Y; the A/C/slot parts of the scratch.
-                unsafe {
-                    // One row block covering every row: A is widened once per slice.
-                    if block < m || j0 == 0 {
-                        let src = std::slice::from_raw_parts(a.add(at * k), rows * k);
-                        widen(t, src, std::slice::from_raw_parts_mut(sa, rows * k));
-                    }
-                    if lowp {
-                        let mm = (rows, w, k);
-                        let slots = (sslot, s.threads.max(1));
-                        crate::gemm::lowp::sgemm_lowp_cols(
-                            mm,
-                            sa,
-                            pbj.cast(),
-                            (n, j0),
-                            sc,
-                            slots,
-                            b_type,
-                        );
-                    } else {
-                        arenac_sgemm(rows, w, k, sa, k, pbj, sc, w, 0, sslot, s.threads.max(1));
-                    }
-                    let c = std::slice::from_raw_parts_mut(sc, rows * w);
-                    for (i, row) in c.chunks_exact_mut(w.max(1)).enumerate() {
-                        if let Some(bias) = bias {
-                            let bias = bias.get(j0..j0 + w).unwrap_or_default();
-                            row.iter_mut().zip(bias).for_each(|(v, &b)| *v += b);
-                        }
-                        let dst = std::slice::from_raw_parts_mut(y.add((at + i) * n + j0), w);
-                        narrow(t, row, dst);
-                    }
-                }
-                r0 += rows;
+        if nrb == 1 {
+            // One row block covering every row: A is widened once per slice, into slot 0,
+            // which every task reads.
+            // SAFETY: the slice's rows of A; slot 0's A part holds `block >= m` rows.
+            unsafe {
+                let src = std::slice::from_raw_parts(a.get().add(bi * m * k), m * k);
+                widen(t, src, std::slice::from_raw_parts_mut(sa.get(), m * k));
             }
-            j0 += w;
         }
+        crate::par::for_each(tasks, width, |i, th| {
+            let (j0, r0) = ((i / nrb) * cols, (i % nrb) * block);
+            let (w, rows) = (cols.min(n - j0), block.min(m - r0));
+            let at = bi * m + r0;
+            // One slot per thread when spread (each product on one thread), else slot 0
+            // with the product on the node's threads (the A-packing slots all of them).
+            let (slot, inner) = if width > 1 { (th, 1) } else { (0, threads) };
+            // SAFETY: rows `at..at+rows`, columns `j0..j0+w` of Y are this task's alone;
+            // A (rows of the slice), the packed B (column block `j0..j0+w`: the
+            // `w.div_ceil(NR)` panels from panel `j0 / NR`, `k * NR` floats each, `j0` a
+            // multiple of NR; a reduced B is offset by its view instead) and the bias are
+            // read; this slot's A/C parts and A-packing slot(s) are written
+            // ([`MmStage::parts`]).
+            unsafe {
+                let sa = if nrb == 1 {
+                    sa.get()
+                } else {
+                    let sa = sa.get().add(slot * a_slot);
+                    let src = std::slice::from_raw_parts(a.get().add(at * k), rows * k);
+                    widen(t, src, std::slice::from_raw_parts_mut(sa, rows * k));
+                    sa
+                };
+                let sc = sc.get().add(slot * c_slot);
+                let sslot = sslot.get().add(slot * aslot);
+                if lowp {
+                    let mm = (rows, w, k);
+                    let pb = pb.get().cast_const();
+                    crate::gemm::lowp::sgemm_lowp_cols(
+                        mm,
+                        sa,
+                        pb.cast(),
+                        (n, j0),
+                        sc,
+                        (sslot, inner),
+                        b_type,
+                    );
+                } else {
+                    let pbj = pb.get().add(j0 * k);
+                    arenac_sgemm(rows, w, k, sa, k, pbj, sc, w, 0, sslot, inner);
+                }
+                let c = std::slice::from_raw_parts_mut(sc, rows * w);
+                let bias = bias.get();
+                for (i, row) in c.chunks_exact_mut(w.max(1)).enumerate() {
+                    if !bias.is_null() {
+                        let bias = std::slice::from_raw_parts(bias.add(j0), w);
+                        row.iter_mut().zip(bias).for_each(|(v, &b)| *v += b);
+                    }
+                    let dst = std::slice::from_raw_parts_mut(y.get().add((at + i) * n + j0), w);
+                    narrow(t, row, dst);
+                }
+            }
+        });
     }
 }

@@ -14,7 +14,9 @@
 //! - [`math`]: vectorizable `erf` and `exp` (Erf nodes, fused GELU chains, Softmax);
 //! - [`rows`]: Softmax and LayerNormalization, a row at a time;
 //! - [`matmul`]: Gemm/MatMul with a constant B, a block of A's rows at a time through
-//!   [`super::arenac_sgemm`].
+//!   [`super::arenac_sgemm`];
+//! - [`split`]: how a node's tasks (bands, runs, blocks, rows, pieces of chunks) go to the
+//!   session's threads, each in the scratch slot of its thread: bit-identical to one thread.
 //!
 //! Every staged kernel's f32 scratch is planned in the arena (`crate::ops::Op::scratch_bytes`
 //! asks the functions here), so the arena printed is what runs.
@@ -26,6 +28,7 @@ pub mod math;
 pub mod matmul;
 pub mod pool;
 pub mod rows;
+pub mod split;
 
 /// A 16-bit storage type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,15 +58,36 @@ pub fn narrow(t: N16, src: &[f32], dst: &mut [u16]) {
 }
 
 /// `y[i] = f(x[i])` for `n` elements, computed in f32 a chunk at a time (`x == y` allowed:
-/// each chunk is read whole before it is written).
+/// each chunk is read whole before it is written); pieces of whole chunks spread over the
+/// threads ([`split::for_pieces`]).
 ///
 /// # Safety
 /// `x` readable and `y` writable for `n` 16-bit values; either equal or not overlapping.
-pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &dyn Fn(&mut [f32])) {
+pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &(dyn Fn(&mut [f32]) + Sync)) {
+    let (xs, ys) = (split::Shared::of(x), split::Shared(y));
+    let cost = crate::par::cost::elems_ns(n);
+    split::for_pieces(n, CHUNK, crate::par::threads(), cost, |e0, e1, _| {
+        // SAFETY: elements `e0..e1` of `x` and `y` (this piece's alone), by the contract.
+        unsafe { unary_range(t, e0, e1, xs.get(), ys.get(), f) }
+    });
+}
+
+/// [`unary`] of elements `e0..e1`.
+///
+/// # Safety
+/// As [`unary`], for those elements.
+unsafe fn unary_range(
+    t: N16,
+    e0: usize,
+    e1: usize,
+    x: *const u16,
+    y: *mut u16,
+    f: &(dyn Fn(&mut [f32]) + Sync),
+) {
     let mut buf = [0f32; CHUNK];
-    let mut at = 0;
-    while at < n {
-        let len = CHUNK.min(n - at);
+    let mut at = e0;
+    while at < e1 {
+        let len = CHUNK.min(e1 - at);
         {
             // SAFETY: inside `x`'s `n` elements; dropped before `y` is written.
             let src = unsafe { std::slice::from_raw_parts(x.add(at), len) };
@@ -80,8 +104,26 @@ pub unsafe fn unary(t: N16, n: usize, x: *const u16, y: *mut u16, f: &dyn Fn(&mu
 /// GlobalAveragePool over `planes` planes of `len` elements: each mean computed in f32
 /// (f32 running sums in lanes, added in f64: as exact as the f32 kernel or better) and
 /// rounded once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
-/// the means narrowed a block at a time.
+/// the means narrowed a block at a time; pieces of planes spread over the threads (each
+/// mean is its plane's alone: the same bits however the planes are cut).
 pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
+    let per = (CHUNK / len.max(1)).clamp(1, CHUNK);
+    let cost = crate::par::cost::elems_ns(planes * len);
+    let ys = split::Shared(y.as_mut_ptr());
+    let ny = y.len();
+    split::for_pieces(planes, per, crate::par::threads(), cost, |p0, p1, _| {
+        let xs = x.get(p0 * len..p1 * len).unwrap_or_default();
+        // SAFETY: means `p0..p1` of `y` (inside it: clamped to its length) are this
+        // piece's alone.
+        let yp = unsafe {
+            std::slice::from_raw_parts_mut(ys.get().add(p0.min(ny)), p1.min(ny) - p0.min(ny))
+        };
+        gap_planes(t, p1 - p0, len, xs, yp);
+    });
+}
+
+/// [`gap`] of the planes `x` holds, on this thread.
+fn gap_planes(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
     let mut buf = [0f32; CHUNK];
     let mut means = [0f32; CHUNK];
     let len1 = len.max(1);
@@ -181,5 +223,7 @@ fn sum_tail(mut acc8: [f32; 8], rest: &[f32]) -> f64 {
     s
 }
 
+#[cfg(test)]
+mod par_tests;
 #[cfg(test)]
 mod tests;

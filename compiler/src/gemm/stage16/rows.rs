@@ -5,6 +5,7 @@
 //! vectorizes (compiled once more with AVX2+FMA, chosen at run time; the same bits on both
 //! paths).
 
+use super::split::{self, Shared};
 use super::{N16, narrow, widen};
 
 /// Independent accumulators per row (one AVX2 vector of f32, two of f64).
@@ -110,34 +111,77 @@ fn avx2() -> bool {
     false
 }
 
-/// Scratch bytes for rows of `len` elements: one f32 row.
-pub fn scratch_bytes(len: usize) -> usize {
-    len.saturating_mul(4).next_multiple_of(64)
+/// Scratch bytes for `rows` rows of `len` elements at `threads` threads: one f32 row per
+/// slot ([`split::slot_count`]: one per thread when the rows fill them).
+pub fn scratch_bytes(rows: usize, len: usize, threads: usize) -> usize {
+    row_floats(len)
+        .saturating_mul(4)
+        .saturating_mul(split::slot_count(rows, threads))
+}
+
+/// Floats of one row's slot (64-byte aligned).
+fn row_floats(len: usize) -> usize {
+    len.next_multiple_of(16)
+}
+
+/// Runs `f(r, buf)` for each of `rows` rows of `len` values (`buf`: the row widened into
+/// the scratch slot of the thread running it, narrowed into `y` after `f`), pieces of rows
+/// spread over the slots [`scratch_bytes`] planned at `threads` threads.
+///
+/// # Safety
+/// `x` readable and `y` writable for `rows * len` values (equal, or not overlapping);
+/// `scratch` writable for [`scratch_bytes`] bytes, overlapping neither.
+#[allow(clippy::too_many_arguments)]
+unsafe fn each_row(
+    t: N16,
+    rows: usize,
+    len: usize,
+    threads: usize,
+    x: *const u16,
+    y: *mut u16,
+    scratch: *mut f32,
+    f: impl Fn(&mut [f32]) + Sync,
+) {
+    let slots = split::slot_count(rows, threads);
+    let (xs, ys, ss) = (Shared::of(x), Shared(y), Shared(scratch));
+    // Softmax/LayerNorm cost a few passes per element.
+    let cost = crate::par::cost::elems_ns(rows.saturating_mul(len).saturating_mul(4));
+    split::for_pieces(rows, 1, slots, cost, |r0, r1, th| {
+        // SAFETY: slot `th < slots` of the scratch holds one row by the contract.
+        let buf =
+            unsafe { std::slice::from_raw_parts_mut(ss.get().add(th * row_floats(len)), len) };
+        for r in r0..r1 {
+            {
+                // SAFETY: row `r` of `x`; dropped before `y` is written.
+                let src = unsafe { std::slice::from_raw_parts(xs.get().add(r * len), len) };
+                widen(t, src, buf);
+            }
+            f(buf);
+            // SAFETY: row `r` of `y` (this piece's alone); no other live reference to it.
+            let dst = unsafe { std::slice::from_raw_parts_mut(ys.get().add(r * len), len) };
+            narrow(t, buf, dst);
+        }
+    });
 }
 
 /// Softmax (or LogSoftmax when `log`) of each of `rows` rows of `len` values.
 ///
 /// # Safety
 /// `x` readable and `y` writable for `rows * len` values (equal, or not overlapping);
-/// `scratch` writable for `len` floats, overlapping neither.
+/// `scratch` writable for [`scratch_bytes`] bytes at `threads`, overlapping neither.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn softmax(
     t: N16,
     rows: usize,
     len: usize,
     log: bool,
+    threads: usize,
     x: *const u16,
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    // SAFETY: the scratch holds one row by the contract.
-    let buf = unsafe { std::slice::from_raw_parts_mut(scratch, len) };
     let fast = avx2();
-    for r in 0..rows {
-        {
-            // SAFETY: row `r` of `x`; dropped before `y` is written.
-            let src = unsafe { std::slice::from_raw_parts(x.add(r * len), len) };
-            widen(t, src, buf);
-        }
+    let f = |buf: &mut [f32]| {
         if fast {
             // SAFETY: `fast` only where the CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
@@ -147,10 +191,9 @@ pub unsafe fn softmax(
         } else {
             softmax_row(buf, log);
         }
-        // SAFETY: row `r` of `y`; no other live reference to it.
-        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(r * len), len) };
-        narrow(t, buf, dst);
-    }
+    };
+    // SAFETY: the contract passed on.
+    unsafe { each_row(t, rows, len, threads, x, y, scratch, f) };
 }
 
 /// LayerNormalization of each of `rows` rows of `len` values:
@@ -164,6 +207,7 @@ pub unsafe fn layer_norm(
     rows: usize,
     len: usize,
     eps: f32,
+    threads: usize,
     scale: *const f32,
     bias: *const f32,
     x: *const u16,
@@ -171,21 +215,11 @@ pub unsafe fn layer_norm(
     scratch: *mut f32,
 ) {
     // SAFETY: by the contract.
-    let (buf, scale) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(scratch, len),
-            std::slice::from_raw_parts(scale, len),
-        )
-    };
+    let scale = unsafe { std::slice::from_raw_parts(scale, len) };
     // SAFETY: by the contract.
     let bias = (!bias.is_null()).then(|| unsafe { std::slice::from_raw_parts(bias, len) });
     let fast = avx2();
-    for r in 0..rows {
-        {
-            // SAFETY: row `r` of `x`; dropped before `y` is written.
-            let src = unsafe { std::slice::from_raw_parts(x.add(r * len), len) };
-            widen(t, src, buf);
-        }
+    let f = |buf: &mut [f32]| {
         if fast {
             // SAFETY: `fast` only where the CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
@@ -195,8 +229,7 @@ pub unsafe fn layer_norm(
         } else {
             layer_norm_row(buf, eps, scale, bias);
         }
-        // SAFETY: row `r` of `y`; no other live reference to it.
-        let dst = unsafe { std::slice::from_raw_parts_mut(y.add(r * len), len) };
-        narrow(t, buf, dst);
-    }
+    };
+    // SAFETY: the contract passed on.
+    unsafe { each_row(t, rows, len, threads, x, y, scratch, f) };
 }

@@ -503,7 +503,7 @@ fn rows_against_the_reference() {
         let mut x = vec![0u16; x32.len()];
         narrow(N16::F16, &x32, &mut x);
         widen(N16::F16, &x, &mut x32);
-        let mut scratch = vec![0f32; scratch_bytes(len) / 4];
+        let mut scratch = vec![0f32; scratch_bytes(rows, len, 1) / 4];
         let scale: Vec<f32> = (0..len).map(|j| 1.0 + j as f32 / 64.0).collect();
         let bias: Vec<f32> = (0..len).map(|j| j as f32 / 16.0).collect();
         for which in 0..3 {
@@ -512,12 +512,22 @@ fn rows_against_the_reference() {
             // SAFETY: `rows * len` values in place; one row of scratch; scale and bias `len`.
             unsafe {
                 match which {
-                    0 | 1 => softmax(N16::F16, rows, len, which == 1, p, p, scratch.as_mut_ptr()),
+                    0 | 1 => softmax(
+                        N16::F16,
+                        rows,
+                        len,
+                        which == 1,
+                        1,
+                        p,
+                        p,
+                        scratch.as_mut_ptr(),
+                    ),
                     _ => layer_norm(
                         N16::F16,
                         rows,
                         len,
                         1e-5,
+                        1,
                         scale.as_ptr(),
                         bias.as_ptr(),
                         p,

@@ -63,78 +63,80 @@ pub(super) struct PwRun {
 
 /// `y = act(conv(x, w) + bias)` of a pointwise `p` run by run: a run's pixels of every
 /// input channel widened into rows of [`pw_width`] floats (the padding zeroed for the GEMM
-/// path; the small-plane kernel reads only the run), convolved, narrowed.
+/// path; the small-plane kernel reads only the run), convolved, narrowed; the (image, run)
+/// tasks spread over the threads ([`super::spread`]).
 ///
 /// # Safety
 /// As [`super::conv`], with `run` from [`pw_pixels`] at the budget the weights and scratch
-/// were sized for.
-#[allow(clippy::too_many_arguments)]
+/// were sized for, `sl` the slots of `super::slots::slots`.
 pub(super) unsafe fn pointwise_runs(
     t: N16,
     p: &ConvParams,
     run: &PwRun,
-    x: *const u16,
-    w: *const f32,
-    bias: *const f32,
-    y: *mut u16,
+    io: super::Io,
     scratch: *mut f32,
+    sl: &super::slots::Slots,
 ) {
     let (c, m) = (p.c as usize, p.m as usize);
     let pixels = (p.h * p.w) as usize;
     let small = run.packed == crate::gemm::pw_small::PW_SMALL_PACKED;
     let npix = run.npix as usize;
-    for img in 0..p.n as usize {
-        let mut p0 = 0;
-        while p0 < pixels {
-            let nb = npix.min(pixels - p0);
-            let wb = if small { nb } else { nb.next_multiple_of(NR) };
-            let mut q = ConvParams {
-                n: 1,
-                h: 1,
-                w: wb as u64,
-                oh: 1,
-                ow: wb as u64,
-                packed_a: run.packed,
-                ..*p
-            };
-            q.tile = super::band_tile(&q, run.budget);
-            // SAFETY: the run's pixels of every channel of image `img` lie in `x` and `y`;
-            // the scratch parts hold `c` and `m` rows of `wb <= pw_width(npix)` floats
-            // ([`super::parts`]), the inner kernel needs none (whole panels, or none at all).
-            unsafe {
-                if wb == pixels {
-                    // The whole plane unpadded (squeeze-excitation convs on 1x1 planes): the
-                    // image's channels are one run in `x`, in the scratch and in `y`.
-                    let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
-                    widen(t, src, std::slice::from_raw_parts_mut(scratch, c * pixels));
-                    let sy = scratch.add(run.xin);
-                    arenac_conv2d(&q, scratch, w, bias, sy, sy.add(run.yout));
-                    narrow(
-                        t,
-                        std::slice::from_raw_parts(sy, m * pixels),
-                        std::slice::from_raw_parts_mut(y.add(img * m * pixels), m * pixels),
-                    );
-                    p0 += nb;
-                    continue;
-                }
-                for ch in 0..c {
-                    let src = std::slice::from_raw_parts(x.add((img * c + ch) * pixels + p0), nb);
-                    let dst = std::slice::from_raw_parts_mut(scratch.add(ch * wb), wb);
-                    widen(t, src, &mut dst[..nb]);
-                    dst[nb..].fill(0.0);
-                }
-                let sy = scratch.add(run.xin);
-                arenac_conv2d(&q, scratch, w, bias, sy, sy.add(run.yout));
-                for mo in 0..m {
-                    let dst = y.add((img * m + mo) * pixels + p0);
-                    narrow(
-                        t,
-                        std::slice::from_raw_parts(sy.add(mo * wb), nb),
-                        std::slice::from_raw_parts_mut(dst, nb),
-                    );
-                }
+    let nr = pixels.div_ceil(npix.max(1));
+    super::spread(p, sl, p.n as usize * nr, scratch, |i, slot, threads| {
+        let (img, p0) = (i / nr, (i % nr) * npix);
+        let nb = npix.min(pixels - p0);
+        let wb = if small { nb } else { nb.next_multiple_of(NR) };
+        let mut q = ConvParams {
+            n: 1,
+            h: 1,
+            w: wb as u64,
+            oh: 1,
+            ow: wb as u64,
+            packed_a: run.packed,
+            threads,
+            ..*p
+        };
+        q.tile = super::band_tile(&q, run.budget);
+        let (x, y, w, bias) = (
+            io.x.get().cast_const(),
+            io.y.get(),
+            io.w.get().cast_const(),
+            io.bias.get().cast_const(),
+        );
+        // SAFETY: the run's pixels of every channel of image `img` lie in `x` and `y` (this
+        // task's alone); this thread's slot holds `c` and `m` rows of `wb <= pw_width(npix)`
+        // floats ([`super::staged_parts`]), the inner kernel needs none (whole panels, or none).
+        unsafe {
+            if wb == pixels {
+                // The whole plane unpadded (squeeze-excitation convs on 1x1 planes): the
+                // image's channels are one run in `x`, in the scratch and in `y`.
+                let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
+                widen(t, src, std::slice::from_raw_parts_mut(slot, c * pixels));
+                let sy = slot.add(run.xin);
+                arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
+                narrow(
+                    t,
+                    std::slice::from_raw_parts(sy, m * pixels),
+                    std::slice::from_raw_parts_mut(y.add(img * m * pixels), m * pixels),
+                );
+                return;
             }
-            p0 += nb;
+            for ch in 0..c {
+                let src = std::slice::from_raw_parts(x.add((img * c + ch) * pixels + p0), nb);
+                let dst = std::slice::from_raw_parts_mut(slot.add(ch * wb), wb);
+                widen(t, src, &mut dst[..nb]);
+                dst[nb..].fill(0.0);
+            }
+            let sy = slot.add(run.xin);
+            arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
+            for mo in 0..m {
+                let dst = y.add((img * m + mo) * pixels + p0);
+                narrow(
+                    t,
+                    std::slice::from_raw_parts(sy.add(mo * wb), nb),
+                    std::slice::from_raw_parts_mut(dst, nb),
+                );
+            }
         }
-    }
+    });
 }

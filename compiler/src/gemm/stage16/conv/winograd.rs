@@ -143,96 +143,110 @@ pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) 
         .max()
         .unwrap_or(0);
     let yout = up(b.mb * b.rows * p.ow);
-    let inner = bands(&pm, b.rows)
+    let inner = band_scratch_floats(p, b, p.threads);
+    (xin, yout, inner + head_floats(&pm))
+}
+
+/// Floats of the largest Winograd band's own scratch (no head) of `p`'s bands `b` run at
+/// `threads` threads.
+fn band_scratch_floats(p: &ConvParams, b: WinoBands, threads: u64) -> usize {
+    bands(&channels(p, b.mb), b.rows)
         .map(|q| {
             let q = ConvParams {
                 packed_a: WINOGRAD_U_PACKED,
                 tile: b.block,
                 wtype: 0,
+                threads,
                 ..q
             };
             winograd::scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
         .max()
-        .unwrap_or(0);
-    (xin, yout, inner + head_floats(&pm))
+        .unwrap_or(0)
 }
 
 /// [`super::conv`] of `p` by Winograd bands `b`: per pass of [`WinoBands::mb`] output
-/// channels (the weights of a [`WINOGRAD_PACKED`] `p` transformed into the head first),
-/// per image and band, the band's input rows widened, [`winograd::run`] on the band's
-/// geometry, its output rows narrowed into those channels of `y`.
+/// channels (the weights of a [`WINOGRAD_PACKED`] `p` transformed into the head of slot 0
+/// first), the (image, band) tasks spread over the threads ([`super::spread`]): the band's
+/// input rows widened, [`winograd::run`] on the band's geometry, its output rows narrowed
+/// into those channels of `y`.
 ///
 /// # Safety
 /// As [`super::conv`] (`w` the precomputed matrices of all `m` channels for
 /// [`WINOGRAD_U_PACKED`], the OIHW weights for [`WINOGRAD_PACKED`]: f32, or stored reduced
-/// by `crate::gemm::lowp::conv::pack` as `p.wtype` says); `(xin, yout,
-/// inner)` the parts [`wino_parts`] gives for `b`.
+/// by `crate::gemm::lowp::conv::pack` as `p.wtype` says); `sl` the slots of
+/// `super::slots::slots` for `b` (slot 0's parts those [`wino_parts`] gives).
 pub(super) unsafe fn run_bands(
     t: N16,
     p: &ConvParams,
     b: WinoBands,
-    (x, w, bias, y, scratch): (*const u16, *const f32, *const f32, *mut u16, *mut f32),
-    (xin, yout, inner): (usize, usize, usize),
+    io: super::Io,
+    scratch: *mut f32,
+    sl: &super::slots::Slots,
 ) {
     let us = |v: u64| v as usize;
     let (c, h, wd, m, oh, ow) = (us(p.c), us(p.h), us(p.w), us(p.m), us(p.oh), us(p.ow));
-    let (sx, sy) = (scratch, scratch.wrapping_add(xin));
-    let slot = scratch.wrapping_add(xin + yout);
+    let (xin, yout) = (sl.xin, sl.yout);
+    let nb = us(p.oh.max(1).div_ceil(b.rows.max(1)));
     let mut m0 = 0;
     while m0 < m {
         let mc = us(b.mb).min(m - m0);
         let pm = channels(p, mc as u64);
         let u = if p.packed_a == WINOGRAD_PACKED {
             let head = head_floats(&pm);
-            let u = scratch.wrapping_add(xin + yout + inner - head);
+            let u = scratch.wrapping_add(xin + yout + sl.inner0 - head);
             // SAFETY: rows m0..m0 + mc of the OIHW weights (f32, or reduced as `p.wtype`
-            // says: contract); the head holds this pass's 36 matrices ([`wino_parts`] sized
-            // it for `b.mb >= mc` channels), 64-aligned (every part a multiple of 16 floats).
-            unsafe { winograd::transform_channels(p, w, (m0, mc), u) };
-            u.cast_const()
+            // says: contract); the head (the end of slot 0) holds this pass's 36 matrices
+            // ([`wino_parts`] sized it for `b.mb >= mc` channels), 64-aligned (every part a
+            // multiple of 16 floats).
+            unsafe { winograd::transform_channels(p, io.w.get(), (m0, mc), u) };
+            super::Shared(u)
         } else {
-            w
+            io.w
         };
         let bq = if p.has_bias != 0 {
-            bias.wrapping_add(m0)
+            io.bias.get().wrapping_add(m0)
         } else {
-            bias
+            io.bias.get()
         };
-        for img in 0..us(p.n) {
-            let mut r0 = 0;
-            while r0 < p.oh {
-                let r1 = (r0 + b.rows).min(p.oh);
-                let (q, lo) = band_at(&pm, r0, r1, b.block);
-                let (hb, ob) = (us(q.h), us(r1 - r0));
-                // SAFETY: every range lies in `x`, `y` or the scratch's disjoint parts by
-                // the contract and [`wino_parts`] (sized for the largest band of a pass);
-                // `u` holds this pass's matrices, `bq` its `mc` biases.
-                unsafe {
-                    for ch in 0..c {
-                        let plane = x.add((img * c + ch) * h * wd);
-                        super::widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
-                    }
-                    arenac_conv2d(&q, sx, u, bq, sy, slot);
-                    if ob == oh && mc == m {
-                        // One band and one pass: the output planes are one run in both.
-                        let n = m * oh * ow;
-                        let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
-                        narrow(t, std::slice::from_raw_parts(sy, n), dst);
-                    } else {
-                        for mo in 0..mc {
-                            let at = ((img * m + m0 + mo) * oh + us(r0)) * ow;
-                            narrow(
-                                t,
-                                std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow),
-                                std::slice::from_raw_parts_mut(y.add(at), ob * ow),
-                            );
-                        }
+        let bq = super::Shared(bq);
+        super::spread(p, sl, us(p.n) * nb, scratch, |i, slot, threads| {
+            let (img, r0) = (i / nb, (i % nb) as u64 * b.rows);
+            let r1 = (r0 + b.rows).min(p.oh);
+            let (mut q, lo) = band_at(&pm, r0, r1, b.block);
+            q.threads = threads;
+            let (hb, ob) = (us(q.h), us(r1 - r0));
+            let (x, y) = (io.x.get().cast_const(), io.y.get());
+            let (sx, sy) = (slot, slot.wrapping_add(xin));
+            // SAFETY: every range lies in `x`, `y` (band `r0..r1` of image `img`: this
+            // task's alone) or the disjoint parts of this thread's slot by the contract and
+            // `slots::slots` (sized for the largest band of a pass, the Winograd part for
+            // `threads`; the head after slot 0's Winograd part); `u` holds this pass's
+            // matrices, `bq` its `mc` biases.
+            unsafe {
+                for ch in 0..c {
+                    let plane = x.add((img * c + ch) * h * wd);
+                    super::widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
+                }
+                let inner = slot.add(xin + yout);
+                arenac_conv2d(&q, sx, u.get(), bq.get(), sy, inner);
+                if ob == oh && mc == m {
+                    // One band and one pass: the output planes are one run in both.
+                    let n = m * oh * ow;
+                    let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
+                    narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                } else {
+                    for mo in 0..mc {
+                        let at = ((img * m + m0 + mo) * oh + us(r0)) * ow;
+                        narrow(
+                            t,
+                            std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow),
+                            std::slice::from_raw_parts_mut(y.add(at), ob * ow),
+                        );
                     }
                 }
-                r0 = r1;
             }
-        }
+        });
         m0 += mc;
     }
 }

@@ -68,13 +68,15 @@ mod x86 {
     }
 
     impl Pos {
-        fn new(x: *const u16, b: Bcast) -> Pos {
+        /// The position of output `e`.
+        fn new(x: *const u16, b: Bcast, e: usize) -> Pos {
+            let (inner, count) = (b.inner.max(1), b.count.max(1));
             Pos {
                 x,
-                inner: b.inner.max(1),
-                count: b.count.max(1),
-                i: 0,
-                off: 0,
+                inner,
+                count,
+                i: (e / inner) % count,
+                off: e % inner,
             }
         }
 
@@ -247,7 +249,7 @@ mod x86 {
         f: Form,
         xs: &[*const u16],
         bc: &[Bcast],
-        n: usize,
+        (e0, n): (usize, usize),
         y: *mut u16,
     ) {
         let (Some(&xa), Some(&xb), Some(&ba), Some(&bb)) =
@@ -255,8 +257,8 @@ mod x86 {
         else {
             return;
         };
-        let (mut pa, mut pb) = (Pos::new(xa, ba), Pos::new(xb, bb));
-        let mut e = 0;
+        let (mut pa, mut pb) = (Pos::new(xa, ba, e0), Pos::new(xb, bb, e0));
+        let mut e = e0;
         while e < n {
             let len = (n - e).min(pa.left()).min(pb.left());
             // SAFETY: the segment's runs and outputs are inside the inputs and `y`.

@@ -323,8 +323,8 @@ fn register_path_matches_the_chunk_path_bit_for_bit() {
                         let (mut a, mut b) = (vec![0u16; n], vec![0u16; n]);
                         // SAFETY: sizes as `run` requires.
                         unsafe {
-                            run_chunks(t, &prog, &ptrs, &bc, n, a.as_mut_ptr());
-                            fast::run_avx512(t, f, &ptrs, &bc, n, b.as_mut_ptr());
+                            run_chunks(t, &prog, &ptrs, &bc, (0, n), a.as_mut_ptr());
+                            fast::run_avx512(t, f, &ptrs, &bc, (0, n), b.as_mut_ptr());
                         }
                         let what = format!("{t:?} {op:?} relu {relu} order {order} {s0} {s1}");
                         assert_eq!(a, b, "{what}");
@@ -337,7 +337,7 @@ fn register_path_matches_the_chunk_path_bit_for_bit() {
                             p2[k] = inplace.as_ptr();
                             let yp = inplace.as_mut_ptr();
                             // SAFETY: `y` equals the full input `k`.
-                            unsafe { fast::run_avx512(t, f, &p2, &bc, n, yp) };
+                            unsafe { fast::run_avx512(t, f, &p2, &bc, (0, n), yp) };
                             assert_eq!(a, inplace, "{what} in place over {k}");
                         }
                     }
