@@ -313,6 +313,10 @@ fn conv(
     let wino = stage16::conv::wino_bands(&params, budget).is_some();
     let planned = super::dense::planned_scratch(cx);
     let direct = stage16::conv::reduced_direct(&params, budget, st.code(), planned);
+    // Pointwise runs on the small-plane kernel read reduced weights in its own layout.
+    let pw_small = st.is_reduced()
+        && stage16::conv::pw_pixels(&params, budget).is_some()
+        && crate::gemm::lowp::conv::is_pw_small(&wp);
     let woff = if wino && wp.packed_a == crate::gemm::winograd::WINOGRAD_PACKED {
         // Winograd bands on weights transformed once per run: the OIHW weights, f32 or
         // stored reduced (widened by the transform into the scratch's head at every run).
@@ -323,6 +327,12 @@ fn conv(
         } else {
             w.tensor_f32(wt)
         }
+    } else if pw_small {
+        // The small-plane pointwise kernel's runs, widening its panels' rows in registers.
+        params.wtype = st.code();
+        wp.wtype = st.code();
+        let op = super::dense::reduced_conv_weights(cx, w, wt, &wp, Layout::PwSmall);
+        weights_offset(cx, op)?
     } else if let Some(q) = direct {
         // The direct kernels' bands, reading the reduced weights in their layout (a block
         // of output channels widened per task into the band's scratch slots).
