@@ -3,7 +3,7 @@
 //! the same order; the pointwise kernel's int8 within rounding, as it scales the sums), on
 //! geometries of every direct kernel (channels in lanes, rows, flat plane), of Winograd with
 //! several K blocks and channel runs and of the pointwise kernel (1 to 196 pixels, partial
-//! panels), with bias and a fused activation, one and two scratch slots or threads.
+//! panels, panels widened on the stack or in registers), with bias and a fused activation, one and two scratch slots or threads.
 
 use super::super::super::conv::{
     Activation, ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed, prepare_weights,
@@ -217,6 +217,10 @@ fn pointwise_kernel_reads_reduced_weights_as_f32_of_the_widened() {
         geom(24, (1, 2), 27, 1, 1, 0, 1),
         // 14x14 with K >= 256, a partial last block, two threads.
         geom(256, (14, 14), 40, 1, 1, 0, 2),
+        // One tile of 9 pixels (widened in registers, transposed on store).
+        geom(64, (3, 3), 48, 1, 1, 0, 1),
+        // Two panels of K = 1200, past the stack buffer: several tiles widened in registers.
+        geom(1200, (2, 7), 40, 1, 1, 0, 1),
     ];
     let mut ran = 0;
     for (i, p) in cases.into_iter().enumerate() {
