@@ -1,13 +1,9 @@
-//! Products of a few rows (at most a micro-tile: 12 on AVX-512, 6 on AVX2; a Gemm or MatMul
-//! on a batch of one, VGG's and transformers' fully connected layers, and the row blocks of
-//! the 16-bit staged MatMul, `crate::gemm::stage16::matmul`) by a reduced B, widening B in
-//! registers.
+//! Products of a few rows (`m <= 4`: a Gemm or MatMul on a batch of one, VGG's and
+//! transformers' fully connected layers) by a reduced B, widening B in registers.
 //!
 //! There the GEMM core's path (widen a `KC x 32` block of B into a stack buffer, then run the
-//! micro-kernel over it) costs a store and a reload per weight for at most one micro-tile's
-//! multiply-adds: the staged MatMul's row blocks of 8 rows by a 256 x 512 column block of B
-//! widened all of that block per row block, 2.9x the f32 weights' time. Here the product is
-//! bound by reading the weights: these kernels load each panel row in its
+//! micro-kernel over it) costs a store and a reload per weight for a single multiply-add, and
+//! the product is bound by reading the weights: these kernels load each panel row in its
 //! stored type (half or a quarter of f32's bytes), widen it in registers (f16: `vcvtph2ps`;
 //! bf16: a shift; int8: sign extension, conversion and the column's scale, the same product as
 //! [`super::Widener`]) and accumulate it into `m` rows of 16 (AVX-512) or 2 x 8 (AVX2)
@@ -19,12 +15,8 @@
 use super::{LowpB, WeightType};
 use crate::gemm::{KC, Kernel, NR};
 
-/// Most rows these kernels take (AVX-512: 12 x 2 panels of accumulators, as the core's
-/// micro-kernel; AVX2 takes [`MAX_M_AVX2`]).
-pub(crate) const MAX_M: usize = 12;
-
-/// Most rows on AVX2 (6 x 2 x 8 lanes of accumulators, as the core's micro-kernel).
-const MAX_M_AVX2: usize = 6;
+/// Most rows these kernels take.
+pub(crate) const MAX_M: usize = 4;
 
 /// The instruction set used, if any: AVX-512F, or AVX2 with FMA and F16C, as the selected
 /// GEMM kernel.
@@ -54,11 +46,7 @@ fn isa(kernel: &Kernel) -> Option<Isa> {
 
 /// Whether [`run`] computes an `m`-row product with `kernel`'s instruction set.
 pub(crate) fn takes(kernel: &Kernel, m: usize) -> bool {
-    match isa(kernel) {
-        Some(Isa::Avx512) => (1..=MAX_M).contains(&m),
-        Some(Isa::Avx2) => (1..=MAX_M_AVX2).contains(&m),
-        None => false,
-    }
+    (1..=MAX_M).contains(&m) && isa(kernel).is_some()
 }
 
 /// `C = A * B (+ C)` for `m` ([`takes`]) rows of A (row-major, stride `lda`) and the reduced
@@ -123,7 +111,7 @@ struct Args {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Args, KC, MAX_M, NR, WeightType};
+    use super::{Args, KC, NR, WeightType};
     use core::arch::x86_64::*;
 
     /// Type codes (const generic parameters).
@@ -144,7 +132,7 @@ mod x86 {
     ///
     /// # Safety
     /// Rows `0..m`, columns `j0 .. j0 + w` of C in bounds.
-    unsafe fn put(g: &Args, tile: &[[f32; NR]; MAX_M], j0: usize, w: usize, add: bool) {
+    unsafe fn put(g: &Args, tile: &[[f32; NR]; 4], j0: usize, w: usize, add: bool) {
         for (r, row) in tile.iter().enumerate().take(g.m) {
             // SAFETY: row r < m, columns j0 .. j0 + w <= n of C (the contract).
             let dst = unsafe { std::slice::from_raw_parts_mut(g.c.add(r * g.ldc + j0), w) };
@@ -162,7 +150,7 @@ mod x86 {
             .map(move |pc| (pc, kc_max.min(k - pc)))
     }
 
-    /// AVX-512: `P` panels at a time (4 for up to 4 rows, else 2), then 1 for the rest.
+    /// AVX-512: `P` panels at a time (4, then 1 for the rest).
     ///
     /// # Safety
     /// That of [`super::run`], on an AVX-512F CPU.
@@ -171,18 +159,10 @@ mod x86 {
         macro_rules! go {
             ($t:expr) => {
                 match g.m {
-                    1 => z::<1, 4, $t>(g),
-                    2 => z::<2, 4, $t>(g),
-                    3 => z::<3, 4, $t>(g),
-                    4 => z::<4, 4, $t>(g),
-                    5 => z::<5, 2, $t>(g),
-                    6 => z::<6, 2, $t>(g),
-                    7 => z::<7, 2, $t>(g),
-                    8 => z::<8, 2, $t>(g),
-                    9 => z::<9, 2, $t>(g),
-                    10 => z::<10, 2, $t>(g),
-                    11 => z::<11, 2, $t>(g),
-                    _ => z::<12, 2, $t>(g),
+                    1 => z::<1, $t>(g),
+                    2 => z::<2, $t>(g),
+                    3 => z::<3, $t>(g),
+                    _ => z::<4, $t>(g),
                 }
             };
         }
@@ -196,19 +176,19 @@ mod x86 {
         }
     }
 
-    /// [`avx512`] for `M` rows, `P` panels at a time (then 1), type `T`.
+    /// [`avx512`] for `M` rows and type `T`.
     ///
     /// # Safety
     /// That of [`avx512`].
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn z<const M: usize, const P: usize, const T: u8>(g: &Args) {
+    unsafe fn z<const M: usize, const T: u8>(g: &Args) {
         let panels = g.n.div_ceil(NR);
         let mut jp = 0;
         // SAFETY: the contract: panels jp.. exist, A rows and C rows in bounds.
         unsafe {
-            while jp + P <= panels {
-                z_block::<M, P, T>(g, jp);
-                jp += P;
+            while jp + 4 <= panels {
+                z_block::<M, 4, T>(g, jp);
+                jp += 4;
             }
             while jp < panels {
                 z_block::<M, 1, T>(g, jp);
@@ -265,7 +245,7 @@ mod x86 {
                     if j0 >= g.n {
                         break;
                     }
-                    let mut tile = [[0.0f32; NR]; MAX_M];
+                    let mut tile = [[0.0f32; NR]; 4];
                     for (r, t) in tile.iter_mut().enumerate().take(M) {
                         _mm512_storeu_ps(t.as_mut_ptr(), acc[r][q]);
                     }
@@ -275,8 +255,7 @@ mod x86 {
         }
     }
 
-    /// AVX2 + F16C: a panel is two 8-lane halves; 2 panels at a time for up to 2 rows, else 1
-    /// (up to 6 rows).
+    /// AVX2 + F16C: a panel is two 8-lane halves; 2 panels at a time for up to 2 rows, else 1.
     ///
     /// # Safety
     /// That of [`super::run`], on a CPU with AVX2, FMA and F16C.
@@ -288,9 +267,7 @@ mod x86 {
                     1 => y::<1, 2, $t>(g),
                     2 => y::<2, 2, $t>(g),
                     3 => y::<3, 1, $t>(g),
-                    4 => y::<4, 1, $t>(g),
-                    5 => y::<5, 1, $t>(g),
-                    _ => y::<6, 1, $t>(g),
+                    _ => y::<4, 1, $t>(g),
                 }
             };
         }
@@ -389,7 +366,7 @@ mod x86 {
                     if j0 >= g.n {
                         break;
                     }
-                    let mut tile = [[0.0f32; NR]; MAX_M];
+                    let mut tile = [[0.0f32; NR]; 4];
                     for (r, t) in tile.iter_mut().enumerate().take(M) {
                         _mm256_storeu_ps(t.as_mut_ptr(), acc[r][q][0]);
                         _mm256_storeu_ps(t.as_mut_ptr().add(8), acc[r][q][1]);
