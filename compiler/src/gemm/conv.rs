@@ -77,8 +77,9 @@ pub struct ConvParams {
     /// Threads the scratch has slots for (0 counts as 1): the planner's thread count.
     pub threads: u64,
     /// The weights' storage type ([`super::lowp::WeightType::code`]; 0: f32) for the paths
-    /// that read reduced weights in their own layout ([`super::lowp::conv`]: Winograd and
-    /// the direct kernels); the GEMM path marks reduced weights in `packed_a` instead.
+    /// that read reduced weights in their own layout ([`super::lowp::conv`]: Winograd, the
+    /// direct kernels and the small-plane pointwise kernel); the GEMM path marks reduced
+    /// weights in `packed_a` instead.
     pub wtype: u64,
 }
 
@@ -202,7 +203,7 @@ impl ConvParams {
         super::direct::applies(self)
     }
 
-    /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant f32 weights,
+    /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant weights,
     /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels when 16-pixel
     /// panels would waste more than 5%, AVX-512 or AVX2); it leaves
     /// the planned scratch unused.
@@ -445,9 +446,12 @@ pub unsafe extern "C" fn arenac_conv2d(
         return;
     }
     if p.packed_a == super::pw_small::PW_SMALL_PACKED {
+        // Reduced weights (`p.wtype`) are widened in registers as the tiles read them.
+        let lowp = super::lowp::conv::Reduced::of(&p, w, super::lowp::conv::Layout::PwSmall);
         // SAFETY: the contract of `pw_small::run` is this function's, less the scratch; the
-        // weights were packed for it by `prepare_weights` in this process.
-        unsafe { super::pw_small::run(&p, x, w, bias, y) };
+        // weights were packed for it by `prepare_weights` (f32) or `lowp::conv::pack` in
+        // `Layout::PwSmall` (reduced) in this process.
+        unsafe { super::pw_small::run(&p, x, w, bias, y, lowp) };
         return;
     }
     let (panel, a_floats) = scratch_parts(&p);

@@ -710,12 +710,21 @@ pub fn conv_weight_type(p: &super::conv::ConvParams) -> Option<WeightType> {
 }
 
 /// Bytes of a conv's reduced weights: one [`lowp_a_bytes`] piece per group, each rounded up
-/// to 64 bytes.
+/// to 64 bytes, or [`conv::Layout::PwSmall`]'s bytes if more where that kernel runs.
 pub fn conv_lowp_bytes(p: &super::conv::ConvParams, t: WeightType) -> usize {
     let g = p.group.max(1) as usize;
-    lowp_a_bytes(t, p.m as usize / g, p.k())
+    let gemm = lowp_a_bytes(t, p.m as usize / g, p.k())
         .next_multiple_of(64)
-        .saturating_mul(g)
+        .saturating_mul(g);
+    // The small-plane pointwise kernel's panels (16 channels each) may need more when the
+    // output channels are no multiple of 16.
+    let mut q = *p;
+    super::conv::mark_packed(&mut q);
+    if q.packed_a == super::pw_small::PW_SMALL_PACKED {
+        gemm.max(conv::layout_bytes(p, t, conv::Layout::PwSmall))
+    } else {
+        gemm
+    }
 }
 
 /// Packs a conv's weights (`M x C/group x kh x kw`; `w(i)` is element i) in `t`, group by

@@ -14,11 +14,19 @@
 //!
 //! Work is cut into tasks of one image and one block of 32 (AVX-512) or 16 (AVX2) output
 //! channels; every element is computed by the same code whichever thread runs its task, so
-//! results are bit-identical at every thread count. Taken only with constant f32 weights, no
-//! groups, small planes ([`applies`]), on AVX-512 or AVX2 (reduced weights keep the GEMM
-//! path: [`super::lowp::mark_conv`] replaces this layout).
+//! results are bit-identical at every thread count. Taken only with constant weights, no
+//! groups, small planes ([`applies`]), on AVX-512 or AVX2 (with F16C).
+//!
+//! Weights stored reduced (`--weights f16|bf16|int8`, `ConvParams::wtype`) keep this path in
+//! the same panel layout with their own elements ([`super::lowp::conv::Layout::PwSmall`]):
+//! each step's row of the one or two panels is widened in registers as it is loaded
+//! (`vcvtph2ps`; bf16 by a zero extension and a shift; int8 by sign extension and
+//! `vcvtdq2ps`), so a task reads half (a quarter) of the f32 weights' bytes and needs no
+//! buffer; int8's per-channel scales (one per lane) multiply the accumulated sums before the
+//! bias.
 
 use super::conv::{Activation, ConvParams};
+use super::lowp::conv::Reduced;
 use super::split::{MIN_TASK_MACS, SyncPtr};
 use super::{NR, packed_b_len};
 
@@ -52,7 +60,7 @@ fn isa() -> Option<Isa> {
         if name.starts_with("avx512") {
             return Some(Isa::Avx512);
         }
-        if name.starts_with("avx2") {
+        if name.starts_with("avx2") && std::arch::is_x86_feature_detected!("f16c") {
             return Some(Isa::Avx2);
         }
     }
@@ -90,17 +98,19 @@ pub(super) fn pack(p: &ConvParams, w: &[f32], out: &mut [f32]) {
 }
 
 /// `y = act(conv(x, w) + bias)` for a geometry [`applies`] accepts, spread over the current
-/// pool ([`crate::par`]).
+/// pool ([`crate::par`]); with `lowp`, the weights are those at `w` stored reduced.
 ///
 /// # Safety
 /// That of [`super::conv::arenac_conv2d`], less the scratch (unused), with `w` packed by
-/// [`pack`] in this process.
+/// [`pack`] in this process, or with `lowp` the view of `w` packed by
+/// [`super::lowp::conv::pack`] in [`super::lowp::conv::Layout::PwSmall`].
 pub(super) unsafe fn run(
     p: &ConvParams,
     x: *const f32,
     w: *const f32,
     bias: *const f32,
     y: *mut f32,
+    lowp: Option<Reduced>,
 ) {
     let Some(isa) = isa() else {
         return;
@@ -138,11 +148,17 @@ pub(super) unsafe fn run(
     };
     let tasks = units * parts;
     let act = p.activation();
-    let (x, w, bias, y) = (
+    // The weights' element type (0: f32) and bytes, and int8's per-channel scales.
+    let (tcode, bytes, scales) = match lowp {
+        Some(r) => (r.t.code(), r.t.bytes(), r.scales),
+        None => (0, 4, std::ptr::null()),
+    };
+    let (x, w, bias, y, scales) = (
         SyncPtr(x.cast_mut()),
-        SyncPtr(w.cast_mut()),
+        SyncPtr(w.cast_mut().cast::<u8>()),
         SyncPtr(bias.cast_mut()),
         SyncPtr(y),
+        SyncPtr(scales.cast_mut()),
     );
     crate::par::for_each(tasks, width, |t, _| {
         let (u, part) = (t / parts, t % parts);
@@ -154,7 +170,7 @@ pub(super) unsafe fn run(
         let xi = x.get().cast_const().wrapping_add(img * c * pixels);
         let yi = y.get().wrapping_add(img * m * pixels);
         // Panels ch0 / 16.. of W^T (ch0 is a multiple of 16).
-        let b = w.get().cast_const().wrapping_add(ch0 / NR * k * NR);
+        let b = w.get().cast_const().wrapping_add(ch0 / NR * k * NR * bytes);
         // SAFETY: the contract: x holds n images of c = k planes of `pixels` floats; W^T's
         // panels for channels ch0..ch0+nch exist (packed_b_len(k, m)); output rows
         // ch0..ch0+nch of image img lie in y, and only this task writes their pixels `px`.
@@ -163,16 +179,24 @@ pub(super) unsafe fn run(
         } else {
             std::ptr::null()
         };
-        // SAFETY: as above; with a bias, channels ch0..ch0+nch of its m floats.
+        // Int8: the scales of channels ch0.. (one per lane of the panels, padded to whole
+        // panels by the layout).
+        let scales = if scales.get().is_null() {
+            std::ptr::null()
+        } else {
+            scales.get().cast_const().wrapping_add(ch0)
+        };
+        // SAFETY: as above; with a bias, channels ch0..ch0+nch of its m floats; the weights'
+        // type is tcode (the caller's contract on `lowp`).
         unsafe {
             task(
-                isa,
+                (isa, tcode),
                 (k, pixels, nch),
                 px,
                 xi,
                 b,
                 yi.wrapping_add(ch0 * pixels),
-                (bias, act),
+                Epilogue { bias, scales, act },
             )
         };
     });
@@ -183,14 +207,16 @@ pub(super) unsafe fn run(
 ///
 /// # Safety
 /// `x` readable for `k` planes of `pixels` floats; `b` for `nch.div_ceil(16)` panels of `k`
-/// rows of 16 floats, `k * 16` apart; `y` writable for `nch` rows of `pixels` floats; the
-/// epilogue's bias null or readable for `nch` floats; the CPU has `isa`.
+/// rows of 16 elements of type `tcode` ([`super::lowp::WeightType::code`]), `k * 16`
+/// elements apart; `y` writable for `nch` rows of `pixels` floats; the epilogue's bias null
+/// or readable for `nch` floats, its scales null or readable for the panels' channels; the
+/// CPU has `isa`.
 unsafe fn task(
-    isa: Isa,
+    (isa, tcode): (Isa, u64),
     (k, pixels, nch): (usize, usize, usize),
     px: std::ops::Range<usize>,
     x: *const f32,
-    b: *const f32,
+    b: *const u8,
     y: *mut f32,
     epi: Epilogue,
 ) {
@@ -204,8 +230,8 @@ unsafe fn task(
         while px0 < px.end {
             let h = mr.min(px.end - px0);
             let f = match isa {
-                Isa::Avx512 => x86::avx512(h, panels),
-                Isa::Avx2 => x86::avx2(h),
+                Isa::Avx512 => x86::avx512(h, panels, tcode),
+                Isa::Avx2 => x86::avx2(h, tcode),
             };
             if let Some(f) = f {
                 // SAFETY: pixels px0..px0+h of the k planes; the panels; the rows of y from
@@ -228,17 +254,24 @@ unsafe fn task(
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (isa, k, pixels, nch, px, x, b, y, epi);
+    let _ = (isa, tcode, k, pixels, nch, px, x, b, y, epi);
 }
 
-/// The bias of a task's first channel (null: none) and the activation, applied in registers.
-type Epilogue = (*const f32, Activation);
+/// What a tile applies in registers after the K accumulation, for the task's first channel
+/// on: int8's scales (null: none), the bias (null: none), the activation.
+#[derive(Clone, Copy)]
+struct Epilogue {
+    bias: *const f32,
+    scales: *const f32,
+    act: Activation,
+}
 
 /// `unsafe fn(k, x, ldx, b, bstride, y, ldy, nch, epilogue)`: `h` pixels (fixed by the
-/// function) x the panels' channels, plus bias, through the activation, stored as the first
-/// `h` floats of `nch` output rows at stride `ldy`.
+/// function) x the panels' channels (elements of the function's type, `bstride` elements
+/// apart), scaled (int8), plus bias, through the activation, stored as the first `h` floats
+/// of `nch` output rows at stride `ldy`.
 type TileFn =
-    unsafe fn(usize, *const f32, usize, *const f32, usize, *mut f32, usize, usize, Epilogue);
+    unsafe fn(usize, *const f32, usize, *const u8, usize, *mut f32, usize, usize, Epilogue);
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
@@ -251,9 +284,59 @@ mod x86 {
     /// Pixels of an AVX2 tile (6 x 16 channels: 12 accumulators).
     pub(super) const MR2: usize = 6;
 
-    /// Weight rows (one cache line of a panel each) prefetched ahead: about a memory latency
-    /// of 12 x 32 steps.
+    /// Weight rows (one cache line of an f32 panel each) prefetched ahead: about a memory
+    /// latency of 12 x 32 steps.
     const B_AHEAD: usize = 32;
+
+    /// Bytes of an element of type `T` ([`crate::gemm::lowp::WeightType::code`]: 0 f32,
+    /// 1 f16, 2 bf16, 3 int8).
+    const fn elem_bytes(t: u64) -> usize {
+        match t {
+            0 => 4,
+            1 | 2 => 2,
+            _ => 1,
+        }
+    }
+
+    /// The 16 elements of type `T` at element `i` of `b`, widened (int8 unscaled).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; 16 elements readable there.
+    #[target_feature(enable = "avx512f,avx2")]
+    #[inline]
+    unsafe fn load16<const T: u64>(b: *const u8, i: usize) -> __m512 {
+        // SAFETY: the caller's contract (unaligned loads).
+        unsafe {
+            match T {
+                0 => _mm512_loadu_ps(b.cast::<f32>().add(i)),
+                1 => _mm512_cvtph_ps(_mm256_loadu_si256(b.add(2 * i).cast())),
+                2 => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                    _mm256_loadu_si256(b.add(2 * i).cast()),
+                ))),
+                _ => _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(b.add(i).cast()))),
+            }
+        }
+    }
+
+    /// The 8 elements of type `T` at element `i` of `b`, widened (int8 unscaled).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C; 8 elements readable there.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    unsafe fn load8<const T: u64>(b: *const u8, i: usize) -> __m256 {
+        // SAFETY: the caller's contract (unaligned loads).
+        unsafe {
+            match T {
+                0 => _mm256_loadu_ps(b.cast::<f32>().add(i)),
+                1 => _mm256_cvtph_ps(_mm_loadu_si128(b.add(2 * i).cast())),
+                2 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(
+                    _mm_loadu_si128(b.add(2 * i).cast()),
+                ))),
+                _ => _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(b.add(i).cast()))),
+            }
+        }
+    }
 
     /// 16x16 transpose: lane `j` of `r[i]` becomes lane `i` of the result's vector `j`.
     #[target_feature(enable = "avx512f")]
@@ -286,39 +369,40 @@ mod x86 {
         o
     }
 
-    /// `M` pixels x `W` panels of 16 channels with AVX-512F.
+    /// `M` pixels x `W` panels of 16 channels of type `T` with AVX-512F.
     ///
     /// # Safety
     /// The CPU has AVX-512F (and AVX2, FMA); `x` readable for `k` rows of `M` floats at stride
-    /// `ldx`; `b` for `W` panels (at `b + j * bstride`) of `k` rows of 16; `y` writable for
-    /// `nch <= 16 W` rows of `M` floats at stride `ldy`; `bias` null or readable for `nch`.
+    /// `ldx`; `b` for `W` panels (at element `j * bstride`) of `k` rows of 16 elements of
+    /// type `T`; `y` writable for `nch <= 16 W` rows of `M` floats at stride `ldy`; `bias`
+    /// null or readable for `nch`, `scales` null or readable for `16 W`.
     #[target_feature(enable = "avx512f,avx2,fma")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile512<const M: usize, const W: usize>(
+    unsafe fn tile512<const M: usize, const W: usize, const T: u64>(
         k: usize,
         x: *const f32,
         ldx: usize,
-        b: *const f32,
+        b: *const u8,
         bstride: usize,
         y: *mut f32,
         ldy: usize,
         nch: usize,
-        (bias, act): Epilogue,
+        Epilogue { bias, scales, act }: Epilogue,
     ) {
+        let eb = elem_bytes(T);
         let mut acc = [[_mm512_setzero_ps(); W]; M];
         for p in 0..k {
             // The weights come from memory on a task's first tile: fetch them ahead (a hint,
             // never faults, hence wrapping arithmetic).
             for j in 0..W {
-                let ahead = b.wrapping_add((p + B_AHEAD) * NR + j * bstride);
+                let ahead = b.wrapping_add(((p + B_AHEAD) * NR + j * bstride) * eb);
                 _mm_prefetch::<_MM_HINT_T0>(ahead.cast::<i8>());
             }
             // SAFETY: row p < k of each panel and of the M pixels (the contract).
             unsafe {
-                let bp = b.add(p * NR);
                 let mut bv = [_mm512_setzero_ps(); W];
                 for (j, v) in bv.iter_mut().enumerate() {
-                    *v = _mm512_loadu_ps(bp.add(j * bstride));
+                    *v = load16::<T>(b, p * NR + j * bstride);
                 }
                 let xp = x.add(p * ldx);
                 for (i, row) in acc.iter_mut().enumerate() {
@@ -331,6 +415,13 @@ mod x86 {
         }
         for j in 0..W {
             let chans = nch.saturating_sub(j * NR).min(NR);
+            if !scales.is_null() {
+                // SAFETY: the panel's 16 scales (the contract).
+                let sv = unsafe { _mm512_loadu_ps(scales.add(j * NR)) };
+                for row in acc.iter_mut() {
+                    row[j] = _mm512_mul_ps(row[j], sv);
+                }
+            }
             let bv = if bias.is_null() {
                 _mm512_setzero_ps()
             } else {
@@ -393,33 +484,34 @@ mod x86 {
         o
     }
 
-    /// `M` pixels x 16 channels (two ymm) with AVX2 + FMA.
+    /// `M` pixels x 16 channels (two ymm) of type `T` with AVX2 + FMA.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; `x` readable for `k` rows of `M` floats at stride `ldx`; `b`
-    /// for `k` rows of 16; `y` writable for `nch <= 16` rows of `M` floats at stride `ldy`;
-    /// `bias` null or readable for `nch`.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU has AVX2, FMA and F16C; `x` readable for `k` rows of `M` floats at stride
+    /// `ldx`; `b` for `k` rows of 16 elements of type `T`; `y` writable for `nch <= 16` rows
+    /// of `M` floats at stride `ldy`; `bias` null or readable for `nch`, `scales` null or
+    /// readable for 16.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile2<const M: usize>(
+    unsafe fn tile2<const M: usize, const T: u64>(
         k: usize,
         x: *const f32,
         ldx: usize,
-        b: *const f32,
+        b: *const u8,
         _bstride: usize,
         y: *mut f32,
         ldy: usize,
         nch: usize,
-        (bias, act): Epilogue,
+        Epilogue { bias, scales, act }: Epilogue,
     ) {
+        let eb = elem_bytes(T);
         let mut acc = [[_mm256_setzero_ps(); 2]; M];
         for p in 0..k {
             // As in the AVX-512 tile: the panel's rows ahead (a hint).
-            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + B_AHEAD) * NR).cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + B_AHEAD) * NR * eb).cast::<i8>());
             // SAFETY: row p < k of the panel and of the M pixels (the contract).
             unsafe {
-                let bp = b.add(p * NR);
-                let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+                let (b0, b1) = (load8::<T>(b, p * NR), load8::<T>(b, p * NR + 8));
                 let xp = x.add(p * ldx);
                 for (i, row) in acc.iter_mut().enumerate() {
                     let av = _mm256_broadcast_ss(&*xp.add(i));
@@ -432,6 +524,13 @@ mod x86 {
         let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(M as i32), lanes);
         for half in 0..2 {
             let chans = nch.saturating_sub(half * 8).min(8);
+            if !scales.is_null() {
+                // SAFETY: the panel's 16 scales (the contract).
+                let sv = unsafe { _mm256_loadu_ps(scales.add(half * 8)) };
+                for row in acc.iter_mut() {
+                    row[half] = _mm256_mul_ps(row[half], sv);
+                }
+            }
             let bv = if bias.is_null() {
                 _mm256_setzero_ps()
             } else {
@@ -458,14 +557,26 @@ mod x86 {
         }
     }
 
-    /// The AVX-512 tile for `h` pixels (1..=12) of `panels` (1 or 2) panels.
-    pub(super) fn avx512(h: usize, panels: usize) -> Option<TileFn> {
+    /// The AVX-512 tile for `h` pixels (1..=12) of `panels` (1 or 2) panels of weights of
+    /// type `t` (0..=3, [`crate::gemm::lowp::WeightType::code`]).
+    pub(super) fn avx512(h: usize, panels: usize, t: u64) -> Option<TileFn> {
+        match t {
+            0 => avx512_of::<0>(h, panels),
+            1 => avx512_of::<1>(h, panels),
+            2 => avx512_of::<2>(h, panels),
+            3 => avx512_of::<3>(h, panels),
+            _ => None,
+        }
+    }
+
+    /// [`avx512`] for weights of type `T`.
+    fn avx512_of<const T: u64>(h: usize, panels: usize) -> Option<TileFn> {
         /// Lists one instantiation per pixel count (no logic).
         macro_rules! sel {
             ($($n:literal),*) => {
                 match (h, panels) {
-                    $(($n, 1) => Some(tile512::<$n, 1> as TileFn),
-                      ($n, 2) => Some(tile512::<$n, 2> as TileFn),)*
+                    $(($n, 1) => Some(tile512::<$n, 1, T> as TileFn),
+                      ($n, 2) => Some(tile512::<$n, 2, T> as TileFn),)*
                     _ => None,
                 }
             };
@@ -473,15 +584,26 @@ mod x86 {
         sel!(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
     }
 
-    /// The AVX2 tile for `h` pixels (1..=6).
-    pub(super) fn avx2(h: usize) -> Option<TileFn> {
+    /// The AVX2 tile for `h` pixels (1..=6) of weights of type `t` (as [`avx512`]).
+    pub(super) fn avx2(h: usize, t: u64) -> Option<TileFn> {
+        match t {
+            0 => avx2_of::<0>(h),
+            1 => avx2_of::<1>(h),
+            2 => avx2_of::<2>(h),
+            3 => avx2_of::<3>(h),
+            _ => None,
+        }
+    }
+
+    /// [`avx2`] for weights of type `T`.
+    fn avx2_of<const T: u64>(h: usize) -> Option<TileFn> {
         match h {
-            1 => Some(tile2::<1> as TileFn),
-            2 => Some(tile2::<2> as TileFn),
-            3 => Some(tile2::<3> as TileFn),
-            4 => Some(tile2::<4> as TileFn),
-            5 => Some(tile2::<5> as TileFn),
-            6 => Some(tile2::<6> as TileFn),
+            1 => Some(tile2::<1, T> as TileFn),
+            2 => Some(tile2::<2, T> as TileFn),
+            3 => Some(tile2::<3, T> as TileFn),
+            4 => Some(tile2::<4, T> as TileFn),
+            5 => Some(tile2::<5, T> as TileFn),
+            6 => Some(tile2::<6, T> as TileFn),
             _ => None,
         }
     }

@@ -325,6 +325,22 @@ fn conv(
     let wino = stage16::conv::wino_bands(&params, budget).is_some();
     let planned = super::dense::planned_scratch(cx);
     let direct = stage16::conv::reduced_direct(&params, budget, st.code(), planned);
+    // Pointwise runs or bands on the small-plane kernel (the layout f32 weights take for
+    // them) read reduced weights in its own layout, where that takes the bytes predicted
+    // for the node (`conv_lowp_bytes`: bands of a plane the kernel does not take whole may
+    // need more when the channels are no multiple of 16).
+    let pw_small = st.is_reduced()
+        && !wino
+        && crate::gemm::lowp::conv::is_pw_small(&wp)
+        && crate::gemm::lowp::conv::region_bytes(&wp, st, Layout::PwSmall)
+            == crate::gemm::lowp::conv_lowp_bytes(&params, st)
+        && stage16::conv::scratch_bytes_at(
+            &ConvParams {
+                wtype: st.code(),
+                ..params
+            },
+            budget,
+        ) == stage16::conv::scratch_bytes_at(&params, budget);
     let woff = if wino && wp.packed_a == crate::gemm::winograd::WINOGRAD_PACKED {
         // Winograd bands on weights transformed once per run: the OIHW weights, f32 or
         // stored reduced (widened by the transform into the scratch's head at every run).
@@ -335,6 +351,13 @@ fn conv(
         } else {
             w.tensor_f32(wt)
         }
+    } else if pw_small {
+        // The small-plane pointwise kernel's runs or bands, widening its panels' rows in
+        // registers.
+        params.wtype = st.code();
+        wp.wtype = st.code();
+        let op = super::dense::reduced_conv_weights(cx, w, wt, &wp, Layout::PwSmall);
+        weights_offset(cx, op)?
     } else if let Some(q) = direct {
         // The direct kernels' bands, reading the reduced weights in their layout (a block
         // of output channels widened per task into the band's scratch slots).

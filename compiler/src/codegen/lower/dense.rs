@@ -538,6 +538,10 @@ pub(super) fn conv(
                 // the planned scratch (the im2col path's, which holds one block per thread).
                 params.wtype = st.code();
                 reduced_conv_weights(cx, w, wt, &params, Layout::Direct)
+            } else if st.is_reduced() && crate::gemm::lowp::conv::is_pw_small(&params) {
+                // The small-plane pointwise kernel, widening its panels' rows in registers.
+                params.wtype = st.code();
+                reduced_conv_weights(cx, w, wt, &params, Layout::PwSmall)
             } else if mark_conv(&mut params, st) {
                 // Stored in the reduced type, packed for the GEMM core (read widened).
                 w.reduced_nodes.insert(cx.id);

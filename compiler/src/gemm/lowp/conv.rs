@@ -11,21 +11,26 @@
 //!   64-byte boundary after [`layout_elems`] elements, one f32 scale per output channel (the
 //!   same `max |w| / 127` as [`super::pack_a_lowp`]); an element widens to `q * scale`;
 //! - they take [`super::conv_lowp_bytes`] bytes in the weights region, the size of the GEMM
-//!   layout (these layouts never need more): the region and the prediction `arenac plan`
-//!   shows do not depend on the path the planner picks;
+//!   layout (OIHW and the direct packing never need more; where the small-plane pointwise
+//!   kernel runs, the larger of the GEMM layout and [`Layout::PwSmall`], whose panels round
+//!   the output channels up to 16): the region and the prediction `arenac plan` shows do
+//!   not depend on the path the planner picks;
 //! - [`super::super::conv::ConvParams::wtype`] holds `t`'s code; Winograd widens one row's run
 //!   of input channels (at most [`WINO_CI`] x 9 floats, on the stack) as its per-run
 //!   transform reads it, so its scratch holds the same f32 transformed weights as with f32
 //!   weights; the direct kernels widen one block of output channels (a group of 64 for the
 //!   channels-in-lanes kernel, a 12-channel panel otherwise) into their thread's slot of the
 //!   scratch ([`direct_slot_floats`], inside what the planner gives the im2col path) once
-//!   per task, never the whole layer;
+//!   per task, never the whole layer; the small-plane pointwise kernel
+//!   ([`super::super::pw_small`]) widens each step's row of its one or two panels in
+//!   registers (int8: the accumulated sums times the channel's scale, before the bias);
 //! - widening is exact (f16/bf16) or `q as f32 * scale` (int8): the kernels compute on the
 //!   very f32 values an f32 model with those weights would hold, so their outputs equal the
-//!   f32 kernels' on the widened weights bit for bit.
+//!   f32 kernels' on the widened weights bit for bit (the pointwise kernel with int8 weights:
+//!   within rounding, as it scales the sum `sum q x` rather than each weight).
 
 use super::super::conv::ConvParams;
-use super::{WeightType, Widener, i8_scale, store};
+use super::{NR, WeightType, Widener, i8_scale, store};
 
 /// Where the f32 kernel reads its weights from, hence where the reduced ones are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +39,21 @@ pub enum Layout {
     Oihw,
     /// The direct kernels' packing ([`super::super::direct::packed_index`]).
     Direct,
+    /// The small-plane pointwise kernel's `W^T` as 16-wide B panels ([`pw_index`]: panel
+    /// `r / 16`, row `s`, lane `r % 16`; the output channels rounded up to whole panels).
+    PwSmall,
+}
+
+/// Whether `p` (marked by [`super::super::conv::mark_packed`]) runs the small-plane pointwise
+/// kernel, which reads reduced weights in [`Layout::PwSmall`].
+pub fn is_pw_small(p: &ConvParams) -> bool {
+    p.packed_a == super::super::pw_small::PW_SMALL_PACKED
+}
+
+/// Position of weight (`r`, `s`) (output channel, input channel) in [`Layout::PwSmall`] with
+/// `k` input channels: [`super::super::pack_b`]'s layout of `W^T`.
+pub(crate) fn pw_index(k: usize, r: usize, s: usize) -> usize {
+    ((r / NR) * k + s) * NR + r % NR
 }
 
 /// Input channels Winograd widens at a time per output channel.
@@ -44,6 +64,7 @@ pub fn layout_elems(p: &ConvParams, layout: Layout) -> usize {
     match layout {
         Layout::Oihw => (p.m as usize).saturating_mul(p.k()),
         Layout::Direct => super::super::direct::packed_elems(p),
+        Layout::PwSmall => super::super::packed_b_len(p.k(), p.m as usize),
     }
 }
 
@@ -104,6 +125,7 @@ pub fn pack(
             let i = match layout {
                 Layout::Oihw => r * k + s,
                 Layout::Direct => direct(r, s),
+                Layout::PwSmall => pw_index(k, r, s),
             };
             store(t, out, i, w(r * k + s), scale);
         }

@@ -1,7 +1,9 @@
-//! Winograd and the direct kernels on reduced weights against the same f32 kernels on the
-//! widened weights: bit for bit (the same f32 values in the same order), on geometries of
-//! every direct kernel (channels in lanes, rows, flat plane) and of Winograd with several K
-//! blocks and channel runs, with bias and a fused activation, one and two scratch slots.
+//! Winograd, the direct kernels and the small-plane pointwise kernel on reduced weights
+//! against the same f32 kernels on the widened weights: bit for bit (the same f32 values in
+//! the same order; the pointwise kernel's int8 within rounding, as it scales the sums), on
+//! geometries of every direct kernel (channels in lanes, rows, flat plane), of Winograd with
+//! several K blocks and channel runs and of the pointwise kernel (1 to 196 pixels, partial
+//! panels, panels widened on the stack or in registers), with bias and a fused activation, one and two scratch slots or threads.
 
 use super::super::super::conv::{
     Activation, ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed, prepare_weights,
@@ -126,7 +128,7 @@ fn check(p: ConvParams, layout: Layout, seed: u64) {
                 pf.packed_a = WINOGRAD_PACKED;
                 f32_bytes(&wide)
             }
-            Layout::Direct => {
+            Layout::Direct | Layout::PwSmall => {
                 mark_packed(&mut pf);
                 let mut out = vec![0.0f32; prepared_len(&pf)];
                 prepare_weights(&mut pf.clone(), &wide, &mut out);
@@ -144,10 +146,15 @@ fn check(p: ConvParams, layout: Layout, seed: u64) {
         assert!(wr.len() <= super::super::conv_lowp_bytes(&pr, t), "{pr:?}");
         let got = conv(&pr, &x, &wr, &bias);
         assert!(want.iter().all(|v| v.is_finite()), "{t:?} {p:?}");
-        let same = want
-            .iter()
-            .zip(&got)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
+        // The pointwise kernel scales int8 sums, not weights: a few ulps of the sum's terms.
+        let scaled_sums = layout == Layout::PwSmall && t == WeightType::I8;
+        let same = want.iter().zip(&got).all(|(a, b)| {
+            if scaled_sums {
+                (a - b).abs() <= 1e-5 * (1.0 + a.abs()) * (k as f32).sqrt()
+            } else {
+                a.to_bits() == b.to_bits()
+            }
+        });
         assert!(
             same,
             "{t:?} {layout:?} {p:?}: reduced path differs from f32 on widened"
@@ -199,19 +206,59 @@ fn direct_kernels_read_reduced_weights_as_f32_of_the_widened() {
 }
 
 #[test]
+fn pointwise_kernel_reads_reduced_weights_as_f32_of_the_widened() {
+    let cases = [
+        // MobileNetV2's 7x7 stage (5 blocks of 32 channels), at one and two threads.
+        geom(96, (7, 7), 160, 1, 1, 0, 1),
+        geom(96, (7, 7), 160, 1, 1, 0, 2),
+        // A squeeze-excitation conv on a 1x1 plane, fewer channels than a panel.
+        geom(40, (1, 1), 10, 1, 1, 0, 1),
+        // Two pixels (stored lane by lane), a partial second panel.
+        geom(24, (1, 2), 27, 1, 1, 0, 1),
+        // 14x14 with K >= 256, a partial last block, two threads.
+        geom(256, (14, 14), 40, 1, 1, 0, 2),
+        // One tile of 9 pixels (widened in registers, transposed on store).
+        geom(64, (3, 3), 48, 1, 1, 0, 1),
+        // Two panels of K = 1200, past the stack buffer: several tiles widened in registers.
+        geom(1200, (2, 7), 40, 1, 1, 0, 1),
+    ];
+    let mut ran = 0;
+    for (i, p) in cases.into_iter().enumerate() {
+        let mut q = p;
+        mark_packed(&mut q);
+        if !is_pw_small(&q) {
+            // Neither AVX-512 nor AVX2 (or the path is off): nothing to compare here.
+            continue;
+        }
+        check(p, Layout::PwSmall, 201 + i as u64);
+        ran += 1;
+    }
+    eprintln!("{ran} pointwise geometries checked");
+}
+
+#[test]
 fn reduced_layouts_fit_the_gemm_layouts_bytes() {
     // The region and `arenac plan`'s prediction use `conv_lowp_bytes` whatever the path.
     for p in [
         geom(64, (56, 56), 64, 3, 1, 1, 1),
         geom(3, (224, 224), 64, 7, 2, 3, 2),
         geom(5, (8, 40), 28, 3, 1, 0, 1),
+        // Pointwise on small planes: output channels no multiple of 16 (the panels need
+        // more than the GEMM layout), and a multiple.
+        geom(40, (1, 1), 10, 1, 1, 0, 1),
+        geom(96, (7, 7), 20, 1, 1, 0, 1),
+        geom(96, (7, 7), 160, 1, 1, 0, 1),
     ] {
         // The direct packing's 12-row panels: the GEMM layout's size where MR is 12 (the
         // only kernel the direct path runs with).
         let twelve = super::super::super::selected_kernel().mr == 12;
+        let mut q = p;
+        mark_packed(&mut q);
         for t in REDUCED {
-            for layout in [Layout::Oihw, Layout::Direct] {
-                if layout == Layout::Direct && !twelve {
+            for layout in [Layout::Oihw, Layout::Direct, Layout::PwSmall] {
+                if layout == Layout::Direct && !twelve
+                    || layout == Layout::PwSmall && !is_pw_small(&q)
+                {
                     continue;
                 }
                 assert_eq!(
