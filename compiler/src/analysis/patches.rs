@@ -47,8 +47,14 @@ pub struct PatchPlan {
     /// resolutions), in schedule order: each also cut into `grid x grid` cells, patch `(i,
     /// j)` writing cell `(i, j)` of each, so each is written whole, patch by patch.
     pub leaving: Vec<ValueId>,
-    /// Patches per side.
+    /// Patches per column of the grid (rows of patches).
     pub grid: usize,
+    /// Patches per row of the grid (columns of patches): `grid` for a square grid, 1 for
+    /// strips of whole rows (cached ones only: [`Self::cached`]).
+    pub columns: usize,
+    /// Halo rows cached between vertically adjacent patches instead of recomputed
+    /// (`cache.rs`: the grid run column by column, top to bottom); one-pass stages only.
+    pub cached: bool,
     /// The passes over the grid: one, or one per global pool in the stage plus one
     /// ([`passes`]).
     pub passes: Vec<passes::Pass>,
@@ -79,15 +85,18 @@ pub struct PatchReport {
 }
 
 impl PatchReport {
-    /// The candidate with the lowest peak whose recomputed FLOPs (with the slow ones,
-    /// [`PatchPlan::slow_flops`]) are at most `max_extra` of the whole graph's (ties: fewer
-    /// FLOPs), when it is below today's peak.
+    /// The candidate with the least recomputed FLOPs (with the slow ones,
+    /// [`PatchPlan::slow_flops`]) among those within [`PEAK_SLACK`] of the lowest peak whose
+    /// recomputed FLOPs are at most `max_extra` of the whole graph's, when it is below
+    /// today's peak ([`Self::ranked`]).
     pub fn best(&self, max_extra: f64) -> Option<&PatchPlan> {
         self.ranked(max_extra).into_iter().next()
     }
 
     /// The candidates [`Self::best`] chooses from (within `max_extra` of the FLOPs, below
-    /// today's peak), best first: by predicted peak, then recomputed FLOPs.
+    /// today's peak), best first: those within [`PEAK_SLACK`] of the lowest predicted peak
+    /// by their time proxy (recomputed + slow FLOPs: a cached grid or strips over a finer
+    /// grid recomputing its halos), then peak; then the others by peak, then recomputed FLOPs.
     pub fn ranked(&self, max_extra: f64) -> Vec<&PatchPlan> {
         let mut v: Vec<&PatchPlan> = self
             .candidates
@@ -98,10 +107,25 @@ impl PatchReport {
             })
             .filter(|c| c.peak_bytes < self.unpatched_bytes)
             .collect();
-        v.sort_by_key(|c| (c.peak_bytes, c.extra_flops));
+        let low = v.iter().map(|c| c.peak_bytes).min().unwrap_or(0);
+        let near = low.saturating_add((low as f64 * PEAK_SLACK) as usize);
+        v.sort_by_key(|c| {
+            let close = c.peak_bytes <= near;
+            let time = c.extra_flops.saturating_add(c.slow_flops);
+            (
+                !close,
+                if close { time } else { 0 },
+                c.peak_bytes,
+                c.extra_flops,
+            )
+        });
         v
     }
 }
+
+/// How far above the lowest predicted peak a candidate may be and still be chosen for a
+/// smaller time proxy ([`PatchReport::ranked`]).
+pub const PEAK_SLACK: f64 = 0.125;
 
 /// Stages taken one after another (`arena::plan_graph`: each on the graph the previous one
 /// rewrote).
@@ -137,7 +161,7 @@ pub fn patch(
         .ranked(max_extra)
         .into_iter()
         .take(RETRIES)
-        .find_map(|c| lower::rewrite(g, order, c).map(|ng| (c, ng)))?;
+        .find_map(|c| lower::rewrite_as_planned(g, order, c).map(|ng| (c, ng)))?;
     Some((
         ng,
         PatchInfo {
@@ -150,6 +174,8 @@ pub fn patch(
                 .map(|&v| g.value(v).name.clone())
                 .collect(),
             grid: best.grid,
+            columns: best.columns,
+            cached: best.cached,
             passes: best.passes.len().max(1),
             checkpoints: best
                 .passes
@@ -166,6 +192,8 @@ pub fn patch(
     ))
 }
 
+mod cache;
+mod cached;
 mod ends;
 mod fast;
 mod info;
@@ -174,7 +202,7 @@ pub mod passes;
 mod search;
 mod window;
 pub use info::PatchInfo;
-pub use lower::rewrite;
+pub use lower::{rewrite, rewrite_as_planned};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@
 //! original graph's.
 
 use arenac_compiler::analysis::liveness::LivenessOptions;
-use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite};
+use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite, rewrite_as_planned};
 use arenac_compiler::arena::plan_graph;
 
 use crate::common::*;
@@ -310,7 +310,7 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
         .filter(|(i, s)| s.start == 0 || keep.contains(i))
         .map(|(_, s)| *s)
         .collect();
-    let mut unexpressed = 0;
+    let (mut unexpressed, mut cached_graphs, mut uncached) = (0, 0, 0);
     for stage in stages {
         // Every value a pass cuts into cells: the leaving ones, pooled maps, checkpoints.
         let pooled = stage.passes.iter().flat_map(|q| {
@@ -337,17 +337,44 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
             v.dedup();
             v
         };
-        for grid in grids {
+        // One-pass stages also with cached halo rows (`PatchPlan::cached`), on the square
+        // grid and (grids 2, 3 and the finest) on strips of whole rows.
+        let one = stage.passes.len() <= 1;
+        let modes = |q: usize| {
+            let mut m = vec![(q, false)];
+            if one {
+                m.push((q, true));
+                if q == 2 || q == 3 || q == side {
+                    m.push((1, true));
+                }
+            }
+            m
+        };
+        for (grid, columns, cached) in grids
+            .iter()
+            .flat_map(|&q| modes(q).into_iter().map(move |(c, k)| (q, c, k)))
+        {
             let what = format!(
-                "{what}, stage of steps {}..{} ({} leaving), grid {grid}",
+                "{what}, stage of steps {}..{} ({} leaving), grid {grid}x{columns}{}",
                 stage.start,
                 stage.nodes,
-                1 + stage.leaving.len()
+                1 + stage.leaving.len(),
+                if cached { ", rows cached" } else { "" }
             );
             let cand = PatchPlan {
                 grid,
+                columns,
+                cached,
                 ..stage.clone()
             };
+            if cached {
+                if rewrite_as_planned(&g, &plan.schedule, &cand).is_none() {
+                    // Windows that do not move down: `rewrite` recomputes them.
+                    uncached += 1;
+                } else {
+                    cached_graphs += 1;
+                }
+            }
             let Some(mut ng) = rewrite(&g, &plan.schedule, &cand) else {
                 assert!(stage.start > 0, "{what}: not rewritten");
                 unexpressed += 1;
@@ -372,6 +399,14 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
     if unexpressed > 0 {
         eprintln!("{what}: {unexpressed} later-segment rewrites not expressible (left unpatched)");
     }
+    eprintln!(
+        "{what}: {cached_graphs} rewrites with cached halo rows, {uncached} fell back to \
+         recomputing them"
+    );
+    assert!(
+        cached_graphs > 0,
+        "{what}: no stage ran with cached halo rows"
+    );
     (graphs, exact, multi)
 }
 
