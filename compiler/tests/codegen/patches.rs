@@ -555,7 +555,7 @@ fn large_patches_keep_winograd() {
     let stage = report
         .candidates
         .iter()
-        .filter(|c| c.grid == 2)
+        .filter(|c| c.grid == 2 && c.columns == 2 && !c.cached)
         .max_by_key(|c| c.nodes)
         .expect("a stage");
     let mut ng = rewrite(&g, &plan.schedule, stage).expect("rewritten");
