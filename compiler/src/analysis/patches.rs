@@ -96,7 +96,7 @@ impl PatchReport {
     /// The candidates [`Self::best`] chooses from (within `max_extra` of the FLOPs, below
     /// today's peak), best first: stages by the lowest predicted peak of their grids; within
     /// a stage, the grids within [`PEAK_SLACK`] of that peak by their time proxy (recomputed
-    /// + slow FLOPs: cached strips over a finer grid recomputing its halos), then peak; then
+    /// and slow FLOPs: cached strips over a finer grid recomputing its halos), then peak; then
     /// its other grids by peak, then recomputed FLOPs. (Across stages the slack is not
     /// taken: a shorter stage's predicted peak was 14-18% low once planned.)
     pub fn ranked(&self, max_extra: f64) -> Vec<&PatchPlan> {
