@@ -561,7 +561,34 @@ fn segment(
                 .filter_map(|&v| g.value(v).ty.shape.get(2).copied())
                 .min()
                 .unwrap_or(0);
-            for p in 2..=(MAX_STRIPS.min(high)) {
+            // Dense Convs (not depthwise, not 1x1) run direct on few rows far below their
+            // whole-plane speed, which the FLOPs do not show (DBNet-320's 3x3 Convs on 16
+            // strips of 2-5 rows: 66 vs 104 GFLOP/s, the run 1.55x): strips leave each at
+            // least `MIN_STRIP_ROWS` output rows. Stems (few input channels, cheap rows) do
+            // not count: MobileNetV2's on 28 strips of 4 rows ran as fast as whole.
+            let dense_h = order[a..n]
+                .iter()
+                .filter(|&&id| match &g.node(id).op {
+                    crate::ops::Op::Conv(c) => {
+                        let cin = g
+                            .node(id)
+                            .inputs
+                            .first()
+                            .and_then(|&x| g.value(x).ty.shape.get(1).copied());
+                        c.group == 1
+                            && c.kernel.iter().product::<usize>() > 1
+                            && cin.is_some_and(|ci| ci >= MIN_DENSE_CHANNELS)
+                    }
+                    _ => false,
+                })
+                .filter_map(|&id| {
+                    let y = *g.node(id).outputs.first()?;
+                    g.value(y).ty.shape.get(2).copied()
+                })
+                .min()
+                .unwrap_or(usize::MAX);
+            let most = MAX_STRIPS.min(high).min(dense_h / MIN_STRIP_ROWS);
+            for p in 2..=most {
                 let (w, sums) =
                     cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
                 let stage_bytes = here.saturating_add(w);
@@ -593,6 +620,12 @@ fn segment(
 
 /// Most strips (patches of whole rows, [`PatchPlan::columns`] 1) tried.
 pub const MAX_STRIPS: usize = 32;
+
+/// Fewest output rows per strip of a stage's dense (not depthwise, not pointwise) Convs.
+pub const MIN_STRIP_ROWS: usize = 8;
+
+/// Input channels from which a Conv counts as dense for [`MIN_STRIP_ROWS`].
+pub const MIN_DENSE_CHANNELS: usize = 16;
 
 /// Longest later segment tried (nodes).
 pub const MAX_SEGMENT: usize = 48;
