@@ -140,7 +140,7 @@ impl PatchReport {
 
 /// How far above its stage's lowest predicted peak a grid may be and still be chosen for a
 /// smaller time proxy ([`PatchReport::ranked`]).
-pub const PEAK_SLACK: f64 = 0.125;
+pub const PEAK_SLACK: f64 = 0.0;
 
 /// Stages taken one after another (`arena::plan_graph`: each on the graph the previous one
 /// rewrote).
@@ -169,42 +169,65 @@ pub fn patch(
     opts: LivenessOptions,
     max_extra: f64,
 ) -> Option<(Graph, PatchInfo)> {
+    alternatives(g, order, opts, max_extra).into_iter().next()
+}
+
+/// The best candidate of each family (halos recomputed, halo rows cached), best first, each
+/// as a rewritten graph: the caller plans them and keeps the smaller arena. The predicted
+/// peaks of the two families err differently once planned (U-Net: a cached 8x1 stage
+/// predicted below a recomputing 3x3 one planned 12% above it; MobileNetV2 the reverse).
+pub fn alternatives(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    max_extra: f64,
+) -> Vec<(Graph, PatchInfo)> {
     let report = analyze(g, order, opts, MAX_GRID);
-    // The best candidate the rewrite expresses (a later segment may hold what it cannot:
-    // then the next best, not no stage at all).
-    let (best, ng) = report
-        .ranked(max_extra)
-        .into_iter()
-        .take(RETRIES)
-        .find_map(|c| lower::rewrite_as_planned(g, order, c).map(|ng| (c, ng)))?;
-    Some((
-        ng,
-        PatchInfo {
-            start: best.start,
-            stage_nodes: best.nodes - best.start,
-            output: g.value(best.output).name.clone(),
-            leaving: best
-                .leaving
-                .iter()
-                .map(|&v| g.value(v).name.clone())
-                .collect(),
-            grid: best.grid,
-            columns: best.columns,
-            cached: best.cached,
-            passes: best.passes.len().max(1),
-            checkpoints: best
-                .passes
-                .iter()
-                .filter_map(|p| p.write)
-                .map(|v| g.value(v).name.clone())
-                .collect(),
-            unpatched_bytes: report.unpatched_bytes,
-            predicted_bytes: best.peak_bytes,
-            extra_flops: best.extra_flops,
-            total_flops: report.total_flops,
-            later: Vec::new(),
-        },
-    ))
+    let ranked = report.ranked(max_extra);
+    let mut out = Vec::new();
+    for cached in [false, true] {
+        // The best candidate the rewrite expresses (a later segment may hold what it
+        // cannot: then the next best, not no stage at all).
+        let found = ranked
+            .iter()
+            .filter(|c| c.cached == cached)
+            .take(RETRIES)
+            .find_map(|&c| lower::rewrite_as_planned(g, order, c).map(|ng| (c, ng)));
+        if let Some((best, ng)) = found {
+            out.push((best.peak_bytes, info_of(g, &report, best), ng));
+        }
+    }
+    out.sort_by_key(|(peak, _, _)| *peak);
+    out.into_iter().map(|(_, info, ng)| (ng, info)).collect()
+}
+
+/// The report of candidate `best` of `report` on `g`.
+fn info_of(g: &Graph, report: &PatchReport, best: &PatchPlan) -> PatchInfo {
+    PatchInfo {
+        start: best.start,
+        stage_nodes: best.nodes - best.start,
+        output: g.value(best.output).name.clone(),
+        leaving: best
+            .leaving
+            .iter()
+            .map(|&v| g.value(v).name.clone())
+            .collect(),
+        grid: best.grid,
+        columns: best.columns,
+        cached: best.cached,
+        passes: best.passes.len().max(1),
+        checkpoints: best
+            .passes
+            .iter()
+            .filter_map(|p| p.write)
+            .map(|v| g.value(v).name.clone())
+            .collect(),
+        unpatched_bytes: report.unpatched_bytes,
+        predicted_bytes: best.peak_bytes,
+        extra_flops: best.extra_flops,
+        total_flops: report.total_flops,
+        later: Vec::new(),
+    }
 }
 
 mod cache;

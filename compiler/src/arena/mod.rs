@@ -396,10 +396,10 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
         // The budget is shared by the stages: each later one gets what the earlier left.
         let mut budget = f64::from(opts.patch_flops) / 100.0;
         for _ in 0..patches::MAX_STAGES {
-            let Some((ng, info)) = patches::patch(g, &plan.schedule, predict, budget) else {
-                break;
-            };
-            {
+            // Each family's best candidate planned; the smaller arena kept (the first on a
+            // tie: the lower predicted peak).
+            let mut best: Option<(Graph, PatchInfo, ArenaPlan)> = None;
+            for (ng, info) in patches::alternatives(g, &plan.schedule, predict, budget) {
                 if cfg!(debug_assertions)
                     && let Err(e) = crate::ir::verify::verify(&ng)
                 {
@@ -416,6 +416,17 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
                 };
                 let mut patched = plan_flat(&ng, &keep)?;
                 patched.options.keep_file_order = opts.keep_file_order;
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, _, b)| patched.arena_bytes < b.arena_bytes)
+                {
+                    best = Some((ng, info, patched));
+                }
+            }
+            {
+                let Some((ng, info, patched)) = best else {
+                    break;
+                };
                 if patched.arena_bytes >= plan.arena_bytes {
                     break;
                 }
