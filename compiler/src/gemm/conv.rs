@@ -254,6 +254,26 @@ pub fn prepare_weights(p: &mut ConvParams, w: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The layout [`prepare_weights`] writes for `p` (marked), as the weights region keys its
+/// stored copies: the marking alone does not say it, the direct kernels pack in one of two
+/// layouts by the geometry (channels-in-lanes groups or 12-row panels,
+/// `direct::block_rows`), so two Convs on one weight tensor with different planes may need
+/// two copies.
+pub fn packing_name(p: &ConvParams) -> String {
+    let direct = if p.packed_a == super::direct::DIRECT_PACKED {
+        format!(" block={}", super::direct::block_rows(p))
+    } else {
+        String::new()
+    };
+    format!(
+        "m={} k={} group={} packed={}{direct}",
+        p.m,
+        p.k(),
+        p.group,
+        p.packed_a
+    )
+}
+
 /// Sets `p.packed_a` to the layout [`prepare_weights`] writes for constant weights: 0 (as they
 /// are: the depthwise path), 1 (packed for the GEMM kernel) or the direct path's packing.
 pub fn mark_packed(p: &mut ConvParams) {

@@ -495,7 +495,9 @@ pub(super) unsafe fn run(
     if let Some(ring) = chan8::Ring::new(&g).filter(|_| mult == 1 && chan8::available()) {
         let b = (p.has_bias != 0).then_some(bias);
         // SAFETY: the caller's contract, C == M == group, the kernel available.
-        return unsafe { chan8::run(&g, &ring, act, p.n as usize, c, width, x, w, b, y) };
+        return unsafe {
+            chan8::run::<{ chan8::F32 }>(&g, &ring, act, p.n as usize, c, width, x, w, b, y)
+        };
     }
     let (x, w, bias, y) = (
         SyncPtr(x.cast_mut()),
@@ -543,6 +545,60 @@ pub(super) unsafe fn run(
             }
         }
     });
+}
+
+/// Whether [`run16`] computes `p` on this CPU: `C == M == group` and the channel-blocked
+/// kernel ([`chan8`]) available with its ring fitting.
+pub(crate) fn direct16(p: &ConvParams) -> bool {
+    p.c == p.group
+        && p.m == p.group
+        && chan8::available()
+        && chan8::Ring::new(&Geom::new(p)).is_some()
+}
+
+/// [`run`] on 16-bit planes (`--activations f16|bf16`), where [`direct16`] holds: [`chan8`]
+/// widening the input rows into its ring as it loads them and narrowing each output row
+/// (the activation applied first, as the f32 kernel's second pass does): the f32 kernel's
+/// result on the widened input, rounded once, bit for bit; no scratch.
+///
+/// # Safety
+/// [`direct16`] holds; that of [`super::conv::arenac_conv2d`] (without the scratch) with
+/// `x` and `y` 16-bit planes (`n*c*h*w` and `n*m*oh*ow` values of type `t`).
+pub(crate) unsafe fn run16(
+    t: super::stage16::N16,
+    p: &ConvParams,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+) {
+    let g = Geom::new(p);
+    let Some(ring) = chan8::Ring::new(&g) else {
+        return;
+    };
+    let c = p.c as usize;
+    let work = (p.n as usize * c)
+        .saturating_mul(g.oh * g.ow)
+        .saturating_mul(g.kh * g.kw);
+    let width = crate::par::width(crate::par::cost::gemm_ns(work), p.threads.max(1) as usize);
+    let b = (p.has_bias != 0).then_some(bias);
+    let (n, act, x, y) = (
+        p.n as usize,
+        p.activation(),
+        x.cast::<f32>(),
+        y.cast::<f32>(),
+    );
+    // SAFETY: the caller's contract; the pointers are cast back to `u16` by the kernel.
+    unsafe {
+        match t {
+            super::stage16::N16::F16 => {
+                chan8::run::<{ chan8::F16 }>(&g, &ring, act, n, c, width, x, w, b, y)
+            }
+            super::stage16::N16::Bf16 => {
+                chan8::run::<{ chan8::BF16 }>(&g, &ring, act, n, c, width, x, w, b, y)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

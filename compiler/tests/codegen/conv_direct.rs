@@ -337,3 +337,35 @@ fn channels_in_lanes_direct_conv_random_against_reference() {
         check(model, &[rng.tensor(&xs, -1.0, 1.0)], RTOL, ATOL);
     }
 }
+
+/// Two Convs reading one weight initializer whose geometries take different direct kernels
+/// (a 16 x 64 plane: 1,024 pixels, the flat/row kernels on 12-row weight panels; an 8 x 64
+/// plane: the channels-in-lanes kernel on its own packing) each read the packing made for
+/// their kernel: the weights region stores one copy per layout, not per marking. Dilated,
+/// so Winograd takes neither.
+#[test]
+fn shared_weights_packed_per_direct_layout() {
+    let mut rng = Rng(0x5a4ed);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let conv_attrs = || {
+        vec![
+            ("kernel_shape", ints(&[3, 3])),
+            ("dilations", ints(&[2, 2])),
+            ("pads", ints(&[2, 2, 2, 2])),
+        ]
+    };
+    let model = ModelBuilder::new("shared", 14)
+        .input("a", DType::F32, &dims(&[1, 64, 16, 64]))
+        .input("b", DType::F32, &dims(&[1, 64, 8, 64]))
+        .initializer("w", &rng.tensor(&[64, 64, 3, 3], -0.2, 0.2))
+        .output("ya", DType::F32, &dims(&[1, 64, 16, 64]))
+        .output("yb", DType::F32, &dims(&[1, 64, 8, 64]))
+        .node("ca", "Conv", &["a", "w"], &["ya"], conv_attrs())
+        .node("cb", "Conv", &["b", "w"], &["yb"], conv_attrs())
+        .build();
+    let inputs = [
+        rng.tensor(&[1, 64, 16, 64], -1.0, 1.0),
+        rng.tensor(&[1, 64, 8, 64], -1.0, 1.0),
+    ];
+    check(model, &inputs, RTOL, ATOL);
+}

@@ -90,10 +90,10 @@ fn staged_precomputable(g: &Graph, id: NodeId, threads: usize, cap: usize) -> Op
 /// The params of staged Conv `id` as the planner and the lowering give them to
 /// `crate::gemm::stage16::conv`: marked [`winograd::WINOGRAD_U_PACKED`] (bands may run
 /// Winograd on precomputed weights) when its weights are in `pre` ([`precomputed`]), else
-/// [`winograd::WINOGRAD_PACKED`] (on weights transformed once per run into the scratch)
-/// with f32 weights (`o.winograd_precompute`, off with `--weights f16|bf16|int8`) where the
-/// whole convolution repays the transform ([`winograd::applies`]); `None` when it is not
-/// such a Conv or Winograd is off.
+/// [`winograd::WINOGRAD_PACKED`] (on weights transformed once per run into the scratch:
+/// f32 OIHW weights, or with `--weights f16|bf16|int8` the reduced OIHW ones, widened by the
+/// transform) where the whole convolution repays the transform ([`winograd::applies`]);
+/// `None` when it is not such a Conv or Winograd is off.
 pub fn staged_marked(
     g: &Graph,
     id: NodeId,
@@ -108,9 +108,6 @@ pub fn staged_marked(
         && let Some(p) = staged_precomputable(g, id, o.threads, usize::MAX)
     {
         return Some(p);
-    }
-    if !o.winograd_precompute {
-        return None;
     }
     staged_as(
         &staged_geometry(g, id, o.threads)?,

@@ -10,6 +10,7 @@ use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::gemm::conv::{Activation, ConvParams, prepare_weights, prepared_len};
+use crate::gemm::lowp::conv::Layout;
 use crate::gemm::pool::pool_params;
 use crate::gemm::stage16::{self, N16, ew};
 use crate::ir::types::DType;
@@ -310,15 +311,25 @@ fn conv(
     let mut wp = stage16::conv::weights_params(&params, budget);
     let st = w.storage();
     let wino = stage16::conv::wino_bands(&params, budget).is_some();
+    let planned = super::dense::planned_scratch(cx);
+    let direct = stage16::conv::reduced_direct(&params, budget, st.code(), planned);
     let woff = if wino && wp.packed_a == crate::gemm::winograd::WINOGRAD_PACKED {
-        // Winograd bands on weights transformed once per run: the OIHW f32 weights.
+        // Winograd bands on weights transformed once per run: the OIHW weights, f32 or
+        // stored reduced (widened by the transform into the scratch's head at every run).
         if st.is_reduced() {
-            return Err(cx.err(format!(
-                "internal: staged Winograd planned with --weights {}",
-                st.name()
-            )));
+            params.wtype = st.code();
+            let op = super::dense::reduced_conv_weights(cx, w, wt, &params, Layout::Oihw);
+            weights_offset(cx, op)?
+        } else {
+            w.tensor_f32(wt)
         }
-        w.tensor_f32(wt)
+    } else if let Some(q) = direct {
+        // The direct kernels' bands, reading the reduced weights in their layout (a block
+        // of output channels widened per task into the band's scratch slots).
+        params = q;
+        wp.wtype = q.wtype;
+        let op = super::dense::reduced_conv_weights(cx, w, wt, &wp, Layout::Direct);
+        weights_offset(cx, op)?
     } else if wino {
         // Winograd bands: the 36 transformed matrices, as the f32 lowering precomputes them.
         if st.is_reduced() {
@@ -358,11 +369,8 @@ fn conv(
         reduced_conv_weights(w, wt, &wp, st)
     } else {
         let form = format!(
-            "conv weights m={} k={} group={} packed={} (16-bit staged)",
-            wp.m,
-            wp.k(),
-            wp.group,
-            wp.packed_a
+            "conv weights {} (16-bit staged)",
+            crate::gemm::conv::packing_name(&wp)
         );
         w.form_f32_of(wt, form, prepared_len(&wp), |src, out| {
             prepare_weights(&mut wp.clone(), src, out);
@@ -405,6 +413,14 @@ fn conv(
             cx.scratch()?,
         ],
     )
+}
+
+/// The weights-region offset of `op`.
+fn weights_offset(cx: &Ctx<'_>, op: Operand) -> Result<usize, Error> {
+    match op {
+        Operand::Weights(off) => Ok(off),
+        _ => Err(cx.err("internal: staged Conv weights outside the weights region")),
+    }
 }
 
 /// A staged Conv's constant weights packed in the reduced type `st` ([`crate::gemm::lowp`]'s

@@ -555,13 +555,7 @@ pub(super) fn conv(
                 });
                 Operand::Weights(off)
             } else {
-                let form = format!(
-                    "conv weights m={} k={} group={} packed={}",
-                    params.m,
-                    params.k(),
-                    params.group,
-                    params.packed_a
-                );
+                let form = format!("conv weights {}", crate::gemm::conv::packing_name(&params));
                 let off = w.form_f32_of(wt, form, prepared_len(&params), |src, out| {
                     prepare_weights(&mut params.clone(), src, out);
                 });
@@ -591,7 +585,7 @@ pub(super) fn conv(
 /// Conv weights stored in the reduced storage type in `layout` ([`crate::gemm::lowp::conv`]:
 /// the Winograd and direct kernels' own layouts), read straight from the weight's bytes
 /// (often the mapped file), its pages released as rows are packed.
-fn reduced_conv_weights(
+pub(super) fn reduced_conv_weights(
     cx: &Ctx<'_>,
     w: &mut WeightsBuilder,
     wt: &Tensor,
@@ -601,9 +595,8 @@ fn reduced_conv_weights(
     let st = w.storage();
     w.reduced_nodes.insert(cx.id);
     let form = format!(
-        "conv weights m={} k={} {layout:?} as {}",
-        params.m,
-        params.k(),
+        "conv weights {} {layout:?} as {}",
+        crate::gemm::conv::packing_name(params),
         st.name()
     );
     let bytes = crate::gemm::lowp::conv::region_bytes(params, st, layout);

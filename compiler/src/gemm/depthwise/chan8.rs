@@ -11,6 +11,10 @@
 //! accumulators hide the FMA latency), the activation applied in registers, and the 8x8 block
 //! transposed back into the 8 output planes. Taps outside the input rows are skipped.
 //!
+//! The planes may hold 16-bit values instead (`--activations`, [`io`]): input rows widened as
+//! they are transposed into the ring, 8 outputs narrowed per store (or f32 rows on the stack,
+//! activated by the AVX-512 second pass and then narrowed): the f32 result rounded once.
+//!
 //! Each output element is one chain `bias + w0*x0 + w1*x1 + ...` over the taps in (`ky`, `kx`)
 //! order, whichever pixel group, row band or task computes it: bit-identical at every thread
 //! count and every split.
@@ -24,6 +28,10 @@ pub(super) const BLOCK: usize = 8;
 const RING: usize = 8 * 1024;
 /// Most taps (`kh * kw`) the kernel takes (their weight vectors sit on the stack).
 const MAX_TAPS: usize = 64;
+
+mod io;
+pub(super) use io::{BF16, F16, F32};
+use io::{elem, elem_mut};
 
 /// The ring geometry of one convolution.
 #[derive(Clone, Copy)]
@@ -71,9 +79,9 @@ impl Ring {
 
 /// One task: output rows `rows` of channels `c0 .. c0 + nc` (`nc <= 8`) of one image.
 pub(super) struct Task<'a> {
-    /// Input planes of the image (`c * h * w` floats from channel 0).
+    /// Input planes of the image (`c * h * w` elements of the run's type from channel 0).
     pub x: *const f32,
-    /// Output planes of the image (`m * oh * ow` floats from channel 0).
+    /// Output planes of the image (`m * oh * ow` elements of the run's type from channel 0).
     pub y: *mut f32,
     /// All filters (`m * kh * kw` floats) and biases (`m` floats, or None).
     pub w: &'a [f32],
@@ -85,10 +93,14 @@ pub(super) struct Task<'a> {
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
-    use super::{BLOCK, Geom, MAX_TAPS, RING, Ring, Task};
+    use super::io::x86::{flush, store1, store8};
+    use super::{BLOCK, F32, Geom, MAX_TAPS, RING, Ring, Task, elem, elem_mut};
     use crate::gemm::act::x86::{act256, exp256};
     use crate::gemm::conv::Activation;
     use core::arch::x86_64::*;
+
+    mod fill;
+    use fill::fill_row;
 
     /// `1 / d` for `d >= 1` (NaN stays NaN; inf and values above 1e38 give 0): the 12-bit
     /// estimate refined by one Newton step. (A function, not a closure: closures do not
@@ -174,8 +186,8 @@ pub(super) mod x86 {
     /// (overlapping neither `x` nor the weights; no other thread writes rows `rows` of these
     /// channels), `w` at least `c*kh*kw` floats, `bias` (if any) `c` floats, and
     /// `rows.end <= oh`.
-    #[target_feature(enable = "avx2,fma")]
-    pub(in crate::gemm::depthwise) unsafe fn run_tasks<'a>(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(in crate::gemm::depthwise) unsafe fn run_tasks<'a, const E: u8>(
         g: &Geom,
         ring: &Ring,
         act: Activation,
@@ -187,9 +199,30 @@ pub(super) mod x86 {
         let buf = store.as_mut_ptr().cast::<f32>();
         // SAFETY: the first `len <= RING` floats of `store` are zeroed (padding columns).
         unsafe { std::ptr::write_bytes(buf, 0, len) };
+        // 16-bit output with a second-pass activation: the f32 rows, activated and narrowed
+        // (8 * ow <= RING floats, or 8 * oh * ow with `whole`: both within the ring's size,
+        // `Ring::new`); without one, 8 outputs narrowed in registers per store.
+        let mut out = std::mem::MaybeUninit::<Aligned<RING>>::uninit();
+        let obuf = out.as_mut_ptr().cast::<f32>();
+        let staged = E != F32 && post.is_some();
+        if staged {
+            // SAFETY: `out` holds RING floats.
+            unsafe { std::ptr::write_bytes(obuf, 0, RING) };
+        }
         for t in tasks {
-            // SAFETY: the caller's contract; `buf` holds `len` floats, 32-byte aligned.
-            unsafe { task(g, ring, act, buf, &t) };
+            // SAFETY: the caller's contract; `buf` holds `len` floats, 32-byte aligned,
+            // `obuf` RING floats.
+            unsafe {
+                if staged {
+                    task::<E, F32>(g, ring, act, post, buf, obuf, &t);
+                } else {
+                    task::<E, E>(g, ring, act, post, buf, obuf, &t);
+                }
+            }
+            if E != F32 {
+                // The activation applied before narrowing (`flush`), or none.
+                continue;
+            }
             if let Some(post) = post {
                 for l in 0..t.nc.min(BLOCK) {
                     // SAFETY: rows `t.rows` of output plane c0 + l, this task's (contract).
@@ -205,12 +238,22 @@ pub(super) mod x86 {
         }
     }
 
-    /// One task over the zero-padded ring `buf`.
+    /// One task over the zero-padded ring `buf`, reading planes of type `E` and writing
+    /// type `O`: `E` itself, or f32 rows in `obuf` (16-bit `E` with a second-pass `post`
+    /// activation) activated and narrowed by [`flush`].
     ///
     /// # Safety
     /// As [`run_tasks`].
     #[inline(always)]
-    unsafe fn task(g: &Geom, ring: &Ring, act: Activation, buf: *mut f32, t: &Task) {
+    unsafe fn task<const E: u8, const O: u8>(
+        g: &Geom,
+        ring: &Ring,
+        act: Activation,
+        post: Option<Activation>,
+        buf: *mut f32,
+        obuf: *mut f32,
+        t: &Task,
+    ) {
         let taps = g.kh * g.kw;
         let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
         let nc = t.nc.clamp(1, BLOCK);
@@ -246,16 +289,76 @@ pub(super) mod x86 {
         }
         // SAFETY: pointer arithmetic inside the contract's planes; loads and stores noted.
         unsafe {
-            let xs: [*const f32; BLOCK] = std::array::from_fn(|l| t.x.add(ch(l) * hw));
-            let ys: [*mut f32; BLOCK] = std::array::from_fn(|l| t.y.add(ch(l) * ohw));
+            let xs: [*const f32; BLOCK] = std::array::from_fn(|l| elem::<E>(t.x, ch(l) * hw));
+            // Values of the image's input before every lane's plane (lanes past nc repeat c0).
+            let before = t.c0 * hw;
+            // The planes written: the output's, or for 16-bit `E` the f32 rows in `obuf`
+            // (the task's outputs with `whole`, else one row), `y0` their first output.
+            let yd: [*mut f32; BLOCK] = std::array::from_fn(|l| elem_mut::<E>(t.y, ch(l) * ohw));
             let bias = _mm256_loadu_ps(bv.as_ptr());
             if ring.whole {
-                return whole(g, ring, act, buf, &wv.0, bias, &xs, &ys, nc, t.rows.clone());
+                let rows = t.rows.clone();
+                if E == O {
+                    return whole::<E, O>(
+                        g,
+                        ring,
+                        act,
+                        buf,
+                        &wv.0,
+                        bias,
+                        (&xs, before),
+                        &yd,
+                        0,
+                        nc,
+                        rows,
+                    );
+                }
+                let len = rows.len() * g.ow;
+                let ys: [*mut f32; BLOCK] = std::array::from_fn(|l| obuf.add(l * len));
+                let y0 = rows.start * g.ow;
+                whole::<E, O>(
+                    g,
+                    ring,
+                    act,
+                    buf,
+                    &wv.0,
+                    bias,
+                    (&xs, before),
+                    &ys,
+                    y0,
+                    nc,
+                    rows,
+                );
+                let dst = yd.map(|d| elem_mut::<E>(d, y0));
+                // The task's whole planes: channels c0 + l are consecutive planes.
+                return flush::<E>(post, obuf, (len, len), &dst, nc, len == ohw);
+            }
+            // Staged 16-bit output: `rb` rows at a time, from row `r0`.
+            let rb = (RING / BLOCK / g.ow.max(1)).max(1);
+            let mut r0 = t.rows.start;
+            let ys: [*mut f32; BLOCK] = if E == O {
+                yd
+            } else {
+                std::array::from_fn(|l| obuf.add(l * rb * g.ow))
+            };
+            // (A macro, not a closure: closures do not inherit the target features.)
+            macro_rules! row_done {
+                ($oy:expr) => {{
+                    let oy = $oy;
+                    if E != O && (oy + 1 - r0 == rb || oy + 1 == t.rows.end) {
+                        let dst = yd.map(|d| elem_mut::<E>(d, r0 * g.ow));
+                        let len = (oy + 1 - r0) * g.ow;
+                        flush::<E>(post, obuf, (rb * g.ow, len), &dst, nc, false);
+                        r0 = oy + 1;
+                    }
+                }};
             }
             let slot = |iy: usize| buf.add((iy % ring.rows) * ring.wp * BLOCK);
             // Input rows lo..next are in the ring.
             let (mut lo, mut next) = (0usize, 0usize);
             for oy in t.rows.clone() {
+                // Output row oy at `ys[l] + oy * ow - y0`.
+                let y0 = if E == O { 0 } else { r0 * g.ow };
                 let top = (oy * g.sh) as isize - g.pt as isize;
                 let iy_of = |ky: usize| top + (ky * g.dh) as isize;
                 let ky0 = (0..g.kh).find(|&ky| iy_of(ky) >= 0).unwrap_or(g.kh);
@@ -269,8 +372,11 @@ pub(super) mod x86 {
                     _mm256_storeu_ps(lanes.as_mut_ptr(), v);
                     for (l, &yl) in ys.iter().enumerate().take(nc) {
                         // Row oy of output plane c0 + l.
-                        std::slice::from_raw_parts_mut(yl.add(oy * g.ow), g.ow).fill(lanes[l]);
+                        for ox in 0..g.ow {
+                            store1::<O>(elem_mut::<O>(yl, oy * g.ow - y0 + ox), lanes[l]);
+                        }
                     }
+                    row_done!(oy);
                     continue;
                 }
                 // Load input rows iy_of(ky0) ..= iy_of(ky1 - 1) not yet in the ring.
@@ -281,7 +387,7 @@ pub(super) mod x86 {
                     first
                 };
                 for iy in from..=last {
-                    fill_row(g, &xs, slot(iy), iy);
+                    fill_row::<E>(g, &xs, before, slot(iy), iy);
                 }
                 if from == first {
                     lo = first;
@@ -296,7 +402,7 @@ pub(super) mod x86 {
                         let cols = transpose8(acc);
                         for (l, &yl) in ys.iter().enumerate().take(nc) {
                             // Columns ox..ox+8 of row oy of output plane c0 + l.
-                            _mm256_storeu_ps(yl.add(oy * g.ow + ox), cols[l]);
+                            store8::<O>(elem_mut::<O>(yl, oy * g.ow - y0 + ox), cols[l]);
                         }
                     }};
                 }
@@ -326,11 +432,13 @@ pub(super) mod x86 {
                     for (l, &yl) in ys.iter().enumerate().take(nc) {
                         for i in 0..u {
                             // Column ox + i < ow of row oy of output plane c0 + l.
-                            *yl.add(oy * g.ow + ox + i) = tmp.0[i * BLOCK + l];
+                            let at = elem_mut::<O>(yl, oy * g.ow - y0 + ox + i);
+                            store1::<O>(at, tmp.0[i * BLOCK + l]);
                         }
                     }
                     ox += u;
                 }
+                row_done!(oy);
             }
         }
     }
@@ -338,21 +446,22 @@ pub(super) mod x86 {
     /// A task over the whole zero-padded plane in `buf`: input rows `pt + iy`, pixels of
     /// output rows `rows` in flat groups of 8 (4, 1 at the end) across row ends, each pixel a
     /// base address plus the tap's fixed offset; 8 consecutive outputs of each channel stored
-    /// at once.
+    /// at once; output `q` of channel `l` at `ys[l] + q - y0`.
     ///
     /// # Safety
-    /// As [`run_tasks`], with `ring.whole`.
+    /// As [`run_tasks`], with `ring.whole`; `xs` planes of type `E`, `ys` of type `O`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn whole(
+    unsafe fn whole<const E: u8, const O: u8>(
         g: &Geom,
         ring: &Ring,
         act: Activation,
         buf: *mut f32,
         wv: &[f32],
         bias: __m256,
-        xs: &[*const f32; BLOCK],
+        (xs, before): (&[*const f32; BLOCK], usize),
         ys: &[*mut f32; BLOCK],
+        y0: usize,
         nc: usize,
         rows: std::ops::Range<usize>,
     ) {
@@ -376,7 +485,7 @@ pub(super) mod x86 {
         // read lies in padded rows < hp and columns < wp; stores noted below.
         unsafe {
             for iy in p0.saturating_sub(g.pt)..p1.saturating_sub(g.pt).min(g.h) {
-                fill_row(g, xs, buf.add((g.pt + iy) * wp * BLOCK), iy);
+                fill_row::<E>(g, xs, before, buf.add((g.pt + iy) * wp * BLOCK), iy);
             }
             // (A macro, not a closure: closures do not inherit the target features.)
             macro_rules! group8 {
@@ -385,7 +494,7 @@ pub(super) mod x86 {
                     let acc = flat::<8>(wv, off, bias, act, bases(g, wp, buf, $oy, $ox));
                     for (l, v) in transpose8(acc).into_iter().enumerate().take(nc) {
                         // Outputs q..q+8 < oh*ow of plane c0 + l.
-                        _mm256_storeu_ps(ys[l].add(q), v);
+                        store8::<O>(elem_mut::<O>(ys[l], q - y0), v);
                     }
                 }};
             }
@@ -424,7 +533,7 @@ pub(super) mod x86 {
                 for (l, &yl) in ys.iter().enumerate().take(nc) {
                     for i in 0..u {
                         // Output q + i < oh*ow of plane c0 + l.
-                        *yl.add(q + i) = tmp.0[i * BLOCK + l];
+                        store1::<O>(elem_mut::<O>(yl, q - y0 + i), tmp.0[i * BLOCK + l]);
                     }
                 }
                 q += u;
@@ -520,42 +629,6 @@ pub(super) mod x86 {
             acc
         }
     }
-
-    /// Input row `iy` of the 8 channel planes `xs` into ring row `dst` (pixels pl..pl+w).
-    ///
-    /// # Safety
-    /// AVX2; `iy < h`; `dst` is a ring row of `wp >= pl + w` pixels x 8 floats.
-    #[inline(always)]
-    unsafe fn fill_row(g: &Geom, xs: &[*const f32; BLOCK], dst: *mut f32, iy: usize) {
-        // SAFETY: reads columns j < w of row iy of each plane, writes ring pixels pl + j.
-        unsafe {
-            let d = dst.add(g.pl * BLOCK);
-            let src: [*const f32; BLOCK] = std::array::from_fn(|l| xs[l].add(iy * g.w));
-            let mut j = 0;
-            while j + 8 <= g.w {
-                let r = std::array::from_fn(|l| _mm256_loadu_ps(src[l].add(j)));
-                for (k, v) in transpose8(r).into_iter().enumerate() {
-                    _mm256_store_ps(d.add((j + k) * BLOCK), v);
-                }
-                j += 8;
-            }
-            if j < g.w && g.w >= 8 {
-                // The last 8 columns (some written again, the same values).
-                let j = g.w - 8;
-                let r = std::array::from_fn(|l| _mm256_loadu_ps(src[l].add(j)));
-                for (k, v) in transpose8(r).into_iter().enumerate() {
-                    _mm256_store_ps(d.add((j + k) * BLOCK), v);
-                }
-                return;
-            }
-            while j < g.w {
-                for (l, s) in src.iter().enumerate() {
-                    *d.add(j * BLOCK + l) = *s.add(j);
-                }
-                j += 1;
-            }
-        }
-    }
 }
 
 /// The channel-blocked kernel's runner for this CPU's selected GEMM kernel family (AVX2 or
@@ -567,6 +640,7 @@ pub(super) fn available() -> bool {
         name.starts_with("avx")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -574,13 +648,15 @@ pub(super) fn available() -> bool {
 
 /// `y = act(depthwise_conv(x, w) + bias)` for `C == M == group`: tasks of (image, block of 8
 /// channels, band of output rows) spread over the current pool in contiguous runs; rows are
-/// cut into bands only when there are fewer blocks than runs.
+/// cut into bands only when there are fewer blocks than runs. `x` and `y` hold elements of
+/// type `E` ([`F32`], or [`F16`] / [`BF16`] values as `u16` bits behind these pointers).
 ///
 /// # Safety
 /// [`available`] is true; `ring` is `Ring::new(g)`; that of
-/// [`crate::gemm::conv::arenac_conv2d`] (without the scratch) with `C == M == group`.
+/// [`crate::gemm::conv::arenac_conv2d`] (without the scratch) with `C == M == group`, the
+/// planes in elements of type `E`.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn run(
+pub(super) unsafe fn run<const E: u8>(
     g: &Geom,
     ring: &Ring,
     act: Activation,
@@ -632,8 +708,8 @@ pub(super) unsafe fn run(
             let c0 = blk * BLOCK;
             Task {
                 // Image img's planes: inside the n*c*h*w and n*c*oh*ow floats.
-                x: xp.get().wrapping_add(img * c * g.h * g.w),
-                y: yp.get().wrapping_add(img * c * g.oh * g.ow),
+                x: elem::<E>(xp.get(), img * c * g.h * g.w),
+                y: elem_mut::<E>(yp.get(), img * c * g.oh * g.ow),
                 w: ws,
                 bias: bs,
                 c0,
@@ -645,7 +721,7 @@ pub(super) unsafe fn run(
         // SAFETY: `available` (AVX2+FMA) by the contract; each task's rows of its channels
         // belong to that task only.
         unsafe {
-            x86::run_tasks(g, ring, act, post, tasks)
+            x86::run_tasks::<E>(g, ring, act, post, tasks)
         };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (tasks, ring, act);

@@ -145,6 +145,21 @@ impl Reduced {
         Some(Reduced { base, t, scales })
     }
 
+    /// The view of the rows (output channels) from `r0` on of weights with `k` elements per
+    /// row in [`Layout::Oihw`]: row `r` of the result is row `r0 + r` of `self`, with its
+    /// scale (a pass over some of the output channels, as the staged Winograd bands run).
+    pub(crate) fn rows_from(self, r0: usize, k: usize) -> Reduced {
+        Reduced {
+            base: self.base.wrapping_add(r0 * k * self.t.bytes()),
+            t: self.t,
+            scales: if self.scales.is_null() {
+                self.scales
+            } else {
+                self.scales.wrapping_add(r0)
+            },
+        }
+    }
+
     /// Widens elements `first .. first + n` into `dst`; with int8, element `first + i` is
     /// scaled by the scale of channel `ch0 + i % period` (`n` a multiple of `period`).
     ///
@@ -164,6 +179,12 @@ impl Reduced {
             if !self.scales.is_null() && period > 0 {
                 let s = std::slice::from_raw_parts(self.scales.add(ch0), period);
                 let d = std::slice::from_raw_parts_mut(dst, n);
+                if let [sc] = s {
+                    // One channel (Winograd's runs of a row): one scale for all, vectorized
+                    // (runs of one element cost a loop trip each).
+                    d.iter_mut().for_each(|x| *x *= sc);
+                    return;
+                }
                 for run in d.chunks_exact_mut(period) {
                     for (x, &sc) in run.iter_mut().zip(s) {
                         *x *= sc;

@@ -11,6 +11,8 @@ use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, conv2d_scratch_bytes, mark_packed};
 
 mod pointwise;
+#[cfg(test)]
+mod reduced_tests;
 mod winograd;
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
@@ -119,29 +121,43 @@ pub fn band_rows(p: &ConvParams, budget: u64) -> u64 {
     if uniform(p, rows) { rows } else { oh }
 }
 
-/// The distinct band geometries of `p` at `rows` rows per band (first, a middle one, last).
-fn bands(p: &ConvParams, rows: u64) -> Vec<ConvParams> {
-    let oh = p.oh.max(1);
-    let mut r0s = vec![0];
-    if rows < oh {
-        r0s.push(rows);
-        r0s.push((oh - 1) / rows * rows);
-    }
+/// The distinct band geometries of `p` at `rows` rows per band (first, a middle one, last);
+/// no allocation (the staged kernels call it per run).
+fn bands(p: &ConvParams, rows: u64) -> impl Iterator<Item = ConvParams> {
+    let (p, oh) = (*p, p.oh.max(1));
+    let r0s = [0, rows, (oh - 1) / rows.max(1) * rows];
+    let count = if rows < oh { 3 } else { 1 };
     r0s.into_iter()
-        .map(|r0| band(p, r0, (r0 + rows).min(oh)).0)
-        .collect()
+        .take(count)
+        .map(move |r0| band(&p, r0, (r0 + rows).min(oh)).0)
+}
+
+/// The packed-weights layout band `q` reads: its marking, and for the direct kernels which
+/// of their two packings (channels-in-lanes groups or 12-row panels: `direct::block_rows`),
+/// which the band's geometry decides (a 16 x 64 input plane and an 8 x 64 one differ).
+fn layout(mut q: ConvParams) -> (u64, usize) {
+    mark_packed(&mut q);
+    let direct = q.packed_a == crate::gemm::direct::DIRECT_PACKED;
+    (
+        q.packed_a,
+        if direct {
+            crate::gemm::direct::block_rows(&q)
+        } else {
+            0
+        },
+    )
+}
+
+/// The layout every band of `p` at `rows` rows reads, when they share one.
+fn shared_layout(p: &ConvParams, rows: u64) -> Option<(u64, usize)> {
+    let mut layouts = bands(p, rows).map(layout);
+    let first = layouts.next()?;
+    layouts.all(|l| l == first).then_some(first)
 }
 
 /// Whether every band at `rows` rows takes the packed-weights layout of the first.
 fn uniform(p: &ConvParams, rows: u64) -> bool {
-    let marks: Vec<u64> = bands(p, rows)
-        .into_iter()
-        .map(|mut q| {
-            mark_packed(&mut q);
-            q.packed_a
-        })
-        .collect();
-    marks.windows(2).all(|w| w[0] == w[1])
+    shared_layout(p, rows).is_some()
 }
 
 /// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
@@ -161,6 +177,36 @@ pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
     let mut q = band(p, 0, band_rows(p, budget).min(p.oh.max(1))).0;
     mark_packed(&mut q);
     ConvParams { n: p.n, ..q }
+}
+
+/// `p` with its weights stored reduced (`wtype`, a [`crate::gemm::lowp::WeightType`] code)
+/// in the direct kernels' layout (`crate::gemm::lowp::conv::Layout::Direct`, packed for
+/// [`weights_params`]) at `budget`, when its bands run the direct kernels as with f32
+/// weights: row bands (not Winograd, depthwise or pointwise runs, with either weights) all
+/// marked direct with the same packing (the channels-in-lanes layout or the 12-row panels),
+/// and the reduced path's per-thread slots fitting the `planned` scratch bytes (the
+/// planner sized it for f32 weights: the im2col scratch). `None`: the GEMM path's reduced
+/// layout ([`crate::gemm::lowp::mark_conv`]).
+pub fn reduced_direct(
+    p: &ConvParams,
+    budget: u64,
+    wtype: u64,
+    planned: usize,
+) -> Option<ConvParams> {
+    let q = ConvParams { wtype, ..*p };
+    let other = |p: &ConvParams| {
+        wino_bands(p, budget).is_some()
+            || dw_bands(p, budget).is_some()
+            || dw_block(p, budget).is_some()
+            || pw_pixels(p, budget).is_some()
+    };
+    if wtype == 0 || other(p) || other(&q) {
+        return None;
+    }
+    let direct = crate::gemm::direct::DIRECT_PACKED;
+    let shared = shared_layout(p, band_rows(p, budget));
+    (shared.is_some_and(|(a, _)| a == direct) && scratch_bytes_at(&q, budget) <= planned)
+        .then_some(q)
 }
 
 /// Channels per block when a depthwise Conv is staged by whole channel planes (each block a
@@ -219,8 +265,25 @@ pub fn dw_bands(p: &ConvParams, budget: u64) -> Option<u64> {
     Some(rows)
 }
 
-/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch.
+/// Whether a depthwise `p` runs on its 16-bit planes directly, without staging
+/// ([`crate::gemm::depthwise::run16`]: the channel-blocked f32 kernel widening input rows into
+/// its ring and narrowing output rows on the stack): `C == M == group` where that kernel runs
+/// on this CPU. The planner and the lowering ask the same (one machine: a JIT).
+pub fn dw_direct(p: &ConvParams) -> bool {
+    p.is_depthwise() && crate::gemm::depthwise::direct16(p)
+}
+
+/// Floats of the scratch parts: input rows, output rows, the inner kernel's scratch (none
+/// for [`dw_direct`]).
 fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
+    if dw_direct(p) {
+        return (0, 0, 0);
+    }
+    staged_parts(p, budget)
+}
+
+/// [`parts`] of the staged paths.
+fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     if let Some(b) = wino_bands(p, budget) {
         return winograd::wino_parts(p, b);
@@ -244,13 +307,13 @@ fn parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
 fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     let rows = band_rows(p, budget);
-    let bs = bands(p, rows);
-    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let xin = bands(p, rows)
+        .map(|q| up(q.c * q.h * q.w))
+        .max()
+        .unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
-    let inner = bs
-        .iter()
-        .map(|q| {
-            let mut q = *q;
+    let inner = bands(p, rows)
+        .map(|mut q| {
             mark_packed(&mut q);
             q.tile = band_tile(&q, budget);
             conv2d_scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
@@ -269,6 +332,13 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
 /// Scratch bytes [`conv`] uses for `p` at staging `budget`.
 pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
     let (a, b, c) = parts(p, budget);
+    (a + b + c) * 4
+}
+
+/// Scratch bytes [`staged`] uses for `p` at staging `budget`.
+#[cfg(test)]
+pub(super) fn staged_bytes_at(p: &ConvParams, budget: u64) -> usize {
+    let (a, b, c) = staged_parts(p, budget);
     (a + b + c) * 4
 }
 
@@ -293,7 +363,31 @@ pub unsafe fn conv(
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let (xin, yout, inner) = parts(p, budget);
+    if dw_direct(p) {
+        // SAFETY: the caller's contract (no scratch used).
+        unsafe { crate::gemm::depthwise::run16(t, p, x, w, bias, y) };
+        return;
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { staged(t, p, budget, x, w, bias, y, scratch) };
+}
+
+/// [`conv`] through f32 staging (every path but [`dw_direct`]).
+///
+/// # Safety
+/// As [`conv`], `scratch` as [`staged_parts`] sizes it.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn staged(
+    t: N16,
+    p: &ConvParams,
+    budget: u64,
+    x: *const u16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut u16,
+    scratch: *mut f32,
+) {
+    let (xin, yout, inner) = staged_parts(p, budget);
     if let Some(rows) = dw_bands(p, budget) {
         // SAFETY: the caller's contract, passed on.
         unsafe { depthwise_bands(t, p, rows, x, w, bias, y, scratch, xin, yout) };
@@ -310,7 +404,8 @@ pub unsafe fn conv(
         return;
     }
     let rows = band_rows(p, budget);
-    // Weights stored in a reduced type keep their marking (the GEMM path, read widened).
+    // Weights stored in a reduced type keep their marking (the GEMM path, read widened); in
+    // the direct kernels' layout ([`reduced_direct`], `p.wtype` set) the f32 bands' one.
     let packed = if crate::gemm::lowp::conv_weight_type(p).is_some() {
         p.packed_a
     } else {

@@ -79,8 +79,15 @@ pub(crate) fn narrow_with(isa: Isa, t: N16, src: &[f32], dst: &mut [u16]) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { x86::narrow_avx2(t, src, dst) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx512 => unsafe { x86::narrow_avx512(t, src, dst) },
+        // SAFETY: as above; `avx512bf16` detected for the bf16 instructions.
+        Isa::Avx512 => unsafe {
+            let k = if t == N16::Bf16 && std::arch::is_x86_feature_detected!("avx512bf16") {
+                x86::narrow_bf16_avx512bf16(src, dst)
+            } else {
+                0
+            };
+            k + x86::narrow_avx512(t, &src[k..], &mut dst[k..])
+        },
     };
     let (src, dst) = (&src[done..], &mut dst[done..]);
     match t {
@@ -292,6 +299,42 @@ pub(super) mod x86 {
             dst[n..len].copy_from_slice(&h[..r]);
         }
         len
+    }
+
+    /// Narrows whole blocks of 32 of `src` to bf16 by AVX512_BF16's `vcvtne2ps2bf16`
+    /// (round to nearest even; a NaN quiet with its sign and top payload bits, as `half`),
+    /// except where a block holds a subnormal f32, which that instruction flushes to zero
+    /// and `half` rounds: such a block by [`narrow16`]'s integer rounding. Returns how many
+    /// were done (the bits of [`narrow_avx512`]; about 2x its rate on L1-resident data).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and AVX512_BF16.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) unsafe fn narrow_bf16_avx512bf16(src: &[f32], dst: &mut [u16]) -> usize {
+        let n = src.len().min(dst.len()) / 32 * 32;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let abs = _mm512_set1_epi32(0x7fff_ffff);
+        let exp = _mm512_set1_epi32(0x7f80_0000);
+        let mut i = 0;
+        // SAFETY: every access is inside the first `n` elements of both slices.
+        unsafe {
+            while i < n {
+                let (a, b) = (_mm512_loadu_ps(s.add(i)), _mm512_loadu_ps(s.add(i + 16)));
+                let (ai, bi) = (_mm512_castps_si512(a), _mm512_castps_si512(b));
+                // Nonzero with a zero exponent: subnormal.
+                let sub = (_mm512_test_epi32_mask(ai, abs) & !_mm512_test_epi32_mask(ai, exp))
+                    | (_mm512_test_epi32_mask(bi, abs) & !_mm512_test_epi32_mask(bi, exp));
+                if sub == 0 {
+                    let h: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(b, a));
+                    _mm512_storeu_si512(d.add(i).cast(), h);
+                } else {
+                    store16(N16::Bf16, a, d.add(i));
+                    store16(N16::Bf16, b, d.add(i + 16));
+                }
+                i += 32;
+            }
+        }
+        n
     }
 }
 

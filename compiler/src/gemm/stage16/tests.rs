@@ -172,12 +172,13 @@ fn depthwise_blocks_against_the_f32_conv() {
                 partial += usize::from(p.group % b != 0);
                 assert!(p.group % b != 1, "{p:?}: blocks of {b}");
             }
-            let mut scratch = vec![0f32; conv::scratch_bytes_at(&p, budget) / 4 + 16];
+            // The staged paths (taken where `conv::dw_direct` does not hold).
+            let mut scratch = vec![0f32; conv::staged_bytes_at(&p, budget) / 4 + 16];
             let off = scratch.as_ptr().align_offset(64);
             let mut y = vec![0u16; want.len()];
-            // SAFETY: as above; the scratch as `scratch_bytes_at` asks, 64-aligned.
+            // SAFETY: as above; the scratch as `staged_bytes_at` asks, 64-aligned.
             unsafe {
-                conv::conv(
+                conv::staged(
                     N16::F16,
                     &p,
                     budget,
@@ -192,6 +193,125 @@ fn depthwise_blocks_against_the_f32_conv() {
         }
     }
     assert!(partial > 0, "no budget ran a shorter last block");
+}
+
+/// A depthwise Conv on its 16-bit planes directly (`conv::dw_direct`: converting loads into
+/// the channel-blocked kernel's ring, outputs narrowed in registers or, with an activation
+/// the AVX-512 kernel applies in a second pass, through f32 rows): the f32 depthwise conv of
+/// the widened input narrowed, bit for bit, for f16 and bf16; small planes (the whole padded
+/// plane in the ring, rows shorter than 8) and large ones (a ring of rows), 3x3 and 5x5,
+/// strides 1 and 2, odd sizes and pads, channels not a multiple of 8, batch 2, 1 and 2
+/// threads, Clip / SiLU / no activation, inputs with infinities, NaN and values that
+/// overflow f16; no scratch planned.
+#[test]
+fn depthwise_direct_against_the_f32_conv() {
+    use crate::gemm::act::Activation;
+    use crate::gemm::conv::{ConvParams, arenac_conv2d};
+    let geom = |g: u64, h: u64, w: u64, k: u64, s: u64, pad: u64| ConvParams {
+        n: 2,
+        c: g,
+        h,
+        w,
+        m: g,
+        group: g,
+        kh: k,
+        kw: k,
+        stride_h: s,
+        stride_w: s,
+        pad_t: pad,
+        pad_l: pad,
+        dil_h: 1,
+        dil_w: 1,
+        oh: (h + 2 * pad - k) / s + 1,
+        ow: (w + 2 * pad - k) / s + 1,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let cases = [
+        geom(20, 7, 7, 3, 1, 1),
+        geom(16, 9, 5, 5, 2, 2),
+        geom(12, 41, 37, 3, 1, 1),
+        geom(24, 45, 45, 3, 2, 1),
+        geom(9, 30, 33, 5, 2, 2),
+    ];
+    let mut ran = 0;
+    for base in cases {
+        if !conv::dw_direct(&base) {
+            continue;
+        }
+        ran += 1;
+        assert_eq!(conv::scratch_bytes(&base), 0);
+        for (act, threads) in [
+            (Activation::Clip(0.0, 6.0), 1),
+            (Activation::Silu, 2),
+            (Activation::None, 2),
+        ] {
+            let mut p = ConvParams { threads, ..base };
+            [p.act, p.act_a, p.act_b] = act.encode();
+            let (n, g, hw, ohw) = (
+                p.n as usize,
+                p.group as usize,
+                (p.h * p.w) as usize,
+                (p.oh * p.ow) as usize,
+            );
+            let mut x32: Vec<f32> = (0..n * g * hw)
+                .map(|i| ((i * 37 % 113) as f32 - 56.0) / 16.0)
+                .collect();
+            for (i, v) in [f32::INFINITY, f32::NAN, -1e6, 7e4, f32::NEG_INFINITY]
+                .into_iter()
+                .enumerate()
+            {
+                let at = (i * 997 + 5) % x32.len();
+                x32[at] = v;
+            }
+            let wt: Vec<f32> = (0..g * (p.kh * p.kw) as usize)
+                .map(|i| ((i * 11 % 29) as f32 - 14.0) / 16.0)
+                .collect();
+            let bias: Vec<f32> = (0..g).map(|j| j as f32 / 8.0 - 1.0).collect();
+            for t in [N16::F16, N16::Bf16] {
+                let mut x = vec![0u16; x32.len()];
+                narrow(t, &x32, &mut x);
+                let mut xw = vec![0f32; x.len()];
+                widen(t, &x, &mut xw);
+                let mut y32 = vec![0f32; n * g * ohw];
+                // SAFETY: operands of the sizes the contract asks; depthwise needs no
+                // scratch.
+                unsafe {
+                    arenac_conv2d(
+                        &p,
+                        xw.as_ptr(),
+                        wt.as_ptr(),
+                        bias.as_ptr(),
+                        y32.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                let mut want = vec![0u16; y32.len()];
+                narrow(t, &y32, &mut want);
+                let mut y = vec![0u16; want.len()];
+                // SAFETY: as above; no scratch (`scratch_bytes` is 0).
+                unsafe {
+                    conv::conv(
+                        t,
+                        &p,
+                        0,
+                        x.as_ptr(),
+                        wt.as_ptr(),
+                        bias.as_ptr(),
+                        y.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                let bad = y.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(bad.is_none(), "{t:?} {p:?}: first difference at {bad:?}");
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert_eq!(ran, cases.len(), "the direct path did not run");
+    }
 }
 
 /// The staged product at every block the planner may choose (all rows, halves, the
@@ -456,7 +576,7 @@ fn rows_against_the_reference() {
 /// whose padding rows are staged as zeros.
 #[test]
 fn conv_at_every_budget_against_the_reference() {
-    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    use crate::gemm::conv::ConvParams;
     let geom = |n, c, h, w, m, k: u64| ConvParams {
         n,
         c,
@@ -507,30 +627,7 @@ fn conv_at_every_budget_against_the_reference() {
         let mut first: Option<Vec<u16>> = None;
         for budget in conv::budgets(&p) {
             runs += usize::from(conv::pw_pixels(&p, budget).is_some());
-            let mut wp = conv::weights_params(&p, budget);
-            let mut packed = vec![0f32; prepared_len(&wp)];
-            prepare_weights(&mut wp, &wt, &mut packed);
-            let q = ConvParams {
-                packed_a: wp.packed_a,
-                ..p
-            };
-            let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
-            let off = scratch.as_ptr().align_offset(64);
-            let mut y = vec![0u16; n * m * hw];
-            // SAFETY: operands of the sizes the contract asks, the weights prepared for this
-            // budget, the scratch as `scratch_bytes_at` asks, 64-aligned.
-            unsafe {
-                conv::conv(
-                    N16::F16,
-                    &q,
-                    budget,
-                    x.as_ptr(),
-                    packed.as_ptr(),
-                    bias.as_ptr(),
-                    y.as_mut_ptr(),
-                    scratch.as_mut_ptr().add(off),
-                )
-            };
+            let y = staged_f16(&p, budget, &x, &wt, &bias);
             match &first {
                 Some(f) => assert_eq!(f, &y, "{p:?} at budget {budget}"),
                 None => first = Some(y),
@@ -567,4 +664,120 @@ fn conv_at_every_budget_against_the_reference() {
         }
     }
     assert!(runs > 0, "no budget ran the pointwise convs by pixel runs");
+}
+
+/// A staged Conv whose bands take different direct kernels (a full band's input plane of
+/// 16 x 64 = 1024 pixels runs the row/flat kernels on 12-row weight panels, the short last
+/// band's 8 x 64 the channels-in-lanes kernel on its own layout) shares one packing of the
+/// weights: every band must read the layout they were packed in. Against the f64 reference.
+#[test]
+fn direct_bands_read_the_layout_their_weights_were_packed_in() {
+    use crate::gemm::conv::ConvParams;
+    let p = ConvParams {
+        n: 1,
+        c: 64,
+        h: 20,
+        w: 64,
+        m: 64,
+        group: 1,
+        kh: 3,
+        kw: 3,
+        stride_h: 1,
+        stride_w: 1,
+        pad_t: 1,
+        pad_l: 1,
+        dil_h: 1,
+        dil_w: 1,
+        oh: 20,
+        ow: 64,
+        has_bias: 1,
+        threads: 1,
+        ..Default::default()
+    };
+    let (c, h, w, m) = (64usize, 20usize, 64usize, 64usize);
+    let x32: Vec<f32> = (0..c * h * w)
+        .map(|i| ((i * 37 % 113) as f32 - 56.0) / 32.0)
+        .collect();
+    let mut x = vec![0u16; x32.len()];
+    narrow(N16::F16, &x32, &mut x);
+    let mut xw = vec![0f32; x.len()];
+    widen(N16::F16, &x, &mut xw);
+    let wt: Vec<f32> = (0..m * c * 9)
+        .map(|i| ((i * 11 % 29) as f32 - 14.0) / 256.0)
+        .collect();
+    let bias: Vec<f32> = (0..m).map(|j| j as f32 / 8.0 - 2.0).collect();
+    let mut want = vec![0f64; m * h * w];
+    for mo in 0..m {
+        for oy in 0..h as i64 {
+            for ox in 0..w as i64 {
+                let mut s = f64::from(bias[mo]);
+                for ci in 0..c {
+                    for ky in 0..3i64 {
+                        for kx in 0..3i64 {
+                            let (iy, ix) = (oy + ky - 1, ox + kx - 1);
+                            if (0..h as i64).contains(&iy) && (0..w as i64).contains(&ix) {
+                                let xi = ci * h * w + (iy as usize) * w + ix as usize;
+                                let wi = (mo * c + ci) * 9 + (ky * 3 + kx) as usize;
+                                s += f64::from(xw[xi]) * f64::from(wt[wi]);
+                            }
+                        }
+                    }
+                }
+                want[(mo * h + oy as usize) * w + ox as usize] = s;
+            }
+        }
+    }
+    let per_row = (p.m * p.ow + p.c * p.w) * 4;
+    for budget in conv::budgets(&p)
+        .into_iter()
+        .chain([14 * per_row, 6 * per_row])
+    {
+        let y = staged_f16(&p, budget, &x, &wt, &bias);
+        let mut got = vec![0f32; y.len()];
+        widen(N16::F16, &y, &mut got);
+        for (i, (&g, &r)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (f64::from(g) - r).abs() <= 2e-3 * r.abs().max(1.0),
+                "budget {budget} ({} rows): y[{i}] = {g}, reference {r}",
+                conv::band_rows(&p, budget)
+            );
+        }
+    }
+}
+
+/// `p` staged on f16 data `x` at `budget`: the OIHW weights `wt` prepared as the lowering
+/// prepares them for that budget, the scratch as `scratch_bytes_at` asks (64-aligned).
+fn staged_f16(
+    p: &crate::gemm::conv::ConvParams,
+    budget: u64,
+    x: &[u16],
+    wt: &[f32],
+    bias: &[f32],
+) -> Vec<u16> {
+    use crate::gemm::conv::{ConvParams, prepare_weights, prepared_len};
+    let mut wp = conv::weights_params(p, budget);
+    let mut packed = vec![0f32; prepared_len(&wp)];
+    prepare_weights(&mut wp, wt, &mut packed);
+    let q = ConvParams {
+        packed_a: wp.packed_a,
+        ..*p
+    };
+    let mut scratch = vec![0f32; conv::scratch_bytes_at(&q, budget) / 4 + 16];
+    let off = scratch.as_ptr().align_offset(64);
+    let mut y = vec![0u16; (p.n * p.m * p.oh * p.ow) as usize];
+    // SAFETY: operands of the sizes the contract asks, the weights prepared for this budget,
+    // the scratch as `scratch_bytes_at` asks, 64-aligned.
+    unsafe {
+        conv::conv(
+            N16::F16,
+            &q,
+            budget,
+            x.as_ptr(),
+            packed.as_ptr(),
+            bias.as_ptr(),
+            y.as_mut_ptr(),
+            scratch.as_mut_ptr().add(off),
+        )
+    };
+    y
 }

@@ -130,7 +130,13 @@ fn check_as(p: ConvParams, seed: u64, pre: bool) -> f64 {
 }
 
 /// A 3 x 3 stride-1 geometry with pads `(t, l, b, r)`.
-fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64, pads: (u64, u64, u64, u64)) -> ConvParams {
+pub(crate) fn geom(
+    n: u64,
+    c: u64,
+    (h, w): (u64, u64),
+    m: u64,
+    pads: (u64, u64, u64, u64),
+) -> ConvParams {
     ConvParams {
         n,
         c,

@@ -97,7 +97,7 @@ fn blocks_match_a_plain_loop_and_every_split() {
             let b = with_bias.then_some(bias.as_ptr());
             // SAFETY: available() checked; buffers of the sizes `p` implies.
             unsafe {
-                run(
+                run::<{ super::F32 }>(
                     &g,
                     &ring,
                     act,

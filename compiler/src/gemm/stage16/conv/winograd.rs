@@ -1,7 +1,8 @@
 //! A staged 3 x 3 stride-1 Conv whose bands run Winograd F(4x4, 3x3)
 //! ([`crate::gemm::winograd`]) on transformed weights precomputed into the weights region
 //! ([`WINOGRAD_U_PACKED`]), or transformed once per run into the head of the scratch
-//! ([`WINOGRAD_PACKED`]: weights too large to precompute, the OIHW f32 weights given): with
+//! ([`WINOGRAD_PACKED`]: weights too large to precompute or stored reduced, the OIHW
+//! weights given, f32 or in `p.wtype`, widened by the transform as it reads them): with
 //! no weight transform per band, a band of whole 4-row tile rows is just a smaller Winograd
 //! problem, so the bands pay nothing the whole convolution would not.
 //!
@@ -26,8 +27,9 @@ pub struct WinoBands {
     /// Tiles per Winograd tile block ([`winograd::with_block`]).
     pub block: u64,
     /// Output channels per pass over the bands: all of them, or (weights transformed per
-    /// run, [`WINOGRAD_PACKED`]) a multiple of [`winograd::MB`] whose transformed matrices
-    /// fit the budget: each pass transforms its channels' weights into the head, then runs
+    /// run, [`WINOGRAD_PACKED`]) the passes of at most a multiple of [`winograd::MB`] whose
+    /// transformed matrices fit the budget, made equal (whole micro-panels; the last pass
+    /// may be shorter): each pass transforms its channels' weights into the head, then runs
     /// every band for them (re-widening the input rows, re-transforming the input tiles).
     pub mb: u64,
 }
@@ -63,14 +65,17 @@ fn head_floats(p: &ConvParams) -> usize {
 
 /// The Winograd bands of a marked `p` ([`marked`]) at staging `budget`: output channels
 /// per pass (all, or for weights transformed per run as many multiples of
-/// [`winograd::MB`] as the budget holds their matrices, at least one), then as many rows as
+/// [`winograd::MB`] as the budget holds their matrices, at least one, then spread evenly
+/// over that many passes: 64 channels as 2 x 36 rather than 48 + 16), then as many rows as
 /// the budget holds with the input rows they read (rounded down to a multiple of 4, or the
 /// whole plane), at least 4, and tile blocks of the largest size whose scratch fits the
 /// budget (at least one packed panel: the scratch may exceed the budget by it); `None` (the
-/// other paths) when `p` is not marked, its weights are stored reduced, or the bands would
-/// have too few tiles for Winograd to repay its transforms.
+/// other paths) when `p` is not marked, its weights are stored reduced but marked
+/// precomputed (only the per-run transform widens them), or the bands would have too few
+/// tiles for Winograd to repay its transforms.
 pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
-    if !marked(p) || p.wtype != 0 || !winograd::geometry_fits(p) {
+    let reduced_ok = p.wtype == 0 || p.packed_a == WINOGRAD_PACKED;
+    if !marked(p) || !reduced_ok || !winograd::geometry_fits(p) {
         return None;
     }
     // A per-run transform is repaid by the whole convolution's tiles (`winograd::wins`).
@@ -85,7 +90,11 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
         while mb + step < p.m && head_floats(&channels(p, mb + step)) as u64 * 4 <= budget {
             mb += step;
         }
-        mb.min(p.m)
+        // As many passes, of equal channels (whole micro-panels): a smaller head, and no
+        // short last pass paying a whole input transform for a few channels.
+        let passes = p.m.div_ceil(mb.min(p.m).max(1));
+        let mr = crate::gemm::selected_kernel().mr as u64;
+        p.m.div_ceil(passes).next_multiple_of(mr).min(mb).min(p.m)
     };
     let oh = p.oh.max(1);
     let per_row = (mb * p.ow + p.c * p.w).saturating_mul(4).max(1);
@@ -129,17 +138,18 @@ fn band_at(p: &ConvParams, r0: u64, r1: u64, block: u64) -> (ConvParams, i64) {
 pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) {
     let up = |f: u64| (f as usize).next_multiple_of(16);
     let pm = channels(p, b.mb);
-    let bs = bands(&pm, b.rows);
-    let xin = bs.iter().map(|q| up(q.c * q.h * q.w)).max().unwrap_or(0);
+    let xin = bands(&pm, b.rows)
+        .map(|q| up(q.c * q.h * q.w))
+        .max()
+        .unwrap_or(0);
     let yout = up(b.mb * b.rows * p.ow);
-    let inner = bs
-        .iter()
+    let inner = bands(&pm, b.rows)
         .map(|q| {
             let q = ConvParams {
                 packed_a: WINOGRAD_U_PACKED,
                 tile: b.block,
                 wtype: 0,
-                ..*q
+                ..q
             };
             winograd::scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
@@ -155,7 +165,8 @@ pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) 
 ///
 /// # Safety
 /// As [`super::conv`] (`w` the precomputed matrices of all `m` channels for
-/// [`WINOGRAD_U_PACKED`], the OIHW f32 weights for [`WINOGRAD_PACKED`]); `(xin, yout,
+/// [`WINOGRAD_U_PACKED`], the OIHW weights for [`WINOGRAD_PACKED`]: f32, or stored reduced
+/// by `crate::gemm::lowp::conv::pack` as `p.wtype` says); `(xin, yout,
 /// inner)` the parts [`wino_parts`] gives for `b`.
 pub(super) unsafe fn run_bands(
     t: N16,
@@ -175,10 +186,10 @@ pub(super) unsafe fn run_bands(
         let u = if p.packed_a == WINOGRAD_PACKED {
             let head = head_floats(&pm);
             let u = scratch.wrapping_add(xin + yout + inner - head);
-            // SAFETY: rows m0..m0 + mc of the OIHW f32 weights (contract); the head holds
-            // this pass's 36 matrices ([`wino_parts`] sized it for `b.mb >= mc` channels),
-            // 64-aligned (every part a multiple of 16 floats).
-            unsafe { winograd::transform_per_run(&pm, w.wrapping_add(m0 * c * 9), u) };
+            // SAFETY: rows m0..m0 + mc of the OIHW weights (f32, or reduced as `p.wtype`
+            // says: contract); the head holds this pass's 36 matrices ([`wino_parts`] sized
+            // it for `b.mb >= mc` channels), 64-aligned (every part a multiple of 16 floats).
+            unsafe { winograd::transform_channels(p, w, (m0, mc), u) };
             u.cast_const()
         } else {
             w

@@ -16,28 +16,11 @@ use crate::gemm::winograd::{
 };
 
 /// A 3 x 3 stride-1 geometry: `pads` (top, left, bottom, right), `WINOGRAD_U_PACKED`.
-fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64, pads: (u64, u64, u64, u64)) -> ConvParams {
+fn geom(n: u64, c: u64, hw: (u64, u64), m: u64, pads: (u64, u64, u64, u64)) -> ConvParams {
     ConvParams {
-        n,
-        c,
-        h,
-        w,
-        m,
-        group: 1,
-        kh: 3,
-        kw: 3,
-        stride_h: 1,
-        stride_w: 1,
-        pad_t: pads.0,
-        pad_l: pads.1,
-        dil_h: 1,
-        dil_w: 1,
-        oh: h + pads.0 + pads.2 - 2,
-        ow: w + pads.1 + pads.3 - 2,
         has_bias: 1,
-        threads: 1,
         packed_a: WINOGRAD_U_PACKED,
-        ..Default::default()
+        ..crate::gemm::winograd::tests::geom(n, c, hw, m, pads)
     }
 }
 
