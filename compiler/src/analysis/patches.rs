@@ -100,9 +100,23 @@ impl PatchReport {
     /// its other grids by peak, then recomputed FLOPs. (Across stages the slack is not
     /// taken: a shorter stage's predicted peak was 14-18% low once planned.)
     pub fn ranked(&self, max_extra: f64) -> Vec<&PatchPlan> {
+        self.ranked_with(max_extra, PEAK_SLACK, |_| true, |_| 0)
+    }
+
+    /// [`Self::ranked`] over the candidates `keep` takes (a family: `whole.rs`), a stage's
+    /// grids within `slack` of its lowest predicted peak ranked by their time proxy, which
+    /// `cost` adds to (`whole.rs`: the weights a stage streams again per patch).
+    pub fn ranked_with(
+        &self,
+        max_extra: f64,
+        slack: f64,
+        keep: impl Fn(&PatchPlan) -> bool,
+        cost: impl Fn(&PatchPlan) -> u64,
+    ) -> Vec<&PatchPlan> {
         let mut v: Vec<&PatchPlan> = self
             .candidates
             .iter()
+            .filter(|c| keep(c))
             .filter(|c| {
                 c.extra_flops.saturating_add(c.slow_flops) as f64
                     <= max_extra * self.total_flops as f64
@@ -121,9 +135,12 @@ impl PatchReport {
                 .get(&(c.start, c.nodes))
                 .copied()
                 .unwrap_or(c.peak_bytes);
-            let near = best.saturating_add((best as f64 * PEAK_SLACK) as usize);
+            let near = best.saturating_add((best as f64 * slack) as usize);
             let close = c.peak_bytes <= near;
-            let time = c.extra_flops.saturating_add(c.slow_flops);
+            let time = c
+                .extra_flops
+                .saturating_add(c.slow_flops)
+                .saturating_add(cost(c));
             (
                 best,
                 c.start,
@@ -238,6 +255,7 @@ mod info;
 mod lower;
 pub mod passes;
 mod search;
+pub mod whole;
 mod window;
 pub use info::PatchInfo;
 pub use lower::{rewrite, rewrite_as_planned};

@@ -584,3 +584,83 @@ fn large_patches_keep_winograd() {
         );
     }
 }
+
+/// The planner chooses over whole plans (`patches::whole`): its arena is never above the
+/// single best candidate's planned alone (the search before it) by more than
+/// `WHOLE_SLACK`, and the program it keeps (stages of either family, one after another)
+/// computes the unpatched outputs.
+#[test]
+fn whole_plans_are_no_larger_than_the_best_candidate_and_match() {
+    use arenac_compiler::analysis::patches::{MAX_EXTRA_FLOPS, patch, whole::WHOLE_SLACK};
+    let mut rng = Rng(0x40e1);
+    let models = [
+        (stack(96, 96, 16, &mut rng), 96, 96),
+        (stack(72, 88, 8, &mut rng), 72, 88),
+        (unet(96, 96, 8, &mut rng), 96, 96),
+        (unet(64, 80, 4, &mut rng), 64, 80),
+    ];
+    let mut patched = 0;
+    for (k, (model, h, w)) in models.iter().enumerate() {
+        let x = rng.tensor(&[1, 3, *h, *w], -1.0, 1.0);
+        let mut plain = import(model);
+        let p0 = plan_graph(&mut plain, &PlanOptions::default()).expect("plans");
+        let mut g = import(model);
+        let opts = PlanOptions {
+            patches: true,
+            ..PlanOptions::default()
+        };
+        let p1 = plan_graph(&mut g, &opts).expect("plans");
+        assert!(p1.arena_bytes <= p0.arena_bytes, "model {k}");
+        // The best candidate alone, planned as the planner plans a rewrite.
+        let predict = LivenessOptions {
+            winograd: false,
+            ..p0.options.liveness
+        };
+        if let Some((mut ng, _)) = patch(&plain, &p0.schedule, predict, MAX_EXTRA_FLOPS) {
+            let keep = PlanOptions {
+                keep_file_order: true,
+                ..PlanOptions::default()
+            };
+            let alone = plan_graph(&mut ng, &keep).expect("plans").arena_bytes;
+            if alone < p0.arena_bytes {
+                let bar = alone + (alone as f64 * WHOLE_SLACK) as usize;
+                assert!(
+                    p1.arena_bytes <= bar,
+                    "model {k}: whole plan {} vs the best candidate alone {alone}",
+                    p1.arena_bytes
+                );
+            }
+        }
+        if p1.patches.is_some() {
+            patched += 1;
+        }
+        let want = run(
+            &compile(&plain, &p0).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        let got = run(
+            &compile(&g, &p1).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        // Patches that keep Winograd place its tiles elsewhere in the plane: within
+        // rounding, as in `large_patches_keep_winograd`.
+        for (a, b) in want.iter().zip(&got) {
+            let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
+            let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let err = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(
+                err <= 1e-5 * scale,
+                "model {k} ({:?}): max error {err} of scale {scale}",
+                p1.patches
+            );
+            eprintln!(
+                "model {k}: max error {:.1e} of the output scale",
+                err / scale
+            );
+        }
+    }
+    assert!(patched >= 2, "{patched} of 4 models patched");
+}
