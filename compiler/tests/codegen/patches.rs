@@ -664,3 +664,53 @@ fn whole_plans_are_no_larger_than_the_best_candidate_and_match() {
     }
     assert!(patched >= 2, "{patched} of 4 models patched");
 }
+
+/// A stage whose weights exceed `STREAM_CACHE_BYTES` is charged their bytes again per patch
+/// after the first (`patches::whole::stream_flops`); one whose weights fit is not.
+#[test]
+fn stages_over_the_cache_pay_their_weights_per_patch() {
+    use arenac_compiler::analysis::patches::whole::{
+        STREAM_CACHE_BYTES, STREAM_FLOPS_PER_BYTE, stream_flops,
+    };
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let mut rng = Rng(0x5e7);
+    for (c, m) in [(16usize, 16usize), (512, 1024)] {
+        let w = rng.tensor(&[m, c, 3, 3], -0.01, 0.01);
+        let model = ModelBuilder::new("big", 13)
+            .input("x", DType::F32, &dims(&[1, c, 16, 16]))
+            .output("y", DType::F32, &[])
+            .initializer("w", &w)
+            .node(
+                "conv",
+                "Conv",
+                &["x", "w"],
+                &["a"],
+                vec![("pads", ints(&[1, 1, 1, 1]))],
+            )
+            .node("relu", "Relu", &["a"], &["r"], vec![])
+            .node("gap", "GlobalAveragePool", &["r"], &["y"], vec![])
+            .build();
+        let mut g = import(&model);
+        let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+        let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 4);
+        assert!(report.candidates.iter().any(|c| c.start == 0));
+        let bytes = m * c * 9 * 4;
+        for cand in &report.candidates {
+            let got = stream_flops(&g, &plan.schedule, cand);
+            let patches = (cand.grid * cand.columns - 1) as u64;
+            // The Conv is the first step: a stage from step 1 holds the Relu alone.
+            let held = if cand.start == 0 { bytes } else { 0 };
+            let want = if held > STREAM_CACHE_BYTES {
+                held as u64 * patches * STREAM_FLOPS_PER_BYTE
+            } else {
+                0
+            };
+            assert_eq!(
+                got, want,
+                "{c} -> {m} channels, {}x{}",
+                cand.grid, cand.columns
+            );
+        }
+        assert_eq!(bytes > STREAM_CACHE_BYTES, m == 1024);
+    }
+}
