@@ -146,7 +146,8 @@ def main() -> int:
                 passes = one.get("passes") or 1
                 at = f"from step {one['start']}: " if one.get("start") else ""
                 parts.append(
-                    f"{at}{one['stage_nodes']} nodes, {one['grid']}x{one['grid']}"
+                    f"{at}{one['stage_nodes']} nodes, {one['grid']}x{one.get('columns') or one['grid']}"
+                    + (" cached" if one.get("cached") else "")
                     + (f", {passes} passes" if passes > 1 else "")
                 )
                 extra += one["extra_flops"]

@@ -38,15 +38,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if all {
             for c in &report.candidates {
                 eprintln!(
-                    "{name}: steps {}..{} {}x{}: {:.2} MiB (stage {:.2}, rest {:.2}), +{:.1}%",
+                    "{name}: steps {}..{} {}x{}{}: {:.2} MiB (stage {:.2}, rest {:.2}), +{:.1}% (slow {:.1}%)",
                     c.start,
                     c.nodes,
                     c.grid,
-                    c.grid,
+                    c.columns,
+                    if c.cached { " cached" } else { "" },
                     mib(c.peak_bytes),
                     mib(c.stage_bytes),
                     mib(c.rest_bytes),
-                    100.0 * c.extra_flops as f64 / report.total_flops.max(1) as f64
+                    100.0 * c.extra_flops as f64 / report.total_flops.max(1) as f64,
+                    100.0 * c.slow_flops as f64 / report.total_flops.max(1) as f64
                 );
             }
         }
@@ -59,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 b.start,
                 b.nodes,
                 b.grid,
-                b.grid,
+                b.columns,
                 mib(b.stage_bytes),
                 mib(b.rest_bytes),
                 100.0 * b.extra_flops as f64 / report.total_flops.max(1) as f64,

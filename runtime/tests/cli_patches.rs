@@ -211,7 +211,13 @@ fn a_16bit_plan_patches_with_the_unpatched_outputs() {
         let (arena, _, _) = planned(m, &["--activations", act, "--no-patches"]);
         let (patched, _, json) = planned(m, &["--activations", act, "--patches"]);
         assert!(json.contains("\"patches\""), "{act}: {json}");
-        assert!(patched * 2 < arena, "{act}: patched {patched} vs {arena}");
+        // Near half: the whole-plan choice (`patches::whole`) may keep a plan up to
+        // WHOLE_SLACK above the smallest for less time (f16: 32x1 cached strips, nothing
+        // recomputed, 0.508 of unpatched, over an 8x8 grid recomputing 8.9%, 0.486).
+        assert!(
+            patched * 100 < arena * 55,
+            "{act}: patched {patched} vs {arena}"
+        );
         let run = |name: &str, flag: &str| {
             let out = dir.path().join(format!("{act}-{name}"));
             let (code, _, err) = arenac(&[

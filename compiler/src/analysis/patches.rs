@@ -47,8 +47,14 @@ pub struct PatchPlan {
     /// resolutions), in schedule order: each also cut into `grid x grid` cells, patch `(i,
     /// j)` writing cell `(i, j)` of each, so each is written whole, patch by patch.
     pub leaving: Vec<ValueId>,
-    /// Patches per side.
+    /// Patches per column of the grid (rows of patches).
     pub grid: usize,
+    /// Patches per row of the grid (columns of patches): `grid` for a square grid, 1 for
+    /// strips of whole rows (cached ones only: [`Self::cached`]).
+    pub columns: usize,
+    /// Halo rows cached between vertically adjacent patches instead of recomputed
+    /// (`cache.rs`: the grid run column by column, top to bottom); one-pass stages only.
+    pub cached: bool,
     /// The passes over the grid: one, or one per global pool in the stage plus one
     /// ([`passes`]).
     pub passes: Vec<passes::Pass>,
@@ -79,29 +85,79 @@ pub struct PatchReport {
 }
 
 impl PatchReport {
-    /// The candidate with the lowest peak whose recomputed FLOPs (with the slow ones,
-    /// [`PatchPlan::slow_flops`]) are at most `max_extra` of the whole graph's (ties: fewer
-    /// FLOPs), when it is below today's peak.
+    /// The first of [`Self::ranked`]: of the stage with the lowest predicted peak (whose
+    /// recomputed FLOPs, with the slow ones, [`PatchPlan::slow_flops`], are at most
+    /// `max_extra` of the whole graph's, below today's peak), the grid with the least of
+    /// them within [`PEAK_SLACK`] of its lowest peak.
     pub fn best(&self, max_extra: f64) -> Option<&PatchPlan> {
         self.ranked(max_extra).into_iter().next()
     }
 
     /// The candidates [`Self::best`] chooses from (within `max_extra` of the FLOPs, below
-    /// today's peak), best first: by predicted peak, then recomputed FLOPs.
+    /// today's peak), best first: stages by the lowest predicted peak of their grids; within
+    /// a stage, the grids within [`PEAK_SLACK`] of that peak by their time proxy (recomputed
+    /// and slow FLOPs: cached strips over a finer grid recomputing its halos), then peak; then
+    /// its other grids by peak, then recomputed FLOPs. (Across stages the slack is not
+    /// taken: a shorter stage's predicted peak was 14-18% low once planned.)
     pub fn ranked(&self, max_extra: f64) -> Vec<&PatchPlan> {
+        self.ranked_with(max_extra, PEAK_SLACK, |_| true, |_| 0)
+    }
+
+    /// [`Self::ranked`] over the candidates `keep` takes (a family: `whole.rs`), a stage's
+    /// grids within `slack` of its lowest predicted peak ranked by their time proxy, which
+    /// `cost` adds to (`whole.rs`: the weights a stage streams again per patch).
+    pub fn ranked_with(
+        &self,
+        max_extra: f64,
+        slack: f64,
+        keep: impl Fn(&PatchPlan) -> bool,
+        cost: impl Fn(&PatchPlan) -> u64,
+    ) -> Vec<&PatchPlan> {
         let mut v: Vec<&PatchPlan> = self
             .candidates
             .iter()
+            .filter(|c| keep(c))
             .filter(|c| {
                 c.extra_flops.saturating_add(c.slow_flops) as f64
                     <= max_extra * self.total_flops as f64
             })
             .filter(|c| c.peak_bytes < self.unpatched_bytes)
             .collect();
-        v.sort_by_key(|c| (c.peak_bytes, c.extra_flops));
+        // Per stage (its start and end), the lowest predicted peak of its grids.
+        let mut low: std::collections::HashMap<(usize, usize), usize> =
+            std::collections::HashMap::new();
+        for c in &v {
+            let e = low.entry((c.start, c.nodes)).or_insert(c.peak_bytes);
+            *e = (*e).min(c.peak_bytes);
+        }
+        v.sort_by_key(|c| {
+            let best = low
+                .get(&(c.start, c.nodes))
+                .copied()
+                .unwrap_or(c.peak_bytes);
+            let near = best.saturating_add((best as f64 * slack) as usize);
+            let close = c.peak_bytes <= near;
+            let time = c
+                .extra_flops
+                .saturating_add(c.slow_flops)
+                .saturating_add(cost(c));
+            (
+                best,
+                c.start,
+                c.nodes,
+                !close,
+                if close { time } else { 0 },
+                c.peak_bytes,
+                c.extra_flops,
+            )
+        });
         v
     }
 }
+
+/// How far above its stage's lowest predicted peak a grid may be and still be chosen for a
+/// smaller time proxy ([`PatchReport::ranked`]).
+pub const PEAK_SLACK: f64 = 0.0;
 
 /// Stages taken one after another (`arena::plan_graph`: each on the graph the previous one
 /// rewrote).
@@ -130,51 +186,79 @@ pub fn patch(
     opts: LivenessOptions,
     max_extra: f64,
 ) -> Option<(Graph, PatchInfo)> {
-    let report = analyze(g, order, opts, MAX_GRID);
-    // The best candidate the rewrite expresses (a later segment may hold what it cannot:
-    // then the next best, not no stage at all).
-    let (best, ng) = report
-        .ranked(max_extra)
-        .into_iter()
-        .take(RETRIES)
-        .find_map(|c| lower::rewrite(g, order, c).map(|ng| (c, ng)))?;
-    Some((
-        ng,
-        PatchInfo {
-            start: best.start,
-            stage_nodes: best.nodes - best.start,
-            output: g.value(best.output).name.clone(),
-            leaving: best
-                .leaving
-                .iter()
-                .map(|&v| g.value(v).name.clone())
-                .collect(),
-            grid: best.grid,
-            passes: best.passes.len().max(1),
-            checkpoints: best
-                .passes
-                .iter()
-                .filter_map(|p| p.write)
-                .map(|v| g.value(v).name.clone())
-                .collect(),
-            unpatched_bytes: report.unpatched_bytes,
-            predicted_bytes: best.peak_bytes,
-            extra_flops: best.extra_flops,
-            total_flops: report.total_flops,
-            later: Vec::new(),
-        },
-    ))
+    alternatives(g, order, opts, max_extra).into_iter().next()
 }
 
+/// The best candidate of each family (halos recomputed, halo rows cached), best first, each
+/// as a rewritten graph: the caller plans them and keeps the smaller arena. The predicted
+/// peaks of the two families err differently once planned (U-Net: a cached 8x1 stage
+/// predicted below a recomputing 3x3 one planned 12% above it; MobileNetV2 the reverse).
+pub fn alternatives(
+    g: &Graph,
+    order: &[NodeId],
+    opts: LivenessOptions,
+    max_extra: f64,
+) -> Vec<(Graph, PatchInfo)> {
+    let report = analyze(g, order, opts, MAX_GRID);
+    let ranked = report.ranked(max_extra);
+    let mut out = Vec::new();
+    for cached in [false, true] {
+        // The best candidate the rewrite expresses (a later segment may hold what it
+        // cannot: then the next best, not no stage at all).
+        let found = ranked
+            .iter()
+            .filter(|c| c.cached == cached)
+            .take(RETRIES)
+            .find_map(|&c| lower::rewrite_as_planned(g, order, c).map(|ng| (c, ng)));
+        if let Some((best, ng)) = found {
+            out.push((best.peak_bytes, info_of(g, &report, best), ng));
+        }
+    }
+    out.sort_by_key(|(peak, _, _)| *peak);
+    out.into_iter().map(|(_, info, ng)| (ng, info)).collect()
+}
+
+/// The report of candidate `best` of `report` on `g`.
+fn info_of(g: &Graph, report: &PatchReport, best: &PatchPlan) -> PatchInfo {
+    PatchInfo {
+        start: best.start,
+        stage_nodes: best.nodes - best.start,
+        output: g.value(best.output).name.clone(),
+        leaving: best
+            .leaving
+            .iter()
+            .map(|&v| g.value(v).name.clone())
+            .collect(),
+        grid: best.grid,
+        columns: best.columns,
+        cached: best.cached,
+        passes: best.passes.len().max(1),
+        checkpoints: best
+            .passes
+            .iter()
+            .filter_map(|p| p.write)
+            .map(|v| g.value(v).name.clone())
+            .collect(),
+        unpatched_bytes: report.unpatched_bytes,
+        predicted_bytes: best.peak_bytes,
+        extra_flops: best.extra_flops,
+        total_flops: report.total_flops,
+        later: Vec::new(),
+    }
+}
+
+mod cache;
+mod cached;
 mod ends;
 mod fast;
 mod info;
 mod lower;
 pub mod passes;
 mod search;
+pub mod whole;
 mod window;
 pub use info::PatchInfo;
-pub use lower::rewrite;
+pub use lower::{rewrite, rewrite_as_planned};
 
 #[cfg(test)]
 mod tests;

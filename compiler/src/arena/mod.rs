@@ -394,44 +394,36 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
         // planned arena shrinks.
         let unpatched_bytes = plan.arena_bytes;
         // The budget is shared by the stages: each later one gets what the earlier left.
-        let mut budget = f64::from(opts.patch_flops) / 100.0;
-        for _ in 0..patches::MAX_STAGES {
-            let Some((ng, info)) = patches::patch(g, &plan.schedule, predict, budget) else {
-                break;
-            };
+        // Complete plans (stages taken one after another, each planned) of a few policies;
+        // the fastest by the time proxy near the smallest arena kept (`patches::whole`).
+        let budget = f64::from(opts.patch_flops) / 100.0;
+        let keep = PlanOptions {
+            keep_file_order: true,
+            ..*opts
+        };
+        let whole = patches::whole::plan_whole(g, &plan, predict, budget, |ng| {
+            if cfg!(debug_assertions)
+                && let Err(e) = crate::ir::verify::verify(ng)
             {
-                if cfg!(debug_assertions)
-                    && let Err(e) = crate::ir::verify::verify(&ng)
-                {
-                    return Err(Error::PlanInternal(format!(
-                        "graph invalid after the patch rewrite: {e}"
-                    )));
-                }
-                // The rewrite's file order runs each patch to the end of the stage, then the
-                // rest in the schedule just found: searching again only costs time (hundreds of
-                // milliseconds on the hundreds of nodes a grid makes).
-                let keep = PlanOptions {
-                    keep_file_order: true,
-                    ..*opts
-                };
-                let mut patched = plan_flat(&ng, &keep)?;
-                patched.options.keep_file_order = opts.keep_file_order;
-                if patched.arena_bytes >= plan.arena_bytes {
-                    break;
-                }
-                budget -= info.extra_flops as f64 / info.total_flops.max(1) as f64;
-                let earlier = plan.patches.take();
-                *g = ng;
-                plan = patched;
-                plan.patches = Some(match earlier {
-                    None => PatchInfo {
-                        unpatched_bytes,
-                        ..info
-                    },
-                    Some(mut first) => {
-                        first.later.push(info);
-                        first
-                    }
+                return Err(Error::PlanInternal(format!(
+                    "graph invalid after the patch rewrite: {e}"
+                )));
+            }
+            // The rewrite's file order runs each patch to the end of the stage, then the
+            // rest in the schedule just found: searching again only costs time.
+            let mut patched = plan_flat(ng, &keep)?;
+            patched.options.keep_file_order = opts.keep_file_order;
+            Ok(patched)
+        })?;
+        if let Some(w) = whole {
+            let mut stages = w.stages.into_iter();
+            if let Some(first) = stages.next() {
+                *g = w.graph;
+                plan = w.plan;
+                plan.patches = Some(PatchInfo {
+                    unpatched_bytes,
+                    later: stages.collect(),
+                    ..first
                 });
             }
         }

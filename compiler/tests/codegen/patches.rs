@@ -7,7 +7,7 @@
 //! original graph's.
 
 use arenac_compiler::analysis::liveness::LivenessOptions;
-use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite};
+use arenac_compiler::analysis::patches::{PatchPlan, analyze, rewrite, rewrite_as_planned};
 use arenac_compiler::arena::plan_graph;
 
 use crate::common::*;
@@ -310,7 +310,7 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
         .filter(|(i, s)| s.start == 0 || keep.contains(i))
         .map(|(_, s)| *s)
         .collect();
-    let mut unexpressed = 0;
+    let (mut unexpressed, mut cached_graphs, mut uncached) = (0, 0, 0);
     for stage in stages {
         // Every value a pass cuts into cells: the leaving ones, pooled maps, checkpoints.
         let pooled = stage.passes.iter().flat_map(|q| {
@@ -337,17 +337,44 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
             v.dedup();
             v
         };
-        for grid in grids {
+        // One-pass stages also with cached halo rows (`PatchPlan::cached`), on the square
+        // grid and (grids 2, 3 and the finest) on strips of whole rows.
+        let one = stage.passes.len() <= 1;
+        let modes = |q: usize| {
+            let mut m = vec![(q, false)];
+            if one {
+                m.push((q, true));
+                if q == 2 || q == 3 || q == side {
+                    m.push((1, true));
+                }
+            }
+            m
+        };
+        for (grid, columns, cached) in grids
+            .iter()
+            .flat_map(|&q| modes(q).into_iter().map(move |(c, k)| (q, c, k)))
+        {
             let what = format!(
-                "{what}, stage of steps {}..{} ({} leaving), grid {grid}",
+                "{what}, stage of steps {}..{} ({} leaving), grid {grid}x{columns}{}",
                 stage.start,
                 stage.nodes,
-                1 + stage.leaving.len()
+                1 + stage.leaving.len(),
+                if cached { ", rows cached" } else { "" }
             );
             let cand = PatchPlan {
                 grid,
+                columns,
+                cached,
                 ..stage.clone()
             };
+            if cached {
+                if rewrite_as_planned(&g, &plan.schedule, &cand).is_none() {
+                    // Windows that do not move down: `rewrite` recomputes them.
+                    uncached += 1;
+                } else {
+                    cached_graphs += 1;
+                }
+            }
             let Some(mut ng) = rewrite(&g, &plan.schedule, &cand) else {
                 assert!(stage.start > 0, "{what}: not rewritten");
                 unexpressed += 1;
@@ -372,6 +399,14 @@ fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, u
     if unexpressed > 0 {
         eprintln!("{what}: {unexpressed} later-segment rewrites not expressible (left unpatched)");
     }
+    eprintln!(
+        "{what}: {cached_graphs} rewrites with cached halo rows, {uncached} fell back to \
+         recomputing them"
+    );
+    assert!(
+        cached_graphs > 0,
+        "{what}: no stage ran with cached halo rows"
+    );
     (graphs, exact, multi)
 }
 
@@ -520,7 +555,7 @@ fn large_patches_keep_winograd() {
     let stage = report
         .candidates
         .iter()
-        .filter(|c| c.grid == 2)
+        .filter(|c| c.grid == 2 && c.columns == 2 && !c.cached)
         .max_by_key(|c| c.nodes)
         .expect("a stage");
     let mut ng = rewrite(&g, &plan.schedule, stage).expect("rewritten");
@@ -547,5 +582,135 @@ fn large_patches_keep_winograd() {
             "Winograd in {in_stage} patched Convs: max error {:.1e} of the output scale",
             err / scale
         );
+    }
+}
+
+/// The planner chooses over whole plans (`patches::whole`): its arena is never above the
+/// single best candidate's planned alone (the search before it) by more than
+/// `WHOLE_SLACK`, and the program it keeps (stages of either family, one after another)
+/// computes the unpatched outputs.
+#[test]
+fn whole_plans_are_no_larger_than_the_best_candidate_and_match() {
+    use arenac_compiler::analysis::patches::{MAX_EXTRA_FLOPS, patch, whole::WHOLE_SLACK};
+    let mut rng = Rng(0x40e1);
+    let models = [
+        (stack(96, 96, 16, &mut rng), 96, 96),
+        (stack(72, 88, 8, &mut rng), 72, 88),
+        (unet(96, 96, 8, &mut rng), 96, 96),
+        (unet(64, 80, 4, &mut rng), 64, 80),
+    ];
+    let mut patched = 0;
+    for (k, (model, h, w)) in models.iter().enumerate() {
+        let x = rng.tensor(&[1, 3, *h, *w], -1.0, 1.0);
+        let mut plain = import(model);
+        let p0 = plan_graph(&mut plain, &PlanOptions::default()).expect("plans");
+        let mut g = import(model);
+        let opts = PlanOptions {
+            patches: true,
+            ..PlanOptions::default()
+        };
+        let p1 = plan_graph(&mut g, &opts).expect("plans");
+        assert!(p1.arena_bytes <= p0.arena_bytes, "model {k}");
+        // The best candidate alone, planned as the planner plans a rewrite.
+        let predict = LivenessOptions {
+            winograd: false,
+            ..p0.options.liveness
+        };
+        if let Some((mut ng, _)) = patch(&plain, &p0.schedule, predict, MAX_EXTRA_FLOPS) {
+            let keep = PlanOptions {
+                keep_file_order: true,
+                ..PlanOptions::default()
+            };
+            let alone = plan_graph(&mut ng, &keep).expect("plans").arena_bytes;
+            if alone < p0.arena_bytes {
+                let bar = alone + (alone as f64 * WHOLE_SLACK) as usize;
+                assert!(
+                    p1.arena_bytes <= bar,
+                    "model {k}: whole plan {} vs the best candidate alone {alone}",
+                    p1.arena_bytes
+                );
+            }
+        }
+        if p1.patches.is_some() {
+            patched += 1;
+        }
+        let want = run(
+            &compile(&plain, &p0).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        let got = run(
+            &compile(&g, &p1).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        // Patches that keep Winograd place its tiles elsewhere in the plane: within
+        // rounding, as in `large_patches_keep_winograd`.
+        for (a, b) in want.iter().zip(&got) {
+            let (a, b) = (a.to_f32_vec(), b.to_f32_vec());
+            let scale = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let err = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(
+                err <= 1e-5 * scale,
+                "model {k} ({:?}): max error {err} of scale {scale}",
+                p1.patches
+            );
+            eprintln!(
+                "model {k}: max error {:.1e} of the output scale",
+                err / scale
+            );
+        }
+    }
+    assert!(patched >= 2, "{patched} of 4 models patched");
+}
+
+/// A stage whose weights exceed `STREAM_CACHE_BYTES` is charged their bytes again per patch
+/// after the first (`patches::whole::stream_flops`); one whose weights fit is not.
+#[test]
+fn stages_over_the_cache_pay_their_weights_per_patch() {
+    use arenac_compiler::analysis::patches::whole::{
+        STREAM_CACHE_BYTES, STREAM_FLOPS_PER_BYTE, stream_flops,
+    };
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    let mut rng = Rng(0x5e7);
+    for (c, m) in [(16usize, 16usize), (512, 1024)] {
+        let w = rng.tensor(&[m, c, 3, 3], -0.01, 0.01);
+        let model = ModelBuilder::new("big", 13)
+            .input("x", DType::F32, &dims(&[1, c, 16, 16]))
+            .output("y", DType::F32, &[])
+            .initializer("w", &w)
+            .node(
+                "conv",
+                "Conv",
+                &["x", "w"],
+                &["a"],
+                vec![("pads", ints(&[1, 1, 1, 1]))],
+            )
+            .node("relu", "Relu", &["a"], &["r"], vec![])
+            .node("gap", "GlobalAveragePool", &["r"], &["y"], vec![])
+            .build();
+        let mut g = import(&model);
+        let plan = plan_graph(&mut g, &PlanOptions::default()).expect("plans");
+        let report = analyze(&g, &plan.schedule, LivenessOptions::full(), 4);
+        assert!(report.candidates.iter().any(|c| c.start == 0));
+        let bytes = m * c * 9 * 4;
+        for cand in &report.candidates {
+            let got = stream_flops(&g, &plan.schedule, cand);
+            let patches = (cand.grid * cand.columns - 1) as u64;
+            // The Conv is the first step: a stage from step 1 holds the Relu alone.
+            let held = if cand.start == 0 { bytes } else { 0 };
+            let want = if held > STREAM_CACHE_BYTES {
+                held as u64 * patches * STREAM_FLOPS_PER_BYTE
+            } else {
+                0
+            };
+            assert_eq!(
+                got, want,
+                "{c} -> {m} channels, {}x{}",
+                cand.grid, cand.columns
+            );
+        }
+        assert_eq!(bytes > STREAM_CACHE_BYTES, m == 1024);
     }
 }

@@ -25,14 +25,29 @@ pub const SLOW_SHARE: f64 = 0.5;
 
 /// The Convs of `live`'s schedule that run Winograd unpatched: their scratch holds one of
 /// its tile blocks ([`winograd::block_for_scratch`], as the lowering decides), with their
-/// geometry as [`winograd_conv`] marks it.
+/// geometry as [`winograd_conv`] marks it; measured without Winograd (`opts.winograd`
+/// off, as the planner predicts), every Conv it applies to.
 pub fn winograd_convs(
     g: &Graph,
     live: &Liveness,
     opts: &LivenessOptions,
 ) -> HashMap<NodeId, ConvParams> {
-    if !opts.winograd || !opts.scratch {
+    if !opts.scratch {
         return HashMap::new();
+    }
+    if !opts.winograd {
+        // The planner predicts without Winograd's scratch (`arena::plan_graph`), then plans
+        // with it: every Conv Winograd applies to whole is taken to run it.
+        let on = LivenessOptions {
+            winograd: true,
+            ..*opts
+        };
+        return live
+            .order
+            .iter()
+            .filter(|&&id| matches!(g.node(id).op, crate::ops::Op::Conv(_)))
+            .filter_map(|&id| Some((id, winograd_conv(g, id, &on)?)))
+            .collect();
     }
     live.buffers
         .iter()

@@ -17,6 +17,14 @@ pub struct PatchInfo {
     pub leaving: Vec<String>,
     /// Patches per side.
     pub grid: usize,
+    /// Patches per row of the grid (1: strips of whole rows); 0 in reports written before it
+    /// existed (square grids).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub columns: usize,
+    /// Halo rows cached between vertically adjacent patches (only the columns' halos
+    /// recomputed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
     /// Passes over the grid: 1, or one more than the global pools in the stage (each pool's
     /// map computed patch by patch, summed per cell, then computed again).
     #[serde(default = "one", skip_serializing_if = "is_one")]
@@ -78,6 +86,8 @@ impl PatchInfo {
         };
         let what = if self.passes > 1 {
             "the halos and passes"
+        } else if self.cached {
+            "the columns' halos (rows cached)"
         } else {
             "the halos"
         };
@@ -96,7 +106,7 @@ impl PatchInfo {
                     l.start,
                     l.output,
                     l.grid,
-                    l.grid,
+                    if l.columns == 0 { l.grid } else { l.columns },
                     100.0 * l.extra_flops as f64 / l.total_flops.max(1) as f64
                 )
             })
@@ -107,7 +117,11 @@ impl PatchInfo {
             self.stage_nodes,
             self.output,
             self.grid,
-            self.grid,
+            if self.columns == 0 {
+                self.grid
+            } else {
+                self.columns
+            },
             crate::error::budget::human_bytes(self.unpatched_bytes),
             arena_bytes as f64 / self.unpatched_bytes.max(1) as f64,
             100.0 * self.extra_flops as f64 / self.total_flops.max(1) as f64

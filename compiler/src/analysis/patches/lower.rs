@@ -27,6 +27,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::cached;
 use super::passes::{self, Pass};
 use super::{Cut, Local, PatchPlan, Window, cells, rule, windows_cut};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
@@ -37,6 +38,21 @@ use crate::ops::{BinaryOp, Op, SliceAxis, VariadicOp};
 /// The graph `g` (run in `order`) with `plan`'s stage run patch by patch, or `None` when the
 /// stage holds something this rewrite cannot express (then the graph is left unpatched).
 pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
+    rewrite_as_planned(g, order, plan).or_else(|| {
+        // Cached halos need monotone windows: else recompute them.
+        plan.cached.then(|| {
+            let recompute = PatchPlan {
+                cached: false,
+                ..plan.clone()
+            };
+            rewrite_as_planned(g, order, &recompute)
+        })?
+    })
+}
+
+/// [`rewrite`] without the fallback: `None` also when a cached plan ([`PatchPlan::cached`])
+/// meets windows whose rows do not move down monotonically.
+pub fn rewrite_as_planned(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
     let (order_all, before) = (order, order.get(..plan.start)?);
     let a = plan.start;
     let stage = order.get(a..plan.nodes)?;
@@ -61,7 +77,10 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
             b.map.insert(v, id);
         }
     }
-    let p = plan.grid;
+    let (p, q_cols) = (plan.grid, plan.columns);
+    if p == 0 || q_cols == 0 {
+        return None;
+    }
     let leaving: Vec<ValueId> = std::iter::once(out)
         .chain(plan.leaving.iter().copied())
         .collect();
@@ -91,10 +110,23 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
         };
         let mut partials = Vec::new();
         let mut ckpt: Option<ValueId> = None;
-        for i in 0..p {
+        if plan.cached && !many {
+            cached::run(
+                &mut b,
+                order,
+                n,
+                stage,
+                &made,
+                &t,
+                (p, q_cols),
+                &cut,
+                &mut acc,
+            )?;
+        }
+        for i in (0..p).filter(|_| !plan.cached || many) {
             let rows = cells(g, first, &t[1..], p, 0, i);
-            for j in 0..p {
-                let cols = cells(g, first, &t[1..], p, 1, j);
+            for j in 0..q_cols {
+                let cols = cells(g, first, &t[1..], q_cols, 1, j);
                 if rows.len() != t.len() || cols.len() != t.len() {
                     return None;
                 }
@@ -122,11 +154,14 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
                     slices: HashMap::new(),
                     stop: cut.stop.clone(),
                     global: &cut.global,
+                    tail: HashMap::new(),
+                    next_tail: HashMap::new(),
+                    keep: HashMap::new(),
                 };
                 for &id in stage {
                     b.node_on_patch(id, &win, &made, &mut patch)?;
                 }
-                let k = i * p + j + 1;
+                let k = i * q_cols + j + 1;
                 for (idx, (v, want)) in seeds.iter().enumerate() {
                     // The cell of this value (cropped when a wider window of it was computed
                     // for a stage node reading it).
@@ -158,7 +193,7 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
                     } else {
                         // A leaving value: its cell into its window of the whole value.
                         let slot = acc.get_mut(idx)?;
-                        let name = if k == p * p {
+                        let name = if k == p * q_cols {
                             vname.clone()
                         } else {
                             b.fresh(&format!("{vname}@acc{k}"))
@@ -214,26 +249,34 @@ pub fn rewrite(g: &Graph, order: &[NodeId], plan: &PatchPlan) -> Option<Graph> {
 }
 
 /// The new graph being built.
-struct Rewrite<'a> {
-    g: &'a Graph,
-    ng: Graph,
+pub(super) struct Rewrite<'a> {
+    pub(super) g: &'a Graph,
+    pub(super) ng: Graph,
     /// Old values outside the stage (and the stage output, at the end) to new ones.
-    map: HashMap<ValueId, ValueId>,
+    pub(super) map: HashMap<ValueId, ValueId>,
     names: HashSet<String>,
 }
 
 /// One patch's values.
-struct Patch<'a> {
+pub(super) struct Patch<'a> {
     /// Values an earlier pass wrote whole: read from there, not recomputed.
-    stop: HashSet<ValueId>,
+    pub(super) stop: HashSet<ValueId>,
     /// Values computed once, whole (pooled values and what is made from them alone).
-    global: &'a HashSet<ValueId>,
+    pub(super) global: &'a HashSet<ValueId>,
     /// Suffix of its node and value names.
-    tag: String,
+    pub(super) tag: String,
     /// Old stage value → its new value on this patch and the window it holds.
-    values: HashMap<ValueId, (ValueId, Window)>,
+    pub(super) values: HashMap<ValueId, (ValueId, Window)>,
     /// `(old value, window)` → a Slice already made.
-    slices: HashMap<(ValueId, [usize; 4]), ValueId>,
+    pub(super) slices: HashMap<(ValueId, [usize; 4]), ValueId>,
+    /// Cached halos: each stage value's cache the patches above kept (its new value and
+    /// window), read where a window starts above the value's new rows.
+    pub(super) tail: HashMap<ValueId, (ValueId, Window)>,
+    /// Cached halos: the caches this patch keeps for the patch below, each cut right after
+    /// its value's new rows are made.
+    pub(super) next_tail: HashMap<ValueId, (ValueId, Window)>,
+    /// Cached halos: the window of each stage value this patch keeps ([`Self::next_tail`]).
+    pub(super) keep: HashMap<ValueId, Window>,
 }
 
 impl Rewrite<'_> {
@@ -271,7 +314,7 @@ impl Rewrite<'_> {
         Some(())
     }
 
-    fn fresh(&mut self, base: &str) -> String {
+    pub(super) fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
         let mut k = 1;
         while self.names.contains(&name) {
@@ -283,7 +326,13 @@ impl Rewrite<'_> {
     }
 
     /// Adds a one-output node whose output type is inferred; returns the output.
-    fn add(&mut self, node: String, op: Op, ins: &[ValueId], out: String) -> Option<ValueId> {
+    pub(super) fn add(
+        &mut self,
+        node: String,
+        op: Op,
+        ins: &[ValueId],
+        out: String,
+    ) -> Option<ValueId> {
         let types: Vec<TensorType> = ins.iter().map(|&v| self.ng.value(v).ty.clone()).collect();
         // A node staged on 16-bit data reads f32 weights as its data's type.
         let types = crate::ir::verify::constants_as_data(&self.ng, ins, types);
@@ -293,8 +342,10 @@ impl Rewrite<'_> {
     }
 
     /// Old value `v` on `want` for this patch: its patch value, or a Slice of it (or of the
-    /// whole value, for one made outside the stage).
-    fn window_of(
+    /// whole value, for one made outside the stage); with cached halos, of the cache the
+    /// patches above kept, or the cache's rows joined to the new ones by a `Concat` along
+    /// the rows.
+    pub(super) fn window_of(
         &mut self,
         v: ValueId,
         want: &Window,
@@ -302,38 +353,76 @@ impl Rewrite<'_> {
         p: &mut Patch<'_>,
     ) -> Option<ValueId> {
         let shape = &self.g.value(v).ty.shape;
-        let (src, have) = if made.contains(&v) && !p.stop.contains(&v) {
-            p.values.get(&v)?.clone()
-        } else {
+        if want.rows.is_empty() || want.cols.is_empty() {
+            return None;
+        }
+        if !made.contains(&v) || p.stop.contains(&v) {
             let whole = Window {
                 rows: 0..*shape.get(2)?,
                 cols: 0..*shape.get(3)?,
             };
-            (*self.map.get(&v)?, whole)
-        };
-        if have == *want {
-            return Some(src);
+            let src = *self.map.get(&v)?;
+            return self.cut(v, src, &whole, want, p);
         }
-        let inside = have.rows.start <= want.rows.start
-            && want.rows.end <= have.rows.end
-            && have.cols.start <= want.cols.start
-            && want.cols.end <= have.cols.end;
-        if !inside || want.rows.is_empty() || want.cols.is_empty() {
+        let new = p.values.get(&v).cloned();
+        if let Some((src, have)) = &new
+            && inside(want, have)
+        {
+            return self.cut(v, *src, have, want, p);
+        }
+        let (tv, tw) = p.tail.get(&v).cloned()?;
+        if inside(want, &tw) {
+            return self.cut(v, tv, &tw, want, p);
+        }
+        // The cache's rows, then the new ones.
+        let (src, have) = new?;
+        let (top, bottom) = (
+            Window {
+                rows: want.rows.start..tw.rows.end,
+                cols: want.cols.clone(),
+            },
+            Window {
+                rows: have.rows.start..want.rows.end,
+                cols: want.cols.clone(),
+            },
+        );
+        if tw.rows.end != have.rows.start || !inside(&top, &tw) || !inside(&bottom, &have) {
             return None;
         }
-        let key = (
-            v,
-            [
-                want.rows.start,
-                want.rows.end,
-                want.cols.start,
-                want.cols.end,
-            ],
-        );
+        let key = key(v, want);
         if let Some(&s) = p.slices.get(&key) {
             return Some(s);
         }
-        let op = crop(want, &have);
+        let top = self.cut(v, tv, &tw, &top, p)?;
+        let bottom = self.cut(v, src, &have, &bottom, p)?;
+        let base = format!("{}@{}@rows", self.g.value(v).name, p.tag);
+        let name = self.fresh(&base);
+        let s = self.add(name.clone(), Op::Concat { axis: 2 }, &[top, bottom], name)?;
+        p.slices.insert(key, s);
+        Some(s)
+    }
+
+    /// `want` of old value `v` out of `src`, its new value holding window `have` (which
+    /// holds `want`): `src` itself, or a Slice (one per window and patch).
+    fn cut(
+        &mut self,
+        v: ValueId,
+        src: ValueId,
+        have: &Window,
+        want: &Window,
+        p: &mut Patch<'_>,
+    ) -> Option<ValueId> {
+        if have == want {
+            return Some(src);
+        }
+        if !inside(want, have) || want.rows.is_empty() || want.cols.is_empty() {
+            return None;
+        }
+        let key = key(v, want);
+        if let Some(&s) = p.slices.get(&key) {
+            return Some(s);
+        }
+        let op = crop(want, have);
         let base = format!("{}@{}@crop", self.g.value(v).name, p.tag);
         let name = self.fresh(&base);
         let s = self.add(name.clone(), op, &[src], name)?;
@@ -341,8 +430,31 @@ impl Rewrite<'_> {
         Some(s)
     }
 
+    /// Emits stage node `id` on this patch's window of its output; with cached halos, then
+    /// cuts the cache this patch keeps of it for the patch below.
+    pub(super) fn node_on_patch(
+        &mut self,
+        id: NodeId,
+        win: &HashMap<ValueId, Window>,
+        made: &HashSet<ValueId>,
+        p: &mut Patch<'_>,
+    ) -> Option<()> {
+        let y = *self.g.node(id).outputs.first()?;
+        let before = p.values.get(&y).map(|x| x.0);
+        self.node_inner(id, win, made, p)?;
+        let now = p.values.get(&y).map(|x| x.0);
+        if now.is_some()
+            && now != before
+            && let Some(kw) = p.keep.get(&y).cloned()
+        {
+            let t = self.window_of(y, &kw, made, p)?;
+            p.next_tail.insert(y, (t, kw));
+        }
+        Some(())
+    }
+
     /// Emits stage node `id` on this patch's window of its output.
-    fn node_on_patch(
+    fn node_inner(
         &mut self,
         id: NodeId,
         win: &HashMap<ValueId, Window>,
@@ -489,6 +601,19 @@ impl Rewrite<'_> {
             .then(|| self.map.get(&v).copied())
             .flatten()
     }
+}
+
+/// Whether window `a` lies within `b`.
+fn inside(a: &Window, b: &Window) -> bool {
+    b.rows.start <= a.rows.start
+        && a.rows.end <= b.rows.end
+        && b.cols.start <= a.cols.start
+        && a.cols.end <= b.cols.end
+}
+
+/// A window of a value, as the key of the Slices a patch made.
+fn key(v: ValueId, w: &Window) -> (ValueId, [usize; 4]) {
+    (v, [w.rows.start, w.rows.end, w.cols.start, w.cols.end])
 }
 
 /// The `Slice` cutting window `want` out of a value computed on window `have` (which holds

@@ -7,11 +7,14 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use super::window::{Cut, cells, plane, ranges_cut, rule};
-use super::{PatchPlan, PatchReport, ends, fast, passes};
+use super::{PatchPlan, PatchReport, cache, ends, fast, passes};
 use crate::analysis::liveness::{Liveness, LivenessOptions, liveness_with};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::plan::{ALIGN, align_up};
+
+/// Per stage value: its rows summed over the patch rows and its columns over the columns.
+type Sums = HashMap<ValueId, (usize, usize)>;
 
 fn aligned(b: usize) -> usize {
     align_up(b, ALIGN).unwrap_or(usize::MAX)
@@ -380,6 +383,39 @@ fn segment(
                 .and_then(Option::as_ref)
                 .map_or(0, |r| r.len())
         };
+        let extra_of = |area: &HashMap<ValueId, usize>| -> u64 {
+            order[a..n]
+                .iter()
+                .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
+                .map(|(id, y)| {
+                    let full = g
+                        .value(y)
+                        .ty
+                        .shape
+                        .get(2..4)
+                        .map_or(1, |s| s.iter().product());
+                    let f = flops_of(g, id);
+                    let done = match area.get(&y).copied().unwrap_or(0) {
+                        0 => full,
+                        a => a,
+                    };
+                    let scaled = (f as f64 * done as f64 / full.max(1) as f64) as u64;
+                    scaled.saturating_sub(f)
+                })
+                .sum()
+        };
+        // Winograd Convs whose mean window no longer takes it.
+        let slow_of = |sums: &HashMap<ValueId, (usize, usize)>, p: usize, q: usize| -> u64 {
+            order[a..n]
+                .iter()
+                .filter_map(|&id| {
+                    let wp = wino.get(&id)?;
+                    let &(rs, cs) = sums.get(g.node(id).outputs.first()?)?;
+                    (!fast::keeps_winograd(wp, rs / p, cs / q))
+                        .then(|| fast::slow_flops(flops_of(g, id)))
+                })
+                .sum()
+        };
         for p in 2..=max_grid.min(side) {
             let mut stage_bytes = 0usize;
             // Output elements computed over all patches of all passes, per value.
@@ -387,6 +423,9 @@ fn segment(
             // Per value, the summed row and column lengths of its windows (the last pass
             // computing it).
             let mut sums: HashMap<ValueId, (usize, usize)> = HashMap::new();
+            // A one-pass stage with cached halo rows: its working set, and per value the
+            // summed new rows and the column lengths.
+            let mut cached: Option<(usize, Sums)> = None;
             for (q, pass) in plan.iter().enumerate() {
                 let t = &targets[q];
                 let cut = &cut_of[q];
@@ -437,6 +476,11 @@ fn segment(
                     here = here.saturating_add(inputs);
                 }
                 stage_bytes = stage_bytes.max(here.saturating_add(worst));
+                if plan.len() == 1 {
+                    let (cworst, csums) =
+                        cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                    cached = Some((here.saturating_add(cworst), csums));
+                }
                 // (sum of row lengths) x (sum of column lengths) per value computed here.
                 for &id in &order[a..n] {
                     let Some(&y) = g.node(id).outputs.first() else {
@@ -453,41 +497,35 @@ fn segment(
                     sums.insert(y, (rs, cs));
                 }
             }
-            let extra_flops: u64 = order[a..n]
-                .iter()
-                .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
-                .map(|(id, y)| {
-                    let full = g
-                        .value(y)
-                        .ty
-                        .shape
-                        .get(2..4)
-                        .map_or(1, |s| s.iter().product());
-                    let f = flops_of(g, id);
-                    let done = match area.get(&y).copied().unwrap_or(0) {
-                        0 => full,
-                        a => a,
-                    };
-                    let scaled = (f as f64 * done as f64 / full.max(1) as f64) as u64;
-                    scaled.saturating_sub(f)
-                })
-                .sum();
-            // Winograd Convs whose mean window no longer takes it.
-            let slow_flops: u64 = order[a..n]
-                .iter()
-                .filter_map(|&id| {
-                    let wp = wino.get(&id)?;
-                    let &(rs, cs) = sums.get(g.node(id).outputs.first()?)?;
-                    (!fast::keeps_winograd(wp, rs / p, cs / p))
-                        .then(|| fast::slow_flops(flops_of(g, id)))
-                })
-                .sum();
+            let (extra_flops, slow_flops) = (extra_of(&area), slow_of(&sums, p, p));
+            if let Some((cstage, csums)) = &cached {
+                let carea: HashMap<ValueId, usize> =
+                    csums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                candidates.push(PatchPlan {
+                    start: a,
+                    nodes: n,
+                    output: *out,
+                    leaving: leaving.clone(),
+                    grid: p,
+                    columns: p,
+                    cached: true,
+                    passes: plan.clone(),
+                    peak_bytes: (*cstage).max(rest_bytes).max(before),
+                    stage_bytes: *cstage,
+                    rest_bytes,
+                    extra_flops: extra_of(&carea),
+                    slow_flops: slow_of(csums, p, p),
+                    stage_flops,
+                });
+            }
             candidates.push(PatchPlan {
                 start: a,
                 nodes: n,
                 output: *out,
                 leaving: leaving.clone(),
                 grid: p,
+                columns: p,
+                cached: false,
                 passes: plan.clone(),
                 peak_bytes: stage_bytes.max(rest_bytes).max(before),
                 stage_bytes,
@@ -501,8 +539,93 @@ fn segment(
                 break;
             }
         }
+        // Strips of whole rows, cached: no halo recomputed at all (a one-pass stage).
+        if let ([pass], [t], [cut]) = (&plan[..], &targets[..], &cut_of[..])
+            && pass.pool.is_none()
+        {
+            let here = bytes_of(pass.read)
+                .saturating_add(bytes_of(pass.write))
+                .saturating_add(aligned(oty.bytes().unwrap_or(0)))
+                .saturating_add(whole)
+                .saturating_add(inputs);
+            let cols = vec![ranges_cut(
+                g,
+                sub,
+                m,
+                &cells(g, t[0], &t[1..], 1, 1, 0),
+                1,
+                cut,
+            )];
+            let high = t
+                .iter()
+                .filter_map(|&v| g.value(v).ty.shape.get(2).copied())
+                .min()
+                .unwrap_or(0);
+            // Dense Convs (not depthwise, not 1x1) run direct on few rows far below their
+            // whole-plane speed, which the FLOPs do not show (DBNet-320's 3x3 Convs on 16
+            // strips of 2-5 rows: 66 vs 104 GFLOP/s, the run 1.55x): strips leave each at
+            // least `MIN_STRIP_ROWS` output rows. Stems (few input channels, cheap rows) do
+            // not count: MobileNetV2's on 28 strips of 4 rows ran as fast as whole.
+            let dense_h = order[a..n]
+                .iter()
+                .filter(|&&id| match &g.node(id).op {
+                    crate::ops::Op::Conv(c) => {
+                        let cin = g
+                            .node(id)
+                            .inputs
+                            .first()
+                            .and_then(|&x| g.value(x).ty.shape.get(1).copied());
+                        c.group == 1
+                            && c.kernel.iter().product::<usize>() > 1
+                            && cin.is_some_and(|ci| ci >= MIN_DENSE_CHANNELS)
+                    }
+                    _ => false,
+                })
+                .filter_map(|&id| {
+                    let y = *g.node(id).outputs.first()?;
+                    g.value(y).ty.shape.get(2).copied()
+                })
+                .min()
+                .unwrap_or(usize::MAX);
+            let most = MAX_STRIPS.min(high).min(dense_h / MIN_STRIP_ROWS);
+            for p in 2..=most {
+                let (w, sums) =
+                    cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                let stage_bytes = here.saturating_add(w);
+                let area: HashMap<ValueId, usize> =
+                    sums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                candidates.push(PatchPlan {
+                    start: a,
+                    nodes: n,
+                    output: *out,
+                    leaving: leaving.clone(),
+                    grid: p,
+                    columns: 1,
+                    cached: true,
+                    passes: plan.clone(),
+                    peak_bytes: stage_bytes.max(rest_bytes).max(before),
+                    stage_bytes,
+                    rest_bytes,
+                    extra_flops: extra_of(&area),
+                    slow_flops: slow_of(&sums, p, 1),
+                    stage_flops,
+                });
+                if stage_bytes <= rest_bytes {
+                    break;
+                }
+            }
+        }
     }
 }
+
+/// Most strips (patches of whole rows, [`PatchPlan::columns`] 1) tried.
+pub const MAX_STRIPS: usize = 32;
+
+/// Fewest output rows per strip of a stage's dense (not depthwise, not pointwise) Convs.
+pub const MIN_STRIP_ROWS: usize = 8;
+
+/// Input channels from which a Conv counts as dense for [`MIN_STRIP_ROWS`].
+pub const MIN_DENSE_CHANNELS: usize = 16;
 
 /// Longest later segment tried (nodes).
 pub const MAX_SEGMENT: usize = 48;

@@ -1,0 +1,294 @@
+//! The choice over whole patch plans ([`plan_whole`]): a few policies (which family of
+//! candidates, how much predicted peak a stage may give for time) each take stages one
+//! after another, each stage planned by the real planner and kept while the arena shrinks;
+//! of the complete plans whose *planned* arena is within [`WHOLE_SLACK`] of the smallest,
+//! the one with the least time proxy (as a share of the model's FLOPs) plus
+//! [`ARENA_WEIGHT`] times its arena (as a share of the smallest) is kept.
+//!
+//! Why whole plans: choosing stage by stage on predicted peaks missed better plans twice:
+//! cached candidates' predicted peaks run below their planned arenas (ResNet-18: a cached 4x4
+//! stage predicted lower planned 0.594 of unpatched, main's two recomputing stages 0.539),
+//! and a first stage that is the best alone can leave no good second one.
+//!
+//! The time proxy of a complete plan ([`Whole::time_proxy`]), in FLOPs:
+//! - the FLOPs its stages recompute in halos;
+//! - the FLOPs of the Convs that lose Winograd, counted at [`fast::SLOW_SHARE`], taken from
+//!   the planned arenas (the Convs with Winograd scratch unpatched against patched: a smaller
+//!   arena can cost Convs *after* the stage Winograd too, which no prediction saw);
+//! - the weights each stage streams again per patch ([`stream_flops`]);
+//! - the steps the rewrite adds (a node per patch, a cached value's `Slice` and `Concat`),
+//!   at [`STEP_FLOPS`] each: MobileNetV2's 6x6 cached grid (1,194 steps in its stage) ran
+//!   1.33x of unpatched against 1.08x for main's 4x4 (386) the same minutes, though it
+//!   recomputes less.
+
+use std::collections::HashMap;
+
+use super::{MAX_GRID, MAX_STAGES, PatchInfo, PatchPlan, RETRIES, analyze, fast, info_of, lower};
+use crate::analysis::liveness::LivenessOptions;
+use crate::arena::ArenaPlan;
+use crate::ir::graph::{Graph, ValueKind};
+
+/// Which candidates a policy takes at each stage.
+#[derive(Clone, Copy, Debug)]
+struct Policy {
+    /// Only cached (`Some(true)`) or recomputing (`Some(false)`) candidates, or either.
+    cached: Option<bool>,
+    /// A stage's grids within this share of its lowest predicted peak rank by time proxy.
+    slack: f64,
+    /// Whether the recompute budget also holds the FLOPs of Convs predicted to lose
+    /// Winograd ([`PatchPlan::slow_flops`]); without, it holds the recomputed FLOPs alone
+    /// (the search before the prediction counted them: U-Net's recomputing 3x3 stage,
+    /// 0.579 of the unpatched arena, whose loss the planned arenas then show).
+    slow: bool,
+}
+
+/// The policies tried: the lowest predicted peak of each family and of both (the first is
+/// the recomputing search alone, the second that search with the budget on recomputed
+/// FLOPs only), then both with the time proxy choosing within 12.5% of the predicted peak,
+/// and cached ones alike.
+const POLICIES: [Policy; 6] = [
+    Policy {
+        cached: Some(false),
+        slack: 0.0,
+        slow: true,
+    },
+    Policy {
+        cached: Some(false),
+        slack: 0.0,
+        slow: false,
+    },
+    Policy {
+        cached: Some(true),
+        slack: 0.0,
+        slow: true,
+    },
+    Policy {
+        cached: None,
+        slack: 0.0,
+        slow: true,
+    },
+    Policy {
+        cached: None,
+        slack: 0.125,
+        slow: true,
+    },
+    Policy {
+        cached: Some(true),
+        slack: 0.125,
+        slow: true,
+    },
+];
+
+/// How far above the smallest planned arena a complete plan may be and still be kept for a
+/// smaller time proxy (then weighed against its arena, module docs): MobileNetV2's 4x4 recomputing plan is 7.5% above its 6x6 cached one
+/// (0.213 vs 0.198 of unpatched) and ran 1.08x against 1.33x.
+pub const WHOLE_SLACK: f64 = 0.08;
+
+/// Bytes of weights a stage may read per patch and still find them in the cache (the L3
+/// share of a core): a chain of 256 -> 256 3x3 Convs on 2 x 40 output pixels ran at 149-159
+/// GFLOP/s with 4.7-9.4 MB of weights and at 73-83 with 18.9-37.7 MB (4 x 20 pixels: 98
+/// against 49), each patch streaming all of them from memory again.
+pub const STREAM_CACHE_BYTES: usize = 12 << 20;
+
+/// FLOPs one byte of weights streamed from memory costs in time: the chain above lost
+/// 0.67 ms per 2.36 MB Conv per patch (3.5 GB/s) at about 110 GFLOP/s.
+pub const STREAM_FLOPS_PER_BYTE: u64 = 31;
+
+/// The weights a stage of candidate `c` (on the schedule `order` of `g`) reads again on
+/// each patch after the first, in FLOPs ([`STREAM_FLOPS_PER_BYTE`]), when they exceed
+/// [`STREAM_CACHE_BYTES`]; 0 when they fit.
+pub fn stream_flops(g: &Graph, order: &[crate::ir::graph::NodeId], c: &PatchPlan) -> u64 {
+    let weights: usize = order
+        .get(c.start..c.nodes)
+        .unwrap_or(&[])
+        .iter()
+        .flat_map(|&id| g.node(id).inputs.iter())
+        .filter(|&&v| matches!(g.value(v).kind, ValueKind::Constant(_)))
+        .map(|&v| g.value(v).ty.bytes().unwrap_or(0))
+        .sum();
+    if weights <= STREAM_CACHE_BYTES {
+        return 0;
+    }
+    let patches = (c.grid * c.columns.max(1)).saturating_sub(1) as u64;
+    (weights as u64)
+        .saturating_mul(patches)
+        .saturating_mul(STREAM_FLOPS_PER_BYTE)
+}
+
+/// What 1% more arena is worth in time (%) when choosing among complete plans: 2% (the arena
+/// is what patching is for; MobileNetV2's 6x6 cached grid, 7.5% smaller than its 4x4 one,
+/// adds 42% of the model's FLOPs to the time proxy in steps).
+pub const ARENA_WEIGHT: f64 = 2.0;
+
+/// The time of one step of a program in FLOPs: about 3 us per node call (DBNet-320's
+/// patches: Slices 4.6 us, Concats 3.8 us on average, small Convs' fixed cost alike; the
+/// 800 steps MobileNetV2's 6x6 cached grid adds cost about 2.5 ms) at 100 GFLOP/s.
+pub const STEP_FLOPS: u64 = 300_000;
+
+/// A complete patch plan: the rewritten graph, its planned arena, its stages in the order
+/// taken, and its time proxy.
+#[derive(Debug)]
+pub struct Whole {
+    /// The graph with every stage rewritten.
+    pub graph: Graph,
+    /// Its plan.
+    pub plan: ArenaPlan,
+    /// The stages, in the order taken (each found on the graph the one before rewrote).
+    pub stages: Vec<PatchInfo>,
+    /// Recomputed + streamed FLOPs of the stages, Winograd's lost FLOPs at
+    /// [`fast::SLOW_SHARE`] and the steps added at [`STEP_FLOPS`] (module docs).
+    pub time_proxy: u64,
+    /// The complete plans measured (distinct), for reports and tests.
+    pub tried: usize,
+}
+
+/// One node of the decision tree the policies walk: the graph after the stages taken.
+struct State {
+    graph: Graph,
+    plan: ArenaPlan,
+    stages: Vec<PatchInfo>,
+    /// Recomputed + streamed FLOPs so far.
+    flops: u64,
+    /// The recompute budget left.
+    budget: f64,
+}
+
+/// The key of a stage taken: its start, end, grid, columns and family.
+type Key = (usize, usize, usize, usize, bool);
+
+/// The FLOPs of the Convs running Winograd under `plan` (those with its scratch).
+fn winograd_flops(g: &Graph, plan: &ArenaPlan) -> u64 {
+    fast::winograd_convs(g, &plan.liveness, &plan.options.liveness)
+        .keys()
+        .map(|&id| super::search::flops_of(g, id))
+        .sum()
+}
+
+/// Each policy's complete plan on `g` (unpatched plan `base`, predicted with `predict`,
+/// `budget` the recompute share allowed), each stage planned with `plan`; the plan kept as
+/// the module docs say, or `None` when no policy lowers the arena. Stages shared by
+/// policies are rewritten and planned once.
+pub fn plan_whole<E>(
+    g: &Graph,
+    base: &ArenaPlan,
+    predict: LivenessOptions,
+    budget: f64,
+    mut plan: impl FnMut(&Graph) -> Result<ArenaPlan, E>,
+) -> Result<Option<Whole>, E> {
+    // Decision tree: the path of stages taken -> its state (the root borrowed from `base`);
+    // each state's ranked candidates found once.
+    let mut states: HashMap<Vec<Key>, State> = HashMap::new();
+    let mut reports: HashMap<Vec<Key>, super::PatchReport> = HashMap::new();
+    let mut finals: Vec<Vec<Key>> = Vec::new();
+    // Stages planned that did not shrink the arena.
+    let mut dead: std::collections::HashSet<Vec<Key>> = std::collections::HashSet::new();
+    for policy in POLICIES {
+        let mut path: Vec<Key> = Vec::new();
+        for _ in 0..MAX_STAGES {
+            let (graph, arena, left) = match states.get(&path) {
+                Some(s) => (&s.graph, &s.plan, s.budget),
+                None => (g, base, budget),
+            };
+            let report = reports
+                .entry(path.clone())
+                .or_insert_with(|| analyze(graph, &arena.schedule, predict, MAX_GRID));
+            let order = &arena.schedule;
+            let total = report.total_flops as f64;
+            let ranked = report.ranked_with(
+                if policy.slow { left } else { f64::INFINITY },
+                policy.slack,
+                |c| {
+                    policy.cached.is_none_or(|k| c.cached == k)
+                        && (policy.slow || c.extra_flops as f64 <= left * total)
+                },
+                |c| stream_flops(graph, order, c),
+            );
+            let Some((c, ng)) = ranked
+                .iter()
+                .take(RETRIES)
+                .find_map(|&c| lower::rewrite_as_planned(graph, order, c).map(|ng| (c, ng)))
+            else {
+                break;
+            };
+            let key = (c.start, c.nodes, c.grid, c.columns, c.cached);
+            let mut next = path.clone();
+            next.push(key);
+            if dead.contains(&next) {
+                break;
+            }
+            if !states.contains_key(&next) {
+                let patched = plan(&ng)?;
+                if patched.arena_bytes >= arena.arena_bytes {
+                    dead.insert(next);
+                    break;
+                }
+                let info = info_of(graph, report, c);
+                let (mut stages, flops) = match states.get(&path) {
+                    Some(s) => (s.stages.clone(), s.flops),
+                    None => (Vec::new(), 0),
+                };
+                let flops = flops
+                    .saturating_add(c.extra_flops)
+                    .saturating_add(stream_flops(graph, order, c));
+                let spent = c.extra_flops as f64 / report.total_flops.max(1) as f64;
+                stages.push(info);
+                states.insert(
+                    next.clone(),
+                    State {
+                        graph: ng,
+                        plan: patched,
+                        stages,
+                        flops,
+                        budget: left - spent,
+                    },
+                );
+            }
+            path = next;
+        }
+        if !path.is_empty() && !finals.contains(&path) {
+            finals.push(path);
+        }
+    }
+    let base_wino = winograd_flops(g, base);
+    let scored: Vec<(Vec<Key>, usize, u64)> = finals
+        .iter()
+        .filter_map(|p| {
+            let s = states.get(p)?;
+            let lost = base_wino.saturating_sub(winograd_flops(&s.graph, &s.plan));
+            let steps = s.plan.schedule.len().saturating_sub(base.schedule.len()) as u64;
+            let proxy = s
+                .flops
+                .saturating_add(fast::slow_flops(lost))
+                .saturating_add(steps.saturating_mul(STEP_FLOPS));
+            Some((p.clone(), s.plan.arena_bytes, proxy))
+        })
+        .collect();
+    let Some(smallest) = scored.iter().map(|s| s.1).min() else {
+        return Ok(None);
+    };
+    let bar = smallest.saturating_add((smallest as f64 * WHOLE_SLACK) as usize);
+    let tried = scored.len();
+    // A share of the model's time against a share of arena: time proxy over the model's
+    // FLOPs plus ARENA_WEIGHT times the arena over the smallest.
+    let total = states
+        .values()
+        .find_map(|s| s.stages.first())
+        .map_or(1, |i| i.total_flops.max(1)) as f64;
+    let cost = |s: &(Vec<Key>, usize, u64)| {
+        s.2 as f64 / total + ARENA_WEIGHT * s.1 as f64 / smallest as f64
+    };
+    let Some((path, _, proxy)) = scored
+        .into_iter()
+        .filter(|s| s.1 <= bar)
+        .min_by(|a, b| cost(a).total_cmp(&cost(b)).then(a.1.cmp(&b.1)))
+    else {
+        return Ok(None);
+    };
+    Ok(states.remove(&path).map(|s| Whole {
+        graph: s.graph,
+        plan: s.plan,
+        stages: s.stages,
+        time_proxy: proxy,
+        tried,
+    }))
+}
