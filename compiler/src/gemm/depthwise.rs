@@ -626,6 +626,19 @@ pub(crate) unsafe fn run16(
 mod tests {
     use super::*;
 
+    /// Every fused activation, with parameters that cut through the test values.
+    pub(super) const ACTS: [Activation; 9] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Clip(0.0, 0.1),
+        Activation::LeakyRelu(0.2),
+        Activation::Sigmoid,
+        Activation::Silu,
+        Activation::Tanh,
+        Activation::HardSigmoid(0.3, 0.4),
+        Activation::HardSwish,
+    ];
+
     /// Every variant this CPU can run.
     fn variants() -> Vec<(&'static str, PlaneFn)> {
         let mut v: Vec<(&'static str, PlaneFn)> = vec![("portable", plane_portable)];
@@ -728,18 +741,7 @@ mod tests {
             let x: Vec<f32> = (0..h * w).map(|_| rnd(next())).collect();
             let wt: Vec<f32> = (0..kh * kw).map(|_| rnd(next())).collect();
             let bias = rnd(next());
-            let acts = [
-                Activation::None,
-                Activation::Relu,
-                Activation::Clip(0.0, 0.1),
-                Activation::LeakyRelu(0.2),
-                Activation::Sigmoid,
-                Activation::Silu,
-                Activation::Tanh,
-                Activation::HardSigmoid(0.3, 0.4),
-                Activation::HardSwish,
-            ];
-            let act = acts[case % acts.len()];
+            let act = ACTS[case % ACTS.len()];
             let mut want = vec![0.0f32; u(oh * ow)];
             for oy in 0..u(oh) {
                 for ox in 0..u(ow) {

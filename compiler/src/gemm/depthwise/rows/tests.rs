@@ -91,17 +91,7 @@ fn rows_match_a_plain_loop_and_the_16_bit_forms_match_f32() {
         return;
     }
     let mut next = stream(0x5eed_1234_abcd_ef01);
-    let acts = [
-        Activation::None,
-        Activation::Relu,
-        Activation::Clip(0.0, 0.2),
-        Activation::LeakyRelu(0.2),
-        Activation::Sigmoid,
-        Activation::Silu,
-        Activation::Tanh,
-        Activation::HardSigmoid(0.3, 0.4),
-        Activation::HardSwish,
-    ];
+    let acts = crate::gemm::depthwise::tests::ACTS;
     let mut taken = 0;
     for case in 0..300u64 {
         let pick = |r: u64, lo: u64, hi: u64| lo + r % (hi - lo + 1);
