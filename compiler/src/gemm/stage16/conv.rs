@@ -7,7 +7,7 @@
 //! `[lo, hi)` it reads, top padding what lies above `lo`, bottom padding implied (rows past
 //! `hi` read as zero, as past `h`).
 
-use super::split::{Shared, task_width};
+use super::split::{Shared, for_each_spread, narrow_spread, task_width, widen_spread};
 use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
@@ -470,16 +470,18 @@ pub(super) unsafe fn staged(
         // [`slots::slots`] (sized for the largest band, the inner part for `threads`).
         unsafe {
             let sx = slot;
+            // A band with the pool to itself (one task) widens and narrows on every thread.
             if lo == 0 && hb == h {
                 // The band reads whole planes: all channels are one run in both.
                 let n = c * h * wd;
                 let src = std::slice::from_raw_parts(x.add(img * n), n);
-                widen(t, src, std::slice::from_raw_parts_mut(sx, n));
+                widen_spread(t, src, std::slice::from_raw_parts_mut(sx, n));
             } else {
-                for ch in 0..c {
-                    let plane = x.add((img * c + ch) * h * wd);
-                    widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
-                }
+                let (xs, ss) = (Shared::of(x), Shared(sx));
+                for_each_spread(c, c * hb * wd, |ch| {
+                    let plane = xs.get().add((img * c + ch) * h * wd);
+                    widen_rows(t, plane, h, wd, lo, hb, ss.get().add(ch * hb * wd));
+                });
             }
             let sy = slot.add(xin);
             let inner = slot.add(xin + yout);
@@ -488,15 +490,16 @@ pub(super) unsafe fn staged(
                 // One band: the output planes are one run in both.
                 let n = m * oh * ow;
                 let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
-                narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                narrow_spread(t, std::slice::from_raw_parts(sy, n), dst);
                 return;
             }
-            for mo in 0..m {
-                let dst = y.add(((img * m + mo) * oh + r0 as usize) * ow);
+            let (ys, ss) = (Shared(y), Shared(sy));
+            for_each_spread(m, m * ob * ow, |mo| {
+                let dst = ys.get().add(((img * m + mo) * oh + r0 as usize) * ow);
                 let dst = std::slice::from_raw_parts_mut(dst, ob * ow);
-                let src = std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow);
+                let src = std::slice::from_raw_parts(ss.get().add(mo * ob * ow), ob * ow);
                 narrow(t, src, dst);
-            }
+            });
         }
     });
 }

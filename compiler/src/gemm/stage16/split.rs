@@ -73,3 +73,50 @@ pub fn for_pieces(
         f(i * piece, ((i + 1) * piece).min(n), th);
     });
 }
+
+/// `f(i)` for each `i` in `0..count` (a pass over `count` channels of `elems` elements in
+/// all), spread over the current pool in contiguous pieces when [`crate::par::width`] finds
+/// the pass worth it: inline inside a task or without a pool. Each `i` is done the same way
+/// wherever it runs. Staged Convs whose one band has the pool to itself widen their input
+/// and narrow their output so instead of on one thread.
+pub fn for_each_spread(count: usize, elems: usize, f: impl Fn(usize) + Sync) {
+    let cost = crate::par::cost::elems_ns(elems);
+    for_pieces(count, 1, crate::par::threads(), cost, |a, b, _| {
+        (a..b).for_each(&f)
+    });
+}
+
+/// [`super::widen`] of `src` into `dst` (equal lengths) in pieces of whole chunks spread as
+/// [`for_each_spread`] spreads: the same values (the conversion is element by element).
+pub fn widen_spread(t: super::N16, src: &[u16], dst: &mut [f32]) {
+    let n = src.len().min(dst.len());
+    let (s, d) = (Shared::of(src.as_ptr()), Shared(dst.as_mut_ptr()));
+    let cost = crate::par::cost::elems_ns(n);
+    for_pieces(n, super::CHUNK, crate::par::threads(), cost, |a, b, _| {
+        // SAFETY: `a..b` lies inside both slices, and the pieces are disjoint.
+        let (src, dst) = unsafe {
+            (
+                std::slice::from_raw_parts(s.get().add(a), b - a),
+                std::slice::from_raw_parts_mut(d.get().add(a), b - a),
+            )
+        };
+        super::widen(t, src, dst);
+    });
+}
+
+/// [`super::narrow`] of `src` into `dst` (equal lengths), spread as [`widen_spread`].
+pub fn narrow_spread(t: super::N16, src: &[f32], dst: &mut [u16]) {
+    let n = src.len().min(dst.len());
+    let (s, d) = (Shared::of(src.as_ptr()), Shared(dst.as_mut_ptr()));
+    let cost = crate::par::cost::elems_ns(n);
+    for_pieces(n, super::CHUNK, crate::par::threads(), cost, |a, b, _| {
+        // SAFETY: `a..b` lies inside both slices, and the pieces are disjoint.
+        let (src, dst) = unsafe {
+            (
+                std::slice::from_raw_parts(s.get().add(a), b - a),
+                std::slice::from_raw_parts_mut(d.get().add(a), b - a),
+            )
+        };
+        super::narrow(t, src, dst);
+    });
+}

@@ -6,6 +6,7 @@
 //! tiles of 12 or panels of 16 partly (7x7 and 14x14 planes). Each run is a pointwise
 //! convolution of its own (`h = 1`, `w` = the run) in the layout of the whole plane.
 
+use super::super::split::{Shared, for_each_spread, narrow_spread, widen_spread};
 use super::{N16, narrow, row_parts, widen};
 use crate::gemm::NR;
 use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
@@ -111,32 +112,36 @@ pub(super) unsafe fn pointwise_runs(
                 // The whole plane unpadded (squeeze-excitation convs on 1x1 planes): the
                 // image's channels are one run in `x`, in the scratch and in `y`.
                 let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
-                widen(t, src, std::slice::from_raw_parts_mut(slot, c * pixels));
+                widen_spread(t, src, std::slice::from_raw_parts_mut(slot, c * pixels));
                 let sy = slot.add(run.xin);
                 arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
-                narrow(
+                narrow_spread(
                     t,
                     std::slice::from_raw_parts(sy, m * pixels),
                     std::slice::from_raw_parts_mut(y.add(img * m * pixels), m * pixels),
                 );
                 return;
             }
-            for ch in 0..c {
-                let src = std::slice::from_raw_parts(x.add((img * c + ch) * pixels + p0), nb);
-                let dst = std::slice::from_raw_parts_mut(slot.add(ch * wb), wb);
+            // A run with the pool to itself (one task) widens and narrows on every thread.
+            let (xs, ys, ss) = (Shared::of(x), Shared(y), Shared(slot));
+            for_each_spread(c, c * nb, |ch| {
+                let src =
+                    std::slice::from_raw_parts(xs.get().add((img * c + ch) * pixels + p0), nb);
+                let dst = std::slice::from_raw_parts_mut(ss.get().add(ch * wb), wb);
                 widen(t, src, &mut dst[..nb]);
                 dst[nb..].fill(0.0);
-            }
+            });
             let sy = slot.add(run.xin);
             arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
-            for mo in 0..m {
-                let dst = y.add((img * m + mo) * pixels + p0);
+            let sys = Shared(sy);
+            for_each_spread(m, m * nb, |mo| {
+                let dst = ys.get().add((img * m + mo) * pixels + p0);
                 narrow(
                     t,
-                    std::slice::from_raw_parts(sy.add(mo * wb), nb),
+                    std::slice::from_raw_parts(sys.get().add(mo * wb), nb),
                     std::slice::from_raw_parts_mut(dst, nb),
                 );
-            }
+            });
         }
     });
 }

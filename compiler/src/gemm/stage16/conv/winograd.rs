@@ -15,6 +15,7 @@
 //! ([`crate::gemm::winograd::applies`]) and a tile block whose scratch fits the budget.
 //! Elsewhere the marked params behave as unmarked ones (the direct/im2col bands).
 
+use super::super::split::{Shared, for_each_spread, narrow_spread};
 use super::{N16, band, bands, narrow};
 use crate::gemm::conv::{ConvParams, arenac_conv2d};
 use crate::gemm::winograd::{self, WINOGRAD_PACKED, WINOGRAD_U_PACKED};
@@ -224,26 +225,29 @@ pub(super) unsafe fn run_bands(
             // `threads`; the head after slot 0's Winograd part); `u` holds this pass's
             // matrices, `bq` its `mc` biases.
             unsafe {
-                for ch in 0..c {
-                    let plane = x.add((img * c + ch) * h * wd);
-                    super::widen_rows(t, plane, h, wd, lo, hb, sx.add(ch * hb * wd));
-                }
+                // A band with the pool to itself (one task) widens and narrows on every
+                // thread.
+                let (xs, ys, sxs, sys) = (Shared::of(x), Shared(y), Shared(sx), Shared(sy));
+                for_each_spread(c, c * hb * wd, |ch| {
+                    let plane = xs.get().add((img * c + ch) * h * wd);
+                    super::widen_rows(t, plane, h, wd, lo, hb, sxs.get().add(ch * hb * wd));
+                });
                 let inner = slot.add(xin + yout);
                 arenac_conv2d(&q, sx, u.get(), bq.get(), sy, inner);
                 if ob == oh && mc == m {
                     // One band and one pass: the output planes are one run in both.
                     let n = m * oh * ow;
                     let dst = std::slice::from_raw_parts_mut(y.add(img * n), n);
-                    narrow(t, std::slice::from_raw_parts(sy, n), dst);
+                    narrow_spread(t, std::slice::from_raw_parts(sy, n), dst);
                 } else {
-                    for mo in 0..mc {
+                    for_each_spread(mc, mc * ob * ow, |mo| {
                         let at = ((img * m + m0 + mo) * oh + us(r0)) * ow;
                         narrow(
                             t,
-                            std::slice::from_raw_parts(sy.add(mo * ob * ow), ob * ow),
-                            std::slice::from_raw_parts_mut(y.add(at), ob * ow),
+                            std::slice::from_raw_parts(sys.get().add(mo * ob * ow), ob * ow),
+                            std::slice::from_raw_parts_mut(ys.get().add(at), ob * ow),
                         );
-                    }
+                    });
                 }
             }
         });
