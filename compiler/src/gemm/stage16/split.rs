@@ -89,23 +89,22 @@ pub fn for_each_spread(count: usize, elems: usize, f: impl Fn(usize) + Sync) {
 /// [`super::widen`] of `src` into `dst` (equal lengths) in pieces of whole chunks spread as
 /// [`for_each_spread`] spreads: the same values (the conversion is element by element).
 pub fn widen_spread(t: super::N16, src: &[u16], dst: &mut [f32]) {
-    let n = src.len().min(dst.len());
-    let (s, d) = (Shared::of(src.as_ptr()), Shared(dst.as_mut_ptr()));
-    let cost = crate::par::cost::elems_ns(n);
-    for_pieces(n, super::CHUNK, crate::par::threads(), cost, |a, b, _| {
-        // SAFETY: `a..b` lies inside both slices, and the pieces are disjoint.
-        let (src, dst) = unsafe {
-            (
-                std::slice::from_raw_parts(s.get().add(a), b - a),
-                std::slice::from_raw_parts_mut(d.get().add(a), b - a),
-            )
-        };
-        super::widen(t, src, dst);
-    });
+    convert_spread(t, src, dst, super::widen);
 }
 
 /// [`super::narrow`] of `src` into `dst` (equal lengths), spread as [`widen_spread`].
 pub fn narrow_spread(t: super::N16, src: &[f32], dst: &mut [u16]) {
+    convert_spread(t, src, dst, super::narrow);
+}
+
+/// `convert(t, src, dst)` in pieces of whole chunks over the current pool (see
+/// [`widen_spread`]); `convert` works element by element.
+fn convert_spread<S: Copy, D: Copy>(
+    t: super::N16,
+    src: &[S],
+    dst: &mut [D],
+    convert: fn(super::N16, &[S], &mut [D]),
+) {
     let n = src.len().min(dst.len());
     let (s, d) = (Shared::of(src.as_ptr()), Shared(dst.as_mut_ptr()));
     let cost = crate::par::cost::elems_ns(n);
@@ -117,6 +116,6 @@ pub fn narrow_spread(t: super::N16, src: &[f32], dst: &mut [u16]) {
                 std::slice::from_raw_parts_mut(d.get().add(a), b - a),
             )
         };
-        super::narrow(t, src, dst);
+        convert(t, src, dst);
     });
 }
