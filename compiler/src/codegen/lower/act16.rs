@@ -49,7 +49,11 @@ pub(super) fn staged_type(cx: &Ctx<'_>) -> Option<N16> {
 /// fused program) on 16-bit inputs of shapes `xs` and output shape `y`, when
 /// [`stage16::ew`] runs it: the native binary ops of `--activations f16|bf16` (their
 /// constants already narrow) and the staged fused ones.
-fn ew_plan(op: &Op, xs: &[&[usize]], y: &[usize]) -> Option<(ew::Program, Vec<ew::Bcast>)> {
+pub(super) fn ew_plan(
+    op: &Op,
+    xs: &[&[usize]],
+    y: &[usize],
+) -> Option<(ew::Program, Vec<ew::Bcast>)> {
     let prog = ew::Program::of(op, xs.len())?;
     let bc = xs
         .iter()
@@ -152,7 +156,7 @@ pub(super) fn cast(
 }
 
 /// Emits one host call of `kernel` with `args` (at most [`SLOTS`]).
-fn host_call(
+pub(super) fn host_call(
     cx: &Ctx<'_>,
     prog: &mut Program,
     kernel: HostKernel,

@@ -4,6 +4,7 @@
 //! [`FusedDesc`] kernel.
 
 use super::{Ctx, ew_call, ew_split, rows_call, variadic};
+use crate::codegen::host::HostKernel;
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::fused::{FArg, FusedDesc};
 use crate::codegen::kernels::storage;
@@ -11,6 +12,7 @@ use crate::codegen::kernels::typed::{TOp, TypedDesc};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
+use crate::gemm::stage16::ew;
 use crate::ir::graph::ValueId;
 use crate::ir::lowp::CastMode;
 use crate::ir::types::DType;
@@ -145,6 +147,7 @@ pub(super) fn lower(cx: &Ctx<'_>, prog: &mut Program, w: &mut WeightsBuilder) ->
         typed_call(cx, prog, desc, args, cx.arena(y)?)
     };
     match &n.op {
+        Op::Unary(_) if f32_only && native(cx, prog, w)? => Ok(()),
         Op::Unary(u) if f32_only => vector(unary(u).ok_or_else(no_kernel)?, prog, w),
         Op::Unary(u) => typed(unary_typed(u, dt).ok_or_else(no_kernel)?, prog, w),
         Op::ClipDynamic { min, max } => clip_dynamic(cx, *min, *max, prog, w),
@@ -458,6 +461,66 @@ fn fused_step(op: &Op, args: &[FArg], out: &mut Vec<(Ew, Vec<FArg>)>) -> Option<
     Some(())
 }
 
+/// Whether f32 nodes may take the host's vector loops where those beat the f32x4 kernels
+/// (fused programs with `Erf`/`Sigmoid`/`Tanh`, Softmax over the last axis):
+/// `ARENAC_NATIVE_EW=0` keeps the JIT's kernels (A/B benchmarks).
+pub(super) fn native_on() -> bool {
+    std::env::var_os("ARENAC_NATIVE_EW").is_none_or(|v| v != "0")
+}
+
+/// Emits f32 node `cx` (a fused program, or one unary op) as a host call of [`ew::run`] when
+/// [`ew::native_f32`] finds its program faster there than in the f32x4 kernels (GELU's
+/// `Erf`, `Sigmoid`, `Tanh`: 8 or 16 lanes instead of 4) and its inputs broadcast as that
+/// loop reads them; `false`: not so.
+pub(super) fn native(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<bool, Error> {
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
+    let ys = cx.ty(y).shape.clone();
+    let xs: Vec<&[usize]> = n
+        .inputs
+        .iter()
+        .map(|&v| cx.ty(v).shape.as_slice())
+        .collect();
+    let planned = match &n.op {
+        Op::Unary(u) if xs.len() == 1 && xs[0] == ys.as_slice() => Some((
+            ew::Program {
+                steps: vec![ew::Step::Unary(*u, ew::Arg::Input(0))],
+            },
+            vec![ew::bcast(&ys, &ys).unwrap_or(ew::Bcast { inner: 1, count: 1 })],
+        )),
+        op => super::act16::ew_plan(op, &xs, &ys),
+    };
+    let Some((program, bc)) = planned else {
+        return Ok(false);
+    };
+    if !ew::native_f32(&program) || !native_on() {
+        return Ok(false);
+    }
+    let len = cx.ty(y).numel().unwrap_or(0);
+    let k = bc.len();
+    let kernel = HostKernel::new(move |p| {
+        let mut xs = [std::ptr::null::<f32>(); ew::MAX_INPUTS];
+        for (x, q) in xs.iter_mut().zip(&p[..k]) {
+            *x = q.cast::<f32>();
+        }
+        // SAFETY: `arenac_host`'s contract: input `i` holds `bc[i].count` values (its
+        // broadcast read of the output's shape), Y `len`; Y planned in place only over an
+        // input of its own shape (a full input).
+        unsafe { ew::run(ew::F32, &program, &xs[..k], &bc, len, p[k].cast::<f32>()) };
+    });
+    let mut args = Vec::new();
+    for &v in &n.inputs {
+        args.push(cx.operand(v, w)?);
+    }
+    args.push(cx.arena(y)?);
+    super::act16::host_call(cx, prog, kernel, args)?;
+    Ok(true)
+}
+
 /// Emits the one kernel call of a fused element-wise node (f32 only).
 pub(super) fn fused(
     cx: &Ctx<'_>,
@@ -466,6 +529,9 @@ pub(super) fn fused(
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
     cx.all_f32()?;
+    if native(cx, prog, w)? {
+        return Ok(());
+    }
     let n = cx.g.node(cx.id);
     let y = cx.output()?;
     let mut steps: Vec<(Ew, Vec<FArg>)> = Vec::new();

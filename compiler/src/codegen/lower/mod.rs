@@ -448,6 +448,24 @@ pub(super) fn node(
                 }
             };
             let x = cx.arena(cx.input(0)?)?;
+            if desc.inner == 1 && elementwise::native_on() {
+                // Rows over the last axis: the host's 8/16-lane loop, in the output itself.
+                let (rows, len, log) = (desc.outer, desc.len, desc.log);
+                let kernel = crate::codegen::host::HostKernel::new(move |p| {
+                    // SAFETY: `arenac_host`'s contract: X and Y hold `rows * len` floats,
+                    // equal (in place) or apart.
+                    unsafe {
+                        crate::gemm::stage16::rows::softmax_f32(
+                            rows,
+                            len,
+                            log,
+                            p[0].cast::<f32>(),
+                            p[1].cast::<f32>(),
+                        )
+                    };
+                });
+                return act16::host_call(&cx, prog, kernel, vec![x, cx.arena(y)?]);
+            }
             let (node, opn) = cx.label();
             let row = desc.len * desc.inner;
             let split = RowSplit {

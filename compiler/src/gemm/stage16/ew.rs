@@ -5,6 +5,10 @@
 //! broadcast input's value repeated), the steps run as plain slice loops the compiler
 //! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
 //! every input is read before the chunk of the output is written.
+//!
+//! The same chunk loop runs f32 data ([`F32`]: copies instead of conversions) for the f32
+//! programs whose transcendental steps the JIT's 4-lane vectors compute slowly ([`native_f32`]:
+//! GELU's `Erf`, `Sigmoid`, `Tanh`), on 8 lanes (AVX2) or 16 (AVX-512F).
 
 use super::split::Shared;
 use super::{N16, narrow, widen};
@@ -18,6 +22,101 @@ pub const MAX_INPUTS: usize = 4;
 
 /// Most steps a program may have (each a chunk buffer on the stack).
 pub const MAX_STEPS: usize = 8;
+
+/// How a program's data is stored: read into f32 chunks, the result written back.
+pub trait Store: Copy + Send + Sync {
+    /// The stored element.
+    type E: Copy;
+    /// `dst = src` as f32.
+    fn read(self, src: &[Self::E], dst: &mut [f32]);
+    /// `dst = src` stored (rounded once).
+    fn write(self, src: &[f32], dst: &mut [Self::E]);
+    /// Runs outputs `range` of `prog` by a faster path of this type's own, if it has one
+    /// (`false`: not taken, nothing written).
+    ///
+    /// # Safety
+    /// As [`run`].
+    unsafe fn fast(
+        self,
+        _prog: &Program,
+        _xs: &[*const Self::E],
+        _bc: &[Bcast],
+        _range: (usize, usize),
+        _y: *mut Self::E,
+    ) -> bool {
+        false
+    }
+}
+
+impl Store for N16 {
+    type E = u16;
+    fn read(self, src: &[u16], dst: &mut [f32]) {
+        widen(self, src, dst);
+    }
+    fn write(self, src: &[f32], dst: &mut [u16]) {
+        narrow(self, src, dst);
+    }
+    unsafe fn fast(
+        self,
+        prog: &Program,
+        xs: &[*const u16],
+        bc: &[Bcast],
+        range: (usize, usize),
+        y: *mut u16,
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::convert::isa() == super::convert::Isa::Avx512
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && let Some(f) = fast::form(prog)
+        {
+            // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
+            unsafe { fast::run_avx512(self, f, xs, bc, range, y) };
+            return true;
+        }
+        false
+    }
+}
+
+/// f32 data: the chunks are copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct F32;
+
+impl Store for F32 {
+    type E = f32;
+    fn read(self, src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+    fn write(self, src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Whether f32 program `prog` runs faster here than in the JIT's f32x4 kernels: it has a
+/// step the JIT computes with a long 4-lane sequence (`Erf`: a division and an exp;
+/// `Sigmoid`, `Tanh`: an exp and a division) and every step has a vector loop here (no step
+/// falls back to per-element f64 math).
+pub fn native_f32(prog: &Program) -> bool {
+    let unary = prog.steps.iter().filter_map(|s| match s {
+        Step::Unary(u, _) => Some(u),
+        Step::Binary(..) => None,
+    });
+    let vector = |u: &UnaryOp| {
+        matches!(
+            u,
+            UnaryOp::Relu
+                | UnaryOp::LeakyRelu { .. }
+                | UnaryOp::Sigmoid
+                | UnaryOp::Tanh
+                | UnaryOp::HardSigmoid { .. }
+                | UnaryOp::HardSwish
+                | UnaryOp::Erf
+                | UnaryOp::Sqrt
+        )
+    };
+    let slow_in_jit = |u: &UnaryOp| matches!(u, UnaryOp::Erf | UnaryOp::Sigmoid | UnaryOp::Tanh);
+    unary.clone().all(vector) && unary.clone().any(slow_in_jit)
+}
 
 /// How an input broadcasts against the output: output element `e` reads the input's element
 /// `(e / inner) % count` (a full input: `inner = 1`, `count` = the output's size; a scalar:
@@ -148,9 +247,9 @@ fn fused(steps: &[FusedStep], inputs: usize) -> Option<Vec<Step>> {
 /// # Safety
 /// `x` readable for `b.count` values.
 #[inline(always)]
-unsafe fn fill(
-    t: N16,
-    x: *const u16,
+unsafe fn fill<S: Store>(
+    t: S,
+    x: *const S::E,
     b: Bcast,
     at: usize,
     dst: &mut [f32],
@@ -161,7 +260,7 @@ unsafe fn fill(
         // One value for the whole chunk (a scalar operand): widened once, not per element.
         let mut v = [0f32; 1];
         // SAFETY: `x` holds `count` = 1 value.
-        widen(t, unsafe { std::slice::from_raw_parts(x, 1) }, &mut v);
+        t.read(unsafe { std::slice::from_raw_parts(x, 1) }, &mut v);
         dst.fill(v[0]);
         return;
     }
@@ -173,7 +272,7 @@ unsafe fn fill(
             let run = (dst.len() - e).min(count - i);
             // SAFETY: `i + run <= count`.
             let src = unsafe { std::slice::from_raw_parts(x.add(i), run) };
-            widen(t, src, &mut dst[e..e + run]);
+            t.read(src, &mut dst[e..e + run]);
             e += run;
         } else {
             // The input elements of the chunk's rows, widened at once (pieces that do not
@@ -188,7 +287,7 @@ unsafe fn fill(
                 }
                 // SAFETY: `i + k <= count`.
                 let src = unsafe { std::slice::from_raw_parts(x.add(i), k) };
-                widen(t, src, &mut vals[r - r0..r - r0 + k]);
+                t.read(src, &mut vals[r - r0..r - r0 + k]);
                 r += k;
             }
             while e < dst.len() {
@@ -236,7 +335,14 @@ fn apply(out: &mut [f32], a: Src<'_>, b: Src<'_>, f: impl Fn(f32, f32) -> f32) {
 /// # Safety
 /// `xs[i]` readable for `bc[i].count` values of `t`, `y` writable for `n`; `y` equal to a
 /// full input or overlapping no input; `xs.len() == bc.len() <= MAX_INPUTS`.
-pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: usize, y: *mut u16) {
+pub unsafe fn run<S: Store>(
+    t: S,
+    prog: &Program,
+    xs: &[*const S::E],
+    bc: &[Bcast],
+    n: usize,
+    y: *mut S::E,
+) {
     let k = xs.len().min(MAX_INPUTS);
     let mut shared = [Shared(std::ptr::null_mut()); MAX_INPUTS];
     for (s, &x) in shared.iter_mut().zip(xs) {
@@ -247,7 +353,7 @@ pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: us
     // Pieces of whole chunks: every element computed as in one pass (the same bits).
     let slots = crate::par::threads();
     super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
-        let mut xs = [std::ptr::null::<u16>(); MAX_INPUTS];
+        let mut xs = [std::ptr::null::<S::E>(); MAX_INPUTS];
         for (x, s) in xs.iter_mut().zip(&shared) {
             *x = s.get().cast_const();
         }
@@ -261,22 +367,22 @@ pub unsafe fn run(t: N16, prog: &Program, xs: &[*const u16], bc: &[Bcast], n: us
 ///
 /// # Safety
 /// As [`run`].
-unsafe fn run_range(
-    t: N16,
+unsafe fn run_range<S: Store>(
+    t: S,
     prog: &Program,
-    xs: &[*const u16],
+    xs: &[*const S::E],
     bc: &[Bcast],
     (e0, n): (usize, usize),
-    y: *mut u16,
+    y: *mut S::E,
 ) {
+    // SAFETY: the contract passed on.
+    if unsafe { t.fast(prog, xs, bc, (e0, n), y) } {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
-    if super::convert::isa() == super::convert::Isa::Avx512
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-        && let Some(f) = fast::form(prog)
-    {
-        // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
-        return unsafe { fast::run_avx512(t, f, xs, bc, (e0, n), y) };
+    if super::convert::isa() == super::convert::Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512F (`isa`); the contract passed on.
+        return unsafe { run_avx512(t, prog, xs, bc, (e0, n), y) };
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -294,13 +400,32 @@ unsafe fn run_range(
 /// As [`run`]; the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn run_avx2(
-    t: N16,
+unsafe fn run_avx2<S: Store>(
+    t: S,
     prog: &Program,
-    xs: &[*const u16],
+    xs: &[*const S::E],
     bc: &[Bcast],
     range: (usize, usize),
-    y: *mut u16,
+    y: *mut S::E,
+) {
+    // SAFETY: the contract passed on.
+    unsafe { run_chunks(t, prog, xs, bc, range, y) }
+}
+
+/// [`run_chunks`] compiled for AVX-512F: 16-lane vectors (the same operations, no
+/// contraction: the same bits).
+///
+/// # Safety
+/// As [`run`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn run_avx512<S: Store>(
+    t: S,
+    prog: &Program,
+    xs: &[*const S::E],
+    bc: &[Bcast],
+    range: (usize, usize),
+    y: *mut S::E,
 ) {
     // SAFETY: the contract passed on.
     unsafe { run_chunks(t, prog, xs, bc, range, y) }
@@ -311,13 +436,13 @@ unsafe fn run_avx2(
 /// # Safety
 /// As [`run`].
 #[inline(always)]
-unsafe fn run_chunks(
-    t: N16,
+unsafe fn run_chunks<S: Store>(
+    t: S,
     prog: &Program,
-    xs: &[*const u16],
+    xs: &[*const S::E],
     bc: &[Bcast],
     (e0, n): (usize, usize),
-    y: *mut u16,
+    y: *mut S::E,
 ) {
     let mut vals = [0f32; CHUNK + 1];
     let mut ins = [[0f32; CHUNK]; MAX_INPUTS];
@@ -364,7 +489,7 @@ unsafe fn run_chunks(
             .map_or(&[][..], |b| &b[..len]);
         // SAFETY: inside `y`; the chunk of every input was read above.
         let dst = unsafe { std::slice::from_raw_parts_mut(y.add(at), len) };
-        narrow(t, last, dst);
+        t.write(last, dst);
         at += len;
     }
 }

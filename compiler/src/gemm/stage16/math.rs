@@ -44,6 +44,11 @@ const CLAMP: f32 = 4.0;
 /// `v[i] = erf(v[i])`.
 pub fn erf_in_place(v: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if super::convert::isa() == super::convert::Isa::Avx512 && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX-512F (`isa`) and FMA.
+        return unsafe { erf_avx512(v) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has the features the function is compiled for.
         return unsafe { erf_avx2(v) };
@@ -54,6 +59,13 @@ pub fn erf_in_place(v: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn erf_avx2(v: &mut [f32]) {
+    v.iter_mut().for_each(|e| *e = erf1(*e));
+}
+
+/// [`erf1`] over `v` in 16-lane vectors (the same operations: the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn erf_avx512(v: &mut [f32]) {
     v.iter_mut().for_each(|e| *e = erf1(*e));
 }
 

@@ -69,6 +69,53 @@ fn softmax_row_avx2(buf: &mut [f32], log: bool) {
     softmax_row(buf, log);
 }
 
+/// [`softmax_row`] for AVX-512F CPUs (the same operations in 16 lanes: the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn softmax_row_avx512(buf: &mut [f32], log: bool) {
+    softmax_row(buf, log);
+}
+
+/// [`softmax_row`] by the widest vectors this CPU and the selected kernel family allow.
+fn softmax_row_best(buf: &mut [f32], log: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::convert::isa() == super::convert::Isa::Avx512 && avx2() {
+            // SAFETY: the CPU has AVX-512F (`isa`) and FMA (`avx2`).
+            return unsafe { softmax_row_avx512(buf, log) };
+        }
+        if avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { softmax_row_avx2(buf, log) };
+        }
+    }
+    softmax_row(buf, log);
+}
+
+/// Softmax (LogSoftmax when `log`) of each of `rows` contiguous f32 rows of `len` values,
+/// computed in the output itself (no scratch): a row copied from `x` unless in place, then
+/// normalized there (the f32 lowering's path for rows over the last axis: 8 or 16 lanes
+/// where the JIT's kernel has 4). Pieces of rows spread over the threads.
+///
+/// # Safety
+/// `x` readable and `y` writable for `rows * len` floats, equal or not overlapping.
+pub unsafe fn softmax_f32(rows: usize, len: usize, log: bool, x: *const f32, y: *mut f32) {
+    let (xs, ys) = (Shared::of(x), Shared(y));
+    let cost = crate::par::cost::elems_ns(rows.saturating_mul(len).saturating_mul(4));
+    split::for_pieces(rows, 1, crate::par::threads(), cost, |r0, r1, _| {
+        for r in r0..r1 {
+            // SAFETY: row `r` of `y` (this piece's alone).
+            let dst = unsafe { std::slice::from_raw_parts_mut(ys.get().add(r * len), len) };
+            if xs.get().cast_const() != ys.get().cast_const() {
+                // SAFETY: row `r` of `x`, apart from `y` (the contract).
+                let src = unsafe { std::slice::from_raw_parts(xs.get().add(r * len), len) };
+                dst.copy_from_slice(src);
+            }
+            softmax_row_best(dst, log);
+        }
+    });
+}
+
 /// One widened row of LayerNormalization, in place.
 #[inline(always)]
 fn layer_norm_row(buf: &mut [f32], eps: f32, scale: &[f32], bias: Option<&[f32]>) {
@@ -180,18 +227,7 @@ pub unsafe fn softmax(
     y: *mut u16,
     scratch: *mut f32,
 ) {
-    let fast = avx2();
-    let f = |buf: &mut [f32]| {
-        if fast {
-            // SAFETY: `fast` only where the CPU has AVX2 and FMA.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                softmax_row_avx2(buf, log)
-            };
-        } else {
-            softmax_row(buf, log);
-        }
-    };
+    let f = |buf: &mut [f32]| softmax_row_best(buf, log);
     // SAFETY: the contract passed on.
     unsafe { each_row(t, rows, len, threads, x, y, scratch, f) };
 }
@@ -233,3 +269,6 @@ pub unsafe fn layer_norm(
     // SAFETY: the contract passed on.
     unsafe { each_row(t, rows, len, threads, x, y, scratch, f) };
 }
+
+#[cfg(test)]
+mod tests;

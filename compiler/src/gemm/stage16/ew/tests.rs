@@ -346,3 +346,96 @@ fn register_path_matches_the_chunk_path_bit_for_bit() {
         }
     }
 }
+
+/// GELU as exporters write it after a MatMul: `(x + b) * 0.5 * (1 + erf((x + b) / sqrt 2))`,
+/// the bias broadcast over rows.
+fn gelu_program() -> Program {
+    use crate::ir::tensor::Tensor;
+    use crate::ops::FusedAttrs;
+    let k = |v: f32| FusedArg::Const(Tensor::f32(vec![], &[v]));
+    let step = |op, args| FusedStep { op, args };
+    let steps = vec![
+        step(
+            Op::Binary(BinaryOp::Add),
+            vec![FusedArg::Input(0), FusedArg::Input(1)],
+        ),
+        step(
+            Op::Binary(BinaryOp::Div),
+            vec![FusedArg::Step(0), k(std::f32::consts::SQRT_2)],
+        ),
+        step(Op::Unary(UnaryOp::Erf), vec![FusedArg::Step(1)]),
+        step(Op::Binary(BinaryOp::Add), vec![FusedArg::Step(2), k(1.0)]),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![FusedArg::Step(0), FusedArg::Step(3)],
+        ),
+        step(Op::Binary(BinaryOp::Mul), vec![FusedArg::Step(4), k(0.5)]),
+    ];
+    Program::of(&Op::FusedElementwise(FusedAttrs { steps }), 2).unwrap()
+}
+
+#[test]
+fn f32_programs_native_where_the_jit_is_slow() {
+    assert!(native_f32(&gelu_program()));
+    let one = |u| Program {
+        steps: vec![Step::Unary(u, Arg::Input(0))],
+    };
+    assert!(native_f32(&one(UnaryOp::Sigmoid)));
+    assert!(native_f32(&one(UnaryOp::Tanh)));
+    // Cheap in the JIT, or per-element f64 math here: the JIT keeps them.
+    assert!(!native_f32(
+        &Program::of(&Op::Binary(BinaryOp::Add), 2).unwrap()
+    ));
+    assert!(!native_f32(&one(UnaryOp::Relu)));
+    assert!(!native_f32(&one(UnaryOp::Exp)));
+    let with_exp = Program {
+        steps: vec![
+            Step::Unary(UnaryOp::Erf, Arg::Input(0)),
+            Step::Unary(UnaryOp::Exp, Arg::Step(0)),
+        ],
+    };
+    assert!(!native_f32(&with_exp));
+}
+
+#[test]
+fn f32_gelu_against_the_reference_in_place_and_apart() {
+    let prog = gelu_program();
+    let cols = 67;
+    for rows in [1usize, 3, 40] {
+        let n = rows * cols;
+        let x: Vec<f32> = wide(N16::F16, &data(N16::F16, n, 9));
+        let b: Vec<f32> = wide(N16::F16, &data(N16::F16, cols, 4));
+        let want = |e: usize| {
+            let v = f64::from(x[e]) + f64::from(b[e % cols]);
+            v * 0.5 * (1.0 + unary_f64(UnaryOp::Erf, v / std::f64::consts::SQRT_2))
+        };
+        let bc = [
+            Bcast { inner: 1, count: n },
+            bcast(&[cols], &[rows, cols]).unwrap(),
+        ];
+        let mut apart = vec![f32::NAN; n];
+        let mut inplace = x.clone();
+        let p = inplace.as_mut_ptr();
+        // SAFETY: `x` holds `n` floats, `b` `cols`; `y` apart from both, then equal to the
+        // full input.
+        unsafe {
+            run(
+                F32,
+                &prog,
+                &[x.as_ptr(), b.as_ptr()],
+                &bc,
+                n,
+                apart.as_mut_ptr(),
+            );
+            run(F32, &prog, &[p, b.as_ptr()], &bc, n, p);
+        }
+        for (e, (&a, &i)) in apart.iter().zip(&inplace).enumerate() {
+            let w = want(e);
+            assert!(
+                (f64::from(a) - w).abs() <= 1e-6 * w.abs().max(1.0),
+                "rows {rows} element {e}: {a}, reference {w}"
+            );
+            assert_eq!(a.to_bits(), i.to_bits(), "in place differs at {e}");
+        }
+    }
+}
