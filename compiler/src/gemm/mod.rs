@@ -45,6 +45,7 @@ mod direct;
 mod direct_flat;
 mod kernels;
 pub mod lowp;
+mod pack_a;
 mod pack_b;
 pub mod pool;
 pub mod pool3d;
@@ -752,30 +753,7 @@ unsafe fn core_with(
     }
 }
 
-/// Packs `mc x kc` of A (at `a`, row stride `lda`) into `mr`-row micro-panels at `dst`: panel
-/// `ip` at `ip * kc * mr`, element (row ii, column p) at `p * mr + ii`, rows past `mc` zero.
-///
-/// # Safety
-/// `a` readable for `mc` rows of `kc` floats at stride `lda`; `dst` writable for
-/// `mc.div_ceil(mr) * mr * kc` floats, not overlapping A.
-unsafe fn pack_a(mr: usize, mc: usize, kc: usize, a: *const f32, lda: usize, dst: *mut f32) {
-    // Column by column of the panel: the writes are contiguous (a cache line at a time) and
-    // the reads walk `mr` rows side by side, each sequentially. Twice as fast as writing one
-    // row at a time at stride `mr` (compile-time packing of conv weights was a fifth of
-    // ResNet-18's compile time).
-    for ip in 0..mc.div_ceil(mr) {
-        // SAFETY: panel ip of the destination, writable by the contract, disjoint from A.
-        let panel = unsafe { std::slice::from_raw_parts_mut(dst.add(ip * kc * mr), kc * mr) };
-        let rows = mr.min(mc - ip * mr);
-        for (p, col) in panel.chunks_exact_mut(mr).enumerate() {
-            for (ii, x) in col[..rows].iter_mut().enumerate() {
-                // SAFETY: row ip * mr + ii < mc, column p < kc of A: readable by the contract.
-                *x = unsafe { *a.add((ip * mr + ii) * lda + p) };
-            }
-            col[rows..].fill(0.0);
-        }
-    }
-}
+use pack_a::pack_a;
 
 #[cfg(test)]
 mod tests;
