@@ -49,7 +49,8 @@ pub fn scratch_bytes(
 /// `v[i] = u(v[i])` in f32: the activations the conv epilogue has (Relu, LeakyRelu,
 /// Sigmoid, Tanh, HardSigmoid, HardSwish) through its vectorized
 /// [`crate::gemm::act::bias_act`]; Erf by the vectorized
-/// [`crate::gemm::stage16::math::erf_in_place`] (within 4e-7 of the reference); Sqrt in f32
+/// [`crate::gemm::stage16::math::erf_in_place`] (within 4e-7 of the reference), Gelu by it
+/// (exact form) or by the epilogue's Tanh (tanh form); Sqrt in f32
 /// (the same bits as the reference's f64 square root rounded); the rest through the f64
 /// reference, element by element.
 pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
@@ -63,6 +64,8 @@ pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
         U::HardSigmoid { alpha, beta } => A::HardSigmoid(alpha, beta),
         U::HardSwish => A::HardSwish,
         U::Erf => return crate::gemm::stage16::math::erf_in_place(v),
+        U::Gelu { tanh_approx: false } => return crate::gemm::stage16::math::gelu_in_place(v),
+        U::Gelu { tanh_approx: true } => return gelu_tanh(v),
         U::Sqrt => return v.iter_mut().for_each(|e| *e = e.sqrt()),
         _ => {
             v.iter_mut()
@@ -71,6 +74,24 @@ pub fn unary_f32(u: super::UnaryOp, v: &mut [f32]) {
         }
     };
     bias_act(v, 0.0, act);
+}
+
+/// `v[i] = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))` (ONNX `Gelu` with
+/// `approximate = "tanh"`), the tanh by [`crate::gemm::act::bias_act`]'s vectors a piece at a
+/// time.
+fn gelu_tanh(v: &mut [f32]) {
+    const C: f32 = 0.797_884_6; // sqrt(2 / pi)
+    let mut inner = [0f32; 256];
+    for piece in v.chunks_mut(inner.len()) {
+        let t = &mut inner[..piece.len()];
+        for (t, &x) in t.iter_mut().zip(piece.iter()) {
+            *t = C * (x + 0.044_715 * x * x * x);
+        }
+        crate::gemm::act::bias_act(t, 0.0, crate::gemm::act::Activation::Tanh);
+        for (x, &t) in piece.iter_mut().zip(t.iter()) {
+            *x = 0.5 * *x * (1.0 + t);
+        }
+    }
 }
 
 /// The staged product of a Gemm or MatMul with data input shapes `shapes` (A, B, C...) and
@@ -221,6 +242,8 @@ mod tests {
             },
             U::HardSwish,
             U::Erf,
+            U::Gelu { tanh_approx: false },
+            U::Gelu { tanh_approx: true },
             U::Sqrt,
         ] {
             let mut v = xs.clone();

@@ -99,7 +99,7 @@ impl Store for F32 {
 pub fn native_f32(prog: &Program) -> bool {
     let unary = prog.steps.iter().filter_map(|s| match s {
         Step::Unary(u, _) => Some(u),
-        Step::Binary(..) => None,
+        Step::Binary(..) | Step::Powi(..) => None,
     });
     let vector = |u: &UnaryOp| {
         matches!(
@@ -111,10 +111,16 @@ pub fn native_f32(prog: &Program) -> bool {
                 | UnaryOp::HardSigmoid { .. }
                 | UnaryOp::HardSwish
                 | UnaryOp::Erf
+                | UnaryOp::Gelu { .. }
                 | UnaryOp::Sqrt
         )
     };
-    let slow_in_jit = |u: &UnaryOp| matches!(u, UnaryOp::Erf | UnaryOp::Sigmoid | UnaryOp::Tanh);
+    let slow_in_jit = |u: &UnaryOp| {
+        matches!(
+            u,
+            UnaryOp::Erf | UnaryOp::Sigmoid | UnaryOp::Tanh | UnaryOp::Gelu { .. }
+        )
+    };
     unary.clone().all(vector) && unary.clone().any(slow_in_jit)
 }
 
@@ -176,7 +182,13 @@ pub enum Step {
     Unary(UnaryOp, Arg),
     /// `a op b` for Add, Sub, Mul or Div.
     Binary(BinaryOp, Arg, Arg),
+    /// `a` to a small whole power ([`POWI`]: `Pow(x, 3.0)` of the tanh form of GELU), by
+    /// repeated products `((a * a) * a)...`.
+    Powi(Arg, u8),
 }
+
+/// The whole exponents a [`Step::Powi`] takes.
+pub const POWI: std::ops::RangeInclusive<u8> = 2..=4;
 
 /// A program [`run`] executes: its steps, the last one the output.
 #[derive(Clone, Debug, PartialEq)]
@@ -232,6 +244,12 @@ fn fused(steps: &[FusedStep], inputs: usize) -> Option<Vec<Step>> {
                 Op::Unary(u) if crate::analysis::act_type::unary16(u) && s.args.len() == 1 => {
                     Some(Step::Unary(*u, arg(0)?))
                 }
+                Op::Binary(BinaryOp::Pow) if s.args.len() == 2 => match arg(1)? {
+                    Arg::Const(k) if k.fract() == 0.0 && (2.0..=4.0).contains(&k) => {
+                        Some(Step::Powi(arg(0)?, k as u8))
+                    }
+                    _ => None,
+                },
                 Op::Binary(b) if s.args.len() == 2 => {
                     Some(Step::Binary(binary_kind(*b)?, arg(0)?, arg(1)?))
                 }
@@ -472,6 +490,19 @@ unsafe fn run_chunks<S: Store>(
                         Src::Scalar(c) => out.fill(c),
                     }
                     crate::ops::stage16::unary_f32(u, out);
+                }
+                Step::Powi(a, k) => {
+                    let base = src(a);
+                    match base {
+                        Src::Slice(v) => out.copy_from_slice(&v[..len.min(v.len())]),
+                        Src::Scalar(c) => out.fill(c),
+                    }
+                    for _ in 1..k {
+                        match base {
+                            Src::Slice(v) => out.iter_mut().zip(v).for_each(|(o, &e)| *o *= e),
+                            Src::Scalar(c) => out.iter_mut().for_each(|o| *o *= c),
+                        }
+                    }
                 }
                 Step::Binary(op, a, b) => {
                     let (a, b) = (src(a), src(b));

@@ -69,6 +69,39 @@ fn erf_avx512(v: &mut [f32]) {
     v.iter_mut().for_each(|e| *e = erf1(*e));
 }
 
+/// `v[i] = gelu(v[i]) = v[i] / 2 * (1 + erf(v[i] / sqrt 2))` (ONNX `Gelu`, exact form), by
+/// [`erf1`] in the same vectors as [`erf_in_place`].
+pub fn gelu_in_place(v: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::convert::isa() == super::convert::Isa::Avx512 && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX-512F (`isa`) and FMA.
+        return unsafe { gelu_avx512(v) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { gelu_avx2(v) };
+    }
+    v.iter_mut().for_each(|e| *e = gelu1(*e));
+}
+
+#[inline(always)]
+fn gelu1(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf1(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_avx2(v: &mut [f32]) {
+    v.iter_mut().for_each(|e| *e = gelu1(*e));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn gelu_avx512(v: &mut [f32]) {
+    v.iter_mut().for_each(|e| *e = gelu1(*e));
+}
+
 /// Below this [`exp_le0`] is 0 (`exp(-87) = 1.6e-38`, the smallest normal scale `2^-126`).
 const EXP_MIN: f32 = -87.0;
 

@@ -439,3 +439,57 @@ fn f32_gelu_against_the_reference_in_place_and_apart() {
         }
     }
 }
+
+/// GELU's tanh form as GPT-2 exports write it: `0.5 x (1 + tanh(c (x + 0.044715 Pow(x, 3))))`.
+#[test]
+fn f32_tanh_gelu_with_pow_against_the_reference() {
+    use crate::ir::tensor::Tensor;
+    use crate::ops::FusedAttrs;
+    let k = |v: f32| FusedArg::Const(Tensor::f32(vec![], &[v]));
+    let step = |op, args| FusedStep { op, args };
+    let x = FusedArg::Input(0);
+    let steps = vec![
+        step(Op::Binary(BinaryOp::Pow), vec![x.clone(), k(3.0)]),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![k(0.044_715), FusedArg::Step(0)],
+        ),
+        step(
+            Op::Binary(BinaryOp::Add),
+            vec![x.clone(), FusedArg::Step(1)],
+        ),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![k(0.797_884_6), FusedArg::Step(2)],
+        ),
+        step(Op::Unary(UnaryOp::Tanh), vec![FusedArg::Step(3)]),
+        step(Op::Binary(BinaryOp::Add), vec![k(1.0), FusedArg::Step(4)]),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![x.clone(), FusedArg::Step(5)],
+        ),
+        step(Op::Binary(BinaryOp::Mul), vec![FusedArg::Step(6), k(0.5)]),
+    ];
+    let op = Op::FusedElementwise(FusedAttrs { steps });
+    let prog = Program::of(&op, 1).unwrap();
+    assert!(native_f32(&prog));
+    // A fractional power is not a Powi step.
+    let frac = Op::FusedElementwise(FusedAttrs {
+        steps: vec![step(Op::Binary(BinaryOp::Pow), vec![x, k(2.5)])],
+    });
+    assert!(Program::of(&frac, 1).is_none());
+    let n = CHUNK * 2 + 5;
+    let xs: Vec<f32> = wide(N16::F16, &data(N16::F16, n, 21));
+    let mut y = vec![f32::NAN; n];
+    let full = [Bcast { inner: 1, count: n }];
+    // SAFETY: `xs` and `y` hold `n` floats, apart.
+    unsafe { run(F32, &prog, &[xs.as_ptr()], &full, n, y.as_mut_ptr()) };
+    for (e, (&x, &g)) in xs.iter().zip(&y).enumerate() {
+        let v = f64::from(x);
+        let w = 0.5 * v * (1.0 + (0.797_884_6 * (v + 0.044_715 * v.powi(3))).tanh());
+        assert!(
+            (f64::from(g) - w).abs() <= 2e-6 * w.abs().max(1.0),
+            "element {e}: gelu({x}) = {g}, reference {w}"
+        );
+    }
+}
