@@ -21,7 +21,7 @@ const CHUNK: usize = 512;
 pub const MAX_INPUTS: usize = 4;
 
 /// Most steps a program may have (each a chunk buffer on the stack).
-pub const MAX_STEPS: usize = 8;
+pub const MAX_STEPS: usize = 16;
 
 /// How a program's data is stored: read into f32 chunks, the result written back.
 pub trait Store: Copy + Send + Sync {
