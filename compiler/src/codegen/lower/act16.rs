@@ -49,11 +49,7 @@ pub(super) fn staged_type(cx: &Ctx<'_>) -> Option<N16> {
 /// fused program) on 16-bit inputs of shapes `xs` and output shape `y`, when
 /// [`stage16::ew`] runs it: the native binary ops of `--activations f16|bf16` (their
 /// constants already narrow) and the staged fused ones.
-pub(super) fn ew_plan(
-    op: &Op,
-    xs: &[&[usize]],
-    y: &[usize],
-) -> Option<(ew::Program, Vec<ew::Bcast>)> {
+fn ew_plan(op: &Op, xs: &[&[usize]], y: &[usize]) -> Option<(ew::Program, Vec<ew::Bcast>)> {
     let prog = ew::Program::of(op, xs.len())?;
     let bc = xs
         .iter()
@@ -191,27 +187,47 @@ fn elementwise(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
+    let (program, bc) = node_ew_plan(cx)
+        .ok_or_else(|| cx.err("internal: a 16-bit element-wise node of another form"))?;
+    ew_host(cx, t, program, bc, prog, w)
+}
+
+/// [`ew_plan`] of element-wise node `cx`'s input and output shapes.
+pub(super) fn node_ew_plan(cx: &Ctx<'_>) -> Option<(ew::Program, Vec<ew::Bcast>)> {
     let n = cx.g.node(cx.id);
-    let y = cx.output()?;
-    let ys = cx.ty(y).shape.clone();
+    let ys = cx.ty(cx.output().ok()?).shape.clone();
     let xs: Vec<&[usize]> = n
         .inputs
         .iter()
         .map(|&v| cx.ty(v).shape.as_slice())
         .collect();
-    let (program, bc) = ew_plan(&n.op, &xs, &ys)
-        .ok_or_else(|| cx.err("internal: a 16-bit element-wise node of another form"))?;
+    ew_plan(&n.op, &xs, &ys)
+}
+
+/// Emits element-wise node `cx` as a host call of [`ew::run`] of `program` on data stored
+/// as `t` (16-bit, or f32 for the f32 lowering's native programs), input `i` read through
+/// `bc[i]`.
+pub(super) fn ew_host<S: ew::Store + 'static>(
+    cx: &Ctx<'_>,
+    t: S,
+    program: ew::Program,
+    bc: Vec<ew::Bcast>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let y = cx.output()?;
     let len = cx.ty(y).numel().unwrap_or(0);
     let k = bc.len();
     let kernel = HostKernel::new(move |p| {
-        let mut xs = [std::ptr::null::<u16>(); ew::MAX_INPUTS];
+        let mut xs = [std::ptr::null::<S::E>(); ew::MAX_INPUTS];
         for (x, q) in xs.iter_mut().zip(&p[..k]) {
-            *x = q.cast::<u16>();
+            *x = q.cast::<S::E>();
         }
         // SAFETY: `arenac_host`'s contract: input `i` holds `bc[i].count` values (its
         // broadcast read of the output's shape), Y `len`; Y planned in place only over a
         // full input (the binary ops' rule).
-        unsafe { ew::run(t, &program, &xs[..k], &bc, len, p[k].cast::<u16>()) };
+        unsafe { ew::run(t, &program, &xs[..k], &bc, len, p[k].cast::<S::E>()) };
     });
     let mut args = Vec::new();
     for &v in &n.inputs {

@@ -4,7 +4,6 @@
 //! [`FusedDesc`] kernel.
 
 use super::{Ctx, ew_call, ew_split, rows_call, variadic};
-use crate::codegen::host::HostKernel;
 use crate::codegen::kernels::elementwise::{Ew, EwDesc};
 use crate::codegen::kernels::fused::{FArg, FusedDesc};
 use crate::codegen::kernels::storage;
@@ -478,47 +477,23 @@ pub(super) fn native(
     w: &mut WeightsBuilder,
 ) -> Result<bool, Error> {
     let n = cx.g.node(cx.id);
-    let y = cx.output()?;
-    let ys = cx.ty(y).shape.clone();
-    let xs: Vec<&[usize]> = n
-        .inputs
-        .iter()
-        .map(|&v| cx.ty(v).shape.as_slice())
-        .collect();
+    let ys = &cx.ty(cx.output()?).shape;
     let planned = match &n.op {
-        Op::Unary(u) if xs.len() == 1 && xs[0] == ys.as_slice() => Some((
+        Op::Unary(u) if n.inputs.len() == 1 && cx.ty(cx.input(0)?).shape == *ys => Some((
             ew::Program {
                 steps: vec![ew::Step::Unary(*u, ew::Arg::Input(0))],
             },
-            vec![ew::bcast(&ys, &ys).unwrap_or(ew::Bcast { inner: 1, count: 1 })],
+            vec![ew::bcast(ys, ys).unwrap_or(ew::Bcast { inner: 1, count: 1 })],
         )),
-        op => super::act16::ew_plan(op, &xs, &ys),
+        _ => super::act16::node_ew_plan(cx),
     };
-    let Some((program, bc)) = planned else {
-        return Ok(false);
-    };
-    if !ew::native_f32(&program) || !native_on() {
-        return Ok(false);
-    }
-    let len = cx.ty(y).numel().unwrap_or(0);
-    let k = bc.len();
-    let kernel = HostKernel::new(move |p| {
-        let mut xs = [std::ptr::null::<f32>(); ew::MAX_INPUTS];
-        for (x, q) in xs.iter_mut().zip(&p[..k]) {
-            *x = q.cast::<f32>();
+    match planned {
+        Some((program, bc)) if ew::native_f32(&program) && native_on() => {
+            super::act16::ew_host(cx, ew::F32, program, bc, prog, w)?;
+            Ok(true)
         }
-        // SAFETY: `arenac_host`'s contract: input `i` holds `bc[i].count` values (its
-        // broadcast read of the output's shape), Y `len`; Y planned in place only over an
-        // input of its own shape (a full input).
-        unsafe { ew::run(ew::F32, &program, &xs[..k], &bc, len, p[k].cast::<f32>()) };
-    });
-    let mut args = Vec::new();
-    for &v in &n.inputs {
-        args.push(cx.operand(v, w)?);
+        _ => Ok(false),
     }
-    args.push(cx.arena(y)?);
-    super::act16::host_call(cx, prog, kernel, args)?;
-    Ok(true)
 }
 
 /// Emits the one kernel call of a fused element-wise node (f32 only).
