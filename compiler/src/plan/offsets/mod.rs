@@ -29,6 +29,7 @@
 
 mod greedy;
 mod search;
+mod skyline;
 #[cfg(test)]
 mod tests;
 
@@ -36,6 +37,10 @@ use std::cmp::Reverse;
 
 use super::{Interval, Placement, Strategy};
 use greedy::{Fit, Neighbours, busiest_step_order, order_by, place_in_order};
+use skyline::{Key, skyline};
+
+/// Work (steps and buffers scanned) each skyline may use before it gives up.
+const SKYLINE_WORK: usize = 1 << 24;
 
 /// Work (buffers plus neighbour entries, summed over rounds) the perturbed rounds may use.
 const PERTURB_WORK: usize = 1 << 17;
@@ -99,6 +104,25 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
             *best = p;
         }
     };
+    // The skyline, with each of its keys in turn until one reaches the bound.
+    for key in [Key::LongThenLarge, Key::LongThenSmall, Key::Area] {
+        if best.arena_bytes <= lb {
+            return best;
+        }
+        let Some((offsets, arena_bytes)) = skyline(&recs, key, SKYLINE_WORK) else {
+            break;
+        };
+        if arena_bytes < best.arena_bytes {
+            // Placed in the order of their offsets, first fit gives back at most this arena
+            // (`search`'s argument): the order the local improvement starts from.
+            best_order = order_by(&recs, |r| offsets[r.index]);
+            best = Placement {
+                offsets,
+                arena_bytes,
+                strategy: Strategy::Skyline,
+            };
+        }
+    }
     // Later orders are built only if needed: each is tried in turn until one reaches the bound.
     type OrderFn = fn(&[Rec]) -> Vec<usize>;
     let others: [(Strategy, OrderFn); 7] = [
