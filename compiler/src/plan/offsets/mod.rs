@@ -5,10 +5,16 @@
 //! (TFLite's `simple_memory_arena`). The orders:
 //! 1. [`Strategy::GreedyBySize`]: largest first, ties earlier start then index (TFLite; Pisarchyk
 //!    & Lee, "Efficient Memory Management for Deep Neural Net Inference", arXiv 2001.03288).
-//! 2. [`Strategy::LongestLivedFirst`]: longest interval first, then larger (XLA heap simulator).
-//! 3. [`Strategy::BusiestStepFirst`]: repeatedly the step with the most unplaced live bytes,
+//! 2. [`Strategy::Skyline`] (`skyline.rs`, not an order for that placer): buffers stacked
+//!    bottom-up along the time axis, the lowest run of steps filled first with the
+//!    longest-lived buffer that fits inside it (three keys: longest then larger, longest then
+//!    smaller, area). Patched plans (long-lived stage inputs and accumulated outputs beside many
+//!    short per-patch buffers and a tail of large one-step scratch) reach their lower bound
+//!    with it where the size-first orders stopped 2-12% above. Bounded by a work budget.
+//! 3. [`Strategy::LongestLivedFirst`]: longest interval first, then larger (XLA heap simulator).
+//! 4. [`Strategy::BusiestStepFirst`]: repeatedly the step with the most unplaced live bytes,
 //!    its unplaced buffers largest first (Glow).
-//! 4. [`Strategy::Search`]: three tie-break variants (largest first then longest; largest first
+//! 5. [`Strategy::Search`]: three tie-break variants (largest first then longest; largest first
 //!    then latest start; largest area first; earliest start first, larger or longer first),
 //!    then up to 8 rounds of greedy-by-size on sizes scaled by fixed pseudo-random factors in
 //!    [1, 1.25) (this reorders equal-size buffers: it brings DenseNet-121's layer-wise plan
