@@ -2,7 +2,9 @@
 //! seed), time per placement, and arena / lower bound against plain greedy-by-size.
 //!
 //! Run with `cargo run --release -p arenac-compiler --example plan_speed [N]`, or with
-//! `--models FILE.onnx...` to place the layer-wise liveness intervals of real models.
+//! `--models FILE.onnx...` to place the layer-wise liveness intervals of real models, or with
+//! `--intervals FILE...` to place interval sets written one buffer a line as `start end size`
+//! (lines starting with `#` skipped), e.g. the intervals of a patched plan.
 
 use std::time::Instant;
 
@@ -76,11 +78,60 @@ fn models(paths: &[String]) {
     }
 }
 
+/// Reads `start end size` lines (`#` lines skipped).
+fn read_intervals(path: &str) -> Result<Vec<Interval>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let v: Vec<usize> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{path}:{}: {e}", k + 1))?;
+        match v[..] {
+            [start, end, size] if start < end => out.push(Interval::new(start, end, size)),
+            _ => return Err(format!("{path}:{}: want `start end size`", k + 1)),
+        }
+    }
+    Ok(out)
+}
+
+/// Places each file's intervals and prints arena / lower bound and the time taken.
+fn interval_files(paths: &[String]) {
+    for path in paths {
+        let iv = match read_intervals(path) {
+            Ok(iv) => iv,
+            Err(e) => {
+                println!("{e}");
+                continue;
+            }
+        };
+        let start = Instant::now();
+        let p = place(&iv, ALIGN);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let (lb, _) = lower_bound(&iv, ALIGN);
+        let ok = verify_placement(&iv, &p, ALIGN).is_ok();
+        println!(
+            "{path}: {} buffers, {ms:.3} ms, arena {} B, LB {} B, LB/arena {:.4}, strategy {}, verified {ok}",
+            iv.len(),
+            p.arena_bytes,
+            lb,
+            lb as f64 / p.arena_bytes.max(1) as f64,
+            p.strategy.name(),
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--models") {
-        models(&args[1..]);
-        return;
+    match args.first().map(String::as_str) {
+        Some("--models") => return models(&args[1..]),
+        Some("--intervals") => return interval_files(&args[1..]),
+        _ => {}
     }
     // An optional argument picks one size, e.g. `plan_speed 1000`.
     let sizes: Vec<usize> = match std::env::args().nth(1).and_then(|a| a.parse().ok()) {

@@ -44,6 +44,8 @@ pub enum Strategy {
     LongestLivedFirst,
     /// Buffers of the busiest step first (Glow).
     BusiestStepFirst,
+    /// Stacked bottom-up along the time axis, the lowest part of the skyline filled first.
+    Skyline,
     /// Exhaustive or search-based improvement on a small instance.
     Search,
     /// Every buffer in its own region, one after another (no reuse).
@@ -57,6 +59,7 @@ impl Strategy {
             Strategy::GreedyBySize => "greedy-by-size",
             Strategy::LongestLivedFirst => "longest-lived-first",
             Strategy::BusiestStepFirst => "busiest-step-first",
+            Strategy::Skyline => "skyline",
             Strategy::Search => "search",
             Strategy::Sequential => "sequential",
         }

@@ -5,10 +5,16 @@
 //! (TFLite's `simple_memory_arena`). The orders:
 //! 1. [`Strategy::GreedyBySize`]: largest first, ties earlier start then index (TFLite; Pisarchyk
 //!    & Lee, "Efficient Memory Management for Deep Neural Net Inference", arXiv 2001.03288).
-//! 2. [`Strategy::LongestLivedFirst`]: longest interval first, then larger (XLA heap simulator).
-//! 3. [`Strategy::BusiestStepFirst`]: repeatedly the step with the most unplaced live bytes,
+//! 2. [`Strategy::Skyline`] (`skyline.rs`, not an order for that placer): buffers stacked
+//!    bottom-up along the time axis, the lowest run of steps filled first with the
+//!    longest-lived buffer that fits inside it (three keys: longest then larger, longest then
+//!    smaller, area). Patched plans (long-lived stage inputs and accumulated outputs beside many
+//!    short per-patch buffers and a tail of large one-step scratch) reach their lower bound
+//!    with it where the size-first orders stopped 2-12% above. Bounded by a work budget.
+//! 3. [`Strategy::LongestLivedFirst`]: longest interval first, then larger (XLA heap simulator).
+//! 4. [`Strategy::BusiestStepFirst`]: repeatedly the step with the most unplaced live bytes,
 //!    its unplaced buffers largest first (Glow).
-//! 4. [`Strategy::Search`]: three tie-break variants (largest first then longest; largest first
+//! 5. [`Strategy::Search`]: three tie-break variants (largest first then longest; largest first
 //!    then latest start; largest area first; earliest start first, larger or longer first),
 //!    then up to 8 rounds of greedy-by-size on sizes scaled by fixed pseudo-random factors in
 //!    [1, 1.25) (this reorders equal-size buffers: it brings DenseNet-121's layer-wise plan
@@ -29,6 +35,7 @@
 
 mod greedy;
 mod search;
+mod skyline;
 #[cfg(test)]
 mod tests;
 
@@ -36,6 +43,10 @@ use std::cmp::Reverse;
 
 use super::{Interval, Placement, Strategy};
 use greedy::{Fit, Neighbours, busiest_step_order, order_by, place_in_order};
+use skyline::{Key, skyline};
+
+/// Work (steps and buffers scanned) each skyline may use before it gives up.
+const SKYLINE_WORK: usize = 1 << 24;
 
 /// Work (buffers plus neighbour entries, summed over rounds) the perturbed rounds may use.
 const PERTURB_WORK: usize = 1 << 17;
@@ -99,6 +110,25 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
             *best = p;
         }
     };
+    // The skyline, with each of its keys in turn until one reaches the bound.
+    for key in [Key::LongThenLarge, Key::LongThenSmall, Key::Area] {
+        if best.arena_bytes <= lb {
+            return best;
+        }
+        let Some((offsets, arena_bytes)) = skyline(&recs, key, SKYLINE_WORK) else {
+            break;
+        };
+        if arena_bytes < best.arena_bytes {
+            // Placed in the order of their offsets, first fit gives back at most this arena
+            // (`search`'s argument): the order the local improvement starts from.
+            best_order = order_by(&recs, |r| offsets[r.index]);
+            best = Placement {
+                offsets,
+                arena_bytes,
+                strategy: Strategy::Skyline,
+            };
+        }
+    }
     // Later orders are built only if needed: each is tried in turn until one reaches the bound.
     type OrderFn = fn(&[Rec]) -> Vec<usize>;
     let others: [(Strategy, OrderFn); 7] = [
