@@ -115,41 +115,6 @@ pub(super) unsafe fn run(
     y: *mut f32,
     lowp: Option<Reduced>,
 ) {
-    // SAFETY: the caller's contract: f32 planes.
-    unsafe { run_elem(p, x, w, bias, y, lowp, F32) };
-}
-
-/// Planes of f32 (the element type `E` of [`run_elem`]).
-const F32: u8 = 0;
-/// Planes of f16.
-const F16: u8 = 1;
-/// Planes of bf16.
-const BF16: u8 = 2;
-
-/// `p` moved by `i` elements of planes of type `e` (f32, or 16 bits).
-#[inline(always)]
-fn elem(p: *const f32, i: usize, e: u8) -> *const f32 {
-    if e == F32 {
-        p.wrapping_add(i)
-    } else {
-        p.cast::<u16>().wrapping_add(i).cast()
-    }
-}
-
-/// [`run`] on input and output planes of element type `e` ([`F32`], or [`F16`] / [`BF16`]
-/// where [`act16::direct16`] holds: the pointers are cast back to 16 bits by its tiles).
-///
-/// # Safety
-/// That of [`run`], `x` and `y` holding `n*c*pixels` and `n*m*pixels` elements of type `e`.
-unsafe fn run_elem(
-    p: &ConvParams,
-    x: *const f32,
-    w: *const f32,
-    bias: *const f32,
-    y: *mut f32,
-    lowp: Option<Reduced>,
-    e: u8,
-) {
     let Some(isa) = isa() else {
         return;
     };
@@ -205,8 +170,8 @@ unsafe fn run_elem(
             (tiles * part / parts * mr).min(pixels)..(tiles * (part + 1) / parts * mr).min(pixels);
         let ch0 = jb * block;
         let nch = block.min(m - ch0);
-        let xi = elem(x.get(), img * c * pixels, e);
-        let yi = elem(y.get(), img * m * pixels, e).cast_mut();
+        let xi = x.get().cast_const().wrapping_add(img * c * pixels);
+        let yi = y.get().wrapping_add(img * m * pixels);
         // Panels ch0 / 16.. of W^T (ch0 is a multiple of 16).
         let b = w.get().cast_const().wrapping_add(ch0 / NR * k * NR * bytes);
         // SAFETY: the contract: x holds n images of c = k planes of `pixels` floats; W^T's
@@ -233,25 +198,22 @@ unsafe fn run_elem(
                 px,
                 xi,
                 b,
-                elem(yi, ch0 * pixels, e).cast_mut(),
+                yi.wrapping_add(ch0 * pixels),
                 Epilogue { bias, scales, act },
-                e,
             )
         };
     });
 }
 
 /// One task: output channels `0..nch` (at most one block) of one image, pixels `px` (from a
-/// multiple of the kernel's tile rows), planes of element type `e`.
+/// multiple of the kernel's tile rows).
 ///
 /// # Safety
-/// `x` readable for `k` planes of `pixels` elements of type `e`; `b` for `nch.div_ceil(16)`
-/// panels of `k` rows of 16 elements of type `tcode` ([`super::lowp::WeightType::code`]),
-/// `k * 16` elements apart; `y` writable for `nch` rows of `pixels` elements of type `e`; the
-/// epilogue's bias null or readable for `nch` floats, its scales null or readable for the
-/// panels' channels; the CPU has `isa` (and with 16-bit planes what [`act16::direct16`]
-/// checks).
-#[allow(clippy::too_many_arguments)]
+/// `x` readable for `k` planes of `pixels` floats; `b` for `nch.div_ceil(16)` panels of `k`
+/// rows of 16 elements of type `tcode` ([`super::lowp::WeightType::code`]), `k * 16`
+/// elements apart; `y` writable for `nch` rows of `pixels` floats; the epilogue's bias null
+/// or readable for `nch` floats, its scales null or readable for the panels' channels; the
+/// CPU has `isa`.
 unsafe fn task(
     (isa, tcode): (Isa, u64),
     (k, pixels, nch): (usize, usize, usize),
@@ -260,13 +222,7 @@ unsafe fn task(
     b: *const u8,
     y: *mut f32,
     epi: Epilogue,
-    e: u8,
 ) {
-    if e != F32 {
-        // SAFETY: the contract, passed on.
-        unsafe { act16::task(e, tcode, (k, pixels, nch), px, x.cast(), b, y.cast(), epi) };
-        return;
-    }
     #[cfg(target_arch = "x86_64")]
     {
         let (mr, panels) = match isa {

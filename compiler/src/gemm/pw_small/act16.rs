@@ -12,16 +12,22 @@
 //! 16-bit values under a mask. So every output is the f32 kernel's result on the widened
 //! input rounded once: the bits of the staged path (widen, f32 kernel, narrow).
 //!
-//! Tiles of 1..12 pixels run the kernel of 4, 8 or 12 rows (the rows past the tile read
-//! zeros and are not stored). AVX-512 (F, BW, VL) only: elsewhere the Conv stays staged.
+//! Tiles of 1..12 pixels run the kernel of 1, 2, 4, 8 or 12 rows (the rows past the tile
+//! read zeros and are not stored). AVX-512 (F, BW, VL) only: elsewhere the Conv stays staged.
 
-use super::{BF16, Epilogue, F16, Isa, NR, isa};
-use crate::gemm::conv::ConvParams;
+use super::{Epilogue, Isa, NR, isa};
+use crate::gemm::conv::{Activation, ConvParams};
 use crate::gemm::lowp::conv::{Layout, Reduced};
+use crate::gemm::split::{MIN_TASK_MACS, SyncPtr};
 use crate::gemm::stage16::N16;
 
-/// Input channels a tile widens into its stack buffer at a time (8 KiB of f32 rows).
+/// Input channels a chunked tile widens into its stack buffer at a time (8 KiB of f32 rows).
 const KC: usize = 128;
+
+/// 16-bit planes of f16 (the planes' element type `E` of the kernels).
+const F16: u8 = 1;
+/// Of bf16.
+const BF16: u8 = 2;
 
 /// Whether [`run16`] computes `p` (weights packed for [`super::run`]: `packed_a` is
 /// [`super::PW_SMALL_PACKED`]) on 16-bit planes: [`super::applies`] holds, the AVX-512
@@ -47,8 +53,14 @@ fn cpu_has_bw() -> bool {
 }
 
 /// `y = act(conv(x, w) + bias)` of a pointwise `p` on 16-bit planes of type `t`, spread over
-/// the current pool as [`super::run`] spreads f32 planes; the weights stored reduced when
-/// `p.wtype` says so ([`Layout::PwSmall`]).
+/// the current pool; the weights stored reduced when `p.wtype` says so ([`Layout::PwSmall`]).
+///
+/// Where K fits the stack buffer ([`KMAX`]) and the plane has a tile per thread, a task is a
+/// run of whole tiles of one image over every output channel: each tile's pixels widened
+/// once for all of K, then every block of channels computed from that buffer (blocks in
+/// groups whose weights stay in L2, [`GROUP_BYTES`]), so the widening is shared by the
+/// blocks. Otherwise (1x1 planes, K above [`KMAX`]) the f32 kernel's tasks (one block of
+/// channels of one image, or a run of its tiles) with K widened in chunks per tile.
 ///
 /// # Safety
 /// [`direct16`] holds for `p`; that of [`super::run`] with `x` and `y` 16-bit planes
@@ -64,57 +76,226 @@ pub(crate) unsafe fn run16(
     y: *mut u16,
 ) {
     let lowp = Reduced::of(p, w, Layout::PwSmall);
+    let (k, m, c, n) = (p.k(), p.m as usize, p.c as usize, p.n as usize);
+    let pixels = (p.oh * p.ow) as usize;
+    let blocks = m.div_ceil(BLOCK);
+    let macs = n.saturating_mul(m).saturating_mul(k).saturating_mul(pixels);
+    let width = if macs >= 2 * MIN_TASK_MACS {
+        crate::par::width(crate::par::cost::gemm_ns(macs), p.threads.max(1) as usize)
+    } else {
+        1
+    };
+    let tiles = pixels.div_ceil(MR);
+    let (tcode, bytes, scales) = match lowp {
+        Some(r) => (r.t.code(), r.t.bytes(), r.scales),
+        None => (0, 4, std::ptr::null()),
+    };
     let e = match t {
         N16::F16 => F16,
         N16::Bf16 => BF16,
     };
-    // SAFETY: the caller's contract; the tiles cast the planes back to 16 bits.
-    unsafe { super::run_elem(p, x.cast(), w, bias, y.cast(), lowp, e) };
+    let op = Op {
+        x: SyncPtr(x.cast_mut().cast()),
+        w: SyncPtr(w.cast_mut().cast()),
+        bias: SyncPtr(if p.has_bias != 0 {
+            bias.cast_mut()
+        } else {
+            std::ptr::null_mut()
+        }),
+        y: SyncPtr(y.cast()),
+        scales: SyncPtr(scales.cast_mut()),
+        act: p.activation(),
+        dims: (k, m, c, pixels, bytes),
+        kinds: (tcode, e),
+    };
+    if k <= KMAX && tiles >= width {
+        // Runs of whole tiles, cut where `pixels * part / parts` rounds to a tile boundary
+        // (49 pixels in two: 24 + 25).
+        let cut = |part: usize| {
+            if part == width {
+                pixels
+            } else {
+                ((pixels * part / width + MR / 2) / MR * MR).min(pixels)
+            }
+        };
+        let group = (GROUP_BYTES / (k * BLOCK * bytes).max(1)).max(1);
+        crate::par::for_each(n * width, width, |i, _| {
+            let (img, part) = (i / width, i % width);
+            // SAFETY: the contract; this task alone writes pixels cut(part)..cut(part + 1)
+            // of image img's output rows.
+            unsafe { op.shared(img, cut(part)..cut(part + 1), 0..blocks, group) };
+        });
+        return;
+    }
+    // The f32 kernel's split: (image, block) units, each block's tiles cut in `parts` runs
+    // where the units do not divide evenly among the threads.
+    let units = n * blocks;
+    let parts = if width > 1 && !units.is_multiple_of(width) && units < 4 * width {
+        width.min(tiles)
+    } else {
+        1
+    };
+    crate::par::for_each(units * parts, width, |i, _| {
+        let (u, part) = (i / parts, i % parts);
+        let (img, jb) = (u / blocks, u % blocks);
+        let px =
+            (tiles * part / parts * MR).min(pixels)..(tiles * (part + 1) / parts * MR).min(pixels);
+        // SAFETY: the contract; this task alone writes pixels px of block jb's rows.
+        unsafe { op.chunked(img, px, jb) };
+    });
 }
 
-/// [`super::task`] on 16-bit planes of type `e`.
-///
-/// # Safety
-/// That of [`super::task`] with 16-bit planes; [`direct16`] held for the node.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn task(
-    e: u8,
-    tcode: u64,
-    (k, pixels, nch): (usize, usize, usize),
-    px: std::ops::Range<usize>,
-    x: *const u16,
-    b: *const u8,
-    y: *mut u16,
-    epi: Epilogue,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let panels = nch.div_ceil(NR);
-        let mut px0 = px.start;
-        while px0 < px.end {
-            let h = super::x86::MR512.min(px.end - px0);
-            if let Some(f) = x86::tile_for(h.next_multiple_of(4), panels, tcode, e) {
-                // SAFETY: pixels px0..px0+h of the k planes and of the nch output rows (the
-                // caller's contract); the panels.
-                unsafe {
-                    f(
-                        k,
-                        x.add(px0),
-                        pixels,
-                        b,
-                        k * NR,
-                        y.add(px0),
-                        pixels,
-                        (nch, h),
-                        epi,
-                    )
-                };
+/// Output channels per block: two 16-lane panels.
+const BLOCK: usize = 2 * NR;
+/// Pixels per tile (the AVX-512 f32 kernel's tile rows).
+const MR: usize = 12;
+/// Most input channels of a tile widened whole on the stack (64 KiB of f32 rows).
+const KMAX: usize = 1024;
+/// Bytes of weights a group of blocks computed from one widened tile may span (they stay in
+/// L2 while the group's tiles run).
+const GROUP_BYTES: usize = 640 << 10;
+
+/// The operands of one [`run16`] and what its tasks share.
+#[derive(Clone, Copy)]
+struct Op {
+    x: SyncPtr<u16>,
+    w: SyncPtr<u8>,
+    bias: SyncPtr<f32>,
+    y: SyncPtr<u16>,
+    scales: SyncPtr<f32>,
+    act: Activation,
+    /// K, M, C, pixels per plane, bytes per weight element.
+    dims: (usize, usize, usize, usize, usize),
+    /// The weights' type code and the planes' element type.
+    kinds: (u64, u8),
+}
+
+impl Op {
+    /// Block `jb`'s first panel, its first channel's output row of image `img`, the number
+    /// of its channels and its epilogue.
+    fn block(&self, img: usize, jb: usize) -> (*const u8, *mut u16, usize, Epilogue) {
+        let (k, m, _, pixels, bytes) = self.dims;
+        let ch0 = jb * BLOCK;
+        let b = self
+            .w
+            .get()
+            .cast_const()
+            .wrapping_add(ch0 / NR * k * NR * bytes);
+        let y = self.y.get().wrapping_add((img * m + ch0) * pixels);
+        let at = |p: *mut f32| {
+            if p.is_null() {
+                std::ptr::null()
+            } else {
+                p.cast_const().wrapping_add(ch0)
             }
-            px0 += h;
-        }
+        };
+        let epi = Epilogue {
+            bias: at(self.bias.get()),
+            scales: at(self.scales.get()),
+            act: self.act,
+        };
+        (b, y, BLOCK.min(m - ch0), epi)
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (e, tcode, k, pixels, nch, px, x, b, y, epi);
+
+    /// Pixels `px` of image `img`, blocks `blocks` in groups of `group`: each tile widened
+    /// whole once per group ([`x86::widen`]), each block of the group from that buffer.
+    ///
+    /// # Safety
+    /// The contract of [`run16`]; `k <= KMAX`; only this task writes these pixels.
+    unsafe fn shared(
+        &self,
+        img: usize,
+        px: std::ops::Range<usize>,
+        blocks: std::ops::Range<usize>,
+        group: usize,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (k, _, c, pixels, _) = self.dims;
+            let (tcode, e) = self.kinds;
+            let x = self.x.get().cast_const().wrapping_add(img * c * pixels);
+            let mut buf = std::mem::MaybeUninit::<[core::arch::x86_64::__m512; KMAX]>::uninit();
+            let rows = buf.as_mut_ptr().cast::<core::arch::x86_64::__m512>();
+            let mut g0 = blocks.start;
+            while g0 < blocks.end {
+                let g1 = (g0 + group).min(blocks.end);
+                let mut px0 = px.start;
+                while px0 < px.end {
+                    let h = MR.min(px.end - px0);
+                    // SAFETY: k <= KMAX rows of h pixels from px0 of the k planes (the
+                    // contract) into the buffer.
+                    unsafe { x86::widen(e, x.wrapping_add(px0), pixels, k, h, rows) };
+                    for jb in g0..g1 {
+                        let (b, y, nch, epi) = self.block(img, jb);
+                        let kern = x86::wide_for(tile_rows(h), nch.div_ceil(NR), tcode, e);
+                        if let Some(f) = kern {
+                            // SAFETY: the widened rows; the block's panels; pixels px0.. of
+                            // its output rows (this task's).
+                            unsafe {
+                                f(
+                                    k,
+                                    rows.cast(),
+                                    b,
+                                    k * NR,
+                                    y.wrapping_add(px0),
+                                    pixels,
+                                    (nch, h),
+                                    epi,
+                                )
+                            };
+                        }
+                    }
+                    px0 += h;
+                }
+                g0 = g1;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (img, px, blocks, group);
+    }
+
+    /// Pixels `px` of block `jb` of image `img`, K widened in chunks per tile.
+    ///
+    /// # Safety
+    /// The contract of [`run16`]; only this task writes these pixels of the block.
+    unsafe fn chunked(&self, img: usize, px: std::ops::Range<usize>, jb: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (k, _, c, pixels, _) = self.dims;
+            let (tcode, e) = self.kinds;
+            let x = self.x.get().cast_const().wrapping_add(img * c * pixels);
+            let (b, y, nch, epi) = self.block(img, jb);
+            let mut px0 = px.start;
+            while px0 < px.end {
+                let h = MR.min(px.end - px0);
+                if let Some(f) = x86::tile_for(tile_rows(h), nch.div_ceil(NR), tcode, e) {
+                    // SAFETY: pixels px0..px0+h of the k planes and of the nch output rows
+                    // (the contract); the panels.
+                    unsafe {
+                        f(
+                            k,
+                            x.wrapping_add(px0),
+                            pixels,
+                            b,
+                            k * NR,
+                            y.wrapping_add(px0),
+                            pixels,
+                            (nch, h),
+                            epi,
+                        )
+                    };
+                }
+                px0 += h;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (img, px, jb);
+    }
+}
+
+/// The kernel rows for a tile of `h` pixels: 1, 2, 4, 8 or 12.
+fn tile_rows(h: usize) -> usize {
+    if h <= 2 { h } else { h.next_multiple_of(4) }
 }
 
 /// `unsafe fn(k, x, ldx, b, bstride, y, ldy, (nch, h), epilogue)`: as the f32 tiles
@@ -131,81 +312,117 @@ type Tile16 = unsafe fn(
     Epilogue,
 );
 
+/// `unsafe fn(k, rows, b, bstride, y, ldy, (nch, h), epilogue)`: as [`Tile16`], the input
+/// the `k` rows of 16 floats [`x86::widen`] wrote.
+type Wide16 =
+    unsafe fn(usize, *const f32, *const u8, usize, *mut u16, usize, (usize, usize), Epilogue);
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::x86::{B_AHEAD, elem_bytes, load16, transpose16};
-    use super::{BF16, Epilogue, F16, KC, NR, Tile16};
+    use super::{BF16, Epilogue, F16, KC, NR, Tile16, Wide16};
     use crate::gemm::act::x86::act512;
     use crate::gemm::stage16::N16;
     use crate::gemm::stage16::convert::x86::{narrow16, widen16};
     use core::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
-    /// `M` pixels (the first `h` stored) x `W` panels of 16 channels of weights of type `T`,
-    /// on planes of type `E`.
+    /// The planes' type `E` as [`N16`].
+    const fn n16(e: u8) -> N16 {
+        if e == F16 { N16::F16 } else { N16::Bf16 }
+    }
+
+    /// The first `h` lanes set.
+    fn lanes(h: usize) -> __mmask16 {
+        ((1u32 << h.min(16)) - 1) as u16
+    }
+
+    /// Rows `0..k` of `h` values (`x`, stride `ldx`) of planes of type `e` widened into
+    /// `rows` as 16 floats each, the lanes past `h` zero.
     ///
     /// # Safety
-    /// The CPU has AVX-512F/BW/VL, AVX2 and FMA; `x` readable for `k` rows of `h <= M <= 16`
-    /// values at stride `ldx`; `b` for `W` panels (at element `j * bstride`) of `k` rows of
-    /// 16 elements of type `T`; `y` writable for `nch <= 16 W` rows of `h` values at stride
-    /// `ldy`; `bias` null or readable for `nch`, `scales` null or readable for `16 W`.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<const M: usize, const W: usize, const T: u64, const E: u8>(
-        k: usize,
+    /// The CPU has AVX-512F/BW/VL; `x` readable for `k` rows of `h <= 16` values at stride
+    /// `ldx`, `rows` writable for `k` vectors.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn widen(
+        e: u8,
         x: *const u16,
         ldx: usize,
+        k: usize,
+        h: usize,
+        rows: *mut __m512,
+    ) {
+        let (t, m) = (n16(e), lanes(h));
+        for r in 0..k {
+            // SAFETY: the first h values of row r (masked: nothing past them is read);
+            // vector r of `rows`.
+            unsafe {
+                rows.add(r).write(widen16(
+                    t,
+                    _mm256_maskz_loadu_epi16(m, x.add(r * ldx).cast()),
+                ))
+            };
+        }
+    }
+
+    /// Rows `r0..r1` of the widened input (`xs`: 16 floats per row, row `r` the input
+    /// channel `p0 + r`) times the weights' rows `p0 + r` added into `acc`, one multiply-add
+    /// per element and row in order (the f32 tile's chain).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and FMA; `xs` readable for rows `r0..r1`; `b` for `W` panels
+    /// (at element `j * bstride`) of rows `p0 + r1` of 16 elements of type `T`.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn accumulate<const M: usize, const W: usize, const T: u64>(
+        acc: &mut [[__m512; W]; M],
+        xs: *const f32,
+        (r0, r1, p0): (usize, usize, usize),
         b: *const u8,
         bstride: usize,
+    ) {
+        let eb = elem_bytes(T);
+        for r in r0..r1 {
+            let p = p0 + r;
+            // As in the f32 tile: the weights ahead (a hint, never faults).
+            for j in 0..W {
+                let ahead = b.wrapping_add(((p + B_AHEAD) * NR + j * bstride) * eb);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast::<i8>());
+            }
+            // SAFETY: row p of each panel, row r of the widened input (the contract).
+            unsafe {
+                let mut bv = [_mm512_setzero_ps(); W];
+                for (j, v) in bv.iter_mut().enumerate() {
+                    *v = load16::<T>(b, p * NR + j * bstride);
+                }
+                let xp = xs.add(r * 16);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_ps(*xp.add(i));
+                    for (a, &v) in row.iter_mut().zip(&bv) {
+                        *a = _mm512_fmadd_ps(av, v, *a);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The f32 tile's epilogue on `acc` (int8 scales, bias, activation), transposed and
+    /// stored rounded (type `E`) as the first `h` values of `nch` rows of `y` at stride `ldy`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F/BW/VL; `y` writable for `nch <= 16 W` rows of `h` values at
+    /// stride `ldy`; the epilogue's bias null or readable for `nch`, scales null or
+    /// readable for `16 W`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    #[inline]
+    unsafe fn finish<const M: usize, const W: usize, const E: u8>(
+        mut acc: [[__m512; W]; M],
         y: *mut u16,
         ldy: usize,
         (nch, h): (usize, usize),
         Epilogue { bias, scales, act }: Epilogue,
     ) {
-        let t = if E == F16 { N16::F16 } else { N16::Bf16 };
-        let eb = elem_bytes(T);
-        let hmask: __mmask16 = ((1u32 << h.min(16)) - 1) as u16;
-        let mut acc = [[_mm512_setzero_ps(); W]; M];
-        // The widened rows of a block of input channels (each row's lanes past `h` zero).
-        let mut buf = MaybeUninit::<[__m512; KC]>::uninit();
-        let rows = buf.as_mut_ptr().cast::<__m512>();
-        let mut p0 = 0;
-        while p0 < k {
-            let kc = KC.min(k - p0);
-            for r in 0..kc {
-                // SAFETY: the first h values of row p0 + r < k (masked: nothing past them is
-                // read); row r < KC of the buffer.
-                unsafe {
-                    let v = _mm256_maskz_loadu_epi16(hmask, x.add((p0 + r) * ldx).cast());
-                    rows.add(r).write(widen16(t, v));
-                }
-            }
-            let xs = rows.cast::<f32>().cast_const();
-            for r in 0..kc {
-                let p = p0 + r;
-                // As in the f32 tile: the weights ahead (a hint, never faults).
-                for j in 0..W {
-                    let ahead = b.wrapping_add(((p + B_AHEAD) * NR + j * bstride) * eb);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.cast::<i8>());
-                }
-                // SAFETY: row p < k of each panel (the contract); row r of the buffer, written
-                // above.
-                unsafe {
-                    let mut bv = [_mm512_setzero_ps(); W];
-                    for (j, v) in bv.iter_mut().enumerate() {
-                        *v = load16::<T>(b, p * NR + j * bstride);
-                    }
-                    let xp = xs.add(r * 16);
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let av = _mm512_set1_ps(*xp.add(i));
-                        for (a, &v) in row.iter_mut().zip(&bv) {
-                            *a = _mm512_fmadd_ps(av, v, *a);
-                        }
-                    }
-                }
-            }
-            p0 += kc;
-        }
+        let (t, hmask) = (n16(E), lanes(h));
         for j in 0..W {
             let chans = nch.saturating_sub(j * NR).min(NR);
             if !scales.is_null() {
@@ -218,9 +435,8 @@ mod x86 {
             let bv = if bias.is_null() {
                 _mm512_setzero_ps()
             } else {
-                let m: __mmask16 = ((1u32 << chans) - 1) as u16;
                 // SAFETY: channels j*16..j*16+chans < nch of the bias (the contract).
-                unsafe { _mm512_maskz_loadu_ps(m, bias.add(j * NR)) }
+                unsafe { _mm512_maskz_loadu_ps(lanes(chans), bias.add(j * NR)) }
             };
             for row in acc.iter_mut() {
                 row[j] = act512(act, _mm512_add_ps(row[j], bv));
@@ -243,9 +459,82 @@ mod x86 {
         }
     }
 
-    /// The tile of `m` rows (4, 8 or 12) for `panels` (1 or 2) panels of weights of type `t`
-    /// (0..=3, [`crate::gemm::lowp::WeightType::code`]) on planes of type `e`.
+    /// `M` pixels (the first `h` stored) x `W` panels of 16 channels of weights of type `T`,
+    /// on planes of type `E`, K widened [`KC`] rows at a time on the stack.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F/BW/VL, AVX2 and FMA; `x` readable for `k` rows of `h <= M <= 16`
+    /// values at stride `ldx`; `b` for `W` panels (at element `j * bstride`) of `k` rows of
+    /// 16 elements of type `T`; as [`finish`] for `y` and the epilogue.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const M: usize, const W: usize, const T: u64, const E: u8>(
+        k: usize,
+        x: *const u16,
+        ldx: usize,
+        b: *const u8,
+        bstride: usize,
+        y: *mut u16,
+        ldy: usize,
+        (nch, h): (usize, usize),
+        epi: Epilogue,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; M];
+        let mut buf = MaybeUninit::<[__m512; KC]>::uninit();
+        let rows = buf.as_mut_ptr().cast::<__m512>();
+        let mut p0 = 0;
+        while p0 < k {
+            let kc = KC.min(k - p0);
+            // SAFETY: rows p0..p0+kc of the input into the buffer's first kc vectors, then
+            // accumulated with the weights' rows p0.. (the contract).
+            unsafe {
+                widen(E, x.add(p0 * ldx), ldx, kc, h, rows);
+                accumulate::<M, W, T>(&mut acc, rows.cast::<f32>(), (0, kc, p0), b, bstride);
+            }
+            p0 += kc;
+        }
+        // SAFETY: the contract.
+        unsafe { finish::<M, W, E>(acc, y, ldy, (nch, h), epi) };
+    }
+
+    /// As [`tile`], the input already widened: `k` rows of 16 floats at `xs` ([`widen`]).
+    ///
+    /// # Safety
+    /// As [`tile`], `xs` readable for `k` rows of 16 floats.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn wide<const M: usize, const W: usize, const T: u64, const E: u8>(
+        k: usize,
+        xs: *const f32,
+        b: *const u8,
+        bstride: usize,
+        y: *mut u16,
+        ldy: usize,
+        (nch, h): (usize, usize),
+        epi: Epilogue,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; M];
+        // SAFETY: the contract.
+        unsafe {
+            accumulate::<M, W, T>(&mut acc, xs, (0, k, 0), b, bstride);
+            finish::<M, W, E>(acc, y, ldy, (nch, h), epi);
+        }
+    }
+
+    /// The chunked tile of `m` rows (1, 2, 4, 8 or 12) for `panels` (1 or 2) panels of
+    /// weights of type `t` (0..=3, [`crate::gemm::lowp::WeightType::code`]) on planes of
+    /// type `e`.
     pub(super) fn tile_for(m: usize, panels: usize, t: u64, e: u8) -> Option<Tile16> {
+        Some(select(m, panels, t, e)?.0)
+    }
+
+    /// As [`tile_for`], the tile on an input widened whole.
+    pub(super) fn wide_for(m: usize, panels: usize, t: u64, e: u8) -> Option<Wide16> {
+        Some(select(m, panels, t, e)?.1)
+    }
+
+    /// Both kernels of [`tile_for`]'s arguments.
+    fn select(m: usize, panels: usize, t: u64, e: u8) -> Option<(Tile16, Wide16)> {
         match e {
             F16 => of_elem::<F16>(m, panels, t),
             BF16 => of_elem::<BF16>(m, panels, t),
@@ -253,8 +542,8 @@ mod x86 {
         }
     }
 
-    /// [`tile_for`] on planes of type `E`.
-    fn of_elem<const E: u8>(m: usize, panels: usize, t: u64) -> Option<Tile16> {
+    /// [`select`] on planes of type `E`.
+    fn of_elem<const E: u8>(m: usize, panels: usize, t: u64) -> Option<(Tile16, Wide16)> {
         match t {
             0 => of::<0, E>(m, panels),
             1 => of::<1, E>(m, panels),
@@ -264,18 +553,18 @@ mod x86 {
         }
     }
 
-    /// [`tile_for`] for weights of type `T` on planes of type `E`.
-    fn of<const T: u64, const E: u8>(m: usize, panels: usize) -> Option<Tile16> {
+    /// [`select`] for weights of type `T` on planes of type `E`.
+    fn of<const T: u64, const E: u8>(m: usize, panels: usize) -> Option<(Tile16, Wide16)> {
         /// Lists one instantiation per row count (no logic).
         macro_rules! sel {
             ($($n:literal),*) => {
                 match (m, panels) {
-                    $(($n, 1) => Some(tile::<$n, 1, T, E> as Tile16),
-                      ($n, 2) => Some(tile::<$n, 2, T, E> as Tile16),)*
+                    $(($n, 1) => Some((tile::<$n, 1, T, E> as Tile16, wide::<$n, 1, T, E> as Wide16)),
+                      ($n, 2) => Some((tile::<$n, 2, T, E> as Tile16, wide::<$n, 2, T, E> as Wide16)),)*
                     _ => None,
                 }
             };
         }
-        sel!(4, 8, 12)
+        sel!(1, 2, 4, 8, 12)
     }
 }

@@ -3,9 +3,9 @@
 //! kernel, narrow) and against the f32 kernel on the widened input, narrowed: bit for bit,
 //! f16 and bf16 planes, f32 and reduced (f16, bf16, int8) weights, fused activations, odd
 //! pixel and channel counts (tiles of 1..12 pixels, channels not a multiple of 16), two and
-//! three images, squeeze-excitation 1x1 planes and 14x14-class planes with K >= 256, on one
-//! thread and spread over an eager 2-thread pool; inputs with infinities, NaN and values
-//! past f16's range.
+//! three images, squeeze-excitation 1x1 planes and 14x14-class planes with K >= 256, K past
+//! the stack buffer, on one thread and spread over an eager 2-thread pool (runs of tiles over
+//! every block, or per-block tasks); inputs with infinities, NaN and values past f16's range.
 
 use super::{budgets, conv, pw_direct, scratch_bytes, staged, staged_bytes_at, weights_params};
 use crate::gemm::conv::{Activation, ConvParams, arenac_conv2d, prepare_weights, prepared_len};
@@ -109,6 +109,10 @@ fn pointwise_direct_matches_the_staged_runs_and_the_f32_kernel() {
         geom(3, 24, (3, 7), 16),
         geom(1, 160, (7, 7), 96),
         geom(1, 64, (8, 8), 36),
+        // K past the stack buffer, and a 1x1 plane over two threads: per-block tasks, K
+        // widened in chunks.
+        geom(1, 1100, (7, 7), 40),
+        geom(1, 1280, (1, 1), 600),
     ];
     let acts = [
         Activation::None,
