@@ -2,15 +2,18 @@
 //! the tiles read the input planes' f16/bf16 values and write the output planes' values
 //! directly, with the f32 kernel's task split and threading and no scratch.
 //!
-//! A tile widens its pixels' values of a block of [`KC`] input channels into a buffer on the
-//! stack (one masked 16-lane load and one conversion per channel, `vcvtph2ps` / a shift for
-//! bf16: `crate::gemm::stage16::convert`'s `widen16`), then accumulates that block from the
-//! buffer exactly as the f32 tile does from the planes: one fused multiply-add chain per
-//! element over all of K in order, from zero. The epilogue (int8 scales, bias, activation) is
-//! the f32 tile's; after the in-register transpose each channel's pixels are rounded to
-//! nearest even (`narrow16`, the rounding of `crate::gemm::stage16::narrow`) and stored as
-//! 16-bit values under a mask. So every output is the f32 kernel's result on the widened
-//! input rounded once: the bits of the staged path (widen, f32 kernel, narrow).
+//! A task is a run of whole tiles of one image over every output channel. For each tile the
+//! first block of channels widens the tile's pixels of all of K into a stack buffer (one
+//! masked 16-lane load and one conversion per input channel, `vcvtph2ps` / a shift for bf16:
+//! `crate::gemm::stage16::convert`'s `widen16`), [`AHEAD`] rows ahead of the row it
+//! multiplies, so the conversions overlap the multiply-adds; the other blocks of its group
+//! read the buffer. Each block accumulates exactly as the f32 tile does from the planes: one
+//! fused multiply-add chain per element over all of K in order, from zero. The epilogue (int8
+//! scales, bias, activation) is the f32 tile's; after the in-register transpose each
+//! channel's pixels are rounded to nearest even (`narrow16`, the rounding of
+//! `crate::gemm::stage16::narrow`) and stored as 16-bit values under a mask. So every output
+//! is the f32 kernel's result on the widened input rounded once: the bits of the staged path
+//! (widen, f32 kernel, narrow).
 //!
 //! Tiles of 1..12 pixels run the kernel of 1, 2, 4, 8 or 12 rows (the rows past the tile
 //! read zeros and are not stored). AVX-512 (F, BW, VL) only: elsewhere the Conv stays staged.
@@ -23,6 +26,9 @@ use crate::gemm::stage16::N16;
 
 /// Input channels a chunked tile widens into its stack buffer at a time (8 KiB of f32 rows).
 const KC: usize = 128;
+
+/// Rows a tile widens ahead of the row it multiplies.
+const AHEAD: usize = 8;
 
 /// 16-bit planes of f16 (the planes' element type `E` of the kernels).
 const F16: u8 = 1;
@@ -222,28 +228,26 @@ impl Op {
                 let mut px0 = px.start;
                 while px0 < px.end {
                     let h = MR.min(px.end - px0);
-                    // SAFETY: k <= KMAX rows of h pixels from px0 of the k planes (the
-                    // contract) into the buffer.
-                    unsafe { x86::widen(e, x.wrapping_add(px0), pixels, k, h, rows) };
                     for jb in g0..g1 {
                         let (b, y, nch, epi) = self.block(img, jb);
-                        let kern = x86::wide_for(tile_rows(h), nch.div_ceil(NR), tcode, e);
-                        if let Some(f) = kern {
-                            // SAFETY: the widened rows; the block's panels; pixels px0.. of
-                            // its output rows (this task's).
-                            unsafe {
-                                f(
-                                    k,
-                                    rows.cast(),
-                                    b,
-                                    k * NR,
-                                    y.wrapping_add(px0),
-                                    pixels,
-                                    (nch, h),
-                                    epi,
-                                )
-                            };
-                        }
+                        let Some((first, wide)) =
+                            x86::shared_for(tile_rows(h), nch.div_ceil(NR), tcode, e)
+                        else {
+                            continue;
+                        };
+                        let y = y.wrapping_add(px0);
+                        // SAFETY: the group's first block widens k <= KMAX rows of h pixels
+                        // from px0 of the k planes (the contract) into the buffer as it
+                        // computes; the others read them. The block's panels; pixels px0..
+                        // of its output rows (this task's).
+                        unsafe {
+                            if jb == g0 {
+                                let x = x.wrapping_add(px0);
+                                first(k, x, pixels, rows, b, k * NR, y, pixels, (nch, h), epi)
+                            } else {
+                                wide(k, rows.cast(), b, k * NR, y, pixels, (nch, h), epi)
+                            }
+                        };
                     }
                     px0 += h;
                 }
@@ -312,15 +316,36 @@ type Tile16 = unsafe fn(
     Epilogue,
 );
 
+/// `unsafe fn(k, x, ldx, rows, b, bstride, y, ldy, (nch, h), epilogue)`: as [`Tile16`], all
+/// `k` rows of the input widened into `rows` (16 floats each) as they are used.
+type First16 = unsafe fn(
+    usize,
+    *const u16,
+    usize,
+    *mut Row,
+    *const u8,
+    usize,
+    *mut u16,
+    usize,
+    (usize, usize),
+    Epilogue,
+);
+
+/// A widened input row (16 floats).
+#[cfg(target_arch = "x86_64")]
+type Row = core::arch::x86_64::__m512;
+#[cfg(not(target_arch = "x86_64"))]
+type Row = [f32; 16];
+
 /// `unsafe fn(k, rows, b, bstride, y, ldy, (nch, h), epilogue)`: as [`Tile16`], the input
-/// the `k` rows of 16 floats [`x86::widen`] wrote.
+/// the `k` rows of 16 floats a [`First16`] wrote.
 type Wide16 =
     unsafe fn(usize, *const f32, *const u8, usize, *mut u16, usize, (usize, usize), Epilogue);
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::x86::{B_AHEAD, elem_bytes, load16, transpose16};
-    use super::{BF16, Epilogue, F16, KC, NR, Tile16, Wide16};
+    use super::{AHEAD, BF16, Epilogue, F16, First16, KC, NR, Tile16, Wide16};
     use crate::gemm::act::x86::act512;
     use crate::gemm::stage16::N16;
     use crate::gemm::stage16::convert::x86::{narrow16, widen16};
@@ -337,31 +362,44 @@ mod x86 {
         ((1u32 << h.min(16)) - 1) as u16
     }
 
-    /// Rows `0..k` of `h` values (`x`, stride `ldx`) of planes of type `e` widened into
-    /// `rows` as 16 floats each, the lanes past `h` zero.
+    /// Rows `0..kc` of `h` values (`x`, stride `ldx`, type `E`) widened into `rows` (16
+    /// floats each, the lanes past `h` zero), each [`AHEAD`] rows before [`accumulate`] adds
+    /// it (with the weights' rows `p0..p0 + kc`) into `acc`: the conversions overlap the
+    /// multiply-adds.
     ///
     /// # Safety
-    /// The CPU has AVX-512F/BW/VL; `x` readable for `k` rows of `h <= 16` values at stride
-    /// `ldx`, `rows` writable for `k` vectors.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn widen(
-        e: u8,
-        x: *const u16,
-        ldx: usize,
-        k: usize,
-        h: usize,
+    /// The CPU has AVX-512F/BW/VL and FMA; `x` readable for `kc` rows of `h <= 16` values at
+    /// stride `ldx`; `rows` writable for `kc` vectors; the weights as [`accumulate`] reads
+    /// them.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn widen_accumulate<const M: usize, const W: usize, const T: u64, const E: u8>(
+        acc: &mut [[__m512; W]; M],
+        (x, ldx, h): (*const u16, usize, usize),
         rows: *mut __m512,
+        (kc, p0): (usize, usize),
+        b: *const u8,
+        bstride: usize,
     ) {
-        let (t, m) = (n16(e), lanes(h));
-        for r in 0..k {
-            // SAFETY: the first h values of row r (masked: nothing past them is read);
-            // vector r of `rows`.
-            unsafe {
-                rows.add(r).write(widen16(
-                    t,
-                    _mm256_maskz_loadu_epi16(m, x.add(r * ldx).cast()),
-                ))
-            };
+        let (t, m) = (n16(E), lanes(h));
+        // SAFETY: the first h values of row r < kc (masked: nothing past them is read);
+        // vector r of `rows` (the contract).
+        let put = |r: usize| unsafe {
+            rows.add(r).write(widen16(
+                t,
+                _mm256_maskz_loadu_epi16(m, x.add(r * ldx).cast()),
+            ))
+        };
+        for r in 0..AHEAD.min(kc) {
+            put(r);
+        }
+        for r in 0..kc {
+            if r + AHEAD < kc {
+                put(r + AHEAD);
+            }
+            // SAFETY: row r was written above; the weights' row p0 + r (the contract).
+            unsafe { accumulate::<M, W, T>(acc, rows.cast::<f32>(), (r, r + 1, p0), b, bstride) };
         }
     }
 
@@ -485,12 +523,18 @@ mod x86 {
         let mut p0 = 0;
         while p0 < k {
             let kc = KC.min(k - p0);
-            // SAFETY: rows p0..p0+kc of the input into the buffer's first kc vectors, then
+            // SAFETY: rows p0..p0+kc of the input into the buffer's first kc vectors,
             // accumulated with the weights' rows p0.. (the contract).
             unsafe {
-                widen(E, x.add(p0 * ldx), ldx, kc, h, rows);
-                accumulate::<M, W, T>(&mut acc, rows.cast::<f32>(), (0, kc, p0), b, bstride);
-            }
+                widen_accumulate::<M, W, T, E>(
+                    &mut acc,
+                    (x.add(p0 * ldx), ldx, h),
+                    rows,
+                    (kc, p0),
+                    b,
+                    bstride,
+                )
+            };
             p0 += kc;
         }
         // SAFETY: the contract.
@@ -521,6 +565,32 @@ mod x86 {
         }
     }
 
+    /// As [`tile`] with all `k` rows widened into `rows` (left there for [`wide`]).
+    ///
+    /// # Safety
+    /// As [`tile`], `rows` writable for `k` vectors.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn first<const M: usize, const W: usize, const T: u64, const E: u8>(
+        k: usize,
+        x: *const u16,
+        ldx: usize,
+        rows: *mut __m512,
+        b: *const u8,
+        bstride: usize,
+        y: *mut u16,
+        ldy: usize,
+        (nch, h): (usize, usize),
+        epi: Epilogue,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); W]; M];
+        // SAFETY: the contract.
+        unsafe {
+            widen_accumulate::<M, W, T, E>(&mut acc, (x, ldx, h), rows, (k, 0), b, bstride);
+            finish::<M, W, E>(acc, y, ldy, (nch, h), epi);
+        }
+    }
+
     /// The chunked tile of `m` rows (1, 2, 4, 8 or 12) for `panels` (1 or 2) panels of
     /// weights of type `t` (0..=3, [`crate::gemm::lowp::WeightType::code`]) on planes of
     /// type `e`.
@@ -528,13 +598,15 @@ mod x86 {
         Some(select(m, panels, t, e)?.0)
     }
 
-    /// As [`tile_for`], the tile on an input widened whole.
-    pub(super) fn wide_for(m: usize, panels: usize, t: u64, e: u8) -> Option<Wide16> {
-        Some(select(m, panels, t, e)?.1)
+    /// As [`tile_for`], the tiles of a group of blocks sharing one widened input: the
+    /// first block's (widening it whole) and the others'.
+    pub(super) fn shared_for(m: usize, panels: usize, t: u64, e: u8) -> Option<(First16, Wide16)> {
+        let (_, f, w) = select(m, panels, t, e)?;
+        Some((f, w))
     }
 
     /// Both kernels of [`tile_for`]'s arguments.
-    fn select(m: usize, panels: usize, t: u64, e: u8) -> Option<(Tile16, Wide16)> {
+    fn select(m: usize, panels: usize, t: u64, e: u8) -> Option<(Tile16, First16, Wide16)> {
         match e {
             F16 => of_elem::<F16>(m, panels, t),
             BF16 => of_elem::<BF16>(m, panels, t),
@@ -543,7 +615,7 @@ mod x86 {
     }
 
     /// [`select`] on planes of type `E`.
-    fn of_elem<const E: u8>(m: usize, panels: usize, t: u64) -> Option<(Tile16, Wide16)> {
+    fn of_elem<const E: u8>(m: usize, panels: usize, t: u64) -> Option<(Tile16, First16, Wide16)> {
         match t {
             0 => of::<0, E>(m, panels),
             1 => of::<1, E>(m, panels),
@@ -554,13 +626,13 @@ mod x86 {
     }
 
     /// [`select`] for weights of type `T` on planes of type `E`.
-    fn of<const T: u64, const E: u8>(m: usize, panels: usize) -> Option<(Tile16, Wide16)> {
+    fn of<const T: u64, const E: u8>(m: usize, panels: usize) -> Option<(Tile16, First16, Wide16)> {
         /// Lists one instantiation per row count (no logic).
         macro_rules! sel {
             ($($n:literal),*) => {
                 match (m, panels) {
-                    $(($n, 1) => Some((tile::<$n, 1, T, E> as Tile16, wide::<$n, 1, T, E> as Wide16)),
-                      ($n, 2) => Some((tile::<$n, 2, T, E> as Tile16, wide::<$n, 2, T, E> as Wide16)),)*
+                    $(($n, 1) => Some((tile::<$n, 1, T, E> as Tile16, first::<$n, 1, T, E> as First16, wide::<$n, 1, T, E> as Wide16)),
+                      ($n, 2) => Some((tile::<$n, 2, T, E> as Tile16, first::<$n, 2, T, E> as First16, wide::<$n, 2, T, E> as Wide16)),)*
                     _ => None,
                 }
             };
