@@ -25,6 +25,9 @@
 //! buffer; int8's per-channel scales (one per lane) multiply the accumulated sums before the
 //! bias.
 
+mod act16;
+pub(crate) use act16::{direct16, run16};
+
 use super::conv::{Activation, ConvParams};
 use super::lowp::conv::Reduced;
 use super::split::{MIN_TASK_MACS, SyncPtr};
@@ -286,11 +289,11 @@ mod x86 {
 
     /// Weight rows (one cache line of an f32 panel each) prefetched ahead: about a memory
     /// latency of 12 x 32 steps.
-    const B_AHEAD: usize = 32;
+    pub(super) const B_AHEAD: usize = 32;
 
     /// Bytes of an element of type `T` ([`crate::gemm::lowp::WeightType::code`]: 0 f32,
     /// 1 f16, 2 bf16, 3 int8).
-    const fn elem_bytes(t: u64) -> usize {
+    pub(super) const fn elem_bytes(t: u64) -> usize {
         match t {
             0 => 4,
             1 | 2 => 2,
@@ -304,7 +307,7 @@ mod x86 {
     /// The CPU has AVX-512F; 16 elements readable there.
     #[target_feature(enable = "avx512f,avx2")]
     #[inline]
-    unsafe fn load16<const T: u64>(b: *const u8, i: usize) -> __m512 {
+    pub(super) unsafe fn load16<const T: u64>(b: *const u8, i: usize) -> __m512 {
         // SAFETY: the caller's contract (unaligned loads).
         unsafe {
             match T {

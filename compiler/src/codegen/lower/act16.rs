@@ -432,6 +432,13 @@ fn conv(
         })
     };
     params.packed_a = wp.packed_a;
+    if stage16::conv::pw_direct(&params) && !crate::gemm::lowp::conv::is_pw_small(&params) {
+        // The unstaged 16-bit pointwise kernel reads only its own panels (planned without
+        // scratch: no staged fallback).
+        return Err(cx.err(
+            "internal: a 16-bit pointwise Conv planned unstaged with weights in another layout",
+        ));
+    }
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
             Some(bt) if bt.dtype() == DType::F32 => Operand::Weights(w.tensor_f32(bt)),

@@ -13,6 +13,8 @@ use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
 mod pointwise;
 #[cfg(test)]
+mod pw_direct_tests;
+#[cfg(test)]
 mod reduced_tests;
 pub(super) mod slots;
 mod winograd;
@@ -166,6 +168,13 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
 /// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`; where
 /// [`wino_bands`] runs, `p` as marked (for `crate::gemm::winograd::transform_weights`).
 pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
+    if pw_direct(p) {
+        // The whole plane on the small-plane kernel's 16-bit tiles.
+        return ConvParams {
+            packed_a: pw_layout(p),
+            ..*p
+        };
+    }
     if wino_bands(p, budget).is_some() {
         // Winograd bands: the 36 transformed matrices (`winograd::transform_weights`).
         return *p;
@@ -275,7 +284,22 @@ pub fn dw_direct(p: &ConvParams) -> bool {
     p.is_depthwise() && crate::gemm::depthwise::direct16(p)
 }
 
-/// Floats of the scratch parts of the staged paths (every path but [`dw_direct`]) at one
+/// Whether a pointwise `p` runs on its 16-bit planes directly, without staging
+/// ([`crate::gemm::pw_small::run16`]: the small-plane kernel's tiles widening their input
+/// rows on the stack and narrowing their outputs in registers): where the whole plane takes
+/// that kernel in f32 and its 16-bit tiles run on this CPU. The planner and the lowering ask
+/// the same (one machine: a JIT).
+pub fn pw_direct(p: &ConvParams) -> bool {
+    p.is_pointwise()
+        && p.group <= 1
+        && crate::gemm::pw_small::direct16(&ConvParams {
+            packed_a: pw_layout(p),
+            ..*p
+        })
+}
+
+/// Floats of the scratch parts of the staged paths (every path but [`dw_direct`] and
+/// [`pw_direct`]) at one
 /// thread, slot 0's at several ([`slots::slots`]): input rows, output rows, the inner
 /// kernel's scratch.
 fn staged_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
@@ -317,9 +341,10 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
 }
 
 /// Scratch bytes [`conv`] uses for `p` at staging `budget`: the slots of [`slots::slots`]
-/// (one at one thread: the parts of [`staged_parts`]), none for [`dw_direct`].
+/// (one at one thread: the parts of [`staged_parts`]), none for [`dw_direct`] and
+/// [`pw_direct`].
 pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
-    if dw_direct(p) {
+    if dw_direct(p) || pw_direct(p) {
         return 0;
     }
     staged_bytes_at(p, budget)
@@ -354,6 +379,12 @@ pub unsafe fn conv(
     if dw_direct(p) {
         // SAFETY: the caller's contract (no scratch used).
         unsafe { crate::gemm::depthwise::run16(t, p, x, w, bias, y) };
+        return;
+    }
+    if pw_direct(p) {
+        // SAFETY: the caller's contract (`p.packed_a` and the weights as `weights_params`
+        // gives them: the small-plane kernel's panels; no scratch used).
+        unsafe { crate::gemm::pw_small::run16(t, p, x, w, bias, y) };
         return;
     }
     // SAFETY: the caller's contract, passed on.

@@ -101,7 +101,7 @@ pub(crate) fn narrow_with(isa: Isa, t: N16, src: &[f32], dst: &mut [u16]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod x86 {
+pub(in crate::gemm) mod x86 {
     use super::N16;
     use std::arch::x86_64::*;
 
@@ -223,7 +223,7 @@ pub(super) mod x86 {
     /// 16 values as bits widened.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(in crate::gemm::stage16) fn widen16(t: N16, h: __m256i) -> __m512 {
+    pub(in crate::gemm) fn widen16(t: N16, h: __m256i) -> __m512 {
         match t {
             N16::F16 => _mm512_cvtph_ps(h),
             N16::Bf16 => {
@@ -245,7 +245,7 @@ pub(super) mod x86 {
     /// `x` rounded to nearest even, as 16 values' bits.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(in crate::gemm::stage16) fn narrow16(t: N16, x: __m512) -> __m256i {
+    pub(in crate::gemm) fn narrow16(t: N16, x: __m512) -> __m256i {
         match t {
             N16::F16 => _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
             N16::Bf16 => {

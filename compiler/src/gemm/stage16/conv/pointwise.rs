@@ -5,6 +5,9 @@
 //! panels for the GEMM path), where bands of whole rows left 7- or 14-pixel bands that fill
 //! tiles of 12 or panels of 16 partly (7x7 and 14x14 planes). Each run is a pointwise
 //! convolution of its own (`h = 1`, `w` = the run) in the layout of the whole plane.
+//! Where the small-plane kernel's 16-bit tiles run (`super::pw_direct`), a plane it takes
+//! whole is not staged at all (`crate::gemm::pw_small::run16`); these runs serve the other
+//! CPUs, the GEMM path's planes, and the tests' reference.
 
 use super::super::split::{Shared, for_each_spread, narrow_spread, widen_spread};
 use super::{N16, narrow, row_parts, widen};
