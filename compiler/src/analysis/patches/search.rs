@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::window::{Cut, cells, plane, ranges_cut, rule};
+use super::window::{Cut, Slots, cells, plane, ranges_in, rule, slot_len};
 use super::{PatchPlan, PatchReport, cache, ends, fast, passes};
 use crate::analysis::liveness::{Liveness, LivenessOptions, liveness_with};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
@@ -116,6 +116,8 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
     let epilogue = ends::epilogue_inputs(g, order);
     let wino = fast::winograd_convs(g, live, &opts);
     let mut candidates = Vec::new();
+    // The slots of the values of the segment at hand (refilled per segment).
+    let mut slots = Slots::default();
     // The highest step before each one, counting live values (a buffer's interval spans
     // every value placed in it, so today's buffers would count a late value's buffer from
     // its first one's step): each value not stored in another's, from its producer's step
@@ -211,6 +213,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             before_max[a],
             unpatched_bytes,
             max_grid,
+            &mut slots,
             &mut candidates,
         );
     }
@@ -241,6 +244,7 @@ fn segment(
     before: usize,
     unpatched_bytes: usize,
     max_grid: usize,
+    slots: &mut Slots,
     candidates: &mut Vec<PatchPlan>,
 ) {
     let global = global.clone();
@@ -249,13 +253,20 @@ fn segment(
     } else {
         (a + MAX_SEGMENT).min(steps)
     };
-    for n in a + 1..=max_len {
-        let m = n - a;
+    // A stage node: local, or making pooled values only.
+    let takes = |n: usize| {
         let last = g.node(order[n - 1]);
         let once = !last.outputs.is_empty() && last.outputs.iter().all(|v| global.contains(v));
-        if rule(g, order[n - 1]).is_none() && !once {
-            break;
-        }
+        rule(g, order[n - 1]).is_some() || once
+    };
+    // The longest stage from `a`: its values numbered once for every end.
+    let end = (a + 1..=max_len)
+        .find(|&n| !takes(n))
+        .map_or(max_len, |n| n - 1);
+    slots.refill(g, &order[a..end]);
+    let slots = &*slots;
+    for n in a + 1..=end {
+        let m = n - a;
         // Values made in the stage and read after it (or graph outputs): 4-d, each written
         // whole patch by patch; the last made is the stage output. Pooled values (and what
         // is made from them alone) are computed whole, once.
@@ -378,11 +389,7 @@ fn segment(
                 (v, start.min(m - 1), end, elem)
             })
             .collect();
-        let len = |m: &[Option<Range<usize>>], v: ValueId| {
-            m.get(v.index())
-                .and_then(Option::as_ref)
-                .map_or(0, |r| r.len())
-        };
+        let len = |m: &[Option<Range<usize>>], v: ValueId| slot_len(slots, m, v);
         let extra_of = |area: &HashMap<ValueId, usize>| -> u64 {
             order[a..n]
                 .iter()
@@ -416,6 +423,10 @@ fn segment(
                 })
                 .sum()
         };
+        // The rows side of a one-pass stage per number of patch rows: shared by its
+        // recomputing and cached square grids and its strips.
+        let mut row_plans: HashMap<usize, cache::RowPlan> = HashMap::new();
+        let one = plan.len() == 1;
         for p in 2..=max_grid.min(side) {
             let mut stage_bytes = 0usize;
             // Output elements computed over all patches of all passes, per value.
@@ -433,18 +444,29 @@ fn segment(
                     (0..p)
                         .map(|i| {
                             let seeds = cells(g, t[0], &t[1..], p, dim, i);
-                            ranges_cut(g, sub, m, &seeds, dim, cut)
+                            ranges_in(g, sub, m, &seeds, dim, cut, slots)
                         })
                         .collect()
                 };
-                let (rows, cols) = (cuts(0), cuts(1));
+                if one && !row_plans.contains_key(&p) {
+                    row_plans.insert(p, cache::row_plan(g, sub, m, t, p, cut, slots));
+                }
+                let own;
+                let rows: &[Vec<Option<Range<usize>>>] = match row_plans.get(&p).filter(|_| one) {
+                    Some(rp) => &rp.wins,
+                    None => {
+                        own = cuts(0);
+                        &own
+                    }
+                };
+                let cols = cuts(1);
                 // Per row (column) range of the grid: each span value's row (column) count.
                 let lens = |ms: &[Vec<Option<Range<usize>>>]| -> Vec<Vec<usize>> {
                     ms.iter()
                         .map(|m| spans.iter().map(|&(v, ..)| len(m, v)).collect())
                         .collect()
                 };
-                let (row_lens, col_lens) = (lens(&rows), lens(&cols));
+                let (row_lens, col_lens) = (lens(rows), lens(&cols));
                 let mut worst = 0usize;
                 let mut diff = vec![0isize; m + 1];
                 for rl in &row_lens {
@@ -476,9 +498,9 @@ fn segment(
                     here = here.saturating_add(inputs);
                 }
                 stage_bytes = stage_bytes.max(here.saturating_add(worst));
-                if plan.len() == 1 {
+                if let Some(rp) = row_plans.get(&p).filter(|_| one) {
                     let (cworst, csums) =
-                        cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                        cache::stage_cost(g, m, &order[a..n], rp, &cols, &spans, slots);
                     cached = Some((here.saturating_add(cworst), csums));
                 }
                 // (sum of row lengths) x (sum of column lengths) per value computed here.
@@ -548,13 +570,14 @@ fn segment(
                 .saturating_add(aligned(oty.bytes().unwrap_or(0)))
                 .saturating_add(whole)
                 .saturating_add(inputs);
-            let cols = vec![ranges_cut(
+            let cols = vec![ranges_in(
                 g,
                 sub,
                 m,
                 &cells(g, t[0], &t[1..], 1, 1, 0),
                 1,
                 cut,
+                slots,
             )];
             let high = t
                 .iter()
@@ -589,8 +612,10 @@ fn segment(
                 .unwrap_or(usize::MAX);
             let most = MAX_STRIPS.min(high).min(dense_h / MIN_STRIP_ROWS);
             for p in 2..=most {
-                let (w, sums) =
-                    cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                let rp = row_plans
+                    .entry(p)
+                    .or_insert_with(|| cache::row_plan(g, sub, m, t, p, cut, slots));
+                let (w, sums) = cache::stage_cost(g, m, &order[a..n], rp, &cols, &spans, slots);
                 let stage_bytes = here.saturating_add(w);
                 let area: HashMap<ValueId, usize> =
                     sums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();

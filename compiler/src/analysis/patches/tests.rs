@@ -313,32 +313,47 @@ fn cached_rows_are_made_once_and_read_from_the_cache() {
         .iter()
         .map(|c| ranges_cut(&g, &order, n, c, 0, &cut))
         .collect();
-    let rows = cache::rows(&g, &order, n, &wins, &row_cells, &cut);
+    // The analysis' tables, indexed by the stage's values only, hold the same windows.
+    let slots = super::window::Slots::of_nodes(&g, &order[..n]);
+    let local: Vec<Vec<Option<std::ops::Range<usize>>>> = row_cells
+        .iter()
+        .map(|c| super::window::ranges_in(&g, &order, n, c, 0, &cut, &slots))
+        .collect();
+    for (w, l) in wins.iter().zip(&local) {
+        for v in g.value_ids() {
+            let at = slots.get(v).and_then(|k| l[k].clone());
+            assert_eq!(w[v.index()], at, "{}", g.value(v).name);
+        }
+    }
+    let rows = cache::rows(&g, &order, n, &local, &row_cells, &cut, &slots);
     for name in ["R1", "E2", "D2", "P2", "E3", "A3", "E4", "P4"] {
         let v = value(&g, name);
         let mut at = wins[0][v.index()].clone().expect("a window").start;
         for r in &rows {
-            let new = r.new[v.index()].clone().expect("new rows");
+            let new = r.new_of(&slots, v).expect("new rows");
             assert_eq!(new.start, at, "{name}: rows made twice or skipped");
             at = new.end;
         }
         let h = g.value(v).ty.shape[2];
         assert_eq!(at, h, "{name}: every row made");
-        assert_eq!(cache::new_rows(&rows, v), h);
+        assert_eq!(cache::new_rows(&rows, &slots, v), h);
     }
     // E2 (read by the stride-2 depthwise) and E3 (the stride-1 one) keep their halo rows;
     // P4 (read by no stage node) keeps nothing; the last patch row keeps nothing.
     for name in ["R1", "E2", "E3", "E4"] {
         let v = value(&g, name);
-        assert!(rows[0].keep[v.index()].is_some(), "{name} keeps its halo");
-        assert!(rows[p - 1].keep[v.index()].is_none());
+        assert!(
+            rows[0].keep_of(&slots, v).is_some(),
+            "{name} keeps its halo"
+        );
+        assert!(rows[p - 1].keep_of(&slots, v).is_none());
     }
-    assert!(rows.iter().all(|r| r.keep[p4.index()].is_none()));
+    assert!(rows.iter().all(|r| r.keep_of(&slots, p4).is_none()));
     // E3's reader (the 3x3 stride-1 depthwise) reads k - 1 = 2 rows above its new rows.
     let e3 = value(&g, "E3");
     let (read, new) = (
-        rows[1].read[e3.index()].clone().unwrap(),
-        rows[1].new[e3.index()].clone().unwrap(),
+        rows[1].read_of(&slots, e3).unwrap(),
+        rows[1].new_of(&slots, e3).unwrap(),
     );
     assert_eq!(new.start - read.start, 2);
     // The analysis offers the cached variants: on strips and square grids, recomputing

@@ -269,24 +269,123 @@ pub fn ranges_cut(
     dim: usize,
     cut: &Cut,
 ) -> Vec<Option<Range<usize>>> {
+    let stage = &order[..n.min(order.len())];
+    let mut slots = Slots::of_nodes(g, stage);
+    for (v, _) in seeds {
+        slots.add(*v);
+    }
+    let local = ranges_in(g, stage, stage.len(), seeds, dim, cut, &slots);
     let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
-    for (v, r) in seeds {
+    for (&v, r) in slots.ids().iter().zip(local) {
         if let Some(o) = win.get_mut(v.index()) {
+            *o = r;
+        }
+    }
+    win
+}
+
+/// Compact indices of the values a stage's nodes read or make: the analysis' tables per
+/// patch (windows, cached rows) are indexed by these, sized by the stage, not by every value
+/// of the graph (a rewritten graph holds thousands: MobileNetV2 after one 6x6 stage).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Slots {
+    /// Per value id, its slot (`u32::MAX`: none); sized by the graph once, reset per stage.
+    of: Vec<u32>,
+    /// The values, by slot.
+    ids: Vec<ValueId>,
+}
+
+impl Slots {
+    /// The slots of the inputs and outputs of `nodes`.
+    pub(super) fn of_nodes(g: &Graph, nodes: &[NodeId]) -> Self {
+        let mut s = Self::default();
+        s.refill(g, nodes);
+        s
+    }
+
+    /// Numbers the inputs and outputs of `nodes` afresh (the table kept, its old entries
+    /// cleared).
+    pub(super) fn refill(&mut self, g: &Graph, nodes: &[NodeId]) {
+        let count = g.values().len();
+        if self.of.len() != count {
+            self.of = vec![u32::MAX; count];
+        } else {
+            for v in self.ids.drain(..) {
+                if let Some(o) = self.of.get_mut(v.index()) {
+                    *o = u32::MAX;
+                }
+            }
+        }
+        self.ids.clear();
+        for &id in nodes {
+            let node = g.node(id);
+            for &v in node.inputs.iter().chain(&node.outputs) {
+                self.add(v);
+            }
+        }
+    }
+
+    /// Numbers `v` too (no change when it has a slot or is not a value of the graph).
+    pub(super) fn add(&mut self, v: ValueId) {
+        if let Some(o) = self.of.get_mut(v.index())
+            && *o == u32::MAX
+        {
+            *o = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+            self.ids.push(v);
+        }
+    }
+
+    /// The slot of `v`, when a node of the stage reads or makes it.
+    pub(super) fn get(&self, v: ValueId) -> Option<usize> {
+        match self.of.get(v.index()) {
+            Some(&k) if k != u32::MAX => Some(k as usize),
+            _ => None,
+        }
+    }
+
+    /// Values numbered.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The values, by slot.
+    pub(super) fn ids(&self) -> &[ValueId] {
+        &self.ids
+    }
+}
+
+/// The length of the range of `v` in `table` (indexed by `slots`), 0 when it has none.
+pub(super) fn slot_len(slots: &Slots, table: &[Option<Range<usize>>], v: ValueId) -> usize {
+    slots
+        .get(v)
+        .and_then(|k| table.get(k))
+        .and_then(Option::as_ref)
+        .map_or(0, |r| r.len())
+}
+
+/// [`ranges_cut`] indexed by `slots` (which must number the values of `order[..n]`): the
+/// analysis' form, sized by the stage.
+pub(super) fn ranges_in(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Range<usize>)],
+    dim: usize,
+    cut: &Cut,
+    slots: &Slots,
+) -> Vec<Option<Range<usize>>> {
+    let mut win: Vec<Option<Range<usize>>> = vec![None; slots.len()];
+    for (v, r) in seeds {
+        if let Some(o) = slots.get(*v).and_then(|k| win.get_mut(k)) {
             *o = Some(r.clone());
         }
     }
-    for &id in order[..n].iter().rev() {
+    for &id in order[..n.min(order.len())].iter().rev() {
         let node = g.node(id);
-        let Some(wo) = node
-            .outputs
-            .first()
-            .and_then(|y| win.get(y.index()))
-            .cloned()
-            .flatten()
-        else {
+        let Some(&y) = node.outputs.first() else {
             continue;
         };
-        let Some(&y) = node.outputs.first() else {
+        let Some(wo) = slots.get(y).and_then(|k| win.get(k)).cloned().flatten() else {
             continue;
         };
         if cut.stop.contains(&y) || cut.global.contains(&y) {
@@ -312,7 +411,7 @@ pub fn ranges_cut(
                 None => wo.clone(),
                 Some(l) => l.back(&wo, dim, size),
             };
-            if let Some(slot) = win.get_mut(v.index()) {
+            if let Some(slot) = slots.get(v).and_then(|k| win.get_mut(k)) {
                 *slot = Some(match slot.take() {
                     Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
                     None => wi,
