@@ -12,12 +12,11 @@
 //! ([`Rows::keep`]: from the first row a later patch row reads above its new ones). Columns
 //! are still cut with their halos, recomputed.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use super::passes;
-use super::window::{Cut, Slots, ranges_in, rule, slot_len};
-use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use super::search::Sums;
+use super::window::{Cut, Slots, ranges_in, slot_len};
+use crate::ir::graph::{Graph, NodeId, ValueId};
 
 /// One patch row of a cached stage, per value slot ([`Slots`]: the values the stage's nodes
 /// read or make; `None`: nothing).
@@ -80,6 +79,7 @@ pub(super) fn rows(
 ) -> Vec<Rows> {
     let count = slots.len();
     let stage = &order[..n.min(order.len())];
+    let steps = &slots.steps()[..stage.len().min(slots.steps().len())];
     // The slots of the values made in the stage.
     let made: Vec<usize> = stage
         .iter()
@@ -111,37 +111,25 @@ pub(super) fn rows(
             }
         }
         r.made_to.clone_from(&end);
-        for &id in stage {
-            let node = g.node(id);
-            let Some(&y) = node.outputs.first() else {
+        for st in steps {
+            let (Some(local), Some(y)) = (st.rule, st.y) else {
                 continue;
             };
-            let Some(ny) = r.new_of(slots, y) else {
+            let Some(ny) = r.new.get(st.ys).cloned().flatten() else {
                 continue;
             };
             if cut.stop.contains(&y) || cut.global.contains(&y) {
                 continue;
             }
-            let Some(local) = rule(g, id) else {
-                continue;
-            };
-            let reads = match local {
-                Some(_) => &node.inputs[..1.min(node.inputs.len())],
-                None => &node.inputs[..],
-            };
-            for &v in reads {
-                if matches!(g.value(v).kind, ValueKind::Constant(_))
-                    || cut.global.contains(&v)
-                    || passes::broadcast(g, v, y)
-                {
+            for &(v, k, size) in &st.reads {
+                if cut.global.contains(&v) {
                     continue;
                 }
-                let size = g.value(v).ty.shape.get(2).copied().unwrap_or(1);
                 let want = match local {
                     None => ny.clone(),
-                    Some(l) => l.back(&ny, 0, size),
+                    Some(l) => l.back(&ny, 0, size[0]),
                 };
-                if let Some(slot) = slots.get(v).and_then(|k| r.read.get_mut(k)) {
+                if let Some(slot) = r.read.get_mut(k) {
                     *slot = union(slot.take(), want);
                 }
             }
@@ -243,7 +231,7 @@ pub(super) fn row_plan(
         .collect();
     let wins: Vec<Vec<Option<Range<usize>>>> = row_cells
         .iter()
-        .map(|c| ranges_in(g, sub, m, c, 0, cut, slots))
+        .map(|c| ranges_in(sub, m, c, 0, cut, slots))
         .collect();
     let rows = rows(g, sub, m, &wins, &row_cells, cut, slots);
     RowPlan { wins, rows }
@@ -263,7 +251,7 @@ pub(super) fn stage_cost(
     cols: &[Vec<Option<Range<usize>>>],
     spans: &[(ValueId, usize, usize, usize)],
     slots: &Slots,
-) -> (usize, HashMap<ValueId, (usize, usize)>) {
+) -> (usize, Sums) {
     let aligned = |b: usize| crate::plan::align_up(b, crate::plan::ALIGN).unwrap_or(usize::MAX);
     let plan = &plan.rows;
     let col_lens: Vec<Vec<usize>> = cols
@@ -299,13 +287,15 @@ pub(super) fn stage_cost(
         }
         kept_before = here.iter().map(|h| h.1).collect();
     }
-    let sums = stage
+    let mut sums: Sums = vec![None; slots.len()];
+    for y in stage
         .iter()
         .filter_map(|&id| g.node(id).outputs.first().copied())
-        .map(|y| {
-            let cs = cols.iter().map(|w| slot_len(slots, w, y)).sum::<usize>();
-            (y, (new_rows(plan, slots, y), cs))
-        })
-        .collect();
+    {
+        let cs = cols.iter().map(|w| slot_len(slots, w, y)).sum::<usize>();
+        if let Some(x) = slots.get(y).and_then(|k| sums.get_mut(k)) {
+            *x = Some((new_rows(plan, slots, y), cs));
+        }
+    }
     (worst, sums)
 }

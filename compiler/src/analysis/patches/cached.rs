@@ -50,12 +50,12 @@ pub(super) fn run(
     let slots = Slots::of_nodes(g, &order[..n.min(order.len())]);
     let wins: Vec<Vec<Option<Range<usize>>>> = row_cells
         .iter()
-        .map(|c| ranges_in(g, order, n, c, 0, cut, &slots))
+        .map(|c| ranges_in(order, n, c, 0, cut, &slots))
         .collect();
     let rows = cache::rows(g, order, n, &wins, &row_cells, cut, &slots);
     let mut k = 0;
     for (j, col_cell) in col_cells.iter().enumerate() {
-        let cols = ranges_in(g, order, n, col_cell, 1, cut, &slots);
+        let cols = ranges_in(order, n, col_cell, 1, cut, &slots);
         let mut tail: HashMap<ValueId, (ValueId, Window)> = HashMap::new();
         for (i, row_cell) in row_cells.iter().enumerate() {
             let r = rows.get(i)?;

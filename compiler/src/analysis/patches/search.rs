@@ -13,8 +13,14 @@ use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::plan::{ALIGN, align_up};
 
-/// Per stage value: its rows summed over the patch rows and its columns over the columns.
-type Sums = HashMap<ValueId, (usize, usize)>;
+/// Per stage value (by slot, [`Slots`]): its rows summed over the patch rows and its columns
+/// over the columns.
+pub(super) type Sums = Vec<Option<(usize, usize)>>;
+
+/// The area (rows x columns) a stage computes of each value in `sums`, by slot.
+fn areas(sums: &Sums) -> Vec<usize> {
+    sums.iter().map(|s| s.map_or(0, |(r, c)| r * c)).collect()
+}
 
 fn aligned(b: usize) -> usize {
     align_up(b, ALIGN).unwrap_or(usize::MAX)
@@ -103,7 +109,9 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         }
     }
     let unpatched_bytes = at.iter().copied().max().unwrap_or(0);
-    let total_flops = order.iter().map(|&id| flops_of(g, id)).sum();
+    // Each step's FLOPs, found once.
+    let flops_at: Vec<u64> = order.iter().map(|&id| flops_of(g, id)).collect();
+    let total_flops = flops_at.iter().sum();
     let step_of: HashMap<NodeId, usize> =
         order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
     let mut last_read: HashMap<ValueId, usize> = HashMap::new();
@@ -213,6 +221,7 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             before_max[a],
             unpatched_bytes,
             max_grid,
+            &flops_at,
             &mut slots,
             &mut candidates,
         );
@@ -244,6 +253,7 @@ fn segment(
     before: usize,
     unpatched_bytes: usize,
     max_grid: usize,
+    flops_at: &[u64],
     slots: &mut Slots,
     candidates: &mut Vec<PatchPlan>,
 ) {
@@ -366,7 +376,9 @@ fn segment(
             .map(|(q, _)| q)
             .max()
             .unwrap_or(0);
-        let stage_flops: u64 = order[a..n].iter().map(|&id| flops_of(g, id)).sum();
+        let stage_flops: u64 = flops_at.get(a..n).map_or(0, |f| f.iter().sum());
+        // The stage's nodes with their FLOPs.
+        let with_flops = || order[a..n].iter().zip(flops_at.get(a..n).unwrap_or(&[]));
         // Each stage value but the output and the pooled ones: (value, producer's step, last
         // reader's step clamped to the stage, bytes per pixel).
         let spans: Vec<(ValueId, usize, usize, usize)> = made
@@ -390,19 +402,17 @@ fn segment(
             })
             .collect();
         let len = |m: &[Option<Range<usize>>], v: ValueId| slot_len(slots, m, v);
-        let extra_of = |area: &HashMap<ValueId, usize>| -> u64 {
-            order[a..n]
-                .iter()
-                .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
-                .map(|(id, y)| {
+        let extra_of = |area: &[usize]| -> u64 {
+            with_flops()
+                .filter_map(|(&id, &f)| Some((f, *g.node(id).outputs.first()?)))
+                .map(|(f, y)| {
                     let full = g
                         .value(y)
                         .ty
                         .shape
                         .get(2..4)
                         .map_or(1, |s| s.iter().product());
-                    let f = flops_of(g, id);
-                    let done = match area.get(&y).copied().unwrap_or(0) {
+                    let done = match slots.get(y).and_then(|k| area.get(k)).copied().unwrap_or(0) {
                         0 => full,
                         a => a,
                     };
@@ -412,14 +422,13 @@ fn segment(
                 .sum()
         };
         // Winograd Convs whose mean window no longer takes it.
-        let slow_of = |sums: &HashMap<ValueId, (usize, usize)>, p: usize, q: usize| -> u64 {
-            order[a..n]
-                .iter()
-                .filter_map(|&id| {
+        let slow_of = |sums: &Sums, p: usize, q: usize| -> u64 {
+            with_flops()
+                .filter_map(|(&id, &f)| {
                     let wp = wino.get(&id)?;
-                    let &(rs, cs) = sums.get(g.node(id).outputs.first()?)?;
-                    (!fast::keeps_winograd(wp, rs / p, cs / q))
-                        .then(|| fast::slow_flops(flops_of(g, id)))
+                    let k = slots.get(*g.node(id).outputs.first()?)?;
+                    let (rs, cs) = sums.get(k).copied().flatten()?;
+                    (!fast::keeps_winograd(wp, rs / p, cs / q)).then(|| fast::slow_flops(f))
                 })
                 .sum()
         };
@@ -430,10 +439,10 @@ fn segment(
         for p in 2..=max_grid.min(side) {
             let mut stage_bytes = 0usize;
             // Output elements computed over all patches of all passes, per value.
-            let mut area: HashMap<ValueId, usize> = HashMap::new();
+            let mut area: Vec<usize> = vec![0; slots.len()];
             // Per value, the summed row and column lengths of its windows (the last pass
             // computing it).
-            let mut sums: HashMap<ValueId, (usize, usize)> = HashMap::new();
+            let mut sums: Sums = vec![None; slots.len()];
             // A one-pass stage with cached halo rows: its working set, and per value the
             // summed new rows and the column lengths.
             let mut cached: Option<(usize, Sums)> = None;
@@ -444,7 +453,7 @@ fn segment(
                     (0..p)
                         .map(|i| {
                             let seeds = cells(g, t[0], &t[1..], p, dim, i);
-                            ranges_in(g, sub, m, &seeds, dim, cut, slots)
+                            ranges_in(sub, m, &seeds, dim, cut, slots)
                         })
                         .collect()
                 };
@@ -515,14 +524,19 @@ fn segment(
                         rows.iter().map(|m| len(m, y)).sum::<usize>(),
                         cols.iter().map(|m| len(m, y)).sum::<usize>(),
                     );
-                    *area.entry(y).or_insert(0) += rs * cs;
-                    sums.insert(y, (rs, cs));
+                    if let Some(k) = slots.get(y) {
+                        if let Some(x) = area.get_mut(k) {
+                            *x += rs * cs;
+                        }
+                        if let Some(x) = sums.get_mut(k) {
+                            *x = Some((rs, cs));
+                        }
+                    }
                 }
             }
             let (extra_flops, slow_flops) = (extra_of(&area), slow_of(&sums, p, p));
             if let Some((cstage, csums)) = &cached {
-                let carea: HashMap<ValueId, usize> =
-                    csums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                let carea = areas(csums);
                 candidates.push(PatchPlan {
                     start: a,
                     nodes: n,
@@ -571,7 +585,6 @@ fn segment(
                 .saturating_add(whole)
                 .saturating_add(inputs);
             let cols = vec![ranges_in(
-                g,
                 sub,
                 m,
                 &cells(g, t[0], &t[1..], 1, 1, 0),
@@ -617,8 +630,7 @@ fn segment(
                     .or_insert_with(|| cache::row_plan(g, sub, m, t, p, cut, slots));
                 let (w, sums) = cache::stage_cost(g, m, &order[a..n], rp, &cols, &spans, slots);
                 let stage_bytes = here.saturating_add(w);
-                let area: HashMap<ValueId, usize> =
-                    sums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                let area = areas(&sums);
                 candidates.push(PatchPlan {
                     start: a,
                     nodes: n,

@@ -317,7 +317,7 @@ fn cached_rows_are_made_once_and_read_from_the_cache() {
     let slots = super::window::Slots::of_nodes(&g, &order[..n]);
     let local: Vec<Vec<Option<std::ops::Range<usize>>>> = row_cells
         .iter()
-        .map(|c| super::window::ranges_in(&g, &order, n, c, 0, &cut, &slots))
+        .map(|c| super::window::ranges_in(&order, n, c, 0, &cut, &slots))
         .collect();
     for (w, l) in wins.iter().zip(&local) {
         for v in g.value_ids() {

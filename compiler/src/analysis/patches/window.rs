@@ -274,7 +274,7 @@ pub fn ranges_cut(
     for (v, _) in seeds {
         slots.add(*v);
     }
-    let local = ranges_in(g, stage, stage.len(), seeds, dim, cut, &slots);
+    let local = ranges_in(stage, stage.len(), seeds, dim, cut, &slots);
     let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
     for (&v, r) in slots.ids().iter().zip(local) {
         if let Some(o) = win.get_mut(v.index()) {
@@ -293,6 +293,22 @@ pub(super) struct Slots {
     of: Vec<u32>,
     /// The values, by slot.
     ids: Vec<ValueId>,
+    /// The nodes numbered, in their order: what the window rules need of each, found once.
+    steps: Vec<Step>,
+}
+
+/// A stage node as the window searches read it ([`ranges_in`], `cache::rows`).
+#[derive(Clone, Debug)]
+pub(super) struct Step {
+    /// Its output (the first) and that output's slot.
+    pub(super) y: Option<ValueId>,
+    pub(super) ys: usize,
+    /// Its window rule ([`rule`]); `None`: not a stage node, nothing propagates.
+    pub(super) rule: Option<Option<Local>>,
+    /// The inputs its window is propagated to (a Conv's or pooling's data input, every arena
+    /// input of an element-wise node; not constants, not pooled values broadcast): the value,
+    /// its slot, its rows and columns.
+    pub(super) reads: Vec<(ValueId, usize, [usize; 2])>,
 }
 
 impl Slots {
@@ -317,12 +333,54 @@ impl Slots {
             }
         }
         self.ids.clear();
+        self.steps.clear();
         for &id in nodes {
             let node = g.node(id);
             for &v in node.inputs.iter().chain(&node.outputs) {
                 self.add(v);
             }
         }
+        for &id in nodes {
+            let node = g.node(id);
+            let Some(&y) = node.outputs.first() else {
+                self.steps.push(Step {
+                    y: None,
+                    ys: usize::MAX,
+                    rule: None,
+                    reads: Vec::new(),
+                });
+                continue;
+            };
+            let rule = rule(g, id);
+            let reads = match rule {
+                None => &[][..],
+                Some(Some(_)) => &node.inputs[..1.min(node.inputs.len())],
+                Some(None) => &node.inputs[..],
+            };
+            let reads = reads
+                .iter()
+                .filter(|&&v| {
+                    !matches!(g.value(v).kind, ValueKind::Constant(_))
+                        && !passes::broadcast(g, v, y)
+                })
+                .filter_map(|&v| {
+                    let shape = &g.value(v).ty.shape;
+                    let size = |d: usize| shape.get(2 + d).copied().unwrap_or(1);
+                    Some((v, self.get(v)?, [size(0), size(1)]))
+                })
+                .collect();
+            self.steps.push(Step {
+                y: Some(y),
+                ys: self.get(y).unwrap_or(usize::MAX),
+                rule,
+                reads,
+            });
+        }
+    }
+
+    /// The nodes numbered, in order ([`Step`]).
+    pub(super) fn steps(&self) -> &[Step] {
+        &self.steps
     }
 
     /// Numbers `v` too (no change when it has a slot or is not a value of the graph).
@@ -363,10 +421,10 @@ pub(super) fn slot_len(slots: &Slots, table: &[Option<Range<usize>>], v: ValueId
         .map_or(0, |r| r.len())
 }
 
-/// [`ranges_cut`] indexed by `slots` (which must number the values of `order[..n]`): the
-/// analysis' form, sized by the stage.
+/// [`ranges_cut`] indexed by `slots`, which must number the nodes `order[..n]` (in that
+/// order, [`Slots::refill`]) and possibly more after them: the analysis' form, sized by the
+/// stage.
 pub(super) fn ranges_in(
-    g: &Graph,
     order: &[NodeId],
     n: usize,
     seeds: &[(ValueId, Range<usize>)],
@@ -380,38 +438,26 @@ pub(super) fn ranges_in(
             *o = Some(r.clone());
         }
     }
-    for &id in order[..n.min(order.len())].iter().rev() {
-        let node = g.node(id);
-        let Some(&y) = node.outputs.first() else {
+    let n = n.min(order.len()).min(slots.steps.len());
+    for st in slots.steps[..n].iter().rev() {
+        let (Some(rule), Some(y)) = (st.rule, st.y) else {
             continue;
         };
-        let Some(wo) = slots.get(y).and_then(|k| win.get(k)).cloned().flatten() else {
+        let Some(wo) = win.get(st.ys).cloned().flatten() else {
             continue;
         };
         if cut.stop.contains(&y) || cut.global.contains(&y) {
             continue;
         }
-        let Some(rule) = rule(g, id) else {
-            continue;
-        };
-        // A Conv's or pooling's data input; every arena input of an element-wise node.
-        let reads = match rule {
-            Some(_) => &node.inputs[..1.min(node.inputs.len())],
-            None => &node.inputs[..],
-        };
-        for &v in reads {
-            if matches!(g.value(v).kind, ValueKind::Constant(_))
-                || cut.global.contains(&v)
-                || passes::broadcast(g, v, y)
-            {
+        for &(v, k, size) in &st.reads {
+            if cut.global.contains(&v) {
                 continue;
             }
-            let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
             let wi = match rule {
                 None => wo.clone(),
-                Some(l) => l.back(&wo, dim, size),
+                Some(l) => l.back(&wo, dim, size[dim.min(1)]),
             };
-            if let Some(slot) = slots.get(v).and_then(|k| win.get_mut(k)) {
+            if let Some(slot) = win.get_mut(k) {
                 *slot = Some(match slot.take() {
                     Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
                     None => wi,
