@@ -180,6 +180,40 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         ValueKind::Computed(p) => step_of.get(&p).copied(),
         _ => Some(0),
     };
+    // Per later segment start `a`, the values made before it (and graph inputs) that it reads
+    // or that outlive it, whole during the stage: each value counts from the step after its
+    // producer's to its last reader's (the end for graph outputs); a difference array.
+    let mut held_at = vec![0usize; steps + 2];
+    {
+        let mut diff = vec![0isize; steps + 2];
+        for v in g.value_ids() {
+            if matches!(g.value(v).kind, ValueKind::Constant(_)) {
+                continue;
+            }
+            let Some(s) = produced(v) else {
+                continue;
+            };
+            let hi = if g.outputs.contains(&v) {
+                steps
+            } else {
+                match last_read.get(&v) {
+                    Some(&r) => r.min(steps),
+                    None => continue,
+                }
+            };
+            if hi < s + 1 {
+                continue;
+            }
+            let b = aligned(g.value(v).ty.bytes().unwrap_or(0)) as isize;
+            diff[s + 1] += b;
+            diff[hi + 1] -= b;
+        }
+        let mut run = 0isize;
+        for (t, d) in diff.iter().enumerate().take(steps + 1) {
+            run += d;
+            held_at[t] = run.max(0) as usize;
+        }
+    }
     for a in 0..steps {
         // A later segment only when the steps before it are below today's peak.
         if a > 0 && before_max[a] >= unpatched_bytes {
@@ -191,17 +225,10 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         let sub = &order[a..];
         // Values made before the segment (and graph inputs) it reads or that outlive it:
         // whole during the stage.
-        let held: usize = if a == 0 {
+        let held = if a == 0 {
             0
         } else {
-            g.value_ids()
-                .filter(|&v| !matches!(g.value(v).kind, ValueKind::Constant(_)))
-                .filter(|&v| {
-                    produced(v).is_some_and(|s| s < a || g.value(v).kind == ValueKind::Input)
-                })
-                .filter(|&v| g.outputs.contains(&v) || last_read.get(&v).is_some_and(|&s| s >= a))
-                .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
-                .sum()
+            held_at.get(a).copied().unwrap_or(0)
         };
         segment(
             g,
