@@ -130,7 +130,8 @@ impl PatchReport {
             let e = low.entry((c.start, c.nodes)).or_insert(c.peak_bytes);
             *e = (*e).min(c.peak_bytes);
         }
-        v.sort_by_key(|c| {
+        // Each key found once (the cost reads the stage's weights): a stable sort as before.
+        v.sort_by_cached_key(|c| {
             let best = low
                 .get(&(c.start, c.nodes))
                 .copied()
