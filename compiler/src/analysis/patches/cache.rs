@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use super::search::Sums;
-use super::window::{Cut, Slots, ranges_in, slot_len};
+use super::window::{CUT_GLOBAL, Cut, Slots, ranges_in, slot_len};
 use crate::ir::graph::{Graph, NodeId, ValueId};
 
 /// One patch row of a cached stage, per value slot ([`Slots`]: the values the stage's nodes
@@ -80,6 +80,8 @@ pub(super) fn rows(
     let count = slots.len();
     let stage = &order[..n.min(order.len())];
     let steps = &slots.steps()[..stage.len().min(slots.steps().len())];
+    let flags = slots.cut_flags(cut);
+    let flag = |k: usize| flags.get(k).copied().unwrap_or(0);
     // The slots of the values made in the stage.
     let made: Vec<usize> = stage
         .iter()
@@ -112,17 +114,17 @@ pub(super) fn rows(
         }
         r.made_to.clone_from(&end);
         for st in steps {
-            let (Some(local), Some(y)) = (st.rule, st.y) else {
+            let (Some(local), Some(_)) = (st.rule, st.y) else {
                 continue;
             };
             let Some(ny) = r.new.get(st.ys).cloned().flatten() else {
                 continue;
             };
-            if cut.stop.contains(&y) || cut.global.contains(&y) {
+            if flag(st.ys) != 0 {
                 continue;
             }
-            for &(v, k, size) in &st.reads {
-                if cut.global.contains(&v) {
+            for &(_, k, size) in &st.reads {
+                if flag(k) & CUT_GLOBAL != 0 {
                     continue;
                 }
                 let want = match local {

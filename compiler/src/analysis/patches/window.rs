@@ -297,6 +297,12 @@ pub(super) struct Slots {
     steps: Vec<Step>,
 }
 
+/// [`Slots::cut_flags`]: read whole from an earlier pass.
+pub(super) const CUT_STOP: u8 = 1;
+
+/// [`Slots::cut_flags`]: computed once, whole.
+pub(super) const CUT_GLOBAL: u8 = 2;
+
 /// A stage node as the window searches read it ([`ranges_in`], `cache::rows`).
 #[derive(Clone, Debug)]
 pub(super) struct Step {
@@ -378,6 +384,20 @@ impl Slots {
         }
     }
 
+    /// Per slot, whether `cut` holds the value: [`CUT_STOP`], [`CUT_GLOBAL`] (a few values
+    /// marked, no hashing per node).
+    pub(super) fn cut_flags(&self, cut: &Cut) -> Vec<u8> {
+        let mut flags = vec![0u8; self.len()];
+        for (set, bit) in [(&cut.stop, CUT_STOP), (&cut.global, CUT_GLOBAL)] {
+            for &v in set {
+                if let Some(f) = self.get(v).and_then(|k| flags.get_mut(k)) {
+                    *f |= bit;
+                }
+            }
+        }
+        flags
+    }
+
     /// The nodes numbered, in order ([`Step`]).
     pub(super) fn steps(&self) -> &[Step] {
         &self.steps
@@ -439,18 +459,20 @@ pub(super) fn ranges_in(
         }
     }
     let n = n.min(order.len()).min(slots.steps.len());
+    let flags = slots.cut_flags(cut);
+    let flag = |k: usize| flags.get(k).copied().unwrap_or(0);
     for st in slots.steps[..n].iter().rev() {
-        let (Some(rule), Some(y)) = (st.rule, st.y) else {
+        let (Some(rule), Some(_)) = (st.rule, st.y) else {
             continue;
         };
         let Some(wo) = win.get(st.ys).cloned().flatten() else {
             continue;
         };
-        if cut.stop.contains(&y) || cut.global.contains(&y) {
+        if flag(st.ys) != 0 {
             continue;
         }
-        for &(v, k, size) in &st.reads {
-            if cut.global.contains(&v) {
+        for &(_, k, size) in &st.reads {
+            if flag(k) & CUT_GLOBAL != 0 {
                 continue;
             }
             let wi = match rule {
