@@ -374,3 +374,96 @@ fn cached_rows_are_made_once_and_read_from_the_cache() {
     );
     assert_eq!(at(true, 1).extra_flops, 0);
 }
+
+/// The window search as it was before the stage tables (`window::Slots`): every node's rule
+/// found on the way, windows indexed by value id; the plain reference of [`ranges_cut`].
+fn reference_ranges(
+    g: &Graph,
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, std::ops::Range<usize>)],
+    dim: usize,
+    cut: &Cut,
+) -> Vec<Option<std::ops::Range<usize>>> {
+    let mut win: Vec<Option<std::ops::Range<usize>>> = vec![None; g.values().len()];
+    for (v, r) in seeds {
+        win[v.index()] = Some(r.clone());
+    }
+    for &id in order[..n].iter().rev() {
+        let node = g.node(id);
+        let y = node.outputs[0];
+        let Some(wo) = win[y.index()].clone() else {
+            continue;
+        };
+        if cut.stop.contains(&y) || cut.global.contains(&y) {
+            continue;
+        }
+        let Some(rule) = window::rule(g, id) else {
+            continue;
+        };
+        let reads = match rule {
+            Some(_) => &node.inputs[..1],
+            None => &node.inputs[..],
+        };
+        for &v in reads {
+            if matches!(g.value(v).kind, ValueKind::Constant(_))
+                || cut.global.contains(&v)
+                || passes::broadcast(g, v, y)
+            {
+                continue;
+            }
+            let size = g.value(v).ty.shape[2 + dim];
+            let wi = match rule {
+                None => wo.clone(),
+                Some(l) => l.back(&wo, dim, size),
+            };
+            let slot = &mut win[v.index()];
+            *slot = Some(match slot.take() {
+                Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
+                None => wi,
+            });
+        }
+    }
+    win
+}
+
+#[test]
+fn stage_tables_find_the_reference_windows() {
+    // Every stage end of MobileNetV2's first blocks, grids 2..5, rows and columns, with and
+    // without a cut (a checkpoint read whole, the pooled output): the slot-indexed search
+    // (one `Slots` refilled per stage, as the analysis does) and `ranges_cut` find the
+    // windows of the plain per-node search.
+    let g = graph(MBV2);
+    let order = g.order().to_vec();
+    let mut cut = Cut::default();
+    cut.stop.insert(value(&g, "E3"));
+    cut.global.insert(value(&g, "Y"));
+    let mut slots = window::Slots::default();
+    let mut compared = 0;
+    for n in (1..order.len()).rev() {
+        slots.refill(&g, &order[..n]);
+        let out = g.node(order[n - 1]).outputs[0];
+        for p in 2..=5 {
+            for dim in 0..2 {
+                for i in 0..p {
+                    let seeds = cells(&g, out, &[], p, dim, i);
+                    for c in [&Cut::default(), &cut] {
+                        let want = reference_ranges(&g, &order, n, &seeds, dim, c);
+                        assert_eq!(ranges_cut(&g, &order, n, &seeds, dim, c), want);
+                        let local = window::ranges_in(&order, n, &seeds, dim, c, &slots);
+                        for v in g.value_ids() {
+                            let got = slots.get(v).and_then(|k| local[k].clone());
+                            assert_eq!(got, want[v.index()], "{} n {n}", g.value(v).name);
+                        }
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 100);
+    // A value no node of the stage touches has no slot: the tables are the stage's size.
+    slots.refill(&g, &order[..2]);
+    assert!(slots.get(value(&g, "P4")).is_none());
+    assert!(slots.len() < g.values().len());
+}
