@@ -51,10 +51,12 @@ def run_time(model, threads, runs, extra):
     if threads == 1 and shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    m = re.search(r"time per run: ([0-9.]+) ms", out)
+    m = re.search(r"time per run: ([0-9.]+) (ms|s)\b", out)
     if not m:
         raise RuntimeError(f"no time in the output of {' '.join(cmd)}:\n{out}")
-    return float(m.group(1))
+    # In ms: a run of a second or more prints seconds (a loaded machine, a large model).
+    scale = 1000.0 if m.group(2) == "s" else 1.0
+    return float(m.group(1)) * scale
 
 
 def inputs_for(model, tmp):

@@ -237,7 +237,7 @@ pub fn winograd_conv(g: &Graph, id: NodeId, o: &LivenessOptions) -> Option<ConvP
 }
 
 /// [`winograd_conv`] with [`precomputed`] given.
-fn winograd_conv_in(
+pub fn winograd_conv_in(
     g: &Graph,
     id: NodeId,
     o: &LivenessOptions,

@@ -12,14 +12,14 @@
 //! ([`Rows::keep`]: from the first row a later patch row reads above its new ones). Columns
 //! are still cut with their halos, recomputed.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use super::passes;
-use super::window::{Cut, rule};
-use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
+use super::search::Sums;
+use super::window::{CUT_GLOBAL, Cut, Slots, ranges_in, slot_len};
+use crate::ir::graph::{Graph, NodeId, ValueId};
 
-/// One patch row of a cached stage, per value id (`None`: nothing).
+/// One patch row of a cached stage, per value slot ([`Slots`]: the values the stage's nodes
+/// read or make; `None`: nothing).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Rows {
     /// The rows made in this patch row (stage values only).
@@ -33,6 +33,28 @@ pub(super) struct Rows {
     pub(super) made_to: Vec<Option<usize>>,
 }
 
+impl Rows {
+    /// The rows of `v` made in this patch row.
+    pub(super) fn new_of(&self, slots: &Slots, v: ValueId) -> Option<Range<usize>> {
+        self.new.get(slots.get(v)?).cloned().flatten()
+    }
+
+    /// The rows of `v` its readers read in this patch row.
+    pub(super) fn read_of(&self, slots: &Slots, v: ValueId) -> Option<Range<usize>> {
+        self.read.get(slots.get(v)?).cloned().flatten()
+    }
+
+    /// The first row of `v` kept after this patch row.
+    pub(super) fn keep_of(&self, slots: &Slots, v: ValueId) -> Option<usize> {
+        self.keep.get(slots.get(v)?).copied().flatten()
+    }
+
+    /// The last row of `v` made so far (exclusive).
+    pub(super) fn made_to_of(&self, slots: &Slots, v: ValueId) -> Option<usize> {
+        self.made_to.get(slots.get(v)?).copied().flatten()
+    }
+}
+
 fn union(a: Option<Range<usize>>, b: Range<usize>) -> Option<Range<usize>> {
     if b.is_empty() {
         return a;
@@ -44,8 +66,8 @@ fn union(a: Option<Range<usize>>, b: Range<usize>) -> Option<Range<usize>> {
 }
 
 /// The cached row plan of the stage `order[..n]` (values made there: `made`) whose windows
-/// per patch row are `wins` (today's rows per value id, one entry per patch row) and whose
-/// written cells per patch row are `cells`.
+/// per patch row are `wins` (today's rows per value slot of `slots`, one entry per patch row)
+/// and whose written cells per patch row are `cells`.
 pub(super) fn rows(
     g: &Graph,
     order: &[NodeId],
@@ -53,12 +75,18 @@ pub(super) fn rows(
     wins: &[Vec<Option<Range<usize>>>],
     cells: &[Vec<(ValueId, Range<usize>)>],
     cut: &Cut,
+    slots: &Slots,
 ) -> Vec<Rows> {
-    let count = g.values().len();
+    let count = slots.len();
     let stage = &order[..n.min(order.len())];
-    let made: Vec<ValueId> = stage
+    let steps = &slots.steps()[..stage.len().min(slots.steps().len())];
+    let flags = slots.cut_flags(cut);
+    let flag = |k: usize| flags.get(k).copied().unwrap_or(0);
+    // The slots of the values made in the stage.
+    let made: Vec<usize> = stage
         .iter()
         .flat_map(|&id| g.node(id).outputs.iter().copied())
+        .filter_map(|v| slots.get(v))
         .collect();
     let mut out: Vec<Rows> = Vec::with_capacity(wins.len());
     let mut end: Vec<Option<usize>> = vec![None; count];
@@ -69,54 +97,47 @@ pub(super) fn rows(
             keep: vec![None; count],
             made_to: vec![None; count],
         };
-        for &v in &made {
-            let Some(w) = win.get(v.index()).cloned().flatten() else {
+        for &k in &made {
+            let Some(w) = win.get(k).cloned().flatten() else {
                 continue;
             };
-            let from = end[v.index()].map_or(w.start, |e| e.max(w.start));
+            let Some(e) = end.get_mut(k) else {
+                continue;
+            };
+            let from = e.map_or(w.start, |e| e.max(w.start));
             if w.end > from {
-                r.new[v.index()] = Some(from..w.end);
-                end[v.index()] = Some(w.end);
+                if let Some(nk) = r.new.get_mut(k) {
+                    *nk = Some(from..w.end);
+                }
+                *e = Some(w.end);
             }
         }
         r.made_to.clone_from(&end);
-        for &id in stage {
-            let node = g.node(id);
-            let Some(&y) = node.outputs.first() else {
+        for st in steps {
+            let (Some(local), Some(_)) = (st.rule, st.y) else {
                 continue;
             };
-            let Some(ny) = r.new.get(y.index()).cloned().flatten() else {
+            let Some(ny) = r.new.get(st.ys).cloned().flatten() else {
                 continue;
             };
-            if cut.stop.contains(&y) || cut.global.contains(&y) {
+            if flag(st.ys) != 0 {
                 continue;
             }
-            let Some(local) = rule(g, id) else {
-                continue;
-            };
-            let reads = match local {
-                Some(_) => &node.inputs[..1.min(node.inputs.len())],
-                None => &node.inputs[..],
-            };
-            for &v in reads {
-                if matches!(g.value(v).kind, ValueKind::Constant(_))
-                    || cut.global.contains(&v)
-                    || passes::broadcast(g, v, y)
-                {
+            for &(_, k, size) in &st.reads {
+                if flag(k) & CUT_GLOBAL != 0 {
                     continue;
                 }
-                let size = g.value(v).ty.shape.get(2).copied().unwrap_or(1);
                 let want = match local {
                     None => ny.clone(),
-                    Some(l) => l.back(&ny, 0, size),
+                    Some(l) => l.back(&ny, 0, size[0]),
                 };
-                if let Some(slot) = r.read.get_mut(v.index()) {
+                if let Some(slot) = r.read.get_mut(k) {
                     *slot = union(slot.take(), want);
                 }
             }
         }
         for (v, c) in cells.get(i).into_iter().flatten() {
-            if let Some(slot) = r.read.get_mut(v.index()) {
+            if let Some(slot) = slots.get(*v).and_then(|k| r.read.get_mut(k)) {
                 *slot = union(slot.take(), c.clone());
             }
         }
@@ -128,19 +149,25 @@ pub(super) fn rows(
     for i in (0..out.len()).rev() {
         if i + 1 < out.len() {
             let (head, tail) = out.split_at_mut(i + 1);
-            let (here, below) = (&mut head[i], &tail[0]);
-            for &v in &made {
-                let k = v.index();
-                let (Some(read), Some(before)) = (below.read[k].clone(), here.made_to[k]) else {
+            let (Some(here), Some(below)) = (head.get_mut(i), tail.first()) else {
+                continue;
+            };
+            for &k in &made {
+                let read = below.read.get(k).cloned().flatten();
+                let before = here.made_to.get(k).copied().flatten();
+                let (Some(read), Some(before), Some(f)) = (read, before, first.get_mut(k)) else {
                     continue;
                 };
                 if read.start < before {
-                    first[k] = Some(first[k].map_or(read.start, |f| f.min(read.start)));
+                    *f = Some(f.map_or(read.start, |f| f.min(read.start)));
                 }
             }
-            for &v in &made {
-                let k = v.index();
-                here.keep[k] = first[k].filter(|&f| here.made_to[k].is_some_and(|e| f < e));
+            for &k in &made {
+                let made_to = here.made_to.get(k).copied().flatten();
+                let f = first.get(k).copied().flatten();
+                if let Some(keep) = here.keep.get_mut(k) {
+                    *keep = f.filter(|&f| made_to.is_some_and(|e| f < e));
+                }
             }
         }
     }
@@ -148,87 +175,99 @@ pub(super) fn rows(
 }
 
 /// Rows (per patch row) and the values' new rows summed over the patch rows: what a cached
-/// stage computes of each value along the rows, per value id.
-pub(super) fn new_rows(rows: &[Rows], v: ValueId) -> usize {
+/// stage computes of each value along the rows.
+pub(super) fn new_rows(rows: &[Rows], slots: &Slots, v: ValueId) -> usize {
     rows.iter()
-        .map(|r| {
-            r.new
-                .get(v.index())
-                .cloned()
-                .flatten()
-                .map_or(0, |x| x.len())
-        })
+        .map(|r| r.new_of(slots, v).map_or(0, |x| x.len()))
         .sum()
 }
 
 /// The rows of `v` held during patch row `i` (its readers' rows and its new rows: the cache
 /// joined to the new rows), and the rows of its cache kept after it.
-pub(super) fn held(rows: &[Rows], i: usize, v: ValueId) -> (usize, usize) {
+pub(super) fn held(rows: &[Rows], slots: &Slots, i: usize, v: ValueId) -> (usize, usize) {
     let Some(r) = rows.get(i) else {
         return (0, 0);
     };
-    let k = v.index();
-    let new = r.new.get(k).cloned().flatten();
-    let read = r.read.get(k).cloned().flatten();
-    let span = match (new, read) {
+    let span = match (r.new_of(slots, v), r.read_of(slots, v)) {
         (Some(a), Some(b)) => a.start.min(b.start)..a.end.max(b.end),
         (Some(a), None) | (None, Some(a)) => a,
         (None, None) => 0..0,
     };
-    let kept = match (
-        r.keep.get(k).copied().flatten(),
-        r.made_to.get(k).copied().flatten(),
-    ) {
+    let kept = match (r.keep_of(slots, v), r.made_to_of(slots, v)) {
         (Some(f), Some(e)) => e.saturating_sub(f),
         _ => 0,
     };
     (span.len(), kept)
 }
 
-/// The cost of the cached stage `stage` (`sub[..m]`, writing `t`, the stage output first) on
-/// `p` rows of patches and the columns `cols` (each column's windows per value id): the
-/// largest patch working set — each value in `spans` (value, producer's step, last reader's
-/// step, bytes per pixel) on its rows held ([`held`]) from producer to last reader, plus the
-/// caches read and kept, all the patch — and per stage value its new rows summed over the
-/// patch rows and its column lengths summed over the columns.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn stage_cost(
+/// The rows side of a cached one-pass stage on `p` patch rows: the cells written per patch
+/// row, each row's windows (per value slot) and the row plan ([`rows`]). Shared by the
+/// square cached grid and the strips of the same `p`, and its windows by the recomputing
+/// grid (`search.rs`).
+pub(super) struct RowPlan {
+    /// The windows per patch row (today's: halos recomputed), per value slot.
+    pub(super) wins: Vec<Vec<Option<Range<usize>>>>,
+    /// The cached row plan.
+    pub(super) rows: Vec<Rows>,
+}
+
+/// The [`RowPlan`] of the stage `sub[..m]` writing `t` (the stage output first) on `p` patch
+/// rows.
+pub(super) fn row_plan(
     g: &Graph,
     sub: &[NodeId],
     m: usize,
-    stage: &[NodeId],
     t: &[ValueId],
     p: usize,
-    cols: &[Vec<Option<Range<usize>>>],
-    spans: &[(ValueId, usize, usize, usize)],
     cut: &Cut,
-) -> (usize, HashMap<ValueId, (usize, usize)>) {
-    let aligned = |b: usize| crate::plan::align_up(b, crate::plan::ALIGN).unwrap_or(usize::MAX);
-    let len = |w: &[Option<Range<usize>>], v: ValueId| {
-        w.get(v.index())
-            .and_then(Option::as_ref)
-            .map_or(0, |r| r.len())
-    };
+    slots: &Slots,
+) -> RowPlan {
     let Some((&first, others)) = t.split_first() else {
-        return (0, HashMap::new());
+        return RowPlan {
+            wins: Vec::new(),
+            rows: Vec::new(),
+        };
     };
     let row_cells: Vec<Vec<(ValueId, Range<usize>)>> = (0..p)
         .map(|i| super::cells(g, first, others, p, 0, i))
         .collect();
     let wins: Vec<Vec<Option<Range<usize>>>> = row_cells
         .iter()
-        .map(|c| super::ranges_cut(g, sub, m, c, 0, cut))
+        .map(|c| ranges_in(sub, m, c, 0, cut, slots))
         .collect();
-    let plan = rows(g, sub, m, &wins, &row_cells, cut);
+    let rows = rows(g, sub, m, &wins, &row_cells, cut, slots);
+    RowPlan { wins, rows }
+}
+
+/// The cost of the cached stage `stage` (`sub[..m]`) on the row plan `plan` and the columns
+/// `cols` (each column's windows per value slot): the largest patch working set — each value
+/// in `spans` (value, producer's step, last reader's step, bytes per pixel) on its rows held
+/// ([`held`]) from producer to last reader, plus the caches read and kept, all the patch — and
+/// per stage value its new rows summed over the patch rows and its column lengths summed over
+/// the columns.
+pub(super) fn stage_cost(
+    g: &Graph,
+    m: usize,
+    stage: &[NodeId],
+    plan: &RowPlan,
+    cols: &[Vec<Option<Range<usize>>>],
+    spans: &[(ValueId, usize, usize, usize)],
+    slots: &Slots,
+) -> (usize, Sums) {
+    let aligned = |b: usize| crate::plan::align_up(b, crate::plan::ALIGN).unwrap_or(usize::MAX);
+    let plan = &plan.rows;
     let col_lens: Vec<Vec<usize>> = cols
         .iter()
-        .map(|w| spans.iter().map(|&(v, ..)| len(w, v)).collect())
+        .map(|w| spans.iter().map(|&(v, ..)| slot_len(slots, w, v)).collect())
         .collect();
     let mut worst = 0usize;
     let mut diff = vec![0isize; m + 1];
     let mut kept_before = vec![0usize; spans.len()];
-    for i in 0..p {
-        let here: Vec<(usize, usize)> = spans.iter().map(|&(v, ..)| held(&plan, i, v)).collect();
+    for i in 0..plan.len() {
+        let here: Vec<(usize, usize)> = spans
+            .iter()
+            .map(|&(v, ..)| held(plan, slots, i, v))
+            .collect();
         for cl in &col_lens {
             diff.fill(0);
             let mut tails = 0usize;
@@ -250,13 +289,15 @@ pub(super) fn stage_cost(
         }
         kept_before = here.iter().map(|h| h.1).collect();
     }
-    let sums = stage
+    let mut sums: Sums = vec![None; slots.len()];
+    for y in stage
         .iter()
         .filter_map(|&id| g.node(id).outputs.first().copied())
-        .map(|y| {
-            let cs = cols.iter().map(|w| len(w, y)).sum::<usize>();
-            (y, (new_rows(&plan, y), cs))
-        })
-        .collect();
+    {
+        let cs = cols.iter().map(|w| slot_len(slots, w, y)).sum::<usize>();
+        if let Some(x) = slots.get(y).and_then(|k| sums.get_mut(k)) {
+            *x = Some((new_rows(plan, slots, y), cs));
+        }
+    }
     (worst, sums)
 }

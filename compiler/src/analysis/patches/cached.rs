@@ -12,7 +12,8 @@ use std::ops::Range;
 
 use super::cache;
 use super::lower::{Patch, Rewrite};
-use super::{Cut, Window, cells, ranges_cut};
+use super::window::{Slots, ranges_in};
+use super::{Cut, Window, cells};
 use crate::ir::graph::{NodeId, ValueId};
 use crate::ops::Op;
 
@@ -46,31 +47,32 @@ pub(super) fn run(
     {
         return None;
     }
+    let slots = Slots::of_nodes(g, &order[..n.min(order.len())]);
     let wins: Vec<Vec<Option<Range<usize>>>> = row_cells
         .iter()
-        .map(|c| ranges_cut(g, order, n, c, 0, cut))
+        .map(|c| ranges_in(order, n, c, 0, cut, &slots))
         .collect();
-    let rows = cache::rows(g, order, n, &wins, &row_cells, cut);
+    let rows = cache::rows(g, order, n, &wins, &row_cells, cut, &slots);
     let mut k = 0;
     for (j, col_cell) in col_cells.iter().enumerate() {
-        let cols = ranges_cut(g, order, n, col_cell, 1, cut);
+        let cols = ranges_in(order, n, col_cell, 1, cut, &slots);
         let mut tail: HashMap<ValueId, (ValueId, Window)> = HashMap::new();
         for (i, row_cell) in row_cells.iter().enumerate() {
             let r = rows.get(i)?;
             let (mut win, mut keep) = (HashMap::new(), HashMap::new());
             for &v in made {
-                let Some(c) = cols.get(v.index()).cloned().flatten() else {
+                let Some(c) = slots.get(v).and_then(|k| cols.get(k)).cloned().flatten() else {
                     continue;
                 };
-                if let Some(nr) = r.new.get(v.index()).cloned().flatten() {
+                if let Some(nr) = r.new_of(&slots, v) {
                     let w = Window {
                         rows: nr,
                         cols: c.clone(),
                     };
                     win.insert(v, w);
                 }
-                let kept = r.keep.get(v.index()).copied().flatten();
-                if let (Some(f), Some(e)) = (kept, r.made_to.get(v.index()).copied().flatten()) {
+                let kept = r.keep_of(&slots, v);
+                if let (Some(f), Some(e)) = (kept, r.made_to_of(&slots, v)) {
                     keep.insert(
                         v,
                         Window {

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::liveness::winograd::winograd_conv;
+use crate::analysis::liveness::winograd::{precomputed, winograd_conv_in};
 use crate::analysis::liveness::{BufferKind, Liveness, LivenessOptions};
 use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd::{self, WINOGRAD_U_PACKED};
@@ -42,19 +42,22 @@ pub fn winograd_convs(
             winograd: true,
             ..*opts
         };
+        // The precomputed weights are the graph's choice: found once, not per Conv.
+        let pre = precomputed(g, &on);
         return live
             .order
             .iter()
             .filter(|&&id| matches!(g.node(id).op, crate::ops::Op::Conv(_)))
-            .filter_map(|&id| Some((id, winograd_conv(g, id, &on)?)))
+            .filter_map(|&id| Some((id, winograd_conv_in(g, id, &on, &pre)?)))
             .collect();
     }
+    let pre = precomputed(g, opts);
     live.buffers
         .iter()
         .filter(|b| b.kind == BufferKind::Scratch)
         .filter_map(|b| {
             let id = b.node?;
-            let p = winograd_conv(g, id, opts)?;
+            let p = winograd_conv_in(g, id, opts, &pre)?;
             winograd::block_for_scratch(&p, b.interval.size).map(|_| (id, p))
         })
         .collect()

@@ -6,15 +6,21 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::window::{Cut, cells, plane, ranges_cut, rule};
+use super::window::{Cut, Slots, cells, plane, ranges_in, rule, slot_len};
 use super::{PatchPlan, PatchReport, cache, ends, fast, passes};
 use crate::analysis::liveness::{Liveness, LivenessOptions, liveness_with};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 use crate::plan::{ALIGN, align_up};
 
-/// Per stage value: its rows summed over the patch rows and its columns over the columns.
-type Sums = HashMap<ValueId, (usize, usize)>;
+/// Per stage value (by slot, [`Slots`]): its rows summed over the patch rows and its columns
+/// over the columns.
+pub(super) type Sums = Vec<Option<(usize, usize)>>;
+
+/// The area (rows x columns) a stage computes of each value in `sums`, by slot.
+fn areas(sums: &Sums) -> Vec<usize> {
+    sums.iter().map(|s| s.map_or(0, |(r, c)| r * c)).collect()
+}
 
 fn aligned(b: usize) -> usize {
     align_up(b, ALIGN).unwrap_or(usize::MAX)
@@ -103,7 +109,9 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         }
     }
     let unpatched_bytes = at.iter().copied().max().unwrap_or(0);
-    let total_flops = order.iter().map(|&id| flops_of(g, id)).sum();
+    // Each step's FLOPs, found once.
+    let flops_at: Vec<u64> = order.iter().map(|&id| flops_of(g, id)).collect();
+    let total_flops = flops_at.iter().sum();
     let step_of: HashMap<NodeId, usize> =
         order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
     let mut last_read: HashMap<ValueId, usize> = HashMap::new();
@@ -116,6 +124,8 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
     let epilogue = ends::epilogue_inputs(g, order);
     let wino = fast::winograd_convs(g, live, &opts);
     let mut candidates = Vec::new();
+    // The slots of the values of the segment at hand (refilled per segment).
+    let mut slots = Slots::default();
     // The highest step before each one, counting live values (a buffer's interval spans
     // every value placed in it, so today's buffers would count a late value's buffer from
     // its first one's step): each value not stored in another's, from its producer's step
@@ -170,6 +180,40 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         ValueKind::Computed(p) => step_of.get(&p).copied(),
         _ => Some(0),
     };
+    // Per later segment start `a`, the values made before it (and graph inputs) that it reads
+    // or that outlive it, whole during the stage: each value counts from the step after its
+    // producer's to its last reader's (the end for graph outputs); a difference array.
+    let mut held_at = vec![0usize; steps + 2];
+    {
+        let mut diff = vec![0isize; steps + 2];
+        for v in g.value_ids() {
+            if matches!(g.value(v).kind, ValueKind::Constant(_)) {
+                continue;
+            }
+            let Some(s) = produced(v) else {
+                continue;
+            };
+            let hi = if g.outputs.contains(&v) {
+                steps
+            } else {
+                match last_read.get(&v) {
+                    Some(&r) => r.min(steps),
+                    None => continue,
+                }
+            };
+            if hi < s + 1 {
+                continue;
+            }
+            let b = aligned(g.value(v).ty.bytes().unwrap_or(0)) as isize;
+            diff[s + 1] += b;
+            diff[hi + 1] -= b;
+        }
+        let mut run = 0isize;
+        for (t, d) in diff.iter().enumerate().take(steps + 1) {
+            run += d;
+            held_at[t] = run.max(0) as usize;
+        }
+    }
     for a in 0..steps {
         // A later segment only when the steps before it are below today's peak.
         if a > 0 && before_max[a] >= unpatched_bytes {
@@ -181,17 +225,10 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
         let sub = &order[a..];
         // Values made before the segment (and graph inputs) it reads or that outlive it:
         // whole during the stage.
-        let held: usize = if a == 0 {
+        let held = if a == 0 {
             0
         } else {
-            g.value_ids()
-                .filter(|&v| !matches!(g.value(v).kind, ValueKind::Constant(_)))
-                .filter(|&v| {
-                    produced(v).is_some_and(|s| s < a || g.value(v).kind == ValueKind::Input)
-                })
-                .filter(|&v| g.outputs.contains(&v) || last_read.get(&v).is_some_and(|&s| s >= a))
-                .map(|v| aligned(g.value(v).ty.bytes().unwrap_or(0)))
-                .sum()
+            held_at.get(a).copied().unwrap_or(0)
         };
         segment(
             g,
@@ -211,6 +248,8 @@ pub fn analyze(g: &Graph, order: &[NodeId], opts: LivenessOptions, max_grid: usi
             before_max[a],
             unpatched_bytes,
             max_grid,
+            &flops_at,
+            &mut slots,
             &mut candidates,
         );
     }
@@ -241,6 +280,8 @@ fn segment(
     before: usize,
     unpatched_bytes: usize,
     max_grid: usize,
+    flops_at: &[u64],
+    slots: &mut Slots,
     candidates: &mut Vec<PatchPlan>,
 ) {
     let global = global.clone();
@@ -249,13 +290,20 @@ fn segment(
     } else {
         (a + MAX_SEGMENT).min(steps)
     };
-    for n in a + 1..=max_len {
-        let m = n - a;
+    // A stage node: local, or making pooled values only.
+    let takes = |n: usize| {
         let last = g.node(order[n - 1]);
         let once = !last.outputs.is_empty() && last.outputs.iter().all(|v| global.contains(v));
-        if rule(g, order[n - 1]).is_none() && !once {
-            break;
-        }
+        rule(g, order[n - 1]).is_some() || once
+    };
+    // The longest stage from `a`: its values numbered once for every end.
+    let end = (a + 1..=max_len)
+        .find(|&n| !takes(n))
+        .map_or(max_len, |n| n - 1);
+    slots.refill(g, &order[a..end]);
+    let slots = &*slots;
+    for n in a + 1..=end {
+        let m = n - a;
         // Values made in the stage and read after it (or graph outputs): 4-d, each written
         // whole patch by patch; the last made is the stage output. Pooled values (and what
         // is made from them alone) are computed whole, once.
@@ -355,7 +403,9 @@ fn segment(
             .map(|(q, _)| q)
             .max()
             .unwrap_or(0);
-        let stage_flops: u64 = order[a..n].iter().map(|&id| flops_of(g, id)).sum();
+        let stage_flops: u64 = flops_at.get(a..n).map_or(0, |f| f.iter().sum());
+        // The stage's nodes with their FLOPs.
+        let with_flops = || order[a..n].iter().zip(flops_at.get(a..n).unwrap_or(&[]));
         // Each stage value but the output and the pooled ones: (value, producer's step, last
         // reader's step clamped to the stage, bytes per pixel).
         let spans: Vec<(ValueId, usize, usize, usize)> = made
@@ -378,24 +428,18 @@ fn segment(
                 (v, start.min(m - 1), end, elem)
             })
             .collect();
-        let len = |m: &[Option<Range<usize>>], v: ValueId| {
-            m.get(v.index())
-                .and_then(Option::as_ref)
-                .map_or(0, |r| r.len())
-        };
-        let extra_of = |area: &HashMap<ValueId, usize>| -> u64 {
-            order[a..n]
-                .iter()
-                .filter_map(|&id| Some((id, *g.node(id).outputs.first()?)))
-                .map(|(id, y)| {
+        let len = |m: &[Option<Range<usize>>], v: ValueId| slot_len(slots, m, v);
+        let extra_of = |area: &[usize]| -> u64 {
+            with_flops()
+                .filter_map(|(&id, &f)| Some((f, *g.node(id).outputs.first()?)))
+                .map(|(f, y)| {
                     let full = g
                         .value(y)
                         .ty
                         .shape
                         .get(2..4)
                         .map_or(1, |s| s.iter().product());
-                    let f = flops_of(g, id);
-                    let done = match area.get(&y).copied().unwrap_or(0) {
+                    let done = match slots.get(y).and_then(|k| area.get(k)).copied().unwrap_or(0) {
                         0 => full,
                         a => a,
                     };
@@ -405,24 +449,27 @@ fn segment(
                 .sum()
         };
         // Winograd Convs whose mean window no longer takes it.
-        let slow_of = |sums: &HashMap<ValueId, (usize, usize)>, p: usize, q: usize| -> u64 {
-            order[a..n]
-                .iter()
-                .filter_map(|&id| {
+        let slow_of = |sums: &Sums, p: usize, q: usize| -> u64 {
+            with_flops()
+                .filter_map(|(&id, &f)| {
                     let wp = wino.get(&id)?;
-                    let &(rs, cs) = sums.get(g.node(id).outputs.first()?)?;
-                    (!fast::keeps_winograd(wp, rs / p, cs / q))
-                        .then(|| fast::slow_flops(flops_of(g, id)))
+                    let k = slots.get(*g.node(id).outputs.first()?)?;
+                    let (rs, cs) = sums.get(k).copied().flatten()?;
+                    (!fast::keeps_winograd(wp, rs / p, cs / q)).then(|| fast::slow_flops(f))
                 })
                 .sum()
         };
+        // The rows side of a one-pass stage per number of patch rows: shared by its
+        // recomputing and cached square grids and its strips.
+        let mut row_plans: HashMap<usize, cache::RowPlan> = HashMap::new();
+        let one = plan.len() == 1;
         for p in 2..=max_grid.min(side) {
             let mut stage_bytes = 0usize;
             // Output elements computed over all patches of all passes, per value.
-            let mut area: HashMap<ValueId, usize> = HashMap::new();
+            let mut area: Vec<usize> = vec![0; slots.len()];
             // Per value, the summed row and column lengths of its windows (the last pass
             // computing it).
-            let mut sums: HashMap<ValueId, (usize, usize)> = HashMap::new();
+            let mut sums: Sums = vec![None; slots.len()];
             // A one-pass stage with cached halo rows: its working set, and per value the
             // summed new rows and the column lengths.
             let mut cached: Option<(usize, Sums)> = None;
@@ -433,18 +480,29 @@ fn segment(
                     (0..p)
                         .map(|i| {
                             let seeds = cells(g, t[0], &t[1..], p, dim, i);
-                            ranges_cut(g, sub, m, &seeds, dim, cut)
+                            ranges_in(sub, m, &seeds, dim, cut, slots)
                         })
                         .collect()
                 };
-                let (rows, cols) = (cuts(0), cuts(1));
+                if one && !row_plans.contains_key(&p) {
+                    row_plans.insert(p, cache::row_plan(g, sub, m, t, p, cut, slots));
+                }
+                let own;
+                let rows: &[Vec<Option<Range<usize>>>] = match row_plans.get(&p).filter(|_| one) {
+                    Some(rp) => &rp.wins,
+                    None => {
+                        own = cuts(0);
+                        &own
+                    }
+                };
+                let cols = cuts(1);
                 // Per row (column) range of the grid: each span value's row (column) count.
                 let lens = |ms: &[Vec<Option<Range<usize>>>]| -> Vec<Vec<usize>> {
                     ms.iter()
                         .map(|m| spans.iter().map(|&(v, ..)| len(m, v)).collect())
                         .collect()
                 };
-                let (row_lens, col_lens) = (lens(&rows), lens(&cols));
+                let (row_lens, col_lens) = (lens(rows), lens(&cols));
                 let mut worst = 0usize;
                 let mut diff = vec![0isize; m + 1];
                 for rl in &row_lens {
@@ -476,9 +534,9 @@ fn segment(
                     here = here.saturating_add(inputs);
                 }
                 stage_bytes = stage_bytes.max(here.saturating_add(worst));
-                if plan.len() == 1 {
+                if let Some(rp) = row_plans.get(&p).filter(|_| one) {
                     let (cworst, csums) =
-                        cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                        cache::stage_cost(g, m, &order[a..n], rp, &cols, &spans, slots);
                     cached = Some((here.saturating_add(cworst), csums));
                 }
                 // (sum of row lengths) x (sum of column lengths) per value computed here.
@@ -493,14 +551,19 @@ fn segment(
                         rows.iter().map(|m| len(m, y)).sum::<usize>(),
                         cols.iter().map(|m| len(m, y)).sum::<usize>(),
                     );
-                    *area.entry(y).or_insert(0) += rs * cs;
-                    sums.insert(y, (rs, cs));
+                    if let Some(k) = slots.get(y) {
+                        if let Some(x) = area.get_mut(k) {
+                            *x += rs * cs;
+                        }
+                        if let Some(x) = sums.get_mut(k) {
+                            *x = Some((rs, cs));
+                        }
+                    }
                 }
             }
             let (extra_flops, slow_flops) = (extra_of(&area), slow_of(&sums, p, p));
             if let Some((cstage, csums)) = &cached {
-                let carea: HashMap<ValueId, usize> =
-                    csums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                let carea = areas(csums);
                 candidates.push(PatchPlan {
                     start: a,
                     nodes: n,
@@ -548,13 +611,13 @@ fn segment(
                 .saturating_add(aligned(oty.bytes().unwrap_or(0)))
                 .saturating_add(whole)
                 .saturating_add(inputs);
-            let cols = vec![ranges_cut(
-                g,
+            let cols = vec![ranges_in(
                 sub,
                 m,
                 &cells(g, t[0], &t[1..], 1, 1, 0),
                 1,
                 cut,
+                slots,
             )];
             let high = t
                 .iter()
@@ -589,11 +652,12 @@ fn segment(
                 .unwrap_or(usize::MAX);
             let most = MAX_STRIPS.min(high).min(dense_h / MIN_STRIP_ROWS);
             for p in 2..=most {
-                let (w, sums) =
-                    cache::stage_cost(g, sub, m, &order[a..n], t, p, &cols, &spans, cut);
+                let rp = row_plans
+                    .entry(p)
+                    .or_insert_with(|| cache::row_plan(g, sub, m, t, p, cut, slots));
+                let (w, sums) = cache::stage_cost(g, m, &order[a..n], rp, &cols, &spans, slots);
                 let stage_bytes = here.saturating_add(w);
-                let area: HashMap<ValueId, usize> =
-                    sums.iter().map(|(&y, &(r, c))| (y, r * c)).collect();
+                let area = areas(&sums);
                 candidates.push(PatchPlan {
                     start: a,
                     nodes: n,

@@ -40,42 +40,60 @@ struct Policy {
     /// (the search before the prediction counted them: U-Net's recomputing 3x3 stage,
     /// 0.579 of the unpatched arena, whose loss the planned arenas then show).
     slow: bool,
+    /// Whether the slack spans stages ([`super::PatchReport::ranked_across`]: the least time
+    /// proxy among the candidates of any stage within `slack` of the lowest predicted peak);
+    /// its complete plan is kept only when its planned arena is no larger than the smallest
+    /// of the other policies' (a tie on arena goes to the smaller time proxy, never more
+    /// arena).
+    across: bool,
 }
 
 /// The policies tried: the lowest predicted peak of each family and of both (the first is
 /// the recomputing search alone, the second that search with the budget on recomputed
 /// FLOPs only), then both with the time proxy choosing within 12.5% of the predicted peak,
 /// and cached ones alike.
-const POLICIES: [Policy; 6] = [
+const POLICIES: [Policy; 7] = [
     Policy {
         cached: Some(false),
         slack: 0.0,
         slow: true,
+        across: false,
     },
     Policy {
         cached: Some(false),
         slack: 0.0,
         slow: false,
+        across: false,
     },
     Policy {
         cached: Some(true),
         slack: 0.0,
         slow: true,
+        across: false,
     },
     Policy {
         cached: None,
         slack: 0.0,
         slow: true,
+        across: false,
     },
     Policy {
         cached: None,
         slack: 0.125,
         slow: true,
+        across: false,
     },
     Policy {
         cached: Some(true),
         slack: 0.125,
         slow: true,
+        across: false,
+    },
+    Policy {
+        cached: None,
+        slack: 0.125,
+        slow: true,
+        across: true,
     },
 ];
 
@@ -179,7 +197,8 @@ pub fn plan_whole<E>(
     // each state's ranked candidates found once.
     let mut states: HashMap<Vec<Key>, State> = HashMap::new();
     let mut reports: HashMap<Vec<Key>, super::PatchReport> = HashMap::new();
-    let mut finals: Vec<Vec<Key>> = Vec::new();
+    // The complete plans reached, each with whether only `across` policies reached it.
+    let mut finals: Vec<(Vec<Key>, bool)> = Vec::new();
     // Stages planned that did not shrink the arena.
     let mut dead: std::collections::HashSet<Vec<Key>> = std::collections::HashSet::new();
     for policy in POLICIES {
@@ -194,15 +213,17 @@ pub fn plan_whole<E>(
                 .or_insert_with(|| analyze(graph, &arena.schedule, predict, MAX_GRID));
             let order = &arena.schedule;
             let total = report.total_flops as f64;
-            let ranked = report.ranked_with(
-                if policy.slow { left } else { f64::INFINITY },
-                policy.slack,
-                |c| {
-                    policy.cached.is_none_or(|k| c.cached == k)
-                        && (policy.slow || c.extra_flops as f64 <= left * total)
-                },
-                |c| stream_flops(graph, order, c),
-            );
+            let keep = |c: &PatchPlan| {
+                policy.cached.is_none_or(|k| c.cached == k)
+                    && (policy.slow || c.extra_flops as f64 <= left * total)
+            };
+            let cost = |c: &PatchPlan| stream_flops(graph, order, c);
+            let budget = if policy.slow { left } else { f64::INFINITY };
+            let ranked = if policy.across {
+                report.ranked_across(budget, policy.slack, keep, cost)
+            } else {
+                report.ranked_with(budget, policy.slack, keep, cost)
+            };
             let Some((c, ng)) = ranked
                 .iter()
                 .take(RETRIES)
@@ -245,10 +266,30 @@ pub fn plan_whole<E>(
             }
             path = next;
         }
-        if !path.is_empty() && !finals.contains(&path) {
-            finals.push(path);
+        if !path.is_empty() {
+            match finals.iter_mut().find(|(p, _)| *p == path) {
+                Some(f) => f.1 &= policy.across,
+                None => finals.push((path, policy.across)),
+            }
         }
     }
+    // The smallest planned arena of the plans an ordinary policy reached: an `across`
+    // policy's plan is kept only at or below it.
+    let plain_low = finals
+        .iter()
+        .filter(|(_, across)| !across)
+        .filter_map(|(p, _)| states.get(p).map(|s| s.plan.arena_bytes))
+        .min();
+    let finals: Vec<Vec<Key>> = finals
+        .into_iter()
+        .filter(|(p, across)| {
+            !across
+                || states
+                    .get(p)
+                    .is_some_and(|s| plain_low.is_none_or(|low| s.plan.arena_bytes <= low))
+        })
+        .map(|(p, _)| p)
+        .collect();
     let base_wino = winograd_flops(g, base);
     let scored: Vec<(Vec<Key>, usize, u64)> = finals
         .iter()

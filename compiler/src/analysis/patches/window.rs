@@ -269,50 +269,217 @@ pub fn ranges_cut(
     dim: usize,
     cut: &Cut,
 ) -> Vec<Option<Range<usize>>> {
+    let stage = &order[..n.min(order.len())];
+    let mut slots = Slots::of_nodes(g, stage);
+    for (v, _) in seeds {
+        slots.add(*v);
+    }
+    let local = ranges_in(stage, stage.len(), seeds, dim, cut, &slots);
     let mut win: Vec<Option<Range<usize>>> = vec![None; g.values().len()];
-    for (v, r) in seeds {
+    for (&v, r) in slots.ids().iter().zip(local) {
         if let Some(o) = win.get_mut(v.index()) {
+            *o = r;
+        }
+    }
+    win
+}
+
+/// Compact indices of the values a stage's nodes read or make: the analysis' tables per
+/// patch (windows, cached rows) are indexed by these, sized by the stage, not by every value
+/// of the graph (a rewritten graph holds thousands: MobileNetV2 after one 6x6 stage).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Slots {
+    /// Per value id, its slot (`u32::MAX`: none); sized by the graph once, reset per stage.
+    of: Vec<u32>,
+    /// The values, by slot.
+    ids: Vec<ValueId>,
+    /// The nodes numbered, in their order: what the window rules need of each, found once.
+    steps: Vec<Step>,
+}
+
+/// [`Slots::cut_flags`]: read whole from an earlier pass.
+pub(super) const CUT_STOP: u8 = 1;
+
+/// [`Slots::cut_flags`]: computed once, whole.
+pub(super) const CUT_GLOBAL: u8 = 2;
+
+/// A stage node as the window searches read it ([`ranges_in`], `cache::rows`).
+#[derive(Clone, Debug)]
+pub(super) struct Step {
+    /// Its output (the first) and that output's slot.
+    pub(super) y: Option<ValueId>,
+    pub(super) ys: usize,
+    /// Its window rule ([`rule`]); `None`: not a stage node, nothing propagates.
+    pub(super) rule: Option<Option<Local>>,
+    /// The inputs its window is propagated to (a Conv's or pooling's data input, every arena
+    /// input of an element-wise node; not constants, not pooled values broadcast): the value,
+    /// its slot, its rows and columns.
+    pub(super) reads: Vec<(ValueId, usize, [usize; 2])>,
+}
+
+impl Slots {
+    /// The slots of the inputs and outputs of `nodes`.
+    pub(super) fn of_nodes(g: &Graph, nodes: &[NodeId]) -> Self {
+        let mut s = Self::default();
+        s.refill(g, nodes);
+        s
+    }
+
+    /// Numbers the inputs and outputs of `nodes` afresh (the table kept, its old entries
+    /// cleared).
+    pub(super) fn refill(&mut self, g: &Graph, nodes: &[NodeId]) {
+        let count = g.values().len();
+        if self.of.len() != count {
+            self.of = vec![u32::MAX; count];
+        } else {
+            for v in self.ids.drain(..) {
+                if let Some(o) = self.of.get_mut(v.index()) {
+                    *o = u32::MAX;
+                }
+            }
+        }
+        self.ids.clear();
+        self.steps.clear();
+        for &id in nodes {
+            let node = g.node(id);
+            for &v in node.inputs.iter().chain(&node.outputs) {
+                self.add(v);
+            }
+        }
+        for &id in nodes {
+            let node = g.node(id);
+            let Some(&y) = node.outputs.first() else {
+                self.steps.push(Step {
+                    y: None,
+                    ys: usize::MAX,
+                    rule: None,
+                    reads: Vec::new(),
+                });
+                continue;
+            };
+            let rule = rule(g, id);
+            let reads = match rule {
+                None => &[][..],
+                Some(Some(_)) => &node.inputs[..1.min(node.inputs.len())],
+                Some(None) => &node.inputs[..],
+            };
+            let reads = reads
+                .iter()
+                .filter(|&&v| {
+                    !matches!(g.value(v).kind, ValueKind::Constant(_))
+                        && !passes::broadcast(g, v, y)
+                })
+                .filter_map(|&v| {
+                    let shape = &g.value(v).ty.shape;
+                    let size = |d: usize| shape.get(2 + d).copied().unwrap_or(1);
+                    Some((v, self.get(v)?, [size(0), size(1)]))
+                })
+                .collect();
+            self.steps.push(Step {
+                y: Some(y),
+                ys: self.get(y).unwrap_or(usize::MAX),
+                rule,
+                reads,
+            });
+        }
+    }
+
+    /// Per slot, whether `cut` holds the value: [`CUT_STOP`], [`CUT_GLOBAL`] (a few values
+    /// marked, no hashing per node).
+    pub(super) fn cut_flags(&self, cut: &Cut) -> Vec<u8> {
+        let mut flags = vec![0u8; self.len()];
+        for (set, bit) in [(&cut.stop, CUT_STOP), (&cut.global, CUT_GLOBAL)] {
+            for &v in set {
+                if let Some(f) = self.get(v).and_then(|k| flags.get_mut(k)) {
+                    *f |= bit;
+                }
+            }
+        }
+        flags
+    }
+
+    /// The nodes numbered, in order ([`Step`]).
+    pub(super) fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Numbers `v` too (no change when it has a slot or is not a value of the graph).
+    pub(super) fn add(&mut self, v: ValueId) {
+        if let Some(o) = self.of.get_mut(v.index())
+            && *o == u32::MAX
+        {
+            *o = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+            self.ids.push(v);
+        }
+    }
+
+    /// The slot of `v`, when a node of the stage reads or makes it.
+    pub(super) fn get(&self, v: ValueId) -> Option<usize> {
+        match self.of.get(v.index()) {
+            Some(&k) if k != u32::MAX => Some(k as usize),
+            _ => None,
+        }
+    }
+
+    /// Values numbered.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The values, by slot.
+    pub(super) fn ids(&self) -> &[ValueId] {
+        &self.ids
+    }
+}
+
+/// The length of the range of `v` in `table` (indexed by `slots`), 0 when it has none.
+pub(super) fn slot_len(slots: &Slots, table: &[Option<Range<usize>>], v: ValueId) -> usize {
+    slots
+        .get(v)
+        .and_then(|k| table.get(k))
+        .and_then(Option::as_ref)
+        .map_or(0, |r| r.len())
+}
+
+/// [`ranges_cut`] indexed by `slots`, which must number the nodes `order[..n]` (in that
+/// order, [`Slots::refill`]) and possibly more after them: the analysis' form, sized by the
+/// stage.
+pub(super) fn ranges_in(
+    order: &[NodeId],
+    n: usize,
+    seeds: &[(ValueId, Range<usize>)],
+    dim: usize,
+    cut: &Cut,
+    slots: &Slots,
+) -> Vec<Option<Range<usize>>> {
+    let mut win: Vec<Option<Range<usize>>> = vec![None; slots.len()];
+    for (v, r) in seeds {
+        if let Some(o) = slots.get(*v).and_then(|k| win.get_mut(k)) {
             *o = Some(r.clone());
         }
     }
-    for &id in order[..n].iter().rev() {
-        let node = g.node(id);
-        let Some(wo) = node
-            .outputs
-            .first()
-            .and_then(|y| win.get(y.index()))
-            .cloned()
-            .flatten()
-        else {
+    let n = n.min(order.len()).min(slots.steps.len());
+    let flags = slots.cut_flags(cut);
+    let flag = |k: usize| flags.get(k).copied().unwrap_or(0);
+    for st in slots.steps[..n].iter().rev() {
+        let (Some(rule), Some(_)) = (st.rule, st.y) else {
             continue;
         };
-        let Some(&y) = node.outputs.first() else {
+        let Some(wo) = win.get(st.ys).cloned().flatten() else {
             continue;
         };
-        if cut.stop.contains(&y) || cut.global.contains(&y) {
+        if flag(st.ys) != 0 {
             continue;
         }
-        let Some(rule) = rule(g, id) else {
-            continue;
-        };
-        // A Conv's or pooling's data input; every arena input of an element-wise node.
-        let reads = match rule {
-            Some(_) => &node.inputs[..1.min(node.inputs.len())],
-            None => &node.inputs[..],
-        };
-        for &v in reads {
-            if matches!(g.value(v).kind, ValueKind::Constant(_))
-                || cut.global.contains(&v)
-                || passes::broadcast(g, v, y)
-            {
+        for &(_, k, size) in &st.reads {
+            if flag(k) & CUT_GLOBAL != 0 {
                 continue;
             }
-            let size = g.value(v).ty.shape.get(2 + dim).copied().unwrap_or(1);
             let wi = match rule {
                 None => wo.clone(),
-                Some(l) => l.back(&wo, dim, size),
+                Some(l) => l.back(&wo, dim, size[dim.min(1)]),
             };
-            if let Some(slot) = win.get_mut(v.index()) {
+            if let Some(slot) = win.get_mut(k) {
                 *slot = Some(match slot.take() {
                     Some(old) => old.start.min(wi.start)..old.end.max(wi.end),
                     None => wi,
