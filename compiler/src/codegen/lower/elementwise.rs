@@ -483,7 +483,10 @@ pub(super) fn native(
             ew::Program {
                 steps: vec![ew::Step::Unary(*u, ew::Arg::Input(0))],
             },
-            vec![ew::bcast(ys, ys).unwrap_or(ew::Bcast { inner: 1, count: 1 })],
+            vec![ew::Bcast {
+                inner: 1,
+                count: ys.iter().product(),
+            }],
         )),
         _ => super::act16::node_ew_plan(cx),
     };

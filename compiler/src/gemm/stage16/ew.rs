@@ -245,7 +245,7 @@ fn fused(steps: &[FusedStep], inputs: usize) -> Option<Vec<Step>> {
                     Some(Step::Unary(*u, arg(0)?))
                 }
                 Op::Binary(BinaryOp::Pow) if s.args.len() == 2 => match arg(1)? {
-                    Arg::Const(k) if k.fract() == 0.0 && (2.0..=4.0).contains(&k) => {
+                    Arg::Const(k) if k == f32::from(k as u8) && POWI.contains(&(k as u8)) => {
                         Some(Step::Powi(arg(0)?, k as u8))
                     }
                     _ => None,

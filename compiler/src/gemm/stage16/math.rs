@@ -43,63 +43,46 @@ const CLAMP: f32 = 4.0;
 
 /// `v[i] = erf(v[i])`.
 pub fn erf_in_place(v: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::convert::isa() == super::convert::Isa::Avx512 && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX-512F (`isa`) and FMA.
-        return unsafe { erf_avx512(v) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { erf_avx2(v) };
-    }
-    v.iter_mut().for_each(|e| *e = erf1(*e));
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn erf_avx2(v: &mut [f32]) {
-    v.iter_mut().for_each(|e| *e = erf1(*e));
-}
-
-/// [`erf1`] over `v` in 16-lane vectors (the same operations: the same bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-fn erf_avx512(v: &mut [f32]) {
-    v.iter_mut().for_each(|e| *e = erf1(*e));
+    map(v, erf1);
 }
 
 /// `v[i] = gelu(v[i]) = v[i] / 2 * (1 + erf(v[i] / sqrt 2))` (ONNX `Gelu`, exact form), by
 /// [`erf1`] in the same vectors as [`erf_in_place`].
 pub fn gelu_in_place(v: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::convert::isa() == super::convert::Isa::Avx512 && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has AVX-512F (`isa`) and FMA.
-        return unsafe { gelu_avx512(v) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { gelu_avx2(v) };
-    }
-    v.iter_mut().for_each(|e| *e = gelu1(*e));
+    map(v, |x| {
+        0.5 * x * (1.0 + erf1(x * std::f32::consts::FRAC_1_SQRT_2))
+    });
 }
 
+/// `v[i] = f(v[i])` in the widest vectors this CPU and the selected kernel family allow
+/// (`f` is inlined into each copy; `mul_add` is fused on every path: the same bits).
 #[inline(always)]
-fn gelu1(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf1(x * std::f32::consts::FRAC_1_SQRT_2))
+fn map(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let fma = is_x86_feature_detected!("fma");
+        if super::convert::isa() == super::convert::Isa::Avx512 && fma {
+            // SAFETY: the CPU has AVX-512F (`isa`) and FMA.
+            return unsafe { map_avx512(v, f) };
+        }
+        if is_x86_feature_detected!("avx2") && fma {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { map_avx2(v, f) };
+        }
+    }
+    v.iter_mut().for_each(|e| *e = f(*e));
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn gelu_avx2(v: &mut [f32]) {
-    v.iter_mut().for_each(|e| *e = gelu1(*e));
+fn map_avx2(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+    v.iter_mut().for_each(|e| *e = f(*e));
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-fn gelu_avx512(v: &mut [f32]) {
-    v.iter_mut().for_each(|e| *e = gelu1(*e));
+fn map_avx512(v: &mut [f32], f: impl Fn(f32) -> f32 + Copy) {
+    v.iter_mut().for_each(|e| *e = f(*e));
 }
 
 /// Below this [`exp_le0`] is 0 (`exp(-87) = 1.6e-38`, the smallest normal scale `2^-126`).
