@@ -20,6 +20,9 @@
 //! HardSigmoid, HardSwish; [`super::act::bias_act`]).
 
 pub use super::act::Activation;
+
+/// The pointwise path on 16-bit planes (`--activations f16|bf16`), unstaged.
+pub(crate) mod act16;
 use super::split::{MIN_TASK_MACS, SyncPtr};
 use super::{IM2COL_TILE, NR, packed_b_len};
 

@@ -439,6 +439,15 @@ fn conv(
             "internal: a 16-bit pointwise Conv planned unstaged with weights in another layout",
         ));
     }
+    if stage16::conv::pw_big_direct(&params)
+        && params.packed_a != 1
+        && crate::gemm::lowp::conv_weight_type(&params).is_none()
+    {
+        // The unstaged GEMM-path kernel reads the core's packed weights (f32 or reduced).
+        return Err(cx.err(
+            "internal: a 16-bit pointwise Conv planned unstaged with weights in another layout",
+        ));
+    }
     let bias_op = match bias {
         Some(bv) => match cx.constant(bv) {
             Some(bt) if bt.dtype() == DType::F32 => Operand::Weights(w.tensor_f32(bt)),

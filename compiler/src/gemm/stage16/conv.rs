@@ -13,6 +13,8 @@ use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
 mod pointwise;
 #[cfg(test)]
+mod pw_big_tests;
+#[cfg(test)]
 mod pw_direct_tests;
 #[cfg(test)]
 mod reduced_tests;
@@ -168,8 +170,8 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
 /// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`; where
 /// [`wino_bands`] runs, `p` as marked (for `crate::gemm::winograd::transform_weights`).
 pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
-    if pw_direct(p) {
-        // The whole plane on the small-plane kernel's 16-bit tiles.
+    if pw_direct(p) || pw_big_direct(p) {
+        // The whole plane on the small-plane kernel's 16-bit tiles, or the GEMM path's.
         return ConvParams {
             packed_a: pw_layout(p),
             ..*p
@@ -210,6 +212,7 @@ pub fn reduced_direct(
             || dw_bands(p, budget).is_some()
             || dw_block(p, budget).is_some()
             || pw_pixels(p, budget).is_some()
+            || pw_big_direct(p)
     };
     if wtype == 0 || other(p) || other(&q) {
         return None;
@@ -298,6 +301,19 @@ pub fn pw_direct(p: &ConvParams) -> bool {
         })
 }
 
+/// Whether a pointwise `p` the GEMM path takes in f32 runs on its 16-bit planes directly,
+/// without staging ([`crate::gemm::conv::act16::run16`]: B rows widened a panel pair at a
+/// time on the stack, the output tile accumulated in f32 on the stack and narrowed), with
+/// f32 weights or weights stored reduced (`--weights`); `ARENAC_PWBIG16_DIRECT=0` stages it.
+/// The planner and the lowering ask the same.
+pub fn pw_big_direct(p: &ConvParams) -> bool {
+    p.is_pointwise()
+        && p.group <= 1
+        && !pw_direct(p)
+        && pw_layout(p) == 1
+        && crate::gemm::conv::act16::enabled()
+}
+
 /// Floats of the scratch parts of the staged paths (every path but [`dw_direct`] and
 /// [`pw_direct`]) at one
 /// thread, slot 0's at several ([`slots::slots`]): input rows, output rows, the inner
@@ -344,7 +360,7 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
 /// (one at one thread: the parts of [`staged_parts`]), none for [`dw_direct`] and
 /// [`pw_direct`].
 pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
-    if dw_direct(p) || pw_direct(p) {
+    if dw_direct(p) || pw_direct(p) || pw_big_direct(p) {
         return 0;
     }
     staged_bytes_at(p, budget)
@@ -385,6 +401,12 @@ pub unsafe fn conv(
         // SAFETY: the caller's contract (`p.packed_a` and the weights as `weights_params`
         // gives them: the small-plane kernel's panels; no scratch used).
         unsafe { crate::gemm::pw_small::run16(t, p, x, w, bias, y) };
+        return;
+    }
+    if pw_big_direct(p) {
+        // SAFETY: the caller's contract (the weights as `weights_params` gives them: packed
+        // for the GEMM core, or stored reduced in its layout; no scratch used).
+        unsafe { crate::gemm::conv::act16::run16(t, p, x, w, bias, y) };
         return;
     }
     // SAFETY: the caller's contract, passed on.
