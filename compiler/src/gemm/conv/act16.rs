@@ -62,7 +62,8 @@ pub(crate) unsafe fn run16(
     } else {
         1
     };
-    let (tiles, mparts) = split(n, m, pixels, width);
+    let kernel = selected_kernel();
+    let (tiles, mparts) = split(n, m, pixels, width, tile_max(k, step(&kernel)));
     let mblocks = m.div_ceil(MC);
     let op = Op {
         t,
@@ -76,7 +77,8 @@ pub(crate) unsafe fn run16(
         av,
         act: p.activation(),
         dims: (k, m, pixels),
-        kernel: selected_kernel(),
+        kernel,
+        avx512: is_avx512(),
     };
     let lowp = matches!(av, AView::Lowp(_));
     crate::par::for_each(n * tiles * mparts, width, |i, _| {
@@ -100,9 +102,9 @@ pub(crate) unsafe fn run16(
 /// of the output channels (whole [`MC`] blocks). Tiles of at most [`TILE`] pixels; more
 /// (balanced in 16-pixel panels) while there are fewer than two tasks per thread, then the
 /// channels split where the panels are too few.
-fn split(n: usize, m: usize, pixels: usize, width: usize) -> (usize, usize) {
+fn split(n: usize, m: usize, pixels: usize, width: usize, tmax: usize) -> (usize, usize) {
     let panels = pixels.div_ceil(NR).max(1);
-    let mut tiles = pixels.div_ceil(TILE).max(1);
+    let mut tiles = panels.div_ceil((tmax / NR).max(1)).max(1);
     if width > 1 && n * tiles < 2 * width {
         let units = (n * tiles).next_multiple_of(width);
         tiles = units.div_ceil(n).max(tiles).min(panels);
@@ -114,6 +116,25 @@ fn split(n: usize, m: usize, pixels: usize, width: usize) -> (usize, usize) {
     };
     (tiles, mparts.max(1))
 }
+
+/// Columns of B a widened row holds: the micro-kernel's panels (two for a wide kernel).
+fn step(kernel: &Kernel) -> usize {
+    if kernel.wide.is_some() { 2 * NR } else { NR }
+}
+
+/// Most pixels of a tile whose B rows, all of K, fit the stack buffer ([`BMAX`]) widened:
+/// a multiple of `step` up to [`TILE`]; [`TILE`] where one `step` of K does not fit (then
+/// each K block is widened per block of output channels).
+fn tile_max(k: usize, step: usize) -> usize {
+    match BMAX / (k * step).max(1) {
+        0 => TILE,
+        q => (q * step).min(TILE),
+    }
+}
+
+/// Floats of the stack buffer of widened B rows (192 KiB): a tile's whole K where it fits,
+/// else one K block of a panel pair.
+const BMAX: usize = 48 * 1024;
 
 /// Pixels of tile `ti` of `tiles` on a plane of `pixels`: whole 16-pixel panels, as evenly
 /// as they divide.
@@ -135,6 +156,8 @@ struct Op {
     /// K, M, pixels per plane.
     dims: (usize, usize, usize),
     kernel: Kernel,
+    /// Whether the conversions run AVX-512's loop (`crate::gemm::stage16::convert::isa`).
+    avx512: bool,
 }
 
 // SAFETY: the pointers are valid for the job by `run16`'s contract; tasks write disjoint
@@ -143,15 +166,53 @@ unsafe impl Send for Op {}
 // SAFETY: as above.
 unsafe impl Sync for Op {}
 
-/// A stack tile of [`MC`] rows of [`TILE`] f32 outputs.
+/// Row stride of the f32 stack tile: [`TILE`] and one panel, so its rows are not 4 KiB
+/// apart (stores and loads of rows 4 apart would alias).
+const CLD: usize = TILE + NR;
+
+/// A stack tile of [`MC`] rows of [`CLD`] f32 outputs.
 #[repr(C, align(64))]
-struct CBuf(MaybeUninit<[f32; MC * TILE]>);
+struct CBuf(MaybeUninit<[f32; MC * CLD]>);
 
 /// A stack buffer of one K block of widened B rows, two panels wide.
 #[repr(C, align(64))]
-struct BBuf(MaybeUninit<[f32; KC * 2 * NR]>);
+struct BBuf(MaybeUninit<[f32; BMAX]>);
+
+const _: () = assert!(KC * 2 * NR <= BMAX && TILE.is_multiple_of(2 * NR));
 
 impl Op {
+    /// `kc` rows of `wv` values at `x` (`ld` apart) widened into rows of `width >= wv` floats
+    /// at `dst`, zero past `wv`.
+    ///
+    /// # Safety
+    /// `x` readable for the rows, `dst` writable for `kc * width` floats.
+    unsafe fn widen_rows(
+        &self,
+        x: *const u16,
+        ld: usize,
+        kc: usize,
+        wv: usize,
+        width: usize,
+        dst: *mut f32,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if wv == width && self.avx512 {
+            // SAFETY: the contract; whole vectors of 16 (width is NR or 2 NR); AVX-512F
+            // (the conversions' loop is AVX-512's).
+            unsafe { x86::widen_rows(self.t, x, ld, kc, width / NR, dst) };
+            return;
+        }
+        for r in 0..kc {
+            // SAFETY: row r of both, by the contract.
+            unsafe {
+                let src = std::slice::from_raw_parts(x.add(r * ld), wv);
+                let d = std::slice::from_raw_parts_mut(dst.add(r * width), width);
+                widen(self.t, src, &mut d[..wv]);
+                d[wv..].fill(0.0);
+            }
+        }
+    }
+
     /// [`Op::task`] with the reduced weights' block buffer in this frame (144 KiB, kept out
     /// of the f32 weights' frame).
     ///
@@ -189,7 +250,10 @@ impl Op {
         let mut bbuf = BBuf(MaybeUninit::uninit());
         let cp = cbuf.0.as_mut_ptr().cast::<f32>();
         let bp = bbuf.0.as_mut_ptr().cast::<f32>();
-        let step = if kernel.wide.is_some() { 2 * NR } else { NR };
+        let step = step(&kernel);
+        // All of K widened once for the tile (pair q's k rows of `step` floats at q * k *
+        // step), or each K block per block of channels (at the buffer's start).
+        let whole = tw.div_ceil(step) * k * step <= BMAX;
         // The planes of image `img` from pixel px.start.
         let x = self
             .x
@@ -199,6 +263,18 @@ impl Op {
         // Balanced K blocks, as the core cuts them.
         let kblocks = k.div_ceil(KC).max(1);
         let kc_max = k.div_ceil(kblocks);
+        if whole {
+            let mut j0 = 0;
+            while j0 < tw {
+                // SAFETY: the k planes' pixels px.start + j0 .. + wv <= px.end (the
+                // contract); pair j0 / step's k rows of `step` floats, inside BMAX (whole).
+                unsafe {
+                    let wv = step.min(tw - j0);
+                    self.widen_rows(x.add(j0), pixels, k, wv, step, bp.add(j0 * k))
+                };
+                j0 += step;
+            }
+        }
         let mut ic = rows.start;
         while ic < rows.end {
             let mc = MC.min(rows.end - ic);
@@ -221,40 +297,54 @@ impl Op {
                 let mut j0 = 0;
                 while j0 < tw {
                     let wv = step.min(tw - j0);
-                    let (run, width) = match kernel.wide {
-                        Some(wide) if wv > NR => (wide, 2 * NR),
-                        _ => (kernel.run, NR),
+                    let (run, np) = match kernel.wide {
+                        Some(wide) if wv > NR => (wide, 2),
+                        _ => (kernel.run, 1),
                     };
-                    for r in 0..kc {
-                        // SAFETY: row pc + r < k of the planes, pixels px.start + j0 ..
-                        // + wv <= px.end (the contract); row r of the buffer, `width <= 2 NR`
-                        // floats of KC * 2 NR (kc <= KC).
+                    let b = if whole {
+                        // Rows pc.. of pair j0 / step, widened above.
+                        bp.wrapping_add(j0 * k + pc * step)
+                    } else {
+                        // SAFETY: rows pc .. pc + kc <= k of the planes, pixels px.start + j0
+                        // .. + wv <= px.end (the contract); kc rows of `step <= 2 NR` floats
+                        // of the buffer (kc <= KC).
                         unsafe {
-                            let src = std::slice::from_raw_parts(x.add((pc + r) * pixels + j0), wv);
-                            let dst = std::slice::from_raw_parts_mut(bp.add(r * width), width);
-                            widen(self.t, src, &mut dst[..wv]);
-                            dst[wv..].fill(0.0);
-                        }
-                    }
+                            self.widen_rows(x.add(pc * pixels + j0), pixels, kc, wv, step, bp)
+                        };
+                        bp
+                    };
+                    // The next pair's rows (widened above) prefetched, a share per call, as the
+                    // core prefetches the next panels.
+                    let (pf, pf_lines) = if whole {
+                        (b.wrapping_add(step * k), kc.div_ceil(nip))
+                    } else {
+                        (b, 0)
+                    };
                     for ip in 0..nip {
+                        // A last micro-panel of h < mr rows: the core's kernel of h rows.
+                        let h = mr.min(mc - ip * mr);
+                        let run = match kernel.edge.filter(|_| h < mr) {
+                            Some(edge) => edge(h, np).unwrap_or(run),
+                            None => run,
+                        };
                         // SAFETY: micro-panel ip of the block (kc * mr floats, packed or
-                        // widened above); the buffer's kc rows of `width` floats, panels NR
+                        // widened above); kc widened rows of `step` floats at `b`, panels NR
                         // apart; the C tile rows ip * mr .. + mr <= MC (MC is a multiple of
-                        // mr), columns j0 .. j0 + width <= TILE (tw <= TILE, a multiple of
+                        // mr), columns j0 .. j0 + step <= TILE (tw <= TILE, a multiple of
                         // 2 NR), written by the first K block before later ones read them;
                         // the kernel runs on this CPU (selected).
                         unsafe {
                             run(
                                 kc,
                                 apanels.wrapping_add(ip * kc * mr),
-                                bp,
+                                b,
                                 NR,
-                                width,
-                                cp.add(ip * mr * TILE + j0),
-                                TILE,
+                                step,
+                                cp.add(ip * mr * CLD + j0),
+                                CLD,
                                 pc > 0,
-                                bp,
-                                0,
+                                pf.wrapping_add(ip * pf_lines * step),
+                                pf_lines,
                             )
                         };
                     }
@@ -264,7 +354,7 @@ impl Op {
             }
             for i in 0..mc {
                 // SAFETY: row i < mc of the tile, columns 0..tw written by every K block above.
-                let row = unsafe { std::slice::from_raw_parts_mut(cp.add(i * TILE), tw) };
+                let row = unsafe { std::slice::from_raw_parts_mut(cp.add(i * CLD), tw) };
                 let b = if self.bias.get().is_null() {
                     0.0
                 } else {
@@ -290,6 +380,50 @@ impl Op {
     }
 }
 
+/// Whether the 16-bit conversions take AVX-512's loop on this CPU.
+fn is_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::gemm::stage16::convert::isa() == crate::gemm::stage16::convert::Isa::Avx512
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use crate::gemm::NR;
+    use crate::gemm::stage16::N16;
+    use crate::gemm::stage16::convert::x86::widen16;
+    use std::arch::x86_64::{_mm256_loadu_si256, _mm512_storeu_ps};
+
+    /// `kc` rows of `np` vectors of [`NR`] values at `x` (`ld` apart) widened into rows of
+    /// `np * NR` floats at `dst` (the conversion of `crate::gemm::stage16::widen`).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `x` readable for the rows, `dst` writable for `kc * np * NR`
+    /// floats.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn widen_rows(
+        t: N16,
+        x: *const u16,
+        ld: usize,
+        kc: usize,
+        np: usize,
+        dst: *mut f32,
+    ) {
+        for r in 0..kc {
+            for j in 0..np {
+                // SAFETY: vector j of row r of both, by the contract.
+                unsafe {
+                    let h = _mm256_loadu_si256(x.add(r * ld + j * NR).cast());
+                    _mm512_storeu_ps(dst.add((r * np + j) * NR), widen16(t, h));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{MC, NR, TILE, split, tile_px};
@@ -300,13 +434,14 @@ mod tests {
             for m in [1usize, 13, 96, 97, 300] {
                 for pixels in [1usize, 15, 16, 17, 81, 169, 256, 257, 3136] {
                     for width in [1usize, 2, 3, 8] {
-                        let (tiles, mparts) = split(n, m, pixels, width);
+                        let tmax = [TILE, 64, 32, 16][(m + pixels) % 4];
+                        let (tiles, mparts) = split(n, m, pixels, width, tmax);
                         // The tiles: contiguous, covering the plane, each at most TILE.
                         let mut next = 0;
                         for ti in 0..tiles {
                             let px = tile_px(ti, tiles, pixels);
                             assert_eq!(px.start, next);
-                            assert!(px.len() <= TILE && !px.is_empty(), "{n} {pixels} {width}");
+                            assert!(px.len() <= tmax && !px.is_empty(), "{n} {pixels} {width}");
                             next = px.end;
                         }
                         assert_eq!(next, pixels);

@@ -3,7 +3,8 @@
 //! the f32 kernel, narrow) and against the f32 kernel on the widened input, narrowed: bit for
 //! bit, f16 and bf16 planes, f32 and reduced (f16, bf16, int8) weights, fused activations,
 //! pixel counts no multiple of 16 and past one tile, output channels past one block and no
-//! multiple of the micro-kernel's rows, K past one K block (balanced blocks), two and three
+//! multiple of the micro-kernel's rows, K past one K block (balanced blocks) and past the
+//! stack buffer (widened per K block), two and three
 //! images, on one thread and spread over an eager 2-thread pool; inputs with infinities, NaN
 //! and values past f16's range. Run with `ARENAC_GEMM_KERNEL=avx2` for the AVX2 kernel.
 
@@ -112,6 +113,9 @@ fn gemm_pointwise_direct_matches_the_staged_runs_and_the_f32_kernel() {
         geom(3, 40, (17, 19), 13),
         // A 56x56 plane: 13 tiles.
         geom(1, 24, (56, 56), 40),
+        // K past the stack buffer's whole tile (1600 x 32 floats): each K block widened per
+        // block of channels.
+        geom(1, 1600, (10, 11), 100),
     ];
     let acts = [
         Activation::None,
