@@ -63,7 +63,7 @@ pub(crate) unsafe fn run16(
         1
     };
     let kernel = selected_kernel();
-    let (tiles, mparts) = split(n, m, pixels, width, tile_max(k, step(&kernel)));
+    let (tiles, mparts) = split(n, m, pixels, width, tile_max(k, m, step(&kernel)));
     let mblocks = m.div_ceil(MC);
     let op = Op {
         t,
@@ -122,10 +122,16 @@ fn step(kernel: &Kernel) -> usize {
     if kernel.wide.is_some() { 2 * NR } else { NR }
 }
 
-/// Most pixels of a tile whose B rows, all of K, fit the stack buffer ([`BMAX`]) widened:
-/// a multiple of `step` up to [`TILE`]; [`TILE`] where one `step` of K does not fit (then
-/// each K block is widened per block of output channels).
-fn tile_max(k: usize, step: usize) -> usize {
+/// Most pixels of a tile: with several blocks of `m` channels, a tile whose B rows, all of
+/// K, fit the stack buffer ([`BMAX`]) widened once for every block: a multiple of `step` up
+/// to [`TILE`]; [`TILE`] where one `step` of K does not fit (then each K block is widened
+/// per block of output channels), and for one block (each K block widened per pair as it is
+/// used: once).
+fn tile_max(k: usize, m: usize, step: usize) -> usize {
+    if m <= MC {
+        // One block of channels: each K block widened per pair as it is used (once).
+        return TILE;
+    }
     match BMAX / (k * step).max(1) {
         0 => TILE,
         q => (q * step).min(TILE),
@@ -253,7 +259,7 @@ impl Op {
         let step = step(&kernel);
         // All of K widened once for the tile (pair q's k rows of `step` floats at q * k *
         // step), or each K block per block of channels (at the buffer's start).
-        let whole = tw.div_ceil(step) * k * step <= BMAX;
+        let whole = rows.len() > MC && tw.div_ceil(step) * k * step <= BMAX;
         // The planes of image `img` from pixel px.start.
         let x = self
             .x
