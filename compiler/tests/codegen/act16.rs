@@ -364,21 +364,28 @@ fn binary_ops_with_broadcasts() {
 }
 
 /// The planner grows a staged Conv's staging budget where its step is below the peak and
-/// the placed arena does not grow (`analysis::liveness::tiles`): a pointwise Conv before a
-/// wide one (the peak) gets more than its smallest scratch; outputs as f32's.
+/// the placed arena does not grow (`analysis::liveness::tiles`): a 3x3 Conv before a wide
+/// pointwise one (the peak) gets more than its smallest scratch; outputs as f32's. (A
+/// pointwise Conv on this plane runs unstaged, without scratch: `pw_big_direct`.)
 #[test]
 fn staged_conv_budget_grows_below_the_peak() {
     use arenac_compiler::analysis::liveness::BufferKind;
     let mut rng = Rng(0x0b0d);
     let x = [1, 16, 32, 32];
-    let w1 = rng.tensor(&[16, 16, 1, 1], -0.5, 0.5);
+    let w1 = rng.tensor(&[16, 16, 3, 3], -0.5, 0.5);
     let w2 = rng.tensor(&[128, 16, 1, 1], -0.5, 0.5);
     let model = ModelBuilder::new("act16", 18)
         .input("x", DType::F32, &dims(&x))
         .initializer("w1", &w1)
         .initializer("w2", &w2)
         .node("n", "Neg", &["x"], &["n"], vec![])
-        .node("c1", "Conv", &["n", "w1"], &["c1"], vec![])
+        .node(
+            "c1",
+            "Conv",
+            &["n", "w1"],
+            &["c1"],
+            vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+        )
         .node("c2", "Conv", &["c1", "w2"], &["c2"], vec![])
         .node("y", "Neg", &["c2"], &["y"], vec![])
         .output("y", DType::F32, &[])
