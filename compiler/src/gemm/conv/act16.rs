@@ -101,16 +101,24 @@ pub(crate) unsafe fn run16(
 /// How [`run16`] cuts the work on `width` threads: tiles per image ([`tile_px`]) and parts
 /// of the output channels (whole [`MC`] blocks). Tiles of at most [`TILE`] pixels; more
 /// (balanced in 16-pixel panels) while there are fewer than two tasks per thread, then the
-/// channels split where the panels are too few.
+/// channels split where the panels are too few; with fewer pixels than channels, the channel
+/// blocks split over the threads instead.
 fn split(n: usize, m: usize, pixels: usize, width: usize, tmax: usize) -> (usize, usize) {
     let panels = pixels.div_ceil(NR).max(1);
     let mut tiles = panels.div_ceil((tmax / NR).max(1)).max(1);
+    let mblocks = m.div_ceil(MC);
+    if width > 1 && n * tiles < 2 * width && pixels < m && mblocks >= width {
+        // More channels than pixels (the f32 path's rule for splitting the product): the
+        // channel blocks go to the threads, so the weights are read once per tile, not once
+        // per thread's tile.
+        return (tiles, width);
+    }
     if width > 1 && n * tiles < 2 * width {
         let units = (n * tiles).next_multiple_of(width);
         tiles = units.div_ceil(n).max(tiles).min(panels);
     }
     let mparts = if n * tiles < width {
-        width.div_ceil(n * tiles).min(m.div_ceil(MC))
+        width.div_ceil(n * tiles).min(mblocks)
     } else {
         1
     };

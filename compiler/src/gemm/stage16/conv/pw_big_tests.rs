@@ -109,6 +109,8 @@ fn gemm_pointwise_direct_matches_the_staged_runs_and_the_f32_kernel() {
         geom(1, 512, (13, 13), 130),
         // Three K blocks (3 x 267), pixels past one tile (300: 256 + 44).
         geom(1, 801, (15, 20), 24),
+        // Fewer pixels than channels: the channel blocks split over the threads.
+        geom(1, 200, (9, 11), 300),
         // Three images of 323 pixels.
         geom(3, 40, (17, 19), 13),
         // A 56x56 plane: 13 tiles.
