@@ -12,11 +12,20 @@ use super::{Geom, SyncPtr};
 use crate::gemm::conv::ConvParams;
 use crate::gemm::stage16::N16;
 
+/// Input channels up to which [`run16`] replaces the staged bands: first layers (a stem's
+/// 3 channels), whose few multiply-adds per input value leave the bands' widening and
+/// narrowing passes the larger part (SqueezeNet's 3x3/s2 stem at 2 threads: 617 us staged,
+/// 430 us here, f32 487). With many channels the conversions in the tap loop cost more than
+/// the passes (U-Net's 192- and 384-channel 3x3 on 64x64 / 32x32 planes at 1 thread: 9.6 ms
+/// here, 8.2-8.0 ms staged — their bands of a few rows take the channels-in-lanes kernel,
+/// faster there than the f32 conv's row kernel on the whole plane, 8.7 / 8.5 ms).
+pub(crate) const MAX_C: u64 = 4;
+
 /// Whether [`run16`] computes `p` on this CPU: the row kernel of [`super::run`] is the one
-/// the f32 conv runs on the whole plane (not the channels-in-lanes or flat kernels), f32
-/// weights packed in its 12-row panels (`p.packed_a` [`super::DIRECT_PACKED`]), AVX-512BW
-/// and VL for the 16-bit masked loads and stores, and `ARENAC_DIR16_DIRECT` not `0` (the
-/// staged bands instead, for comparisons).
+/// the f32 conv runs on the whole plane (not the channels-in-lanes or flat kernels), at most
+/// [`MAX_C`] input channels, f32 weights packed in its 12-row panels (`p.packed_a`
+/// [`super::DIRECT_PACKED`]), AVX-512BW and VL for the 16-bit masked loads and stores, and
+/// `ARENAC_DIR16_DIRECT` not `0` (the staged bands instead, for comparisons).
 pub(crate) fn direct16(p: &ConvParams) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| {
@@ -29,6 +38,7 @@ pub(crate) fn direct16(p: &ConvParams) -> bool {
         env && isa
     });
     on && p.packed_a == super::DIRECT_PACKED
+        && p.c <= MAX_C
         && p.wtype == 0
         && super::applies(p)
         && !super::cl::fits(p)
