@@ -17,6 +17,7 @@ use crate::par::{Pool, with_pool};
 
 /// `n` images, `c` -> `m` channels, `h x w` planes, a `k x k` kernel at stride `s`, pad
 /// `pad` on every side, dilation `d`, with a bias.
+#[allow(clippy::too_many_arguments)]
 fn geom(
     n: u64,
     c: u64,
