@@ -26,6 +26,7 @@ use super::conv::ConvParams;
 use super::lowp::conv::Reduced;
 use super::split::SyncPtr;
 
+pub(crate) mod act16;
 mod cl;
 
 /// Reduced weights ([`super::lowp::conv`]) and the scratch whose per-thread slots
@@ -300,11 +301,45 @@ pub(super) unsafe fn run(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use super::{Geom, MAX_KW};
     use crate::gemm::act::Activation;
     use crate::gemm::act::x86::act512;
     use core::arch::x86_64::*;
+
+    /// How the kernel reads its input and writes its output: f32 planes, or 16-bit planes
+    /// (`super::act16`) widened on load and rounded once on store.
+    pub(in crate::gemm) trait Elem {
+        /// The stored element.
+        type T;
+        /// The lanes of `m` of the 16 values at `p` as f32 (zero elsewhere).
+        ///
+        /// # Safety
+        /// The CPU has the features of the caller's kernel; the lanes of `m` readable.
+        unsafe fn load(m: __mmask16, p: *const Self::T) -> __m512;
+        /// `v` stored into the lanes of `m` at `p`.
+        ///
+        /// # Safety
+        /// As [`Elem::load`], the lanes of `m` writable.
+        unsafe fn store(m: __mmask16, p: *mut Self::T, v: __m512);
+    }
+
+    /// f32 planes.
+    pub(in crate::gemm) struct F32;
+
+    impl Elem for F32 {
+        type T = f32;
+        #[inline(always)]
+        unsafe fn load(m: __mmask16, p: *const f32) -> __m512 {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_maskz_loadu_ps(m, p) }
+        }
+        #[inline(always)]
+        unsafe fn store(m: __mmask16, p: *mut f32, v: __m512) {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_mask_storeu_ps(p, m, v) }
+        }
+    }
 
     /// Output row `oy` of panel `ip` (channels `12 ip ..`) of one image (`x`, `y` at the
     /// image), every chunk of it.
@@ -324,6 +359,26 @@ mod x86 {
         oy: usize,
         ip: usize,
     ) {
+        // SAFETY: the contract, passed on.
+        unsafe { row_of::<F32, S>(g, x, w, bias, act, y, oy, ip) }
+    }
+
+    /// [`row`] over the elements `E` reads and writes (inlined into each caller's features).
+    ///
+    /// # Safety
+    /// [`row`]'s, `x` and `y` holding `E::T`s, and the features `E` needs.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(in crate::gemm) unsafe fn row_of<E: Elem, const S: usize>(
+        g: &Geom,
+        x: *const E::T,
+        w: *const f32,
+        bias: Option<*const f32>,
+        act: Activation,
+        y: *mut E::T,
+        oy: usize,
+        ip: usize,
+    ) {
         let rows = (g.m - ip * 12).min(12);
         let mut ox = 0;
         // SAFETY: the contract of this function, passed on to each chunk inside the row.
@@ -333,8 +388,8 @@ mod x86 {
                     while ox < g.ow {
                         let nv = (g.ow - ox).div_ceil(16);
                         match nv {
-                            1 => chunk::<12, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<12, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<E, 12, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<E, 12, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 32;
                     }
@@ -342,9 +397,9 @@ mod x86 {
                 5..=8 => {
                     while ox < g.ow {
                         match (g.ow - ox).div_ceil(16) {
-                            1 => chunk::<8, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            2 => chunk::<8, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<8, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<E, 8, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<E, 8, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<E, 8, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 48;
                     }
@@ -352,10 +407,10 @@ mod x86 {
                 _ => {
                     while ox < g.ow {
                         match (g.ow - ox).div_ceil(16) {
-                            1 => chunk::<4, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            2 => chunk::<4, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            3 => chunk::<4, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
-                            _ => chunk::<4, 4, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            1 => chunk::<E, 4, 1, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            2 => chunk::<E, 4, 2, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            3 => chunk::<E, 4, 3, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
+                            _ => chunk::<E, 4, 4, S>(g, x, w, bias, act, y, oy, ip, rows, ox),
                         }
                         ox += 64;
                     }
@@ -382,13 +437,13 @@ mod x86 {
     /// That of [`row`], and `rows <= MB`, `ox < ow`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn chunk<const MB: usize, const NV: usize, const S: usize>(
+    unsafe fn chunk<E: Elem, const MB: usize, const NV: usize, const S: usize>(
         g: &Geom,
-        x: *const f32,
+        x: *const E::T,
         w: *const f32,
         bias: Option<*const f32>,
         act: Activation,
-        y: *mut f32,
+        y: *mut E::T,
         oy: usize,
         ip: usize,
         rows: usize,
@@ -431,11 +486,11 @@ mod x86 {
                             // Only lanes inside input row iy of channel ci are read.
                             let at = row.wrapping_offset(c0 + (16 * S * v) as isize);
                             *xv = if S == 1 {
-                                _mm512_maskz_loadu_ps(mk[v], at)
+                                E::load(mk[v], at)
                             } else {
                                 // Columns 2i of 32: the even lanes of two loads.
-                                let lo = _mm512_maskz_loadu_ps(mk[2 * v], at);
-                                let hi = _mm512_maskz_loadu_ps(mk[2 * v + 1], at.wrapping_add(16));
+                                let lo = E::load(mk[2 * v], at);
+                                let hi = E::load(mk[2 * v + 1], at.wrapping_add(16));
                                 _mm512_permutex2var_ps(lo, evens, hi)
                             };
                         }
@@ -460,7 +515,7 @@ mod x86 {
                     let m = lanes(0, g.ow as isize - (ox + 16 * v) as isize);
                     let a = act512(act, _mm512_add_ps(a, b));
                     // Pixels ox + 16 v + i < ow of row oy of channel ch.
-                    _mm512_mask_storeu_ps(dst.wrapping_add(16 * v), m, a);
+                    E::store(m, dst.wrapping_add(16 * v), a);
                 }
             }
         }

@@ -134,6 +134,10 @@ fn conv_paths_in_bands() {
         (vec![1, 16, 30, 30], 16, 5, 1, 2, 16, None),
         (vec![1, 12, 40, 40], 12, 3, 1, 1, 12, None),
         (vec![1, 3, 64, 64], 16, 7, 2, 3, 1, Some("Relu")),
+        // First layers the direct row kernel runs on the 16-bit planes, unstaged
+        // (`gemm::direct::act16`): SqueezeNet's 3x3/s2 stem, odd sizes.
+        (vec![1, 3, 224, 224], 64, 3, 2, 0, 1, Some("Relu")),
+        (vec![1, 3, 45, 47], 16, 3, 2, 1, 1, None),
         // ResNet-18's shapes: the 7x7 stem, a 3x3 stage-1 conv, a strided 1x1 downsample.
         (vec![1, 3, 224, 224], 64, 7, 2, 3, 1, Some("Relu")),
         (vec![1, 64, 56, 56], 64, 3, 1, 1, 1, Some("Relu")),

@@ -382,6 +382,7 @@ fn conv(
         // The direct kernels' bands, reading the reduced weights in their layout (a block
         // of output channels widened per task into the band's scratch slots).
         params = q;
+        wp = stage16::conv::band_weights_params(&params, budget);
         wp.wtype = q.wtype;
         let op = super::dense::reduced_conv_weights(cx, w, wt, &wp, Layout::Direct);
         weights_offset(cx, op)?

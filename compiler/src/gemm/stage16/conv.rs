@@ -18,6 +18,8 @@ mod pw_big_tests;
 mod pw_direct_tests;
 #[cfg(test)]
 mod reduced_tests;
+#[cfg(test)]
+mod row_direct_tests;
 pub(super) mod slots;
 mod winograd;
 pub use pointwise::pw_pixels;
@@ -166,10 +168,41 @@ fn uniform(p: &ConvParams, rows: u64) -> bool {
     shared_layout(p, rows).is_some()
 }
 
-/// `p` as the weights are prepared for at `budget` (the first band's layout: `packed_a` as
-/// [`mark_packed`] sets it for that band), for `crate::gemm::conv::prepare_weights`; where
-/// [`wino_bands`] runs, `p` as marked (for `crate::gemm::winograd::transform_weights`).
+/// `p` as the weights are prepared for at `budget`, for `crate::gemm::conv::prepare_weights`:
+/// where the row kernel runs the whole plane on the 16-bit data ([`row_params`]) its
+/// packing, else [`band_weights_params`].
 pub fn weights_params(p: &ConvParams, budget: u64) -> ConvParams {
+    if pw_direct(p) || pw_big_direct(p) {
+        return band_weights_params(p, budget);
+    }
+    row_params(p).unwrap_or_else(|| band_weights_params(p, budget))
+}
+
+/// `p` marked for the direct row kernel on its whole plane (`packed_a` as [`mark_packed`]
+/// sets it), when that kernel runs it on the 16-bit planes directly
+/// ([`crate::gemm::direct::act16::direct16`]: where the f32 conv runs the row kernel, f32
+/// weights, not marked for Winograd); `None` otherwise.
+pub fn row_params(p: &ConvParams) -> Option<ConvParams> {
+    if p.wtype != 0 || marked(p) || crate::gemm::lowp::conv_weight_type(p).is_some() {
+        return None;
+    }
+    let mut q = *p;
+    mark_packed(&mut q);
+    crate::gemm::direct::act16::direct16(&q).then_some(q)
+}
+
+/// Whether [`conv`] runs `p` by the row kernel on the 16-bit planes, unstaged: [`row_params`]
+/// holds and the weights are packed for it (`p.packed_a` as [`weights_params`] gave it).
+/// The scratch stays planned as for the staged bands (the planner does not know whether the
+/// weights are stored reduced, which the bands then read), unused.
+pub fn row_direct(p: &ConvParams) -> bool {
+    row_params(p).is_some_and(|q| q.packed_a == p.packed_a)
+}
+
+/// `p` as the staged paths' weights are prepared for at `budget` (the first band's layout:
+/// `packed_a` as [`mark_packed`] sets it for that band); where [`wino_bands`] runs, `p` as
+/// marked (for `crate::gemm::winograd::transform_weights`).
+pub fn band_weights_params(p: &ConvParams, budget: u64) -> ConvParams {
     if pw_direct(p) || pw_big_direct(p) {
         // The whole plane on the small-plane kernel's 16-bit tiles, or the GEMM path's.
         return ConvParams {
@@ -409,6 +442,12 @@ pub unsafe fn conv(
         unsafe { crate::gemm::conv::act16::run16(t, p, x, w, bias, y) };
         return;
     }
+    if row_direct(p) {
+        // SAFETY: the caller's contract (the weights as `weights_params` gives them: the
+        // row kernel's 12-row panels; no scratch used).
+        unsafe { crate::gemm::direct::act16::run16(t, p, x, w, bias, y) };
+        return;
+    }
     // SAFETY: the caller's contract, passed on.
     unsafe { staged(t, p, budget, x, w, bias, y, scratch) };
 }
@@ -485,7 +524,7 @@ pub(super) unsafe fn staged(
     let packed = if crate::gemm::lowp::conv_weight_type(p).is_some() {
         p.packed_a
     } else {
-        weights_params(p, budget).packed_a
+        band_weights_params(p, budget).packed_a
     };
     if let Some(npix) = pw_pixels(p, budget) {
         let run = PwRun {

@@ -54,11 +54,17 @@ fn parts(p: &PoolParams) -> (usize, usize) {
 /// bytes, 4-aligned, overlapping neither.
 pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: *mut f32) {
     let planes = p.planes as usize;
-    if max::fits(p, std::ptr::eq(x, y)) {
+    let in_place = std::ptr::eq(x, y);
+    if max::fits(p, in_place) {
+        if !in_place && spread_max(p) {
+            // SAFETY: the caller's contract, out of place.
+            unsafe { max_spread(t, p, x, y, scratch) };
+            return;
+        }
         let mut from = 0;
         // SAFETY: the caller's contract; `fits` checked (in place too); a plane the 16-bit
         // kernel stops at (a NaN) is staged alone, before any later plane is written.
-        while let Some(c) = unsafe { max::planes(t, p, x, y, from) } {
+        while let Some(c) = unsafe { max::planes(t, p, x, y, from, planes) } {
             // SAFETY: plane `c` by the contract; one plane fits the scratch.
             unsafe { staged(t, p, c, 1, x, y, scratch) };
             from = c + 1;
@@ -72,6 +78,56 @@ pub unsafe fn pool(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: 
         // SAFETY: the caller's contract; `b <= block_planes(p)` planes fit the scratch.
         unsafe { staged(t, p, at, b, x, y, scratch) };
         at += b;
+    }
+}
+
+/// Whether [`max_spread`] runs an out-of-place MaxPool [`max`] computes: more than one
+/// plane, a pool of several threads, and `ARENAC_DIR16_POOL` not `0` (one thread, for
+/// comparisons).
+fn spread_max(p: &PoolParams) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ARENAC_DIR16_POOL").map_or(true, |v| v != "0"))
+        && p.planes > 1
+        && crate::par::threads() > 1
+}
+
+/// [`max::planes`] out of place over runs of planes spread over the current pool (each
+/// plane computed as on one thread: the same bits at every thread count), as the f32 pool
+/// spreads them; the planes holding a NaN, which the runs skip, staged one by one after.
+///
+/// # Safety
+/// [`pool`]'s contract, `y` not overlapping `x`; [`max::fits`] out of place.
+unsafe fn max_spread(t: N16, p: &PoolParams, x: *const u16, y: *mut u16, scratch: *mut f32) {
+    use crate::gemm::split::SyncPtr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let planes = p.planes as usize;
+    let work = planes.saturating_mul((p.oh * p.ow * p.kh * p.kw) as usize);
+    let width = crate::par::width(crate::par::cost::gemm_ns(work), crate::par::threads());
+    let runs = (work / crate::gemm::split::MIN_TASK_MACS)
+        .min(width * 4)
+        .clamp(1, planes.max(1));
+    let nan = AtomicBool::new(false);
+    let (xs, ys) = (SyncPtr(x.cast_mut()), SyncPtr(y));
+    crate::par::for_each(runs, width, |run, _| {
+        let (mut from, to) = (planes * run / runs, planes * (run + 1) / runs);
+        // SAFETY: planes `from..to` of `x` and `y` by the contract, this run's alone (out of
+        // place); a plane holding a NaN is skipped, nothing of it written.
+        while let Some(c) = unsafe { max::planes(t, p, xs.get().cast_const(), ys.get(), from, to) }
+        {
+            nan.store(true, Ordering::Relaxed);
+            from = c + 1;
+        }
+    });
+    if nan.load(Ordering::Relaxed) {
+        let hw = (p.h * p.w) as usize;
+        for c in 0..planes {
+            // SAFETY: plane `c` of `x` by the contract; one plane fits the scratch.
+            unsafe {
+                if max::has_nan(t, std::slice::from_raw_parts(x.add(c * hw), hw)) {
+                    staged(t, p, c, 1, x, y, scratch);
+                }
+            }
+        }
     }
 }
 

@@ -42,7 +42,7 @@ pub fn fits(p: &PoolParams, in_place: bool) -> bool {
 
 /// Whether a plane's bits hold a NaN (an exponent of all ones and a nonzero mantissa).
 #[inline(always)]
-fn has_nan(t: N16, x: &[u16]) -> bool {
+pub(super) fn has_nan(t: N16, x: &[u16]) -> bool {
     let inf = match t {
         N16::F16 => 0x7c00u16,
         N16::Bf16 => 0x7f80,
@@ -58,7 +58,7 @@ fn empty_bits(t: N16) -> u16 {
     b[0]
 }
 
-/// MaxPool of planes `from..` of `p`: plane `c` of `x` (`h*w` values each) into plane `c`
+/// MaxPool of planes `from..to` of `p`: plane `c` of `x` (`h*w` values each) into plane `c`
 /// of `y` (`oh*ow`), a row at a time: the window rows' keys maxed into a row buffer (padding
 /// columns [`EMPTY`]), the horizontal window maxed from it, the row written back as bits
 /// once computed. Stops at the first plane holding a NaN, returning its index (nothing of it
@@ -73,20 +73,21 @@ pub unsafe fn planes(
     x: *const u16,
     y: *mut u16,
     from: usize,
+    to: usize,
 ) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512bw") {
             // SAFETY: the CPU has AVX-512BW; the caller's contract, passed on.
-            return unsafe { x86::planes_avx512(t, p, x, y, from) };
+            return unsafe { x86::planes_avx512(t, p, x, y, from, to) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2; the caller's contract, passed on.
-            return unsafe { x86::planes_avx2(t, p, x, y, from) };
+            return unsafe { x86::planes_avx2(t, p, x, y, from, to) };
         }
     }
     // SAFETY: the caller's contract, passed on.
-    unsafe { planes_any(t, p, x, y, from) }
+    unsafe { planes_any(t, p, x, y, from, to) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -104,9 +105,10 @@ mod x86 {
         x: *const u16,
         y: *mut u16,
         from: usize,
+        to: usize,
     ) -> Option<usize> {
         // SAFETY: the caller's contract.
-        unsafe { planes_any(t, p, x, y, from) }
+        unsafe { planes_any(t, p, x, y, from, to) }
     }
 
     /// [`planes_any`] compiled for AVX-512BW.
@@ -120,9 +122,10 @@ mod x86 {
         x: *const u16,
         y: *mut u16,
         from: usize,
+        to: usize,
     ) -> Option<usize> {
         // SAFETY: the caller's contract.
-        unsafe { planes_any(t, p, x, y, from) }
+        unsafe { planes_any(t, p, x, y, from, to) }
     }
 }
 
@@ -137,6 +140,7 @@ unsafe fn planes_any(
     x: *const u16,
     y: *mut u16,
     from: usize,
+    to: usize,
 ) -> Option<usize> {
     let u = |v: u64| v as usize;
     let (h, w, oh, ow) = (u(p.h), u(p.w), u(p.oh), u(p.ow));
@@ -154,7 +158,7 @@ unsafe fn planes_any(
     let jhi = (pl + w).min(len).max(jlo);
     let mut buf = [EMPTY; ROW];
     let mut out = [0i16; ROW];
-    for c in from..u(p.planes) {
+    for c in from..to.min(u(p.planes)) {
         // SAFETY: plane `c` of `x` and `y` by the contract.
         let (x, y) = unsafe { (x.add(c * h * w), y.add(c * oh * ow)) };
         {
@@ -221,6 +225,12 @@ fn horizontal(b: &[i16], sw: usize, kw: usize, dw: usize, out: &mut [i16]) {
                 out.iter_mut().zip(s).for_each(|(d, &v)| *d = (*d).max(v));
             }
         }
+        2 if dw == 1 && kw == 2 => {
+            // Window o: the pair (b[2o], b[2o+1]).
+            for (d, p) in out.iter_mut().zip(b[..2 * n].chunks_exact(2)) {
+                *d = p[0].max(p[1]);
+            }
+        }
         2 if dw == 1 && kw == 3 => {
             // Window o: the pair (b[2o], b[2o+1]) and b[2o+2], the second of the pair
             // (b[2o+1], b[2o+2]); b holds 2n + 1 keys.
@@ -240,7 +250,7 @@ fn horizontal(b: &[i16], sw: usize, kw: usize, dw: usize, out: &mut [i16]) {
 #[cfg(test)]
 mod tests {
     use super::super::super::{N16, narrow};
-    use super::super::{pool, scratch_bytes, staged};
+    use super::super::{pool, pool as pool_fn, scratch_bytes, staged};
     use super::{fits, planes};
     use crate::gemm::pool::{POOL_MAX, PoolParams};
 
@@ -379,12 +389,52 @@ mod tests {
                 nans += usize::from(plane1.iter().any(nan));
                 // The kernel alone stops at plane 1 (plane 0 written).
                 // SAFETY: `x`, `y` sized for `p`, out of place.
-                let stop = unsafe { planes(t, &p, x.as_ptr(), y.as_mut_ptr(), 0) };
+                let stop = unsafe { planes(t, &p, x.as_ptr(), y.as_mut_ptr(), 0, 3) };
                 assert_eq!(stop, Some(1), "{p:?}");
             }
         }
         assert!(ran >= 4, "in place ran {ran} times");
         // Most geometries have a window over the NaN (dilated and strided ones may skip it).
         assert!(nans >= 12, "a NaN reached the output {nans} times");
+    }
+
+    /// Out of place over an eager 2-thread pool (runs of planes spread, `super::max_spread`):
+    /// the staged path's bits, planes holding a NaN (first, inner, last) staged after the
+    /// runs, for f16 and bf16, 2x2 and 3x3 windows, strides 2 and 1, ceil mode.
+    #[test]
+    fn max_pool_16_spread_over_two_threads_matches_the_staged_path() {
+        let pool = crate::par::Pool::new(2).expect("threads");
+        pool.set_eager(true);
+        let mut seed = 88172645u32;
+        let mut jobs = 0;
+        for t in [N16::F16, N16::Bf16] {
+            for (hw, k, s, pad, ceil) in [
+                ((96, 96), (2, 2), 2, 0, false),
+                ((65, 63), (3, 3), 2, 1, true),
+                ((40, 44), (3, 3), 1, 1, false),
+            ] {
+                let p = params(24, hw, k, s, pad, 1, ceil);
+                let n = (p.planes * p.h * p.w) as usize;
+                let mut x = data(t, n, &mut seed);
+                let hw = (p.h * p.w) as usize;
+                for c in [0, 11, 23] {
+                    x[c * hw + 7] = match t {
+                        N16::F16 => 0x7e00,
+                        N16::Bf16 => 0x7fc0,
+                    };
+                }
+                let want = reference(t, &p, &x);
+                let mut y = vec![0u16; want.len()];
+                let mut sc = vec![0f32; scratch_bytes(&p) / 4 + 16];
+                let before = pool.jobs();
+                crate::par::with_pool(Some(&pool), || {
+                    // SAFETY: buffers sized for `p`, out of place.
+                    unsafe { pool_fn(t, &p, x.as_ptr(), y.as_mut_ptr(), sc.as_mut_ptr()) }
+                });
+                jobs += pool.jobs() - before;
+                same(t, &y, &want, &format!("2 threads {p:?}"));
+            }
+        }
+        assert!(jobs > 0, "no pooling spread over the pool");
     }
 }
