@@ -515,7 +515,8 @@ fn ranking_across_stages_takes_the_least_proxy_near_the_lowest_peak() {
 /// recomputing (arena 1,283,840 B, 413 steps added, 60.4 MFLOPs recomputed) +1.04 ms; 6x6
 /// cached + 9x1 strips (1,178,304 B, 1,345 steps, 43.7 MFLOPs) +1.53 ms; 28x1 cached strips
 /// (1,306,368 B, 894 steps, none) +0.24 ms. The fastest is kept, 10.9% above the smallest
-/// arena; a plan beyond `WHOLE_SLACK` is not, however fast; equal costs go to the smaller arena.
+/// arena; a plan beyond `WHOLE_SLACK` is not, however fast; equal costs go to the smaller
+/// arena. U-Net's measured plans alike.
 #[test]
 fn the_whole_choice_keeps_the_measured_fastest_plan_within_its_slack() {
     use whole::{Scored, choose};
@@ -544,4 +545,13 @@ fn the_whole_choice_keeps_the_measured_fastest_plan_within_its_slack() {
     };
     assert_eq!(choose(&[a, b], total), Some(0));
     assert_eq!(choose(&[], total), None);
+    // U-Net (7.02 GFLOPs; Winograd lost counted at `SLOW_SHARE` in the FLOPs): the 3x3 grid
+    // from step 29 (arena 10,923,328 B, 227 steps, 592.7 MFLOPs recomputed + 627.9 lost)
+    // ran 1.11-1.17x of unpatched, the 8x1 strips (12,255,232 B, 286 steps, 677.1 lost)
+    // 0.93-0.96x; the 5x5 grid from step 33 is kept by neither.
+    let total = 7_016_546_304;
+    let grid = plan(10_923_328, 227, 592_724_288 + 627_904_512);
+    let strips = plan(12_255_232, 286, 677_117_952);
+    let fine = plan(12_446_912, 460, 373_626_240 + 568_406_016);
+    assert_eq!(choose(&[grid, fine, strips], total), Some(2));
 }
