@@ -547,8 +547,8 @@ fn the_whole_choice_keeps_the_measured_fastest_plan_within_its_slack() {
     assert_eq!(choose(&[], total), None);
     // U-Net (7.02 GFLOPs; Winograd lost counted at `SLOW_SHARE` in the FLOPs): the 3x3 grid
     // from step 29 (arena 10,923,328 B, 227 steps, 592.7 MFLOPs recomputed + 627.9 lost)
-    // ran 1.11-1.17x of unpatched, the 8x1 strips (12,255,232 B, 286 steps, 677.1 lost)
-    // 0.93-0.96x; the 5x5 grid from step 33 is kept by neither.
+    // ran 1.22x of unpatched, the 8x1 strips (12,255,232 B, 286 steps, 677.1 lost) 1.10x
+    // (wall, minima of 6 alternated rounds); the 5x5 grid from step 33 is past the slack.
     let total = 7_016_546_304;
     let grid = plan(10_923_328, 227, 592_724_288 + 627_904_512);
     let strips = plan(12_255_232, 286, 677_117_952);

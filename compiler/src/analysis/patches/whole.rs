@@ -101,9 +101,9 @@ const POLICIES: [Policy; 7] = [
 /// smaller time proxy (then weighed against its arena, module docs): MobileNetV2's 28x1
 /// cached strips (nothing recomputed) are 10.9% above its two-stage plan (6x6 cached, then
 /// 9x1 strips: 0.217 vs 0.196 of unpatched) and ran 1.03x of unpatched against 1.20x (sums
-/// of per-node median times, 2026-11-27 21:00 UTC); U-Net's 8x1 strips are 12.2% above its
-/// 3x3 grid (0.650 vs 0.579) and ran 0.93-0.96x against 1.11-1.17x (sums of per-node
-/// minimum times, 21:18 UTC, load 8).
+/// of per-node median times, 2026-11-27 21:00 UTC; wall times 1.03x against 1.19x, minima of
+/// 6 alternated rounds at 21:50, load 4.5); U-Net's 8x1 strips are 12.2% above its 3x3 grid
+/// (0.650 vs 0.579) and ran 1.10x against 1.22x (wall, the same way).
 pub const WHOLE_SLACK: f64 = 0.13;
 
 /// Bytes of weights a stage may read per patch and still find them in the cache (the L3
@@ -139,8 +139,8 @@ pub fn stream_flops(g: &Graph, order: &[crate::ir::graph::NodeId], c: &PatchPlan
 
 /// What 1% more arena is worth in time (%) when choosing among complete plans: 0.5% (at 2%,
 /// MobileNetV2's strips, 10.9% more arena for 17% less time, lost to the two-stage plan; at
-/// 1%, U-Net's strips, 12.2% more for about 20% less, lost to the 3x3 grid: the proxy does
-/// not see that whole-row strips run faster than the unpatched planes, in cache).
+/// 1%, U-Net's strips, 12.2% more arena for 10% less time, lost to the 3x3 grid: the proxy
+/// does not see that whole-row strips run their kernels in cache).
 pub const ARENA_WEIGHT: f64 = 0.5;
 
 /// The time of one step the rewrite adds, in FLOPs: 0.9 us at 100 GFLOP/s. Fitted on
