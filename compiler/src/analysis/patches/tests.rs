@@ -509,3 +509,49 @@ fn ranking_across_stages_takes_the_least_proxy_near_the_lowest_peak() {
     let tight = report.ranked_across(1.0, 0.0, all, none);
     assert_eq!(tight[0].peak_bytes, low);
 }
+
+/// The whole-plan choice on MobileNetV2's three complete plans as planned and measured
+/// (2026-11-27, 1 thread, sums of per-node median times against 7.54 ms unpatched): 4x4 + 2x2
+/// recomputing (arena 1,283,840 B, 413 steps added, 60.4 MFLOPs recomputed) +1.04 ms; 6x6
+/// cached + 9x1 strips (1,178,304 B, 1,345 steps, 43.7 MFLOPs) +1.53 ms; 28x1 cached strips
+/// (1,306,368 B, 894 steps, none) +0.24 ms. The fastest is kept, 10.9% above the smallest
+/// arena; a plan beyond `WHOLE_SLACK` is not, however fast; equal costs go to the smaller
+/// arena. U-Net's measured plans alike.
+#[test]
+fn the_whole_choice_keeps_the_measured_fastest_plan_within_its_slack() {
+    use whole::{Scored, choose};
+    let total = 607_934_440;
+    let plan = |arena: usize, steps: u64, flops: u64| Scored {
+        arena,
+        proxy: flops + steps * whole::STEP_FLOPS,
+    };
+    let grid = plan(1_283_840, 413, 60_429_160);
+    let two = plan(1_178_304, 1_345, 43_700_160);
+    let strips = plan(1_306_368, 894, 0);
+    assert_eq!(choose(&[grid, two, strips], total), Some(2));
+    // Without the strips, the grid: 4x4's 1.04 ms against the two stages' 1.53 ms.
+    assert_eq!(choose(&[grid, two], total), Some(0));
+    // Nothing recomputed or added, but past the slack: not kept.
+    let far = (1_178_304.0 * (1.0 + whole::WHOLE_SLACK)) as usize + 64;
+    assert_eq!(choose(&[two, plan(far, 0, 0)], total), Some(0));
+    // The same cost: the smaller arena.
+    let a = Scored {
+        arena: 1000,
+        proxy: 0,
+    };
+    let b = Scored {
+        arena: 1000,
+        proxy: 0,
+    };
+    assert_eq!(choose(&[a, b], total), Some(0));
+    assert_eq!(choose(&[], total), None);
+    // U-Net (7.02 GFLOPs; Winograd lost counted at `SLOW_SHARE` in the FLOPs): the 3x3 grid
+    // from step 29 (arena 10,923,328 B, 227 steps, 592.7 MFLOPs recomputed + 627.9 lost)
+    // ran 1.22x of unpatched, the 8x1 strips (12,255,232 B, 286 steps, 677.1 lost) 1.10x
+    // (wall, minima of 6 alternated rounds); the 5x5 grid from step 33 is past the slack.
+    let total = 7_016_546_304;
+    let grid = plan(10_923_328, 227, 592_724_288 + 627_904_512);
+    let strips = plan(12_255_232, 286, 677_117_952);
+    let fine = plan(12_446_912, 460, 373_626_240 + 568_406_016);
+    assert_eq!(choose(&[grid, fine, strips], total), Some(2));
+}

@@ -19,7 +19,7 @@
 //! - the steps the rewrite adds (a node per patch, a cached value's `Slice` and `Concat`),
 //!   at [`STEP_FLOPS`] each: MobileNetV2's 6x6 cached grid (1,194 steps in its stage) ran
 //!   1.33x of unpatched against 1.08x for main's 4x4 (386) the same minutes, though it
-//!   recomputes less.
+//!   recomputes less; [`choose`] weighs the proxy against the arena.
 
 use std::collections::HashMap;
 
@@ -98,9 +98,13 @@ const POLICIES: [Policy; 7] = [
 ];
 
 /// How far above the smallest planned arena a complete plan may be and still be kept for a
-/// smaller time proxy (then weighed against its arena, module docs): MobileNetV2's 4x4 recomputing plan is 7.5% above its 6x6 cached one
-/// (0.213 vs 0.198 of unpatched) and ran 1.08x against 1.33x.
-pub const WHOLE_SLACK: f64 = 0.08;
+/// smaller time proxy (then weighed against its arena, module docs): MobileNetV2's 28x1
+/// cached strips (nothing recomputed) are 10.9% above its two-stage plan (6x6 cached, then
+/// 9x1 strips: 0.217 vs 0.196 of unpatched) and ran 1.03x of unpatched against 1.20x (sums
+/// of per-node median times, 2026-11-27 21:00 UTC; wall times 1.03x against 1.19x, minima of
+/// 6 alternated rounds at 21:50, load 4.5); U-Net's 8x1 strips are 12.2% above its 3x3 grid
+/// (0.650 vs 0.579) and ran 1.10x against 1.22x (wall, the same way).
+pub const WHOLE_SLACK: f64 = 0.13;
 
 /// Bytes of weights a stage may read per patch and still find them in the cache (the L3
 /// share of a core): a chain of 256 -> 256 3x3 Convs on 2 x 40 output pixels ran at 149-159
@@ -133,15 +137,20 @@ pub fn stream_flops(g: &Graph, order: &[crate::ir::graph::NodeId], c: &PatchPlan
         .saturating_mul(STREAM_FLOPS_PER_BYTE)
 }
 
-/// What 1% more arena is worth in time (%) when choosing among complete plans: 2% (the arena
-/// is what patching is for; MobileNetV2's 6x6 cached grid, 7.5% smaller than its 4x4 one,
-/// adds 42% of the model's FLOPs to the time proxy in steps).
-pub const ARENA_WEIGHT: f64 = 2.0;
+/// What 1% more arena is worth in time (%) when choosing among complete plans: 0.5% (at 2%,
+/// MobileNetV2's strips, 10.9% more arena for 17% less time, lost to the two-stage plan; at
+/// 1%, U-Net's strips, 12.2% more arena for 10% less time, lost to the 3x3 grid: the proxy
+/// does not see that whole-row strips run their kernels in cache).
+pub const ARENA_WEIGHT: f64 = 0.5;
 
-/// The time of one step of a program in FLOPs: about 3 us per node call (DBNet-320's
-/// patches: Slices 4.6 us, Concats 3.8 us on average, small Convs' fixed cost alike; the
-/// 800 steps MobileNetV2's 6x6 cached grid adds cost about 2.5 ms) at 100 GFLOP/s.
-pub const STEP_FLOPS: u64 = 300_000;
+/// The time of one step the rewrite adds, in FLOPs: 0.9 us at 100 GFLOP/s. Fitted on
+/// MobileNetV2's three complete plans (sums of per-node median times, 1 thread, against
+/// 7.54 ms unpatched): 4x4 + 2x2 recomputing (413 steps, 60 MFLOPs recomputed) +1.04 ms,
+/// 6x6 cached + 9x1 strips (1,345 steps, 44 MFLOPs) +1.53 ms, 28x1 strips (894 steps,
+/// none) +0.24 ms: [`choose`] ranks them in that order for 47k-113k FLOPs a step (the
+/// earlier 300k, from DBNet-320's 3.8-4.6 us Slices and Concats, put the strips below the
+/// 4x4 grid).
+pub const STEP_FLOPS: u64 = 90_000;
 
 /// A complete patch plan: the rewritten graph, its planned arena, its stages in the order
 /// taken, and its time proxy.
@@ -291,38 +300,32 @@ pub fn plan_whole<E>(
         .map(|(p, _)| p)
         .collect();
     let base_wino = winograd_flops(g, base);
-    let scored: Vec<(Vec<Key>, usize, u64)> = finals
+    let scored: Vec<(Vec<Key>, Scored)> = finals
         .iter()
         .filter_map(|p| {
             let s = states.get(p)?;
             let lost = base_wino.saturating_sub(winograd_flops(&s.graph, &s.plan));
             let steps = s.plan.schedule.len().saturating_sub(base.schedule.len()) as u64;
-            let proxy = s
-                .flops
-                .saturating_add(fast::slow_flops(lost))
-                .saturating_add(steps.saturating_mul(STEP_FLOPS));
-            Some((p.clone(), s.plan.arena_bytes, proxy))
+            let score = Scored {
+                arena: s.plan.arena_bytes,
+                proxy: s
+                    .flops
+                    .saturating_add(fast::slow_flops(lost))
+                    .saturating_add(steps.saturating_mul(STEP_FLOPS)),
+            };
+            Some((p.clone(), score))
         })
         .collect();
-    let Some(smallest) = scored.iter().map(|s| s.1).min() else {
-        return Ok(None);
-    };
-    let bar = smallest.saturating_add((smallest as f64 * WHOLE_SLACK) as usize);
     let tried = scored.len();
-    // A share of the model's time against a share of arena: time proxy over the model's
-    // FLOPs plus ARENA_WEIGHT times the arena over the smallest.
     let total = states
         .values()
         .find_map(|s| s.stages.first())
-        .map_or(1, |i| i.total_flops.max(1)) as f64;
-    let cost = |s: &(Vec<Key>, usize, u64)| {
-        s.2 as f64 / total + ARENA_WEIGHT * s.1 as f64 / smallest as f64
+        .map_or(1, |i| i.total_flops.max(1));
+    let scores: Vec<Scored> = scored.iter().map(|s| s.1).collect();
+    let Some(k) = choose(&scores, total) else {
+        return Ok(None);
     };
-    let Some((path, _, proxy)) = scored
-        .into_iter()
-        .filter(|s| s.1 <= bar)
-        .min_by(|a, b| cost(a).total_cmp(&cost(b)).then(a.1.cmp(&b.1)))
-    else {
+    let Some((path, Scored { proxy, .. })) = scored.into_iter().nth(k) else {
         return Ok(None);
     };
     Ok(states.remove(&path).map(|s| Whole {
@@ -332,4 +335,32 @@ pub fn plan_whole<E>(
         time_proxy: proxy,
         tried,
     }))
+}
+
+/// A complete plan as [`choose`] weighs it: its planned arena (bytes) and time proxy (FLOPs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scored {
+    /// The planned arena.
+    pub arena: usize,
+    /// The time proxy (module docs).
+    pub proxy: u64,
+}
+
+/// The plan kept of `plans` (index), for a model of `total` FLOPs: of those within
+/// [`WHOLE_SLACK`] of the smallest arena, the least time proxy over `total` plus
+/// [`ARENA_WEIGHT`] times the arena over the smallest (a tie to the smaller arena); `None`
+/// when `plans` is empty.
+pub fn choose(plans: &[Scored], total: u64) -> Option<usize> {
+    let smallest = plans.iter().map(|s| s.arena).min()?;
+    let bar = smallest.saturating_add((smallest as f64 * WHOLE_SLACK) as usize);
+    let total = total.max(1) as f64;
+    // A share of the model's time against a share of arena.
+    let cost =
+        |s: &Scored| s.proxy as f64 / total + ARENA_WEIGHT * s.arena as f64 / smallest as f64;
+    plans
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.arena <= bar)
+        .min_by(|(_, a), (_, b)| cost(a).total_cmp(&cost(b)).then(a.arena.cmp(&b.arena)))
+        .map(|(k, _)| k)
 }
