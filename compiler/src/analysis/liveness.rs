@@ -37,7 +37,10 @@
 //!   `alias_of` the Concat's output, and the buffer lives from the first slice's producer.
 //!   Nested Concats compose (an inner Concat's output is itself a slice of the outer one).
 //!   A slice's producer never also writes in place; views and in-place writes of a value
-//!   stored at an offset keep that offset.
+//!   stored at an offset keep that offset. A Conv whose output only a unary activation
+//!   reads, and whose activation output has a slot, may be computed into that slice too
+//!   (`through`, the `conv into slice` pass): the activation then runs there in place, in
+//!   the Conv's epilogue.
 //! - **Scratch** ([`LivenessOptions::scratch`]): a node whose op needs a workspace
 //!   ([`crate::ops::Op::scratch_bytes`]) gets a buffer `<node name>:scratch` of kind
 //!   [`BufferKind::Scratch`] living `[step, step + 1)`. An im2col Conv's scratch is sized for
@@ -272,14 +275,20 @@ fn build(
     slots: &concat::ConcatSlots,
     shrink: &HashSet<NodeId>,
     scratch: &[usize],
+    through: &HashSet<ValueId>,
 ) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
     let mut last_read: Vec<Option<usize>> = vec![None; nv];
+    // Each value's readers: (how many reads, the last reader).
+    let mut readers: Vec<(usize, Option<NodeId>)> = vec![(0, None); nv];
     for (step, &id) in order.iter().enumerate() {
         for &v in &g.node(id).inputs {
             if let Some(slot) = last_read.get_mut(v.index()) {
                 *slot = Some(step);
+            }
+            if let Some(r) = readers.get_mut(v.index()) {
+                *r = (r.0 + 1, Some(id));
             }
         }
     }
@@ -322,6 +331,9 @@ fn build(
             new_buffer(&mut live, &mut open, v, 0, BufferKind::Input);
         }
     }
+    // Activation outputs whose Conv input was computed into their Concat slice (`through`),
+    // and that input.
+    let mut acts: HashMap<ValueId, ValueId> = HashMap::new();
     for (step, &id) in order.iter().enumerate() {
         let node = g.node(id);
         for (k, &out) in node.outputs.iter().enumerate() {
@@ -329,7 +341,21 @@ fn build(
                 // The outermost Concat output of a buffer its slices opened: already placed.
                 continue;
             }
-            if let Some((root, offset)) = slots.resolve(out) {
+            let mut slotted = slots
+                .resolve(out)
+                .map(|s| (s, slots.get(out).map(|(of, _)| of)));
+            if slotted.is_none() && through.contains(&out) {
+                let reader = readers
+                    .get(out.index())
+                    .and_then(|&(n, r)| (n == 1).then_some(r)?);
+                if let Some(v) = reader.and_then(|r| conv_act_slot(g, node, out, r, slots)) {
+                    acts.insert(v, out);
+                    slotted = slots
+                        .resolve(v)
+                        .map(|s| (s, slots.get(v).map(|(of, _)| of)));
+                }
+            }
+            if let Some(((root, offset), of)) = slotted {
                 let b = match live.value_buffer.get(&root) {
                     Some(&b) => b,
                     None => {
@@ -337,7 +363,8 @@ fn build(
                         live.buffers.len() - 1
                     }
                 };
-                if let Some((of, _)) = slots.get(out) {
+                // The activation runs in place over its input's bytes in the slice.
+                if let Some(of) = acts.get(&out).copied().or(of) {
                     live.alias_of.insert(out, of);
                 }
                 live.value_offset.insert(out, offset);
@@ -408,6 +435,31 @@ fn build(
         buf.interval.end = end;
     }
     live
+}
+
+/// The Concat input `v` whose slice a Conv's output `y` is computed into as well: `y` is read
+/// only by `reader`, a unary activation (or a fused element-wise program of `y` alone) whose
+/// output `v` has a slot and `y`'s size, so the Conv writes the slice and the activation
+/// runs there in place — in the Conv's epilogue (`codegen::lower::epilogue`): SqueezeNet's
+/// expand convs and their Relus, which otherwise ran apart (the Relu from the conv's
+/// buffer into the slice).
+fn conv_act_slot(
+    g: &Graph,
+    node: &crate::ir::graph::Node,
+    y: ValueId,
+    reader: NodeId,
+    slots: &concat::ConcatSlots,
+) -> Option<ValueId> {
+    if !matches!(node.op, Op::Conv(_)) || node.outputs.len() != 1 || g.outputs.contains(&y) {
+        return None;
+    }
+    let r = g.node(reader);
+    let act = matches!(r.op, Op::Unary(_) | Op::FusedElementwise(_));
+    let v = *r.outputs.first()?;
+    let (ty, vt) = (&g.value(y).ty, &g.value(v).ty);
+    let same = ty.dtype == vt.dtype && ty.bytes().is_some() && ty.bytes() == vt.bytes();
+    (act && r.inputs[..] == [y] && r.outputs.len() == 1 && same && slots.get(v).is_some())
+        .then_some(v)
 }
 
 /// The input whose buffer node `id` at `step` may write its output into, with that buffer.

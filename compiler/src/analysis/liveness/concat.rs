@@ -348,3 +348,49 @@ pub(super) fn choose_pass(cx: &Decide<'_>, d: &mut Decisions) {
         chosen
     };
 }
+
+/// The `conv into slice` pass ([`super::decide::PASSES`]): Convs whose output only a unary
+/// activation reads, that activation's output holding a slot ([`super::conv_act_slot`]),
+/// computed into the slice as well — the Relu then runs in place there, in the Conv's
+/// epilogue, instead of as a pass of its own from the Conv's buffer (SqueezeNet's 16 expand
+/// Convs). The slice's buffer then starts at the Conv, which may raise that step's live
+/// bytes: all are taken when the peak does not rise, else one at a time in schedule order,
+/// each kept when it does not.
+pub(super) fn through_pass(cx: &Decide<'_>, d: &mut Decisions) {
+    if d.slots.is_empty() {
+        return;
+    }
+    let g = cx.g;
+    let mut readers: HashMap<ValueId, (usize, NodeId)> = HashMap::new();
+    for &id in cx.order {
+        for &v in &g.node(id).inputs {
+            let e = readers.entry(v).or_insert((0, id));
+            *e = (e.0 + 1, id);
+        }
+    }
+    let candidates: Vec<ValueId> = cx
+        .order
+        .iter()
+        .filter_map(|&id| {
+            let node = g.node(id);
+            let y = *node.outputs.first()?;
+            let (n, r) = *readers.get(&y)?;
+            (n == 1 && super::conv_act_slot(g, node, y, r, &d.slots).is_some()).then_some(y)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let base = peak(&cx.measure(d));
+    d.through.extend(candidates.iter().copied());
+    if peak(&cx.measure(d)) <= base {
+        return;
+    }
+    d.through.clear();
+    for y in candidates {
+        d.through.insert(y);
+        if peak(&cx.measure(d)) > base {
+            d.through.remove(&y);
+        }
+    }
+}

@@ -7,10 +7,11 @@
 //! | `scratch` | each node's workspace bytes; an im2col Conv's at its smallest tile | — |
 //! | `shrinking in-place` | which poolings write their smaller output over their input | the peak, one node at a time in schedule order |
 //! | `in-place concat` | which Concat inputs are computed into their slice (`concat.rs`) | the peak of the chooser's set, its variants, every slot, none |
+//! | `conv into slice` | which Convs whose Relu (any unary activation) has a slot are computed into that slice too, the activation in place there (in the Conv's epilogue) | the peak, all at once, else one Conv at a time in schedule order |
 //! | `conv tiles` | each im2col Conv's tile: the largest that keeps the peak (`tiles.rs`) | the step's live bytes against the peak |
 //! | `winograd` | which 3x3 stride-1 Convs run Winograd F(4x4,3x3): those whose scratch keeps the peak (`winograd.rs`) | the step's live bytes against the peak |
 //!
-//! A pass sees the decisions of the passes before it; the first three aim at the lowest peak
+//! A pass sees the decisions of the passes before it; the first four aim at the lowest peak
 //! with every im2col panel at its smallest, the last two give the speed back where the peak
 //! allows. A pass is skipped when its [`LivenessOptions`] flag is off.
 
@@ -18,7 +19,7 @@ use std::collections::HashSet;
 
 use super::concat::ConcatSlots;
 use super::{Liveness, LivenessOptions, build, shrinking_in_place, tiles};
-use crate::ir::graph::{Graph, NodeId};
+use crate::ir::graph::{Graph, NodeId, ValueId};
 use crate::plan::offsets::place;
 use crate::plan::{ALIGN, align_up, lower_bound};
 
@@ -31,6 +32,8 @@ pub(super) struct Decisions {
     pub(super) shrink: HashSet<NodeId>,
     /// The in-place Concat slots.
     pub(super) slots: ConcatSlots,
+    /// Conv outputs computed into their activation's Concat slice.
+    pub(super) through: HashSet<ValueId>,
 }
 
 /// A graph, a schedule and the options: what every pass reads.
@@ -44,7 +47,7 @@ impl Decide<'_> {
     /// The buffers `d` gives.
     pub(super) fn measure(&self, d: &Decisions) -> Liveness {
         build(
-            self.g, self.order, self.opts, &d.slots, &d.shrink, &d.scratch,
+            self.g, self.order, self.opts, &d.slots, &d.shrink, &d.scratch, &d.through,
         )
     }
 
@@ -121,6 +124,11 @@ pub const PASSES: &[Pass] = &[
         name: "in-place concat",
         enabled: concat_on,
         run: super::concat::choose_pass,
+    },
+    Pass {
+        name: "conv into slice",
+        enabled: concat_on,
+        run: super::concat::through_pass,
     },
     Pass {
         name: "conv tiles",

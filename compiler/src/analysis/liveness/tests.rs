@@ -552,11 +552,20 @@ fn concat_choice_is_never_above_its_alternatives() {
             &concat::ConcatSlots::default(),
             &shrink,
             &scratch,
+            &HashSet::new(),
         );
         let all = concat::ConcatSlots::find(&g, g.order(), true);
         let greedy = all.choose(&g, &base);
         for slots in [&concat::ConcatSlots::default(), &all, &greedy] {
-            let l = build(&g, g.order(), opts, slots, &shrink, &scratch);
+            let l = build(
+                &g,
+                g.order(),
+                opts,
+                slots,
+                &shrink,
+                &scratch,
+                &HashSet::new(),
+            );
             assert!(got <= peak(&l), "{got} > {}", peak(&l));
         }
     }

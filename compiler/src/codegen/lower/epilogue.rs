@@ -107,9 +107,11 @@ pub(super) fn fused_activation(g: &Graph, plan: &ArenaPlan, id: NodeId) -> Optio
     if ln.outputs.len() != 1 || g.value(out).ty != g.value(y).ty {
         return None;
     }
+    // The value's address: its buffer's offset and its offset inside it (a Concat slice).
     let offset = |v: ValueId| {
         let b = *plan.liveness.value_buffer.get(&v)?;
-        plan.placement.offsets.get(b).copied()
+        let at = plan.placement.offsets.get(b).copied()?;
+        at.checked_add(plan.liveness.offset_of(v))
     };
     (offset(y)? == offset(out)?).then_some(FusedAct { act, last, nodes })
 }

@@ -11,10 +11,18 @@
 
 use super::split::{Shared, slot_count, task_width};
 use super::{N16, narrow, widen};
-use crate::gemm::{NR, a_scratch_slot, arenac_pack_b, arenac_sgemm, packed_b_len};
+use crate::gemm::{MC, NR, a_scratch_slot, arenac_pack_b, arenac_sgemm, packed_b_len};
 
 /// Bytes of packed f32 B one column block should stay within (half a 1 MiB L2).
 const B_BLOCK_BYTES: usize = 512 << 10;
+
+/// Rows of A a block may hold and still run on the small kernels (`crate::gemm::small`: fewer
+/// rows than the 12-row AVX-512 micro-kernel; the AVX2 kernel's 6-row one takes such a block
+/// in pieces of 5), which read the widened rows in place: no A-packing slot, so a block of
+/// this many rows fits the scratch of a packed one of far fewer. A 128x2048 by 2048x256
+/// product (user CPU time, 300 runs of two such pairs): 4-11 rows per block 1.05-1.09x the
+/// f32 time, 2 rows 1.25x, 12-24 rows (packed, A packed again per column block) 1.16-1.20x.
+const SMALL_ROWS: usize = 11;
 
 /// Geometry of one staged product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +50,19 @@ impl MmStage {
         if fit >= n { n } else { fit.max(NR) }
     }
 
+    /// Columns per column block at `block` rows per row block: all of `n` once a row block
+    /// holds [`MC`] rows or all of A's (the product's own row blocks then stream B as the
+    /// f32 path does, and column blocks would only pack the same rows of A once per block);
+    /// else [`Self::cols`].
+    pub fn cols_at(&self, block: usize) -> usize {
+        let m = self.m.max(1);
+        if block.clamp(1, m) >= MC.min(m) {
+            self.n.max(1)
+        } else {
+            self.cols()
+        }
+    }
+
     /// The smallest block of A's rows, the one the planner starts from: as many rows as fit
     /// 1/24 of the 16-bit A and Y (between 16 KiB and [`super::STAGE_BYTES`]) with a column
     /// block of Y, at least one.
@@ -52,7 +73,18 @@ impl MmStage {
     pub fn min_block(&self) -> usize {
         let bytes16 = (self.batch * self.m * (self.k + self.n)).saturating_mul(2);
         let budget = (bytes16 / 24).clamp(16 << 10, super::STAGE_BYTES);
-        (budget / ((self.k + self.cols()) * 4).max(1)).clamp(1, self.m.max(1))
+        let m = self.m.max(1);
+        let rows = (budget / ((self.k + self.cols()) * 4).max(1)).clamp(1, m);
+        if rows > SMALL_ROWS {
+            return rows;
+        }
+        // As many rows as the small kernels take within the scratch those rows would have
+        // with an A-packing slot (the arena does not grow).
+        let cap = self.scratch_floats(rows, true);
+        (rows..=SMALL_ROWS.min(m))
+            .rev()
+            .find(|&b| self.scratch_floats(b, false) <= cap)
+            .unwrap_or(rows)
     }
 
     /// The blocks worth planning, largest first: all of A's rows, then halves while above
@@ -81,14 +113,25 @@ impl MmStage {
     /// Tasks of one batch slice at `block` rows: row blocks times column blocks.
     fn tasks(&self, block: usize) -> usize {
         let b = block.clamp(1, self.m.max(1));
-        self.m.max(1).div_ceil(b) * self.n.max(1).div_ceil(self.cols())
+        self.m.max(1).div_ceil(b) * self.n.max(1).div_ceil(self.cols_at(b))
     }
 
     /// Floats of the scratch parts at `block` rows: A blocks, Y blocks (one per slot,
-    /// [`crate::gemm::stage16::split::slot_count`]), A-packing slots (one per thread),
-    /// widened B, packed B.
+    /// [`crate::gemm::stage16::split::slot_count`]), A-packing slots (one per thread; none
+    /// for a block of at most [`SMALL_ROWS`]), widened B, packed B.
     fn parts(&self, block: usize) -> [usize; 5] {
+        self.parts_with(block, block.clamp(1, self.m.max(1)) > SMALL_ROWS)
+    }
+
+    /// Total floats of [`Self::parts_with`].
+    fn scratch_floats(&self, block: usize, packing: bool) -> usize {
+        self.parts_with(block, packing).iter().sum()
+    }
+
+    /// [`Self::parts`], with or without the A-packing slots.
+    fn parts_with(&self, block: usize, packing: bool) -> [usize; 5] {
         let b = block.clamp(1, self.m.max(1));
+        let cols = self.cols_at(b);
         let up = |f: usize| f.next_multiple_of(16);
         let (bw, bp) = if self.runtime_b {
             (up(self.k * self.n), up(packed_b_len(self.k, self.n)))
@@ -96,10 +139,15 @@ impl MmStage {
             (0, 0)
         };
         let slots = slot_count(self.tasks(block), self.threads.max(1));
+        let packing = if packing {
+            up(a_scratch_slot(b, self.k) * self.threads.max(1))
+        } else {
+            0
+        };
         [
             up(b * self.k) * slots,
-            up(b * self.cols()) * slots,
-            up(a_scratch_slot(b, self.k) * self.threads.max(1)),
+            up(b * cols) * slots,
+            packing,
             bw,
             bp,
         ]
@@ -149,7 +197,15 @@ pub unsafe fn matmul(
     let threads = s.threads.max(1);
     let slots = slot_count(s.tasks(block), threads);
     let (a_slot, c_slot) = (pa / slots, pc / slots);
-    let aslot = a_scratch_slot(block, k);
+    // A block of at most SMALL_ROWS rows has no A-packing slot: its products run on the
+    // small kernels, which read the widened rows in place, in pieces of fewer rows than the
+    // micro-kernel's (all of them on AVX-512; 5 at a time on AVX2).
+    let aslot = if ps == 0 { 0 } else { a_scratch_slot(block, k) };
+    let piece = if ps == 0 {
+        crate::gemm::selected_kernel().mr.saturating_sub(1).max(1)
+    } else {
+        block
+    };
     // SAFETY: the scratch parts are disjoint and inside the scratch ([`MmStage::parts`]).
     let (sa, sc, sslot, sbw, sbp) = unsafe {
         (
@@ -160,7 +216,7 @@ pub unsafe fn matmul(
             scratch.add(pa + pc + ps + pbw),
         )
     };
-    let cols = s.cols();
+    let cols = s.cols_at(block);
     let (nrb, ncb) = (m.max(1).div_ceil(block), n.max(1).div_ceil(cols));
     let tasks = nrb * ncb;
     let width = task_width(tasks, slots, crate::par::cost::gemm_ns(s.batch * m * n * k));
@@ -212,21 +268,27 @@ pub unsafe fn matmul(
                 };
                 let sc = sc.get().add(slot * c_slot);
                 let sslot = sslot.get().add(slot * aslot);
-                if lowp {
-                    let mm = (rows, w, k);
-                    let pb = pb.get().cast_const();
-                    crate::gemm::lowp::sgemm_lowp_cols(
-                        mm,
-                        sa,
-                        pb.cast(),
-                        (n, j0),
-                        sc,
-                        (sslot, inner),
-                        b_type,
-                    );
-                } else {
-                    let pbj = pb.get().add(j0 * k);
-                    arenac_sgemm(rows, w, k, sa, k, pbj, sc, w, 0, sslot, inner);
+                // Pieces of `piece` rows (all `rows` with an A-packing slot): the same sums,
+                // whatever the piece (the small kernels give the micro-kernel's bits).
+                for p0 in (0..rows).step_by(piece) {
+                    let h = piece.min(rows - p0);
+                    let (sa, sc) = (sa.add(p0 * k), sc.add(p0 * w));
+                    if lowp {
+                        let mm = (h, w, k);
+                        let pb = pb.get().cast_const();
+                        crate::gemm::lowp::sgemm_lowp_cols(
+                            mm,
+                            sa,
+                            pb.cast(),
+                            (n, j0),
+                            sc,
+                            (sslot, inner),
+                            b_type,
+                        );
+                    } else {
+                        let pbj = pb.get().add(j0 * k);
+                        arenac_sgemm(h, w, k, sa, k, pbj, sc, w, 0, sslot, inner);
+                    }
                 }
                 let c = std::slice::from_raw_parts_mut(sc, rows * w);
                 let bias = bias.get();

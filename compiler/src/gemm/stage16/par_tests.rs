@@ -360,3 +360,84 @@ fn staged_matmul_with_a_reduced_b_spreads_bit_for_bit() {
         }
     }
 }
+
+/// Blocks of at most `SMALL_ROWS` rows have no A-packing slot (the small kernels read the
+/// widened rows in place): at every block, small or packed, the product stays inside the
+/// scratch it planned (a canary after it) and gives the same bits, on 1 and 2 threads. The
+/// transformer's FFN product (128x2048 by 2048x256) starts from a small block of more than
+/// the 2 rows it had with a packing slot, in no more scratch than those 2 rows took.
+#[test]
+fn staged_matmul_small_blocks_stay_in_their_scratch() {
+    use super::matmul::{MmStage, matmul};
+    use crate::gemm::{arenac_pack_b, packed_b_len};
+    for threads in [1, 2] {
+        let ffn = MmStage {
+            batch: 1,
+            m: 128,
+            k: 2048,
+            n: 256,
+            runtime_b: false,
+            threads,
+        };
+        let b = ffn.min_block();
+        assert!((3..=11).contains(&b), "{ffn:?}: min block {b}");
+        assert!(
+            ffn.scratch_bytes() <= 35_328 * threads,
+            "{ffn:?}: {}",
+            ffn.scratch_bytes()
+        );
+    }
+    let (m, k, n) = (37, 2100, 100);
+    let s1 = MmStage {
+        batch: 1,
+        m,
+        k,
+        n,
+        runtime_b: false,
+        threads: 1,
+    };
+    assert!(s1.cols() < n, "B must come in several column blocks");
+    let s2 = MmStage { threads: 2, ..s1 };
+    let a = data(m * k, 7);
+    let b32: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 13 % 97) as f32 - 48.0) / 64.0)
+        .collect();
+    let mut packed = vec![0f32; packed_b_len(k, n)];
+    // SAFETY: `b32` is `k x n` row-major; `packed` holds its packed size.
+    unsafe { arenac_pack_b(k, n, b32.as_ptr(), n, 1, packed.as_mut_ptr()) };
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0).collect();
+    const CANARY: u32 = 0x7fc0_1234;
+    let run = |s: &MmStage, block: usize| {
+        let mut y = vec![0u16; m * n];
+        let floats = s.scratch_bytes_at(block) / 4;
+        let mut scratch = vec![f32::from_bits(CANARY); floats + 16 + 64];
+        let off = scratch.as_ptr().align_offset(64);
+        // SAFETY: operands of the sizes the contract asks; the scratch 64-aligned.
+        unsafe {
+            matmul(
+                N16::F16,
+                s,
+                0,
+                block,
+                a.as_ptr(),
+                std::ptr::null(),
+                packed.as_ptr(),
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                scratch.as_mut_ptr().add(off),
+            )
+        };
+        let tail = &scratch[off + floats..off + floats + 64];
+        assert!(
+            tail.iter().all(|v| v.to_bits() == CANARY),
+            "{s:?} at block {block}: wrote past its scratch"
+        );
+        y
+    };
+    let want = run(&s1, m);
+    for block in [1, 2, 4, 5, 6, 7, 11, 12, 13, 24, s1.min_block()] {
+        assert!(run(&s1, block) == want, "block {block}: 1 thread differs");
+        let (two, _) = on_two(|| run(&s2, block));
+        assert!(two == want, "block {block}: 2 threads differ");
+    }
+}
