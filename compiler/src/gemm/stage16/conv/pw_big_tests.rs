@@ -8,95 +8,12 @@
 //! images, on one thread and spread over an eager 2-thread pool; inputs with infinities, NaN
 //! and values past f16's range. Run with `ARENAC_GEMM_KERNEL=avx2` for the AVX2 kernel.
 
-use super::{budgets, conv, pw_big_direct, scratch_bytes, staged, staged_bytes_at, weights_params};
+use super::pw_direct_tests::{aligned, direct, geom, staged_at, values};
+use super::{budgets, pw_big_direct, scratch_bytes, weights_params};
 use crate::gemm::conv::{Activation, ConvParams, arenac_conv2d, prepare_weights, prepared_len};
 use crate::gemm::lowp::{WeightType, conv_lowp_bytes, mark_conv, pack_conv_lowp};
 use crate::gemm::stage16::{N16, narrow, widen};
 use crate::par::{Pool, with_pool};
-
-/// A pointwise geometry: `n` images, `c` -> `m` channels on `h x w` planes, with a bias.
-fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64) -> ConvParams {
-    ConvParams {
-        n,
-        c,
-        h,
-        w,
-        m,
-        group: 1,
-        kh: 1,
-        kw: 1,
-        stride_h: 1,
-        stride_w: 1,
-        dil_h: 1,
-        dil_w: 1,
-        oh: h,
-        ow: w,
-        has_bias: 1,
-        threads: 1,
-        ..ConvParams::default()
-    }
-}
-
-/// A 64-aligned buffer of at least `bytes` bytes (as u64 words) and its first aligned word.
-fn aligned(bytes: usize) -> (Vec<u64>, usize) {
-    let v = vec![0u64; bytes.div_ceil(8) + 8];
-    let off = v.as_ptr().align_offset(64);
-    (v, off)
-}
-
-/// Deterministic values in about [-1, 1).
-fn values(n: usize, seed: usize) -> Vec<f32> {
-    (0..n)
-        .map(|j| (((j * 37 + seed * 11) % 113) as f32 - 56.0) / 57.0)
-        .collect()
-}
-
-/// [`conv`] (the direct path: no scratch) of `p` on `x` with weights at `w`.
-fn direct(t: N16, p: &ConvParams, x: &[u16], w: *const f32, bias: &[f32]) -> Vec<u16> {
-    let mut y = vec![0u16; (p.n * p.m * p.oh * p.ow) as usize];
-    // SAFETY: operands of the sizes the contract asks, the weights prepared for `p` by the
-    // caller; `pw_big_direct` holds, so no scratch is read or written.
-    unsafe {
-        conv(
-            t,
-            p,
-            0,
-            x.as_ptr(),
-            w,
-            bias.as_ptr(),
-            y.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    y
-}
-
-/// [`staged`] pixel runs of `p` at `budget` on `x` with weights at `w`.
-fn staged_at(
-    t: N16,
-    p: &ConvParams,
-    budget: u64,
-    x: &[u16],
-    w: *const f32,
-    bias: &[f32],
-) -> Vec<u16> {
-    let mut y = vec![0u16; (p.n * p.m * p.oh * p.ow) as usize];
-    let (mut s, off) = aligned(staged_bytes_at(p, budget));
-    // SAFETY: as [`direct`]; the scratch as `staged_bytes_at` asks, 64-aligned.
-    unsafe {
-        staged(
-            t,
-            p,
-            budget,
-            x.as_ptr(),
-            w,
-            bias.as_ptr(),
-            y.as_mut_ptr(),
-            s.as_mut_ptr().add(off).cast(),
-        )
-    };
-    y
-}
 
 #[test]
 fn gemm_pointwise_direct_matches_the_staged_runs_and_the_f32_kernel() {

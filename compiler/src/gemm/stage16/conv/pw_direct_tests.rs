@@ -15,7 +15,7 @@ use crate::gemm::stage16::{N16, narrow, widen};
 use crate::par::{Pool, with_pool};
 
 /// A pointwise geometry: `n` images, `c` -> `m` channels on `h x w` planes, with a bias.
-fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64) -> ConvParams {
+pub(super) fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64) -> ConvParams {
     ConvParams {
         n,
         c,
@@ -38,24 +38,25 @@ fn geom(n: u64, c: u64, (h, w): (u64, u64), m: u64) -> ConvParams {
 }
 
 /// A 64-aligned buffer of at least `bytes` bytes (as u64 words) and its first aligned word.
-fn aligned(bytes: usize) -> (Vec<u64>, usize) {
+pub(super) fn aligned(bytes: usize) -> (Vec<u64>, usize) {
     let v = vec![0u64; bytes.div_ceil(8) + 8];
     let off = v.as_ptr().align_offset(64);
     (v, off)
 }
 
 /// Deterministic values in about [-1, 1).
-fn values(n: usize, seed: usize) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
         .map(|j| (((j * 37 + seed * 11) % 113) as f32 - 56.0) / 57.0)
         .collect()
 }
 
-/// [`conv`] (the direct path: no scratch) of `p` on `x` with weights at `w`.
-fn direct(t: N16, p: &ConvParams, x: &[u16], w: *const f32, bias: &[f32]) -> Vec<u16> {
+/// [`conv`] (the direct path: no scratch) of `p` on `x` with weights at `w` (also used by
+/// `pw_big_tests`, with the helpers above and [`staged_at`]).
+pub(super) fn direct(t: N16, p: &ConvParams, x: &[u16], w: *const f32, bias: &[f32]) -> Vec<u16> {
     let mut y = vec![0u16; (p.n * p.m * p.oh * p.ow) as usize];
     // SAFETY: operands of the sizes the contract asks, the weights prepared for `p` by the
-    // caller; `pw_direct` holds, so no scratch is read or written.
+    // caller; `pw_direct` or `pw_big_direct` holds, so no scratch is read or written.
     unsafe {
         conv(
             t,
@@ -72,7 +73,7 @@ fn direct(t: N16, p: &ConvParams, x: &[u16], w: *const f32, bias: &[f32]) -> Vec
 }
 
 /// [`staged`] pixel runs of `p` at `budget` on `x` with weights at `w`.
-fn staged_at(
+pub(super) fn staged_at(
     t: N16,
     p: &ConvParams,
     budget: u64,
