@@ -275,20 +275,15 @@ fn build(
     slots: &concat::ConcatSlots,
     shrink: &HashSet<NodeId>,
     scratch: &[usize],
-    through: &HashSet<ValueId>,
+    through: &HashMap<ValueId, ValueId>,
 ) -> Liveness {
     let n = order.len();
     let nv = g.values().len();
     let mut last_read: Vec<Option<usize>> = vec![None; nv];
-    // Each value's readers: (how many reads, the last reader).
-    let mut readers: Vec<(usize, Option<NodeId>)> = vec![(0, None); nv];
     for (step, &id) in order.iter().enumerate() {
         for &v in &g.node(id).inputs {
             if let Some(slot) = last_read.get_mut(v.index()) {
                 *slot = Some(step);
-            }
-            if let Some(r) = readers.get_mut(v.index()) {
-                *r = (r.0 + 1, Some(id));
             }
         }
     }
@@ -341,21 +336,15 @@ fn build(
                 // The outermost Concat output of a buffer its slices opened: already placed.
                 continue;
             }
-            let mut slotted = slots
-                .resolve(out)
-                .map(|s| (s, slots.get(out).map(|(of, _)| of)));
-            if slotted.is_none() && through.contains(&out) {
-                let reader = readers
-                    .get(out.index())
-                    .and_then(|&(n, r)| (n == 1).then_some(r)?);
-                if let Some(v) = reader.and_then(|r| conv_act_slot(g, node, out, r, slots)) {
+            // A Conv output `through` names is placed at its activation's slot.
+            let at = match through.get(&out) {
+                Some(&v) if slots.get(out).is_none() && slots.get(v).is_some() => {
                     acts.insert(v, out);
-                    slotted = slots
-                        .resolve(v)
-                        .map(|s| (s, slots.get(v).map(|(of, _)| of)));
+                    v
                 }
-            }
-            if let Some(((root, offset), of)) = slotted {
+                _ => out,
+            };
+            if let Some((root, offset)) = slots.resolve(at) {
                 let b = match live.value_buffer.get(&root) {
                     Some(&b) => b,
                     None => {
@@ -364,7 +353,7 @@ fn build(
                     }
                 };
                 // The activation runs in place over its input's bytes in the slice.
-                if let Some(of) = acts.get(&out).copied().or(of) {
+                if let Some(of) = acts.get(&out).copied().or(slots.get(at).map(|(of, _)| of)) {
                     live.alias_of.insert(out, of);
                 }
                 live.value_offset.insert(out, offset);
@@ -435,31 +424,6 @@ fn build(
         buf.interval.end = end;
     }
     live
-}
-
-/// The Concat input `v` whose slice a Conv's output `y` is computed into as well: `y` is read
-/// only by `reader`, a unary activation (or a fused element-wise program of `y` alone) whose
-/// output `v` has a slot and `y`'s size, so the Conv writes the slice and the activation
-/// runs there in place — in the Conv's epilogue (`codegen::lower::epilogue`): SqueezeNet's
-/// expand convs and their Relus, which otherwise ran apart (the Relu from the conv's
-/// buffer into the slice).
-fn conv_act_slot(
-    g: &Graph,
-    node: &crate::ir::graph::Node,
-    y: ValueId,
-    reader: NodeId,
-    slots: &concat::ConcatSlots,
-) -> Option<ValueId> {
-    if !matches!(node.op, Op::Conv(_)) || node.outputs.len() != 1 || g.outputs.contains(&y) {
-        return None;
-    }
-    let r = g.node(reader);
-    let act = matches!(r.op, Op::Unary(_) | Op::FusedElementwise(_));
-    let v = *r.outputs.first()?;
-    let (ty, vt) = (&g.value(y).ty, &g.value(v).ty);
-    let same = ty.dtype == vt.dtype && ty.bytes().is_some() && ty.bytes() == vt.bytes();
-    (act && r.inputs[..] == [y] && r.outputs.len() == 1 && same && slots.get(v).is_some())
-        .then_some(v)
 }
 
 /// The input whose buffer node `id` at `step` may write its output into, with that buffer.

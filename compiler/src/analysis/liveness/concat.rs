@@ -350,7 +350,7 @@ pub(super) fn choose_pass(cx: &Decide<'_>, d: &mut Decisions) {
 }
 
 /// The `conv into slice` pass ([`super::decide::PASSES`]): Convs whose output only a unary
-/// activation reads, that activation's output holding a slot ([`super::conv_act_slot`]),
+/// activation reads, that activation's output holding a slot ([`conv_act_slot`]),
 /// computed into the slice as well — the Relu then runs in place there, in the Conv's
 /// epilogue, instead of as a pass of its own from the Conv's buffer (SqueezeNet's 16 expand
 /// Convs). The slice's buffer then starts at the Conv, which may raise that step's live
@@ -368,14 +368,14 @@ pub(super) fn through_pass(cx: &Decide<'_>, d: &mut Decisions) {
             *e = (e.0 + 1, id);
         }
     }
-    let candidates: Vec<ValueId> = cx
+    let candidates: Vec<(ValueId, ValueId)> = cx
         .order
         .iter()
         .filter_map(|&id| {
             let node = g.node(id);
             let y = *node.outputs.first()?;
             let (n, r) = *readers.get(&y)?;
-            (n == 1 && super::conv_act_slot(g, node, y, r, &d.slots).is_some()).then_some(y)
+            (n == 1).then(|| conv_act_slot(g, node, y, r, &d.slots).map(|v| (y, v)))?
         })
         .collect();
     if candidates.is_empty() {
@@ -387,10 +387,35 @@ pub(super) fn through_pass(cx: &Decide<'_>, d: &mut Decisions) {
         return;
     }
     d.through.clear();
-    for y in candidates {
-        d.through.insert(y);
+    for (y, v) in candidates {
+        d.through.insert(y, v);
         if peak(&cx.measure(d)) > base {
             d.through.remove(&y);
         }
     }
+}
+
+/// The Concat input `v` whose slice a Conv's output `y` is computed into as well: `y` is read
+/// only by `reader`, a unary activation (or a fused element-wise program of `y` alone) whose
+/// output `v` has a slot and `y`'s size, so the Conv writes the slice and the activation
+/// runs there in place — in the Conv's epilogue (`codegen::lower::epilogue`): SqueezeNet's
+/// expand convs and their Relus, which otherwise ran apart (the Relu from the conv's
+/// buffer into the slice).
+fn conv_act_slot(
+    g: &Graph,
+    node: &crate::ir::graph::Node,
+    y: ValueId,
+    reader: NodeId,
+    slots: &ConcatSlots,
+) -> Option<ValueId> {
+    if !matches!(node.op, Op::Conv(_)) || node.outputs.len() != 1 || g.outputs.contains(&y) {
+        return None;
+    }
+    let r = g.node(reader);
+    let act = matches!(r.op, Op::Unary(_) | Op::FusedElementwise(_));
+    let v = *r.outputs.first()?;
+    let (ty, vt) = (&g.value(y).ty, &g.value(v).ty);
+    let same = ty.dtype == vt.dtype && ty.bytes().is_some() && ty.bytes() == vt.bytes();
+    (act && r.inputs[..] == [y] && r.outputs.len() == 1 && same && slots.get(v).is_some())
+        .then_some(v)
 }

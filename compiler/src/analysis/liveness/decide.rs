@@ -15,7 +15,7 @@
 //! with every im2col panel at its smallest, the last two give the speed back where the peak
 //! allows. A pass is skipped when its [`LivenessOptions`] flag is off.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::concat::ConcatSlots;
 use super::{Liveness, LivenessOptions, build, shrinking_in_place, tiles};
@@ -32,8 +32,9 @@ pub(super) struct Decisions {
     pub(super) shrink: HashSet<NodeId>,
     /// The in-place Concat slots.
     pub(super) slots: ConcatSlots,
-    /// Conv outputs computed into their activation's Concat slice.
-    pub(super) through: HashSet<ValueId>,
+    /// Conv outputs computed into their activation's Concat slice: Conv output → the
+    /// activation output holding the slot.
+    pub(super) through: HashMap<ValueId, ValueId>,
 }
 
 /// A graph, a schedule and the options: what every pass reads.

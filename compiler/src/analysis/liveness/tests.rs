@@ -552,7 +552,7 @@ fn concat_choice_is_never_above_its_alternatives() {
             &concat::ConcatSlots::default(),
             &shrink,
             &scratch,
-            &HashSet::new(),
+            &HashMap::new(),
         );
         let all = concat::ConcatSlots::find(&g, g.order(), true);
         let greedy = all.choose(&g, &base);
@@ -564,7 +564,7 @@ fn concat_choice_is_never_above_its_alternatives() {
                 slots,
                 &shrink,
                 &scratch,
-                &HashSet::new(),
+                &HashMap::new(),
             );
             assert!(got <= peak(&l), "{got} > {}", peak(&l));
         }
