@@ -16,6 +16,7 @@
 //! allocation: the geometry and the scratch layout are fixed when compiling.
 
 use super::act::{Activation, bias_act};
+use super::lowp::{LowpA, WeightType, lowp_a_bytes, pack_a_lowp};
 use super::split::{SyncPtr, sgemm_split};
 use super::{AView, BView, NR, a_scratch_slot, packed_a_len, packed_b_len, selected_kernel};
 
@@ -86,6 +87,8 @@ pub struct Conv3d {
     /// The weights come packed for the GEMM core, group by group ([`Conv3d::pack_weights`]);
     /// else row-major as ONNX stores them (run-time weights), packed per product.
     pub packed_a: bool,
+    /// The type packed weights are stored in (f32, or a reduced type widened by the core).
+    pub wtype: WeightType,
 }
 
 impl Conv3d {
@@ -122,6 +125,7 @@ impl Conv3d {
             act: Activation::None,
             threads: 1,
             packed_a: false,
+            wtype: WeightType::F32,
         };
         let k_ok = w.len() == 5 && w[0] == m && w[1] * groups == c && w[2..] == p.kernel;
         let fits = |d: usize| -> Option<()> {
@@ -170,18 +174,28 @@ impl Conv3d {
             .saturating_mul(4)
     }
 
-    /// Floats of the weights as the kernel reads them: packed per group, or `M * K`.
-    pub fn weights_len(&self) -> usize {
+    /// Bytes of one group's packed weights (a multiple of 64 when reduced).
+    fn group_bytes(&self) -> usize {
         let (mg, k) = (self.m / self.groups, self.kernel_len());
-        if self.packed_a {
-            self.groups * packed_a_len(mg, k)
+        if self.wtype.is_reduced() {
+            lowp_a_bytes(self.wtype, mg, k).next_multiple_of(64)
         } else {
-            self.m * k
+            packed_a_len(mg, k) * 4
         }
     }
 
-    /// Packs ONNX weights (`M x K` row-major) group by group for the selected GEMM kernel
-    /// into `out` ([`Conv3d::weights_len`] floats with `packed_a`).
+    /// Bytes of the weights as the kernel reads them: packed per group (`packed_a`), or
+    /// `M * K` f32.
+    pub fn weights_bytes(&self) -> usize {
+        if self.packed_a {
+            self.groups * self.group_bytes()
+        } else {
+            self.m * self.kernel_len() * 4
+        }
+    }
+
+    /// Packs f32 ONNX weights (`M x K` row-major) group by group for the selected GEMM kernel
+    /// into `out` ([`Conv3d::weights_bytes`] / 4 floats with `packed_a` and f32 `wtype`).
     ///
     /// # Panics
     /// If `w` holds fewer than `M * K` floats or `out` fewer than the packed length (caller
@@ -200,12 +214,34 @@ impl Conv3d {
         }
     }
 
-    /// Elements of X, W (as read: [`Conv3d::weights_len`]) and Y.
-    pub fn lens(&self) -> [usize; 3] {
+    /// Packs ONNX weights (`w(i)` is element `i` of `M x K` row-major) group by group in the
+    /// reduced [`Conv3d::wtype`] into `out` ([`Conv3d::weights_bytes`]); `done(e)` once every
+    /// element below `e` has been read (as [`pack_a_lowp`]).
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`Conv3d::weights_bytes`] (a caller bug).
+    pub fn pack_weights_lowp(
+        &self,
+        w: &dyn Fn(usize) -> f32,
+        out: &mut [u8],
+        done: &mut dyn FnMut(usize),
+    ) {
+        let (mg, k) = (self.m / self.groups, self.kernel_len());
+        let piece = self.group_bytes();
+        for g in 0..self.groups {
+            let first = g * mg * k;
+            let dst = &mut out[g * piece..][..piece];
+            pack_a_lowp(self.wtype, mg, k, |i| w(first + i), dst, &mut |e| {
+                done(first + e)
+            });
+        }
+    }
+
+    /// Elements of X and Y.
+    pub fn lens(&self) -> [usize; 2] {
         let p = |v: &[usize; 3]| v.iter().product::<usize>();
         [
             self.n * self.c * p(&self.input),
-            self.weights_len(),
             self.n * self.m * p(&self.output),
         ]
     }
@@ -287,22 +323,26 @@ impl Conv3d {
         }
     }
 
-    /// Runs the convolution: `y = act(conv(x, w) + bias)`.
+    /// Runs the convolution: `y = act(conv(x, w) + bias)`, `w` the weights' bytes as
+    /// [`Conv3d::weights_bytes`] describes them.
     ///
     /// # Panics
-    /// If a slice is shorter than [`Conv3d::lens`] (or `bias` than M when given, `scratch`
+    /// If a slice is shorter than [`Conv3d::lens`] (`w` than [`Conv3d::weights_bytes`], `bias`
+    /// than M when given, `scratch`
     /// than [`Conv3d::scratch_bytes`]): caller bugs, the code generator sizes them from checked
     /// types.
     pub fn run(
         &self,
         x: &[f32],
-        w: &[f32],
+        w: &[u8],
         bias: Option<&[f32]>,
         y: &mut [f32],
         scratch: &mut [f32],
     ) {
-        let [xl, wl, yl] = self.lens();
-        let (x, w, y) = (&x[..xl], &w[..wl], &mut y[..yl]);
+        let [xl, yl] = self.lens();
+        let (x, w, y) = (&x[..xl], &w[..self.weights_bytes()], &mut y[..yl]);
+        // f32 weights are read as floats: the region and the arena align them to 64 bytes.
+        assert!(self.wtype.is_reduced() || w.as_ptr().cast::<f32>().is_aligned());
         let bias = bias.map(|b| &b[..self.m]);
         let k = self.kernel_len();
         let mg = self.m / self.groups;
@@ -332,10 +372,17 @@ impl Conv3d {
             let panel = unsafe { std::slice::from_raw_parts_mut(sp.get().add(thread * pf), pf) };
             self.im2col(x, (img, g, od), j0, cols, panel);
             let a_slots = sp.get().wrapping_add(slots * pf + thread * af);
-            let a = if self.packed_a {
-                AView::packed(w[g * packed_a_len(mg, k)..].as_ptr(), mg)
-            } else {
-                AView::Rows(w[g * mg * k..].as_ptr(), k)
+            let a = match (self.packed_a, self.wtype.is_reduced()) {
+                (true, true) => AView::Lowp(LowpA::new(
+                    w[g * self.group_bytes()..].as_ptr(),
+                    self.wtype,
+                    mg,
+                    k,
+                )),
+                (true, false) => {
+                    AView::packed(w[g * self.group_bytes()..].as_ptr().cast::<f32>(), mg)
+                }
+                (false, _) => AView::Rows(w[g * mg * k * 4..].as_ptr().cast::<f32>(), k),
             };
             let ld = od_n * plane;
             let c0 = ((img * self.m + g * mg) * od_n + od) * plane + j0;

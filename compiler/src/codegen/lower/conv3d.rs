@@ -54,7 +54,27 @@ pub(super) fn lower(
             geometry.m
         )));
     }
+    let st = w.storage();
     let weights = match cx.constant(wv) {
+        // Reduced weights (`--weights f16|bf16|int8`): packed in that type, widened by the core.
+        Some(t) if st.is_reduced() => {
+            geometry.wtype = st;
+            w.reduced_nodes.insert(cx.id);
+            let g = geometry;
+            let form = format!(
+                "conv3d packed m={} k={} groups={} kernel={} as {}",
+                g.m,
+                g.kernel_len(),
+                g.groups,
+                crate::gemm::selected_kernel().name,
+                st.name()
+            );
+            let off =
+                super::dense::pack_reduced(w, t, form, g.weights_bytes(), |read, out, done| {
+                    g.pack_weights_lowp(read, out, done)
+                });
+            Operand::Weights(off)
+        }
         Some(t) => {
             let g = geometry;
             let form = format!(
@@ -64,7 +84,7 @@ pub(super) fn lower(
                 g.groups,
                 crate::gemm::selected_kernel().name
             );
-            Operand::Weights(w.form_f32_of(t, form, g.weights_len(), |src, out| {
+            Operand::Weights(w.form_f32_of(t, form, g.weights_bytes() / 4, |src, out| {
                 g.pack_weights(src, out)
             }))
         }
@@ -75,7 +95,7 @@ pub(super) fn lower(
         Some((b, None)) => cx.arena(b)?,
         None => Operand::Null,
     };
-    let [nx, nw, ny] = geometry.lens();
+    let ([nx, ny], nw) = (geometry.lens(), geometry.weights_bytes());
     let (m, scratch_floats) = (geometry.m, need / 4);
     let kernel = HostKernel::new(move |p| {
         // SAFETY: `arenac_host`'s contract: X, W, Y planned for these element counts, the
@@ -83,7 +103,7 @@ pub(super) fn lower(
         let (xs, ws, ys, sc) = unsafe {
             (
                 input::<f32>(p[0], nx),
-                input::<f32>(p[1], nw),
+                input::<u8>(p[1], nw),
                 output::<f32>(p[3], ny),
                 output::<f32>(p[4], scratch_floats),
             )

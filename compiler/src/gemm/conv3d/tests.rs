@@ -95,16 +95,26 @@ fn case(
 
 fn run_with(p: &Conv3d, threads: usize, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f32> {
     let p = Conv3d { threads, ..*p };
-    let packed;
-    let w = if p.packed_a {
-        let mut out = vec![f32::NAN; p.weights_len()];
-        p.pack_weights(w, &mut out);
-        packed = out;
-        &packed[..]
-    } else {
-        w
-    };
-    let mut y = vec![f32::NAN; p.lens()[2]];
+    let mut bytes = vec![0u8; p.weights_bytes() + 64];
+    // 64-byte aligned start, as the weights region gives.
+    let at = bytes.as_ptr().align_offset(64);
+    let wb = &mut bytes[at..at + p.weights_bytes()];
+    match (p.packed_a, p.wtype.is_reduced()) {
+        (true, true) => p.pack_weights_lowp(&|i| w[i], wb, &mut |_| {}),
+        (true, false) => {
+            let mut out = vec![0f32; p.weights_bytes() / 4];
+            p.pack_weights(w, &mut out);
+            wb.iter_mut()
+                .zip(out.iter().flat_map(|v| v.to_ne_bytes()))
+                .for_each(|(d, s)| *d = s);
+        }
+        (false, _) => wb
+            .iter_mut()
+            .zip(w.iter().flat_map(|v| v.to_ne_bytes()))
+            .for_each(|(d, s)| *d = s),
+    }
+    let w = &bytes[at..at + p.weights_bytes()];
+    let mut y = vec![f32::NAN; p.lens()[1]];
     let mut scratch = vec![f32::NAN; p.scratch_bytes() / 4];
     let pool = crate::par::Pool::new(threads).expect("pool");
     crate::par::with_pool(Some(&pool), || {
@@ -170,16 +180,21 @@ fn matches_the_reference_on_random_geometries() {
     assert_eq!(cases[5].tile(), 576, "the last case spans several tiles");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for (i, base) in cases.iter().enumerate() {
-        for (bias, act, packed_a) in [
-            (false, Activation::None, false),
-            (true, Activation::Relu, false),
-            (true, Activation::Relu, true),
-            (false, Activation::Sigmoid, true),
+        for (bias, act, packed_a, wtype, tol) in [
+            (false, Activation::None, false, WeightType::F32, 1e-5),
+            (true, Activation::Relu, false, WeightType::F32, 1e-5),
+            (true, Activation::Relu, true, WeightType::F32, 1e-5),
+            (false, Activation::Sigmoid, true, WeightType::F32, 1e-5),
+            // Reduced weights: the rounding of the weights bounds the error.
+            (true, Activation::None, true, WeightType::F16, 2e-3),
+            (true, Activation::Relu, true, WeightType::Bf16, 2e-2),
+            (false, Activation::None, true, WeightType::I8, 3e-2),
         ] {
             let p = Conv3d {
                 has_bias: bias,
                 act,
                 packed_a,
+                wtype,
                 ..*base
             };
             let (xl, wl) = (p.lens()[0], p.m * p.kernel_len());
@@ -190,8 +205,8 @@ fn matches_the_reference_on_random_geometries() {
             let scale = want.iter().fold(1e-6f64, |a, v| a.max(v.abs()));
             for (j, (g, e)) in got.iter().zip(&want).enumerate() {
                 assert!(
-                    (f64::from(*g) - e).abs() <= 1e-5 * scale,
-                    "case {i} bias {bias} packed {packed_a}: element {j}: {g} vs {e}"
+                    (f64::from(*g) - e).abs() <= tol * scale,
+                    "case {i} bias {bias} packed {packed_a} {wtype:?}: element {j}: {g} vs {e}"
                 );
             }
             let two = run_with(&p, 2, &x, &w, b);
