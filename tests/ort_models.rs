@@ -141,18 +141,17 @@ fn light_models_random_weights_match_onnxruntime() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
-/// Audio front ends (`scripts/make_logmel.py`): the STFT of 1 s of 16 kHz audio, and a log-mel
-/// spectrogram (STFT -> |X|^2 -> MatMul with a MelWeightMatrix -> Log), with the window and
-/// the mel matrix computed in the graph from constants. The script writes them, a seeded input
-/// and onnxruntime's outputs into a temporary directory (needs `ARENAC_PYTHON`).
-#[test]
-fn audio_front_ends_match_onnxruntime() {
+/// Runs `scripts/SCRIPT OUTDIR` (a model writer: models, seeded inputs and onnxruntime's
+/// outputs, needs `ARENAC_PYTHON`) into a temporary directory and checks each of `names`.
+fn scripted_models_match(script: &str, names: &[&str]) {
     let Some(py) = std::env::var_os("ARENAC_PYTHON").filter(|p| !p.is_empty()) else {
         println!("ARENAC_PYTHON is unset: skipping (bash scripts/test.sh sets it)");
         return;
     };
     let dir = tempfile::tempdir().expect("temporary directory");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make_logmel.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(script);
     let status = std::process::Command::new(py)
         .arg(&script)
         .arg(dir.path())
@@ -160,7 +159,7 @@ fn audio_front_ends_match_onnxruntime() {
         .expect("runs python");
     assert!(status.success(), "{} failed", script.display());
     let mut failures = Vec::new();
-    for name in ["stft", "logmel"] {
+    for name in names {
         match check(dir.path(), name) {
             Ok(line) => println!("{line}"),
             Err(Failure::Compile(e)) => failures.push(format!("{name}: compile: {e}")),
@@ -168,4 +167,21 @@ fn audio_front_ends_match_onnxruntime() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Audio front ends (`scripts/make_logmel.py`): the STFT of 1 s of 16 kHz audio, and a log-mel
+/// spectrogram (STFT -> |X|^2 -> MatMul with a MelWeightMatrix -> Log), with the window and
+/// the mel matrix computed in the graph from constants.
+#[test]
+fn audio_front_ends_match_onnxruntime() {
+    scripted_models_match("make_logmel.py", &["stft", "logmel"]);
+}
+
+/// 3-d convolutions (`scripts/make_conv3d.py`): a video-style stack of Convs over
+/// `[N, C, frames, H, W]` with pads (symmetric, SAME_UPPER), strides, dilation, groups, bias
+/// and fused activations, then 3-d pooling and a classifier; both the logits and the last
+/// Conv's activation are compared.
+#[test]
+fn conv3d_stack_matches_onnxruntime() {
+    scripted_models_match("make_conv3d.py", &["video3d"]);
 }

@@ -1,7 +1,7 @@
 //! Which weights `--weights f16|bf16|int8` stores in the reduced type, and what it saves: the
 //! prediction the summary and `arenac plan` show before any code is generated. The lowering
-//! (`codegen::lower::dense`) makes the same decisions: Conv (not depthwise, 1-d/2-d) with
-//! constant weights, Gemm with a constant B, MatMul with a constant B. Every other float
+//! (`codegen::lower::dense`, `codegen::lower::conv3d`) makes the same decisions: Conv (not
+//! depthwise, 1-d/2-d; and 3-d) with constant weights, Gemm with a constant B, MatMul with a constant B. Every other float
 //! constant of some size stays f32 and is listed with its node.
 
 use std::collections::HashSet;
@@ -97,6 +97,26 @@ pub fn reduced_weight(g: &Graph, id: NodeId, storage: WeightType) -> Option<(usi
             let slices = t.numel() / (k * nn).max(1);
             let piece = lowp_b_bytes(storage, k, nn).next_multiple_of(64);
             Some((t.numel() * 4, piece * slices))
+        }
+        Op::Conv(a) if shape(0)?.len() == 5 => {
+            let t = constant(1)?;
+            let y = g.value(*n.outputs.first()?).ty.shape.clone();
+            let p = crate::gemm::conv3d::Conv3d::from_shapes(
+                &shape(0)?,
+                &y,
+                &shape(1)?,
+                &a.kernel,
+                &a.strides,
+                &a.dilations,
+                &a.pads,
+                a.group,
+            )?;
+            let p = crate::gemm::conv3d::Conv3d {
+                packed_a: true,
+                wtype: storage,
+                ..p
+            };
+            Some((t.numel() * 4, p.weights_bytes()))
         }
         Op::Conv(a) => {
             let t = constant(1)?;

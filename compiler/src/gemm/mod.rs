@@ -40,6 +40,7 @@
 
 pub mod act;
 pub mod conv;
+pub mod conv3d;
 mod depthwise;
 mod direct;
 mod direct_flat;

@@ -26,6 +26,9 @@ impl Op {
     ///   bytes) only when the weights are not constant (constant ones are packed at compile
     ///   time); all of it once per thread. A whole-image im2col
     ///   would make scratch the peak of most CNNs (115 MB for VGG-19's first layers);
+    /// - Conv (f32, 3-d): per thread, one packed im2col panel of a tile of output pixels of
+    ///   one depth slice (about 1 MiB) and, for run-time weights only, one A-packing slot
+    ///   ([`crate::gemm::conv3d::Conv3d::scratch_bytes`], the kernel's own layout);
     /// - ConvTranspose: for one image, one group and one tile of T input pixels (whole rows of
     ///   the last spatial dim, `max(1, IM2COL_TILE / row)` rows, at most all of them): the
     ///   packed tile (`packed_b_len(C/group, T) * elem`), the col panel that col2im scatters
@@ -71,6 +74,28 @@ impl Op {
             return b;
         }
         match self {
+            Op::Conv(a) if x.shape.len() == 5 => {
+                let w = inputs.get(1).map_or(&[][..], |t| &t.shape[..]);
+                crate::gemm::conv3d::Conv3d::from_shapes(
+                    &x.shape,
+                    &y.shape,
+                    w,
+                    &a.kernel,
+                    &a.strides,
+                    &a.dilations,
+                    &a.pads,
+                    a.group,
+                )
+                .map_or(0, |p| {
+                    let packed_a = constant.get(1).copied().unwrap_or(false);
+                    crate::gemm::conv3d::Conv3d {
+                        threads,
+                        packed_a,
+                        ..p
+                    }
+                    .scratch_bytes()
+                })
+            }
             Op::Conv(a) => {
                 conv::scratch_params(a, x, y, constant.get(1).copied().unwrap_or(false), threads)
                     .map_or(0, |p| crate::gemm::conv::conv2d_scratch_bytes(&p))

@@ -426,7 +426,7 @@ pub(super) fn planned_scratch(cx: &Ctx<'_>) -> usize {
         .map_or(0, |b| b.interval.size)
 }
 
-/// Conv (1-d as 2-d with height 1, 2-d) as one call of [`crate::gemm::conv::arenac_conv2d`],
+/// Conv (1-d as 2-d with height 1, 2-d; 3-d: [`super::conv3d`]) as one call of [`crate::gemm::conv::arenac_conv2d`],
 /// with a fused activation when [`fused_activation`] finds one.
 pub(super) fn conv(
     cx: &Ctx<'_>,
@@ -436,6 +436,9 @@ pub(super) fn conv(
 ) -> Result<(), Error> {
     cx.all_f32()?;
     let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    if cx.ty(xv).shape.len() == 5 {
+        return super::conv3d::lower(cx, a, prog, w);
+    }
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
     let bias = cx.g.node(cx.id).inputs.get(2).copied();
     let groups = a.group.max(1);

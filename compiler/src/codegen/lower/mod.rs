@@ -3,6 +3,7 @@
 
 mod act16;
 mod control;
+mod conv3d;
 mod convt;
 mod dense;
 mod elementwise;
