@@ -291,6 +291,27 @@ pub fn scratch_bytes(p: &ConvParams) -> usize {
         .saturating_mul(4)
 }
 
+/// Ranges of row blocks each (image, tile block) of [`run`] is cut into on `width` threads:
+/// one when the `per` (image, tile block) pairs keep the threads busy, else up to
+/// `mblocks`.
+fn row_parts(per: usize, mblocks: usize, width: usize) -> usize {
+    if width <= 1 || per >= 2 * width {
+        1
+    } else {
+        mblocks.min((2 * width).div_ceil(per)).max(1)
+    }
+}
+
+/// Units [`run`] cuts `p` into at `p.threads` threads ((image, tile block) pairs times ranges
+/// of row blocks): with one unit it runs on the calling thread in one slot, so
+/// [`scratch_bytes`] at one thread is all the scratch it uses (a 16-bit staged band of one
+/// tile block, `crate::gemm::stage16::conv`).
+pub fn units(p: &ConvParams) -> usize {
+    let per = p.n as usize * blocking(p).blocks;
+    let mblocks = (p.m as usize).div_ceil(row_block(p));
+    per * row_parts(per, mblocks, p.threads.max(1) as usize)
+}
+
 /// The instruction set the transforms are compiled for: the selected GEMM kernel's.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Isa {
@@ -350,11 +371,7 @@ pub(crate) unsafe fn run(
     let b = blocking(p);
     let per = p.n as usize * b.blocks;
     let mblocks = m.div_ceil(row_block(p));
-    let mparts = if width <= 1 || per >= 2 * width {
-        1
-    } else {
-        mblocks.min((2 * width).div_ceil(per)).max(1)
-    };
+    let mparts = row_parts(per, mblocks, width);
     crate::par::for_each(per * mparts, width, |u, t| {
         let (ib, mp) = (u / mparts, u % mparts);
         let unit = Unit {
