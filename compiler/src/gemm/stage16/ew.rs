@@ -1,6 +1,7 @@
 //! Element-wise programs on 16-bit data: a one-step Add/Sub/Mul/Div (the native binary ops,
 //! broadcasting) or a fused program (SiLU), computed in f32 a chunk at a time (one
-//! Add/Sub/Mul/Div, alone or before a Relu, on AVX-512: in registers, one pass, [`fast`]). Each input is
+//! Add/Sub/Mul/Div, alone or before a Relu, on AVX-512: in registers, one pass, [`fast`]; a
+//! longer chain of those steps over up to four inputs: [`chain`]). Each input is
 //! widened into a stack buffer (whole runs through [`super::widen`]'s vector loops; a
 //! broadcast input's value repeated), the steps run as plain slice loops the compiler
 //! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
@@ -68,11 +69,17 @@ impl Store for N16 {
         if super::convert::isa() == super::convert::Isa::Avx512
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
-            && let Some(f) = fast::form(prog)
         {
-            // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
-            unsafe { fast::run_avx512(self, f, xs, bc, range, y) };
-            return true;
+            if let Some(f) = fast::form(prog) {
+                // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
+                unsafe { fast::run_avx512(self, f, xs, bc, range, y) };
+                return true;
+            }
+            if let Some(c) = chain::chain(prog) {
+                // SAFETY: as above; `c` the chain of `prog`.
+                unsafe { chain::run_avx512(self, &c, xs, bc, range, y) };
+                return true;
+            }
         }
         false
     }
@@ -368,8 +375,9 @@ pub unsafe fn run<S: Store>(
     }
     let ys = Shared(y);
     let cost = crate::par::cost::elems_ns(n.saturating_mul(prog.steps.len().max(1)));
-    // Pieces of whole chunks: every element computed as in one pass (the same bits).
-    let slots = crate::par::threads();
+    // Pieces of whole chunks: every element computed as in one pass (the same bits); no
+    // spreading below the f32 kernels' size.
+    let slots = super::split::ew_slots(n);
     super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
         let mut xs = [std::ptr::null::<S::E>(); MAX_INPUTS];
         for (x, s) in xs.iter_mut().zip(&shared) {
@@ -525,7 +533,11 @@ unsafe fn run_chunks<S: Store>(
     }
 }
 
+mod chain;
 mod fast;
+pub mod select;
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod tests;
