@@ -28,6 +28,9 @@ pub const MAX_STEPS: usize = 16;
 pub trait Store: Copy + Send + Sync {
     /// The stored element.
     type E: Copy;
+    /// Fewest elements per thread before [`run`] spreads a pass (0: the cost model alone
+    /// decides).
+    const MIN_PER_THREAD: usize = 0;
     /// `dst = src` as f32.
     fn read(self, src: &[Self::E], dst: &mut [f32]);
     /// `dst = src` stored (rounded once).
@@ -51,6 +54,7 @@ pub trait Store: Copy + Send + Sync {
 
 impl Store for N16 {
     type E = u16;
+    const MIN_PER_THREAD: usize = super::split::PAR_MIN_ELEMS;
     fn read(self, src: &[u16], dst: &mut [f32]) {
         widen(self, src, dst);
     }
@@ -375,9 +379,13 @@ pub unsafe fn run<S: Store>(
     }
     let ys = Shared(y);
     let cost = crate::par::cost::elems_ns(n.saturating_mul(prog.steps.len().max(1)));
-    // Pieces of whole chunks: every element computed as in one pass (the same bits); no
-    // spreading below the f32 kernels' size.
-    let slots = super::split::ew_slots(n);
+    // Pieces of whole chunks: every element computed as in one pass (the same bits); 16-bit
+    // passes not spread below the f32 kernels' size.
+    let slots = if S::MIN_PER_THREAD == 0 {
+        crate::par::threads()
+    } else {
+        super::split::ew_slots(n)
+    };
     super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
         let mut xs = [std::ptr::null::<S::E>(); MAX_INPUTS];
         for (x, s) in xs.iter_mut().zip(&shared) {
