@@ -151,6 +151,58 @@ pub(super) fn cast(
     Ok(true)
 }
 
+/// A Where on f16/bf16 values (`a`, `b` and the output of one 16-bit type, a Bool
+/// condition), each operand broadcasting as one block of dims, as one host call of
+/// [`ew::select::select`]: the typed kernel's raw-bit select, vectorized. `Ok(false)`,
+/// nothing emitted, for every other node.
+pub(super) fn select(
+    cx: &Ctx<'_>,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<bool, Error> {
+    let n = cx.g.node(cx.id);
+    if !matches!(n.op, Op::Where) || n.inputs.len() != 3 || n.outputs.len() != 1 {
+        return Ok(false);
+    }
+    let y = cx.output()?;
+    let (yd, ys) = (cx.ty(y).dtype, cx.ty(y).shape.clone());
+    let ds: Vec<DType> = n.inputs.iter().map(|&v| cx.ty(v).dtype).collect();
+    if !matches!(yd, DType::F16 | DType::BF16) || ds != [DType::Bool, yd, yd] {
+        return Ok(false);
+    }
+    let Some(bc) = n
+        .inputs
+        .iter()
+        .map(|&v| ew::bcast(&cx.ty(v).shape, &ys))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(false);
+    };
+    let [cb, ab, bb] = [bc[0], bc[1], bc[2]];
+    let len = cx.ty(y).numel().unwrap_or(0);
+    let kernel = HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: each operand holds its broadcast read's `count`
+        // elements (the condition one byte each), Y `len`; Y planned in place only over a
+        // full operand (the element-wise rule).
+        unsafe {
+            ew::select::select(
+                (p[0].cast::<u8>(), cb),
+                (p[1].cast::<u16>(), ab),
+                (p[2].cast::<u16>(), bb),
+                len,
+                p[3].cast::<u16>(),
+            )
+        };
+    });
+    let mut args = Vec::new();
+    for &v in &n.inputs {
+        args.push(cx.operand(v, w)?);
+    }
+    args.push(cx.arena(y)?);
+    host_call(cx, prog, kernel, args)?;
+    Ok(true)
+}
+
 /// Emits one host call of `kernel` with `args` (at most [`SLOTS`]).
 pub(super) fn host_call(
     cx: &Ctx<'_>,

@@ -380,6 +380,9 @@ pub(super) fn node(
     if act16::cast(&cx, prog, w)? {
         return Ok(());
     }
+    if act16::select(&cx, prog, w)? {
+        return Ok(());
+    }
     if let Some(t) = act16::staged_type(&cx) {
         return act16::lower(&cx, t, prog, w);
     }

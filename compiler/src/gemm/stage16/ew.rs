@@ -1,6 +1,7 @@
 //! Element-wise programs on 16-bit data: a one-step Add/Sub/Mul/Div (the native binary ops,
 //! broadcasting) or a fused program (SiLU), computed in f32 a chunk at a time (one
-//! Add/Sub/Mul/Div, alone or before a Relu, on AVX-512: in registers, one pass, [`fast`]). Each input is
+//! Add/Sub/Mul/Div, alone or before a Relu, on AVX-512: in registers, one pass, [`fast`]; a
+//! longer chain of those steps over up to four inputs: [`chain`]). Each input is
 //! widened into a stack buffer (whole runs through [`super::widen`]'s vector loops; a
 //! broadcast input's value repeated), the steps run as plain slice loops the compiler
 //! vectorizes, and the last step is rounded once into the output. Safe in place: a chunk of
@@ -27,6 +28,9 @@ pub const MAX_STEPS: usize = 16;
 pub trait Store: Copy + Send + Sync {
     /// The stored element.
     type E: Copy;
+    /// Fewest elements per thread before [`run`] spreads a pass (0: the cost model alone
+    /// decides).
+    const MIN_PER_THREAD: usize = 0;
     /// `dst = src` as f32.
     fn read(self, src: &[Self::E], dst: &mut [f32]);
     /// `dst = src` stored (rounded once).
@@ -50,6 +54,7 @@ pub trait Store: Copy + Send + Sync {
 
 impl Store for N16 {
     type E = u16;
+    const MIN_PER_THREAD: usize = super::split::PAR_MIN_ELEMS;
     fn read(self, src: &[u16], dst: &mut [f32]) {
         widen(self, src, dst);
     }
@@ -68,11 +73,17 @@ impl Store for N16 {
         if super::convert::isa() == super::convert::Isa::Avx512
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
-            && let Some(f) = fast::form(prog)
         {
-            // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
-            unsafe { fast::run_avx512(self, f, xs, bc, range, y) };
-            return true;
+            if let Some(f) = fast::form(prog) {
+                // SAFETY: the CPU has AVX-512F (`isa`), BW and VL; the contract passed on.
+                unsafe { fast::run_avx512(self, f, xs, bc, range, y) };
+                return true;
+            }
+            if let Some(c) = chain::chain(prog) {
+                // SAFETY: as above; `c` the chain of `prog`.
+                unsafe { chain::run_avx512(self, &c, xs, bc, range, y) };
+                return true;
+            }
         }
         false
     }
@@ -368,8 +379,13 @@ pub unsafe fn run<S: Store>(
     }
     let ys = Shared(y);
     let cost = crate::par::cost::elems_ns(n.saturating_mul(prog.steps.len().max(1)));
-    // Pieces of whole chunks: every element computed as in one pass (the same bits).
-    let slots = crate::par::threads();
+    // Pieces of whole chunks: every element computed as in one pass (the same bits); 16-bit
+    // passes not spread below the f32 kernels' size.
+    let slots = if S::MIN_PER_THREAD == 0 {
+        crate::par::threads()
+    } else {
+        super::split::ew_slots(n)
+    };
     super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
         let mut xs = [std::ptr::null::<S::E>(); MAX_INPUTS];
         for (x, s) in xs.iter_mut().zip(&shared) {
@@ -525,7 +541,11 @@ unsafe fn run_chunks<S: Store>(
     }
 }
 
+mod chain;
 mod fast;
+pub mod select;
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod tests;

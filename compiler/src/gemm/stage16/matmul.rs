@@ -226,11 +226,7 @@ pub unsafe fn matmul(
     for bi in 0..s.batch {
         let pb = if s.runtime_b {
             // SAFETY: slice `bi` of B and the B parts of the scratch.
-            unsafe {
-                let src = std::slice::from_raw_parts(b.add(bi * k * n), k * n);
-                widen(t, src, std::slice::from_raw_parts_mut(sbw, k * n));
-                arenac_pack_b(k, n, sbw, n, 1, sbp);
-            }
+            unsafe { pack_b16(t, k, n, b.add(bi * k * n), sbw, sbp) };
             Shared(sbp)
         } else {
             Shared::of(packed_b)
@@ -292,6 +288,12 @@ pub unsafe fn matmul(
                 }
                 let c = std::slice::from_raw_parts_mut(sc, rows * w);
                 let bias = bias.get();
+                if bias.is_null() && w == n {
+                    // The block's rows are contiguous in Y too: one narrowing pass.
+                    let dst = std::slice::from_raw_parts_mut(y.get().add(at * n), rows * n);
+                    narrow(t, c, dst);
+                    return;
+                }
                 for (i, row) in c.chunks_exact_mut(w.max(1)).enumerate() {
                     if !bias.is_null() {
                         let bias = std::slice::from_raw_parts(bias.add(j0), w);
@@ -302,5 +304,143 @@ pub unsafe fn matmul(
                 }
             }
         });
+    }
+}
+
+/// The run-time `b` (`k x n`, row-major 16-bit) packed into `out` as [`arenac_pack_b`] packs
+/// its widened values ([`NR`]-column panels of `k` rows, zero-padded past `n`): on AVX-512
+/// each whole panel row widened straight into place (one pass over B instead of a widened
+/// copy then a packing pass); else, or for a partial last panel, through `wide` (`k * n`
+/// floats) as before. The same floats (widening is exact, element by element).
+///
+/// # Safety
+/// `b` readable for `k * n` values; `wide` writable for `k * n` floats; `out` for
+/// `packed_b_len(k, n)`; none overlapping.
+unsafe fn pack_b16(t: N16, k: usize, n: usize, b: *const u16, wide: *mut f32, out: *mut f32) {
+    #[cfg(target_arch = "x86_64")]
+    if n.is_multiple_of(NR) && super::convert::isa() == super::convert::Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512F (`isa`); the contract passed on.
+        return unsafe { pack_b16_avx512(t, k, n, b, out) };
+    }
+    // SAFETY: by the contract.
+    unsafe {
+        let src = std::slice::from_raw_parts(b, k * n);
+        widen(t, src, std::slice::from_raw_parts_mut(wide, k * n));
+        arenac_pack_b(k, n, wide, n, 1, out);
+    }
+}
+
+/// [`pack_b16`] of whole panels (`n` a multiple of [`NR`] = 16) on AVX-512F.
+///
+/// # Safety
+/// As [`pack_b16`]; the CPU has AVX-512F; `n % 16 == 0`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_b16_avx512(t: N16, k: usize, n: usize, b: *const u16, out: *mut f32) {
+    use super::convert::x86::load16;
+    const { assert!(NR == 16) };
+    for jp in 0..n / NR {
+        for i in 0..k {
+            // SAFETY: row `i`, columns `jp * 16..+16` of B (inside `k * n`); row `i` of
+            // panel `jp` of the packed B (inside `packed_b_len(k, n) = k * n`).
+            unsafe {
+                let v = load16(t, b.add(i * n + jp * NR));
+                std::arch::x86_64::_mm512_storeu_ps(out.add((jp * k + i) * NR), v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::packed_b_len;
+
+    /// A run-time B (widened straight into its panels where `n` is a multiple of 16, the
+    /// attention products' shapes) gives, slice by slice, the bits of the same B widened,
+    /// packed and passed as a constant: f16 and bf16, no bias (Y's rows narrowed at once).
+    #[test]
+    fn runtime_b_packed_from_16_bits_matches_the_packed_constant() {
+        for t in [N16::F16, N16::Bf16] {
+            for (batch, m, k, n) in [
+                (4, 64, 32, 64),
+                (4, 64, 64, 32),
+                (3, 19, 37, 48),
+                (2, 5, 9, 70),
+            ] {
+                let s = MmStage {
+                    batch,
+                    m,
+                    k,
+                    n,
+                    runtime_b: true,
+                    threads: 1,
+                };
+                let vals = |len: usize, seed: usize| {
+                    let f: Vec<f32> = (0..len)
+                        .map(|i| ((i * seed % 101) as f32 - 50.0) / 16.0)
+                        .collect();
+                    let mut h = vec![0u16; len];
+                    narrow(t, &f, &mut h);
+                    h
+                };
+                let (a, b) = (vals(batch * m * k, 7), vals(batch * k * n, 13));
+                let block = s.min_block();
+                let mut y = vec![0u16; batch * m * n];
+                let mut scratch = vec![0f32; s.scratch_bytes_at(block) / 4 + 16];
+                let off = scratch.as_ptr().align_offset(64);
+                // SAFETY: operands of the sizes the contract asks; the scratch 64-aligned.
+                unsafe {
+                    matmul(
+                        t,
+                        &s,
+                        0,
+                        block,
+                        a.as_ptr(),
+                        b.as_ptr(),
+                        std::ptr::null(),
+                        std::ptr::null(),
+                        y.as_mut_ptr(),
+                        scratch.as_mut_ptr().add(off),
+                    )
+                };
+                let c = MmStage {
+                    batch: 1,
+                    runtime_b: false,
+                    ..s
+                };
+                for bi in 0..batch {
+                    let mut b32 = vec![0f32; k * n];
+                    widen(t, &b[bi * k * n..(bi + 1) * k * n], &mut b32);
+                    let mut packed = vec![0f32; packed_b_len(k, n)];
+                    // SAFETY: `b32` is `k x n` row-major; `packed` holds its packed size.
+                    unsafe { arenac_pack_b(k, n, b32.as_ptr(), n, 1, packed.as_mut_ptr()) };
+                    let cb = c.min_block();
+                    let mut want = vec![0u16; m * n];
+                    let mut scratch = vec![0f32; c.scratch_bytes_at(cb) / 4 + 16];
+                    let off = scratch.as_ptr().align_offset(64);
+                    // SAFETY: as above, slice `bi` of A.
+                    unsafe {
+                        matmul(
+                            t,
+                            &c,
+                            0,
+                            cb,
+                            a[bi * m * k..].as_ptr(),
+                            std::ptr::null(),
+                            packed.as_ptr(),
+                            std::ptr::null(),
+                            want.as_mut_ptr(),
+                            scratch.as_mut_ptr().add(off),
+                        )
+                    };
+                    assert_eq!(
+                        &y[bi * m * n..(bi + 1) * m * n],
+                        &want[..],
+                        "{t:?} {s:?} slice {bi}"
+                    );
+                }
+            }
+        }
     }
 }

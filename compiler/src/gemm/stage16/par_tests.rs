@@ -221,7 +221,8 @@ fn staged_matmul_spreads_over_two_threads_bit_for_bit() {
 fn element_wise_unary_gap_and_rows_spread_over_two_threads_bit_for_bit() {
     use super::ew::{self, Bcast, Program};
     use crate::ops::{BinaryOp, Op, UnaryOp};
-    let n = 3 * 4096 + 77;
+    // Past `split::PAR_MIN_ELEMS` per thread: the element-wise pass spreads.
+    let n = 3 * super::split::PAR_MIN_ELEMS + 77;
     let (a, b) = (data(n, 37), data(n / 7 + 1, 11));
     // Element-wise: a full input and one broadcast by runs of 7 (a per-channel shape).
     let prog = Program::of(&Op::Binary(BinaryOp::Mul), 2).expect("a binary program");

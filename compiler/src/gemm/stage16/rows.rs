@@ -148,6 +148,13 @@ fn layer_norm_row_avx2(buf: &mut [f32], eps: f32, scale: &[f32], bias: Option<&[
     layer_norm_row(buf, eps, scale, bias);
 }
 
+/// [`layer_norm_row`] for AVX-512F CPUs (the same operations in 16 lanes: the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+fn layer_norm_row_avx512(buf: &mut [f32], eps: f32, scale: &[f32], bias: Option<&[f32]>) {
+    layer_norm_row(buf, eps, scale, bias);
+}
+
 /// Whether the AVX2+FMA copies run here.
 fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -255,13 +262,18 @@ pub unsafe fn layer_norm(
     // SAFETY: by the contract.
     let bias = (!bias.is_null()).then(|| unsafe { std::slice::from_raw_parts(bias, len) });
     let fast = avx2();
+    #[cfg(target_arch = "x86_64")]
+    let wide = fast && super::convert::isa() == super::convert::Isa::Avx512;
     let f = |buf: &mut [f32]| {
         if fast {
-            // SAFETY: `fast` only where the CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
-            unsafe {
-                layer_norm_row_avx2(buf, eps, scale, bias)
-            };
+            if wide {
+                // SAFETY: `wide` only where the CPU has AVX-512F (`isa`) and FMA (`avx2`).
+                unsafe { layer_norm_row_avx512(buf, eps, scale, bias) };
+            } else {
+                // SAFETY: `fast` only where the CPU has AVX2 and FMA.
+                unsafe { layer_norm_row_avx2(buf, eps, scale, bias) };
+            }
         } else {
             layer_norm_row(buf, eps, scale, bias);
         }

@@ -49,6 +49,18 @@ pub fn task_width(tasks: usize, slots: usize, cost_ns: u64) -> usize {
     crate::par::width(cost_ns, slots.min(tasks))
 }
 
+/// Fewest elements each thread of a spread element-wise pass gets: the f32 lowering's rule
+/// (`codegen::lower`'s `PAR_MIN_CHUNK_ELEMS`), below which dispatching the pass costs more
+/// than it saves (a 16-bit `Add+Add` of 8 Ki elements ran 4-7 µs spread over 2 threads,
+/// its f32 kernel 1.2 µs on one).
+pub const PAR_MIN_ELEMS: usize = 16 * 1024;
+
+/// Threads an element-wise pass over `n` elements may spread over ([`for_pieces`]'s
+/// `slots`): the pool's, at most one per [`PAR_MIN_ELEMS`] elements, at least 1.
+pub fn ew_slots(n: usize) -> usize {
+    (n / PAR_MIN_ELEMS).min(crate::par::threads()).max(1)
+}
+
 /// Runs `f(start, end, thread)` over `0..n` cut into pieces of whole `chunk`s (the chunks a
 /// sequential pass takes, so every element is computed as there), spread over at most
 /// `slots` threads of the current pool when `par::width` finds the whole pass (`cost_ns`)

@@ -42,14 +42,14 @@ pub(super) fn form(prog: &Program) -> Option<Form> {
 pub(super) use x86::run_avx512;
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use super::*;
     use crate::gemm::stage16::convert::x86::{load16, narrow16, store16, widen16};
     use std::arch::x86_64::*;
 
     /// An input over a segment.
     #[derive(Clone, Copy)]
-    enum In {
+    pub(in crate::gemm::stage16::ew) enum In {
         /// Contiguous 16-bit values from here.
         Run(*const u16),
         /// One widened value.
@@ -59,7 +59,7 @@ mod x86 {
     /// An input's position: element `i` of its `count`, `off` outputs into its run of
     /// `inner`.
     #[derive(Clone, Copy)]
-    struct Pos {
+    pub(in crate::gemm::stage16::ew) struct Pos {
         x: *const u16,
         inner: usize,
         count: usize,
@@ -69,7 +69,7 @@ mod x86 {
 
     impl Pos {
         /// The position of output `e`.
-        fn new(x: *const u16, b: Bcast, e: usize) -> Pos {
+        pub(in crate::gemm::stage16::ew) fn new(x: *const u16, b: Bcast, e: usize) -> Pos {
             let (inner, count) = (b.inner.max(1), b.count.max(1));
             Pos {
                 x,
@@ -81,7 +81,7 @@ mod x86 {
         }
 
         /// Outputs left before this input changes form (a run's wrap, a value's end).
-        fn left(&self) -> usize {
+        pub(in crate::gemm::stage16::ew) fn left(&self) -> usize {
             if self.count == 1 {
                 usize::MAX
             } else if self.inner == 1 {
@@ -92,7 +92,7 @@ mod x86 {
         }
 
         /// Moves `len` outputs on (`len <= self.left()`).
-        fn advance(&mut self, len: usize) {
+        pub(in crate::gemm::stage16::ew) fn advance(&mut self, len: usize) {
             if self.count == 1 {
                 return;
             }
@@ -115,7 +115,7 @@ mod x86 {
         /// # Safety
         /// The CPU has AVX-512F; `x` readable for `count` values.
         #[inline(always)]
-        unsafe fn input(&self, t: N16) -> In {
+        pub(in crate::gemm::stage16::ew) unsafe fn input(&self, t: N16) -> In {
             // SAFETY: `i < count`.
             let p = unsafe { self.x.add(self.i) };
             if self.inner == 1 && self.count > 1 {
@@ -230,7 +230,12 @@ mod x86 {
     /// # Safety
     /// The CPU has AVX-512F, BW and VL; a run readable for the lanes of `m` from `at`.
     #[inline(always)]
-    unsafe fn masked(t: N16, x: In, m: __mmask16, at: usize) -> __m512 {
+    pub(in crate::gemm::stage16::ew) unsafe fn masked(
+        t: N16,
+        x: In,
+        m: __mmask16,
+        at: usize,
+    ) -> __m512 {
         match x {
             // SAFETY: by the contract.
             In::Run(p) => unsafe { widen16(t, _mm256_maskz_loadu_epi16(m, p.add(at).cast())) },

@@ -48,3 +48,38 @@ fn f32_softmax_rows_against_the_reference_in_place_and_apart() {
         }
     }
 }
+
+/// The AVX-512 copy of the LayerNorm row gives the AVX2 copy's bits (the one that ran on
+/// AVX-512 CPUs before): rows of odd lengths, with and without a bias.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn layer_norm_row_avx512_matches_avx2_bit_for_bit() {
+    use crate::gemm::stage16::convert::{Isa, isa};
+    if isa() != Isa::Avx512 || !super::avx2() {
+        eprintln!("no AVX-512 here: the copy does not run");
+        return;
+    }
+    let mut s = 777u32;
+    for len in [1usize, 7, 16, 37, 128, 1001] {
+        let x: Vec<f32> = (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 20001) as f32 / 997.0 - 10.0
+            })
+            .collect();
+        let scale: Vec<f32> = (0..len).map(|j| 0.5 + j as f32 / 300.0).collect();
+        let bias: Vec<f32> = (0..len).map(|j| j as f32 / 50.0 - 1.0).collect();
+        for b in [None, Some(&bias[..])] {
+            let (mut a, mut w) = (x.clone(), x.clone());
+            // SAFETY: the CPU has AVX2, FMA and AVX-512F (checked above).
+            unsafe {
+                super::layer_norm_row_avx2(&mut a, 1e-5, &scale, b);
+                super::layer_norm_row_avx512(&mut w, 1e-5, &scale, b);
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&w), "len {len} bias {}", b.is_some());
+        }
+    }
+}
