@@ -175,8 +175,27 @@ unsafe fn range(
     c: (*const u8, Bcast),
     a: (*const u16, Bcast),
     b: (*const u16, Bcast),
+    e: (usize, usize),
+    y: *mut u16,
+) {
+    // SAFETY: the caller's contract; `segment` as `walk` needs it.
+    unsafe { walk(c, a, b, e, y, |pc, pa, pb, n, y| segment(pc, pa, pb, n, y)) }
+}
+
+/// Outputs `e0..e1` in segments where no operand's run ends, each written by `seg(c, a, b,
+/// len, y)` (inlined into its caller, so a `target_feature` caller's segments get its
+/// instructions).
+///
+/// # Safety
+/// As [`select`]; `seg` writes `len` outputs from its operands' positions.
+#[inline(always)]
+unsafe fn walk(
+    c: (*const u8, Bcast),
+    a: (*const u16, Bcast),
+    b: (*const u16, Bcast),
     (e0, e1): (usize, usize),
     y: *mut u16,
+    seg: impl Fn(&Pos<u8>, &Pos<u16>, &Pos<u16>, usize, *mut u16),
 ) {
     let (mut pc, mut pa, mut pb) = (
         Pos::new(c.0, c.1, e0),
@@ -186,8 +205,8 @@ unsafe fn range(
     let mut e = e0;
     while e < e1 {
         let len = (e1 - e).min(pc.left()).min(pa.left()).min(pb.left());
-        // SAFETY: the segment's runs and outputs lie inside the operands and `y`.
-        unsafe { segment(&pc, &pa, &pb, len, y.add(e)) };
+        // The segment's runs and outputs lie inside the operands and `y` (the contract).
+        seg(&pc, &pa, &pb, len, y.wrapping_add(e));
         pc.advance(len);
         pa.advance(len);
         pb.advance(len);
@@ -207,23 +226,14 @@ unsafe fn range_avx512(
     c: (*const u8, Bcast),
     a: (*const u16, Bcast),
     b: (*const u16, Bcast),
-    (e0, e1): (usize, usize),
+    e: (usize, usize),
     y: *mut u16,
 ) {
-    let (mut pc, mut pa, mut pb) = (
-        Pos::new(c.0, c.1, e0),
-        Pos::new(a.0, a.1, e0),
-        Pos::new(b.0, b.1, e0),
-    );
-    let mut e = e0;
-    while e < e1 {
-        let len = (e1 - e).min(pc.left()).min(pa.left()).min(pb.left());
-        // SAFETY: the segment's runs and outputs lie inside the operands and `y`.
-        unsafe { segment_avx512(&pc, &pa, &pb, len, y.add(e)) };
-        pc.advance(len);
-        pa.advance(len);
-        pb.advance(len);
-        e += len;
+    // SAFETY: the caller's contract; this function's features are the segment's.
+    unsafe {
+        walk(c, a, b, e, y, |pc, pa, pb, n, y| {
+            segment_avx512(pc, pa, pb, n, y)
+        })
     }
 }
 
