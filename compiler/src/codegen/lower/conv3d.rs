@@ -4,7 +4,7 @@
 
 use super::Ctx;
 use super::epilogue::fused_activation;
-use crate::codegen::host::{HostKernel, SLOTS, input, output};
+use crate::codegen::host::{HostKernel, input, output};
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
@@ -112,19 +112,6 @@ pub(super) fn lower(
         let b = (!p[2].is_null()).then(|| unsafe { input::<f32>(p[2], m) });
         geometry.run(xs, ws, b, ys, sc);
     });
-    let mut args = vec![
-        prog.keep(Box::new(kernel)),
-        cx.arena(xv)?,
-        weights,
-        bias_op,
-        cx.arena(y)?,
-        cx.scratch()?,
-    ];
-    args.resize(SLOTS + 1, Operand::Null);
-    let (node, op) = cx.label();
-    let f = prog.kernel("host".to_string(), SLOTS + 1, (&node, &op), |b, p, ext| {
-        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
-    })?;
-    prog.call(f, args);
-    Ok(())
+    let args = vec![cx.arena(xv)?, weights, bias_op, cx.arena(y)?, cx.scratch()?];
+    super::act16::host_call(cx, prog, kernel, args)
 }

@@ -2,8 +2,8 @@
 //! [`crate::gemm::pool3d::Pool3d`] (f32), called through `arenac_host`.
 
 use super::Ctx;
-use crate::codegen::host::{HostKernel, SLOTS, input, output};
-use crate::codegen::program::{Operand, Program};
+use crate::codegen::host::{HostKernel, input, output};
+use crate::codegen::program::Program;
 use crate::error::Error;
 use crate::gemm::pool3d::Pool3d;
 use crate::ops::PoolAttrs;
@@ -39,12 +39,6 @@ pub(super) fn lower(
         let (xv, yv) = unsafe { (input::<f32>(p[0], nx), output::<f32>(p[1], ny)) };
         geometry.run(xv, yv);
     });
-    let mut args = vec![prog.keep(Box::new(kernel)), cx.arena(x)?, cx.arena(y)?];
-    args.resize(SLOTS + 1, Operand::Null);
-    let (node, op) = cx.label();
-    let f = prog.kernel("host".to_string(), SLOTS + 1, (&node, &op), |b, p, ext| {
-        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
-    })?;
-    prog.call(f, args);
-    Ok(())
+    let args = vec![cx.arena(x)?, cx.arena(y)?];
+    super::act16::host_call(cx, prog, kernel, args)
 }

@@ -6,8 +6,8 @@
 //! with a float by `powf` in f64, converted to the base's type (toward zero for integers).
 
 use super::Ctx;
-use crate::codegen::host::{HostKernel, SLOTS, input, output};
-use crate::codegen::program::{Operand, Program};
+use crate::codegen::host::{HostKernel, input, output};
+use crate::codegen::program::Program;
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
 use crate::ir::tensor::{read_f64, read_i64, write_f64};
@@ -99,17 +99,6 @@ pub(super) fn pow_any(
     if bx == DType::Bool || be == DType::Bool {
         return Err(cx.err("Pow takes no bool operands"));
     }
-    let mut args = vec![
-        prog.keep(Box::new(kernel)),
-        cx.operand(x, w)?,
-        cx.operand(e, w)?,
-        cx.arena(y)?,
-    ];
-    args.resize(SLOTS + 1, Operand::Null);
-    let (node, op) = cx.label();
-    let f = prog.kernel("host".to_string(), SLOTS + 1, (&node, &op), |b, p, ext| {
-        cranelift_codegen::ir::InstBuilder::call(b.ins(), ext.host, p);
-    })?;
-    prog.call(f, args);
-    Ok(())
+    let args = vec![cx.operand(x, w)?, cx.operand(e, w)?, cx.arena(y)?];
+    super::act16::host_call(cx, prog, kernel, args)
 }
