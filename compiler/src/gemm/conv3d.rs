@@ -274,8 +274,7 @@ impl Conv3d {
                 for b in 0..kh {
                     for e in 0..kw {
                         let Some(id) = id else {
-                            zero(panel, k, row, 0, cols);
-                            zero(panel, k, row, cols, panels * NR - cols);
+                            zero(panel, k, row, 0, panels * NR);
                             row += 1;
                             continue;
                         };

@@ -55,20 +55,21 @@ pub(super) fn lower(
         )));
     }
     let st = w.storage();
+    // The packed layout depends on the geometry, the selected kernel and the stored type.
+    let form = format!(
+        "conv3d packed m={} k={} groups={} kernel={} as {}",
+        geometry.m,
+        geometry.kernel_len(),
+        geometry.groups,
+        crate::gemm::selected_kernel().name,
+        st.name()
+    );
     let weights = match cx.constant(wv) {
         // Reduced weights (`--weights f16|bf16|int8`): packed in that type, widened by the core.
         Some(t) if st.is_reduced() => {
             geometry.wtype = st;
             w.reduced_nodes.insert(cx.id);
             let g = geometry;
-            let form = format!(
-                "conv3d packed m={} k={} groups={} kernel={} as {}",
-                g.m,
-                g.kernel_len(),
-                g.groups,
-                crate::gemm::selected_kernel().name,
-                st.name()
-            );
             let off =
                 super::dense::pack_reduced(w, t, form, g.weights_bytes(), |read, out, done| {
                     g.pack_weights_lowp(read, out, done)
@@ -77,13 +78,6 @@ pub(super) fn lower(
         }
         Some(t) => {
             let g = geometry;
-            let form = format!(
-                "conv3d packed m={} k={} groups={} kernel={}",
-                g.m,
-                g.kernel_len(),
-                g.groups,
-                crate::gemm::selected_kernel().name
-            );
             Operand::Weights(w.form_f32_of(t, form, g.weights_bytes() / 4, |src, out| {
                 g.pack_weights(src, out)
             }))

@@ -381,11 +381,7 @@ pub unsafe fn run<S: Store>(
     let cost = crate::par::cost::elems_ns(n.saturating_mul(prog.steps.len().max(1)));
     // Pieces of whole chunks: every element computed as in one pass (the same bits); 16-bit
     // passes not spread below the f32 kernels' size.
-    let slots = if S::MIN_PER_THREAD == 0 {
-        crate::par::threads()
-    } else {
-        super::split::ew_slots(n)
-    };
+    let slots = super::split::ew_slots(n, S::MIN_PER_THREAD);
     super::split::for_pieces(n, CHUNK, slots, cost, |e0, e1, _| {
         let mut xs = [std::ptr::null::<S::E>(); MAX_INPUTS];
         for (x, s) in xs.iter_mut().zip(&shared) {

@@ -56,9 +56,14 @@ pub fn task_width(tasks: usize, slots: usize, cost_ns: u64) -> usize {
 pub const PAR_MIN_ELEMS: usize = 16 * 1024;
 
 /// Threads an element-wise pass over `n` elements may spread over ([`for_pieces`]'s
-/// `slots`): the pool's, at most one per [`PAR_MIN_ELEMS`] elements, at least 1.
-pub fn ew_slots(n: usize) -> usize {
-    (n / PAR_MIN_ELEMS).min(crate::par::threads()).max(1)
+/// `slots`): the pool's, at most one per `min_per_thread` elements (0: no such bound; the
+/// 16-bit passes give [`PAR_MIN_ELEMS`]), at least 1.
+pub fn ew_slots(n: usize, min_per_thread: usize) -> usize {
+    let threads = crate::par::threads();
+    match n.checked_div(min_per_thread) {
+        Some(most) => most.min(threads).max(1),
+        None => threads,
+    }
 }
 
 /// Runs `f(start, end, thread)` over `0..n` cut into pieces of whole `chunk`s (the chunks a

@@ -87,7 +87,8 @@ mod x86 {
     use super::*;
     use crate::gemm::stage16::N16;
     use crate::gemm::stage16::convert::x86::{load16, narrow16, store16};
-    use crate::gemm::stage16::ew::fast::x86::{In, Pos, masked};
+    use crate::gemm::stage16::ew::fast::Pos;
+    use crate::gemm::stage16::ew::fast::x86::{In, masked};
     use crate::gemm::stage16::ew::{Bcast, MAX_INPUTS};
     use std::arch::x86_64::*;
 

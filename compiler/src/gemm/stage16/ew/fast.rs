@@ -41,6 +41,78 @@ pub(super) fn form(prog: &Program) -> Option<Form> {
 #[cfg(target_arch = "x86_64")]
 pub(super) use x86::run_avx512;
 
+/// An operand's position in a broadcast pass: element `i` of its `count`, `off` outputs into
+/// its run of `inner` (any element type: the 16-bit values here, the condition bytes of
+/// [`super::select`]).
+#[derive(Clone, Copy)]
+pub(in crate::gemm::stage16::ew) struct Pos<T> {
+    x: *const T,
+    inner: usize,
+    count: usize,
+    i: usize,
+    off: usize,
+}
+
+impl<T: Copy> Pos<T> {
+    /// The position of output `e`.
+    pub(in crate::gemm::stage16::ew) fn new(x: *const T, b: Bcast, e: usize) -> Pos<T> {
+        let (inner, count) = (b.inner.max(1), b.count.max(1));
+        Pos {
+            x,
+            inner,
+            count,
+            i: (e / inner) % count,
+            off: e % inner,
+        }
+    }
+
+    /// Outputs left before this operand changes form (a run's wrap, a value's end).
+    pub(in crate::gemm::stage16::ew) fn left(&self) -> usize {
+        if self.count == 1 {
+            usize::MAX
+        } else if self.inner == 1 {
+            self.count - self.i
+        } else {
+            self.inner - self.off
+        }
+    }
+
+    /// Moves `len` outputs on (`len <= self.left()`).
+    pub(in crate::gemm::stage16::ew) fn advance(&mut self, len: usize) {
+        if self.count == 1 {
+            return;
+        }
+        if self.inner == 1 {
+            self.i += len;
+        } else {
+            self.off += len;
+            if self.off == self.inner {
+                self.off = 0;
+                self.i += 1;
+            }
+        }
+        if self.i == self.count {
+            self.i = 0;
+        }
+    }
+
+    /// A contiguous run from here (`Some`), or the one value over the segment (`None`).
+    pub(in crate::gemm::stage16::ew) fn run(&self) -> Option<*const T> {
+        // SAFETY (of the caller's reads): `i < count`.
+        let p = self.x.wrapping_add(self.i);
+        (self.inner == 1 && self.count > 1).then_some(p)
+    }
+
+    /// The value here.
+    ///
+    /// # Safety
+    /// `x` readable for `count` values.
+    pub(in crate::gemm::stage16::ew) unsafe fn value(&self) -> T {
+        // SAFETY: `i < count`.
+        unsafe { *self.x.add(self.i) }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use super::*;
@@ -56,73 +128,17 @@ pub(super) mod x86 {
         Splat(__m512),
     }
 
-    /// An input's position: element `i` of its `count`, `off` outputs into its run of
-    /// `inner`.
-    #[derive(Clone, Copy)]
-    pub(in crate::gemm::stage16::ew) struct Pos {
-        x: *const u16,
-        inner: usize,
-        count: usize,
-        i: usize,
-        off: usize,
-    }
-
-    impl Pos {
-        /// The position of output `e`.
-        pub(in crate::gemm::stage16::ew) fn new(x: *const u16, b: Bcast, e: usize) -> Pos {
-            let (inner, count) = (b.inner.max(1), b.count.max(1));
-            Pos {
-                x,
-                inner,
-                count,
-                i: (e / inner) % count,
-                off: e % inner,
-            }
-        }
-
-        /// Outputs left before this input changes form (a run's wrap, a value's end).
-        pub(in crate::gemm::stage16::ew) fn left(&self) -> usize {
-            if self.count == 1 {
-                usize::MAX
-            } else if self.inner == 1 {
-                self.count - self.i
-            } else {
-                self.inner - self.off
-            }
-        }
-
-        /// Moves `len` outputs on (`len <= self.left()`).
-        pub(in crate::gemm::stage16::ew) fn advance(&mut self, len: usize) {
-            if self.count == 1 {
-                return;
-            }
-            if self.inner == 1 {
-                self.i += len;
-            } else {
-                self.off += len;
-                if self.off == self.inner {
-                    self.off = 0;
-                    self.i += 1;
-                }
-            }
-            if self.i == self.count {
-                self.i = 0;
-            }
-        }
-
+    impl Pos<u16> {
         /// The input over the segment starting here.
         ///
         /// # Safety
         /// The CPU has AVX-512F; `x` readable for `count` values.
         #[inline(always)]
         pub(in crate::gemm::stage16::ew) unsafe fn input(&self, t: N16) -> In {
-            // SAFETY: `i < count`.
-            let p = unsafe { self.x.add(self.i) };
-            if self.inner == 1 && self.count > 1 {
-                In::Run(p)
-            } else {
-                // SAFETY: by the contract.
-                In::Splat(unsafe { splat(t, p) })
+            match self.run() {
+                Some(p) => In::Run(p),
+                // SAFETY: `i < count`; by the contract.
+                None => In::Splat(unsafe { splat(t, self.x.add(self.i)) }),
             }
         }
     }

@@ -9,79 +9,11 @@
 //! Safe in place over a full `a` or `b` (each element read before it is written).
 
 use super::Bcast;
-use crate::gemm::stage16::split::{Shared, ew_slots, for_pieces};
+use super::fast::Pos;
+use crate::gemm::stage16::split::{PAR_MIN_ELEMS, Shared, ew_slots, for_pieces};
 
 /// Elements per piece when the pass is spread over threads.
 const PIECE: usize = 1024;
-
-/// An operand's position: element `i` of its `count`, `off` outputs into its run of
-/// `inner` (the counters of [`super::fast`], over any element type).
-#[derive(Clone, Copy)]
-struct Pos<T> {
-    x: *const T,
-    inner: usize,
-    count: usize,
-    i: usize,
-    off: usize,
-}
-
-impl<T: Copy> Pos<T> {
-    fn new(x: *const T, b: Bcast, e: usize) -> Pos<T> {
-        let (inner, count) = (b.inner.max(1), b.count.max(1));
-        Pos {
-            x,
-            inner,
-            count,
-            i: (e / inner) % count,
-            off: e % inner,
-        }
-    }
-
-    /// Outputs left before this operand changes form.
-    fn left(&self) -> usize {
-        if self.count == 1 {
-            usize::MAX
-        } else if self.inner == 1 {
-            self.count - self.i
-        } else {
-            self.inner - self.off
-        }
-    }
-
-    fn advance(&mut self, len: usize) {
-        if self.count == 1 {
-            return;
-        }
-        if self.inner == 1 {
-            self.i += len;
-        } else {
-            self.off += len;
-            if self.off == self.inner {
-                self.off = 0;
-                self.i += 1;
-            }
-        }
-        if self.i == self.count {
-            self.i = 0;
-        }
-    }
-
-    /// A contiguous run from here (`Some`), or the one value over the segment (`None`).
-    fn run(&self) -> Option<*const T> {
-        // SAFETY (of the caller's reads): `i < count`.
-        let p = self.x.wrapping_add(self.i);
-        (self.inner == 1 && self.count > 1).then_some(p)
-    }
-
-    /// The value here.
-    ///
-    /// # Safety
-    /// `x` readable for `count` values.
-    unsafe fn value(&self) -> T {
-        // SAFETY: `i < count`.
-        unsafe { *self.x.add(self.i) }
-    }
-}
 
 /// An operand of a segment: `at(i)` its `i`-th value.
 trait Src: Copy {
@@ -298,7 +230,7 @@ pub unsafe fn select(
 ) {
     let (cp, ap, bp, ys) = (Shared::of(c.0), Shared::of(a.0), Shared::of(b.0), Shared(y));
     let cost = crate::par::cost::elems_ns(n);
-    for_pieces(n, PIECE, ew_slots(n), cost, |e0, e1, _| {
+    for_pieces(n, PIECE, ew_slots(n, PAR_MIN_ELEMS), cost, |e0, e1, _| {
         let (c, a, b) = (
             (cp.get().cast_const(), c.1),
             (ap.get().cast_const(), a.1),
