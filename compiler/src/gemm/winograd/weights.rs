@@ -152,6 +152,30 @@ unsafe fn weights_dispatch(
     unsafe { weights_body(p, w, u, lay, rows) }
 }
 
+/// [`weights_rows`] for the micro-panel height `lay.2` (12, 6 or 4, the kernels' `MR`: each
+/// column copy a fixed-size move; any other height through a copy of that length).
+///
+/// # Safety
+/// That of [`weights_rows`].
+#[inline(always)]
+unsafe fn weights_body(
+    p: &ConvParams,
+    w: Src,
+    u: *mut f32,
+    lay: (usize, usize, usize),
+    rows: std::ops::Range<usize>,
+) {
+    // SAFETY: the caller's contract; `MR` is `lay.2` (or 0: the run-time height).
+    unsafe {
+        match lay.2 {
+            12 => weights_rows::<12>(p, w, u, lay, rows),
+            6 => weights_rows::<6>(p, w, u, lay, rows),
+            4 => weights_rows::<4>(p, w, u, lay, rows),
+            _ => weights_rows::<0>(p, w, u, lay, rows),
+        }
+    }
+}
+
 /// Rows `rows` (whole micro-panels of `mr` rows, at most [`L`], inside `m_pad`) of the 36
 /// transformed weight matrices, each `u_one` floats from `u` and packed for micro-kernels of
 /// `mr` rows (`lay = (u_one, m_pad, mr)`: [`crate::gemm::pack_a_all`]'s layout); rows past `m` are
@@ -161,11 +185,13 @@ unsafe fn weights_dispatch(
 /// widened (exactly, or `q * scale`) into a stack buffer as the transform reaches it: the
 /// matrices are those f32 weights of the widened values would give.
 ///
+/// `MR` is `mr` (a fixed-size copy per column), or 0 for a copy of `mr` floats.
+///
 /// # Safety
 /// `w.0` readable for `m * c * 9` floats, or the reduced OIHW weights `w.1` describes; `u`
 /// writable for `36 * u_one` floats; nothing else writes these rows meanwhile.
 #[inline(always)]
-unsafe fn weights_body(
+unsafe fn weights_rows<const MR: usize>(
     p: &ConvParams,
     (w, lowp): Src,
     u: *mut f32,
@@ -225,7 +251,13 @@ unsafe fn weights_body(
                     // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr) of
                     // column ci: mr floats inside matrix pos (packed_a_len(m, k) floats);
                     // lanes l..l+mr < L of tp.
-                    unsafe { std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), mr) };
+                    unsafe {
+                        if MR == 0 {
+                            std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), mr);
+                        } else {
+                            std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), MR);
+                        }
+                    }
                     l += mr;
                 }
             }
