@@ -99,6 +99,10 @@ pub fn transform_weights(p: &ConvParams, w: &[f32], out: &mut [f32]) -> bool {
     }
     true
 }
+/// Input channels whose transformed kernels [`weights_rows`] stores together (36 KiB of
+/// stack at 16).
+const CB: usize = 16;
+
 /// The weights [`weights_body`] reads: f32 OIHW at the pointer, or reduced ones
 /// ([`crate::gemm::lowp::conv`], OIHW) when given.
 type Src = (*const f32, Option<Reduced>);
@@ -186,6 +190,7 @@ unsafe fn weights_body(
 /// matrices are those f32 weights of the widened values would give.
 ///
 /// `MR` is `mr` (a fixed-size copy per column), or 0 for a copy of `mr` floats.
+/// Columns go out [`CB`] at a time, each matrix's run of them contiguous.
 ///
 /// # Safety
 /// `w.0` readable for `m * c * 9` floats, or the reduced OIHW weights `w.1` describes; `u`
@@ -202,65 +207,78 @@ unsafe fn weights_rows<const MR: usize>(
     let kc_max = k.div_ceil(k.div_ceil(KC));
     let lanes = rows.len();
     let mut g = [[0.0f32; L]; 9];
-    let mut t = [[0.0f32; L]; POS];
+    // The transformed kernels of up to CB consecutive input channels, stored after them: each
+    // matrix's micro-panel then takes CB columns as one contiguous run (36 interleaved
+    // single-column stores overran the write buffers on VGG's 512-channel convs).
+    let mut tb = [[[0.0f32; L]; POS]; CB];
     // Reduced weights: lane l's taps of input channels ci0 .. ci0 + WINO_CI, widened.
     let mut wide = [[0.0f32; WINO_CI * 9]; L];
     let mut pc = 0;
     while pc < k {
         let kc = kc_max.min(k - pc);
-        for ci in pc..pc + kc {
-            if let Some(r) = &lowp {
-                let j = (ci - pc) % WINO_CI;
-                if j == 0 {
-                    let n = WINO_CI.min(pc + kc - ci) * 9;
+        let mut c0 = pc;
+        while c0 < pc + kc {
+            let nb = CB.min(pc + kc - c0);
+            for (q, t) in tb.iter_mut().enumerate().take(nb) {
+                let ci = c0 + q;
+                if let Some(r) = &lowp {
+                    let j = (ci - pc) % WINO_CI;
+                    if j == 0 {
+                        let n = WINO_CI.min(pc + kc - ci) * 9;
+                        for (l, row) in rows.clone().enumerate() {
+                            if row < m {
+                                // SAFETY: row < m, channels ci .. ci + n / 9 <= c: n
+                                // elements of row `row` of the OIHW weights, and its scale;
+                                // lane l's buffer holds WINO_CI * 9 >= n floats.
+                                unsafe {
+                                    r.widen((row * k + ci) * 9, n, wide[l].as_mut_ptr(), (row, 1))
+                                };
+                            }
+                        }
+                    }
                     for (l, row) in rows.clone().enumerate() {
-                        if row < m {
-                            // SAFETY: row < m, channels ci .. ci + n / 9 <= c: n elements
-                            // of row `row` of the OIHW weights, and its scale; lane l's
-                            // buffer holds WINO_CI * 9 >= n floats.
-                            unsafe {
-                                r.widen((row * k + ci) * 9, n, wide[l].as_mut_ptr(), (row, 1))
+                        for (s, gs) in g.iter_mut().enumerate() {
+                            gs[l] = if row < m { wide[l][j * 9 + s] } else { 0.0 };
+                        }
+                    }
+                } else {
+                    for (l, row) in rows.clone().enumerate() {
+                        for (s, gs) in g.iter_mut().enumerate() {
+                            gs[l] = if row < m {
+                                // SAFETY: row < m, ci < c, s < 9: inside the weights.
+                                unsafe { *w.add((row * k + ci) * 9 + s) }
+                            } else {
+                                0.0
                             };
                         }
                     }
                 }
-                for (l, row) in rows.clone().enumerate() {
-                    for (s, gs) in g.iter_mut().enumerate() {
-                        gs[l] = if row < m { wide[l][j * 9 + s] } else { 0.0 };
-                    }
-                }
-            } else {
-                for (l, row) in rows.clone().enumerate() {
-                    for (s, gs) in g.iter_mut().enumerate() {
-                        gs[l] = if row < m {
-                            // SAFETY: row < m, ci < c, s < 9: inside the weights.
-                            unsafe { *w.add((row * k + ci) * 9 + s) }
-                        } else {
-                            0.0
-                        };
-                    }
-                }
+                transform::weights(&g, t);
             }
-            transform::weights(&g, &mut t);
-            for (pos, tp) in t.iter().enumerate() {
+            for pos in 0..POS {
                 let mut l = 0;
                 while l < lanes {
                     let row = rows.start + l;
-                    // Micro-panel row / mr of K block pc, column ci - pc.
-                    let at = pos * u_one + pc * m_pad + row / mr * mr * kc + (ci - pc) * mr;
-                    // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr) of
-                    // column ci: mr floats inside matrix pos (packed_a_len(m, k) floats);
-                    // lanes l..l+mr < L of tp.
-                    unsafe {
-                        if MR == 0 {
-                            std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), mr);
-                        } else {
-                            std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), MR);
+                    // Micro-panel row / mr of K block pc, columns c0 - pc .. + nb.
+                    let at = pos * u_one + pc * m_pad + row / mr * mr * kc + (c0 - pc) * mr;
+                    for (q, t) in tb.iter().enumerate().take(nb) {
+                        let src = t[pos].as_ptr().wrapping_add(l);
+                        // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr)
+                        // of column c0 + q < pc + kc: mr floats inside matrix pos
+                        // (packed_a_len(m, k) floats); lanes l..l+mr < L of t[pos].
+                        unsafe {
+                            let dst = u.add(at + q * mr);
+                            if MR == 0 {
+                                std::ptr::copy_nonoverlapping(src, dst, mr);
+                            } else {
+                                std::ptr::copy_nonoverlapping(src, dst, MR);
+                            }
                         }
                     }
                     l += mr;
                 }
             }
+            c0 += nb;
         }
         pc += kc;
     }
