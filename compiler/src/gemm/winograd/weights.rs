@@ -99,8 +99,8 @@ pub fn transform_weights(p: &ConvParams, w: &[f32], out: &mut [f32]) -> bool {
     }
     true
 }
-/// Input channels whose transformed kernels [`weights_rows`] stores together (36 KiB of
-/// stack at 16).
+/// Input channels whose taps [`weights_rows`] gathers, then transforms, then stores
+/// together (45 KiB of stack at 16).
 const CB: usize = 16;
 
 /// The weights [`weights_body`] reads: f32 OIHW at the pointer, or reduced ones
@@ -206,7 +206,9 @@ unsafe fn weights_rows<const MR: usize>(
     let (m, k) = (p.m as usize, p.c as usize);
     let kc_max = k.div_ceil(k.div_ceil(KC));
     let lanes = rows.len();
-    let mut g = [[0.0f32; L]; 9];
+    // The taps of up to CB input channels, gathered lane by lane before any is transformed
+    // (a vector load right after the scalar stores of its lanes stalled on forwarding).
+    let mut gb = [[[0.0f32; L]; 9]; CB];
     // The transformed kernels of up to CB consecutive input channels, stored after them: each
     // matrix's micro-panel then takes CB columns as one contiguous run (36 interleaved
     // single-column stores overran the write buffers on VGG's 512-channel convs).
@@ -219,7 +221,7 @@ unsafe fn weights_rows<const MR: usize>(
         let mut c0 = pc;
         while c0 < pc + kc {
             let nb = CB.min(pc + kc - c0);
-            for (q, t) in tb.iter_mut().enumerate().take(nb) {
+            for (q, g) in gb.iter_mut().enumerate().take(nb) {
                 let ci = c0 + q;
                 if let Some(r) = &lowp {
                     let j = (ci - pc) % WINO_CI;
@@ -253,7 +255,9 @@ unsafe fn weights_rows<const MR: usize>(
                         }
                     }
                 }
-                transform::weights(&g, t);
+            }
+            for (g, t) in gb.iter().zip(tb.iter_mut()).take(nb) {
+                transform::weights(g, t);
             }
             for pos in 0..POS {
                 let mut l = 0;
