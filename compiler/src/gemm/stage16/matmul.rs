@@ -13,6 +13,17 @@ use super::split::{Shared, slot_count, task_width};
 use super::{N16, narrow, widen};
 use crate::gemm::{MC, NR, a_scratch_slot, arenac_pack_b, arenac_sgemm, packed_b_len};
 
+mod tall;
+#[cfg(test)]
+mod tall_tests;
+
+/// Whether a reduced constant B's product runs in [`tall`] row blocks (`ARENAC_MM_TALL=0`:
+/// the planned blocks, for A/B comparisons).
+fn tall_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ARENAC_MM_TALL").map_or(true, |v| v != "0"))
+}
+
 /// Bytes of packed f32 B one column block should stay within (half a 1 MiB L2).
 const B_BLOCK_BYTES: usize = 512 << 10;
 
@@ -188,6 +199,34 @@ pub unsafe fn matmul(
     y: *mut u16,
     scratch: *mut f32,
 ) {
+    let ops = (a, b, packed_b, bias, y, scratch);
+    // SAFETY: the caller's contract.
+    unsafe { matmul_with(t, s, b_type, block, ops, tall_enabled()) }
+}
+
+/// The operands of [`matmul`]: A, the run-time B, the packed B, the bias, Y, the scratch.
+type Operands = (
+    *const u16,
+    *const u16,
+    *const f32,
+    *const f32,
+    *mut u16,
+    *mut f32,
+);
+
+/// [`matmul`], a reduced constant B's product in [`tall`] row blocks where they fit and
+/// `tall_ok` (the same bits either way).
+///
+/// # Safety
+/// That of [`matmul`].
+unsafe fn matmul_with(
+    t: N16,
+    s: &MmStage,
+    b_type: u64,
+    block: usize,
+    (a, b, packed_b, bias, y, scratch): Operands,
+    tall_ok: bool,
+) {
     let block = block.clamp(1, s.m.max(1));
     let [pa, pc, ps, pbw, _] = s.parts(block);
     let (m, k, n) = (s.m, s.k, s.n);
@@ -221,6 +260,15 @@ pub unsafe fn matmul(
     let tasks = nrb * ncb;
     let width = task_width(tasks, slots, crate::par::cost::gemm_ns(s.batch * m * n * k));
     let lowp = b_type != 0 && !s.runtime_b;
+    if lowp && tall_ok && nrb > 1 {
+        // The A, C and A-packing parts: one run at the scratch's start ([`MmStage::parts`]),
+        // planned for `slots` slots.
+        let sc = (scratch, pa + pc + ps, slots);
+        // SAFETY: the caller's contract; `sc` as above.
+        if unsafe { tall::run(t, s, block, b_type, sc, a, packed_b.cast(), bias, y) } {
+            return;
+        }
+    }
     let (a, y, bias) = (Shared::of(a), Shared(y), Shared::of(bias));
     let (sa, sc, sslot) = (Shared(sa), Shared(sc), Shared(sslot));
     for bi in 0..s.batch {

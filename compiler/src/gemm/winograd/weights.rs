@@ -99,6 +99,10 @@ pub fn transform_weights(p: &ConvParams, w: &[f32], out: &mut [f32]) -> bool {
     }
     true
 }
+/// Input channels whose taps [`weights_rows`] gathers, then transforms, then stores
+/// together (45 KiB of stack at 16).
+const CB: usize = 16;
+
 /// The weights [`weights_body`] reads: f32 OIHW at the pointer, or reduced ones
 /// ([`crate::gemm::lowp::conv`], OIHW) when given.
 type Src = (*const f32, Option<Reduced>);
@@ -152,6 +156,30 @@ unsafe fn weights_dispatch(
     unsafe { weights_body(p, w, u, lay, rows) }
 }
 
+/// [`weights_rows`] for the micro-panel height `lay.2` (12, 6 or 4, the kernels' `MR`: each
+/// column copy a fixed-size move; any other height through a copy of that length).
+///
+/// # Safety
+/// That of [`weights_rows`].
+#[inline(always)]
+unsafe fn weights_body(
+    p: &ConvParams,
+    w: Src,
+    u: *mut f32,
+    lay: (usize, usize, usize),
+    rows: std::ops::Range<usize>,
+) {
+    // SAFETY: the caller's contract; `MR` is `lay.2` (or 0: the run-time height).
+    unsafe {
+        match lay.2 {
+            12 => weights_rows::<12>(p, w, u, lay, rows),
+            6 => weights_rows::<6>(p, w, u, lay, rows),
+            4 => weights_rows::<4>(p, w, u, lay, rows),
+            _ => weights_rows::<0>(p, w, u, lay, rows),
+        }
+    }
+}
+
 /// Rows `rows` (whole micro-panels of `mr` rows, at most [`L`], inside `m_pad`) of the 36
 /// transformed weight matrices, each `u_one` floats from `u` and packed for micro-kernels of
 /// `mr` rows (`lay = (u_one, m_pad, mr)`: [`crate::gemm::pack_a_all`]'s layout); rows past `m` are
@@ -161,11 +189,14 @@ unsafe fn weights_dispatch(
 /// widened (exactly, or `q * scale`) into a stack buffer as the transform reaches it: the
 /// matrices are those f32 weights of the widened values would give.
 ///
+/// `MR` is `mr` (a fixed-size copy per column), or 0 for a copy of `mr` floats.
+/// Columns go out [`CB`] at a time, each matrix's run of them contiguous.
+///
 /// # Safety
 /// `w.0` readable for `m * c * 9` floats, or the reduced OIHW weights `w.1` describes; `u`
 /// writable for `36 * u_one` floats; nothing else writes these rows meanwhile.
 #[inline(always)]
-unsafe fn weights_body(
+unsafe fn weights_rows<const MR: usize>(
     p: &ConvParams,
     (w, lowp): Src,
     u: *mut f32,
@@ -175,60 +206,83 @@ unsafe fn weights_body(
     let (m, k) = (p.m as usize, p.c as usize);
     let kc_max = k.div_ceil(k.div_ceil(KC));
     let lanes = rows.len();
-    let mut g = [[0.0f32; L]; 9];
-    let mut t = [[0.0f32; L]; POS];
+    // The taps of up to CB input channels, gathered lane by lane before any is transformed
+    // (a vector load right after the scalar stores of its lanes stalled on forwarding).
+    let mut gb = [[[0.0f32; L]; 9]; CB];
+    // The transformed kernels of up to CB consecutive input channels, stored after them: each
+    // matrix's micro-panel then takes CB columns as one contiguous run (36 interleaved
+    // single-column stores overran the write buffers on VGG's 512-channel convs).
+    let mut tb = [[[0.0f32; L]; POS]; CB];
     // Reduced weights: lane l's taps of input channels ci0 .. ci0 + WINO_CI, widened.
     let mut wide = [[0.0f32; WINO_CI * 9]; L];
     let mut pc = 0;
     while pc < k {
         let kc = kc_max.min(k - pc);
-        for ci in pc..pc + kc {
-            if let Some(r) = &lowp {
-                let j = (ci - pc) % WINO_CI;
-                if j == 0 {
-                    let n = WINO_CI.min(pc + kc - ci) * 9;
+        let mut c0 = pc;
+        while c0 < pc + kc {
+            let nb = CB.min(pc + kc - c0);
+            for (q, g) in gb.iter_mut().enumerate().take(nb) {
+                let ci = c0 + q;
+                if let Some(r) = &lowp {
+                    let j = (ci - pc) % WINO_CI;
+                    if j == 0 {
+                        let n = WINO_CI.min(pc + kc - ci) * 9;
+                        for (l, row) in rows.clone().enumerate() {
+                            if row < m {
+                                // SAFETY: row < m, channels ci .. ci + n / 9 <= c: n
+                                // elements of row `row` of the OIHW weights, and its scale;
+                                // lane l's buffer holds WINO_CI * 9 >= n floats.
+                                unsafe {
+                                    r.widen((row * k + ci) * 9, n, wide[l].as_mut_ptr(), (row, 1))
+                                };
+                            }
+                        }
+                    }
                     for (l, row) in rows.clone().enumerate() {
-                        if row < m {
-                            // SAFETY: row < m, channels ci .. ci + n / 9 <= c: n elements
-                            // of row `row` of the OIHW weights, and its scale; lane l's
-                            // buffer holds WINO_CI * 9 >= n floats.
-                            unsafe {
-                                r.widen((row * k + ci) * 9, n, wide[l].as_mut_ptr(), (row, 1))
+                        for (s, gs) in g.iter_mut().enumerate() {
+                            gs[l] = if row < m { wide[l][j * 9 + s] } else { 0.0 };
+                        }
+                    }
+                } else {
+                    for (l, row) in rows.clone().enumerate() {
+                        for (s, gs) in g.iter_mut().enumerate() {
+                            gs[l] = if row < m {
+                                // SAFETY: row < m, ci < c, s < 9: inside the weights.
+                                unsafe { *w.add((row * k + ci) * 9 + s) }
+                            } else {
+                                0.0
                             };
                         }
                     }
                 }
-                for (l, row) in rows.clone().enumerate() {
-                    for (s, gs) in g.iter_mut().enumerate() {
-                        gs[l] = if row < m { wide[l][j * 9 + s] } else { 0.0 };
-                    }
-                }
-            } else {
-                for (l, row) in rows.clone().enumerate() {
-                    for (s, gs) in g.iter_mut().enumerate() {
-                        gs[l] = if row < m {
-                            // SAFETY: row < m, ci < c, s < 9: inside the weights.
-                            unsafe { *w.add((row * k + ci) * 9 + s) }
-                        } else {
-                            0.0
-                        };
-                    }
-                }
             }
-            transform::weights(&g, &mut t);
-            for (pos, tp) in t.iter().enumerate() {
+            for (g, t) in gb.iter().zip(tb.iter_mut()).take(nb) {
+                transform::weights(g, t);
+            }
+            for pos in 0..POS {
                 let mut l = 0;
                 while l < lanes {
                     let row = rows.start + l;
-                    // Micro-panel row / mr of K block pc, column ci - pc.
-                    let at = pos * u_one + pc * m_pad + row / mr * mr * kc + (ci - pc) * mr;
-                    // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr) of
-                    // column ci: mr floats inside matrix pos (packed_a_len(m, k) floats);
-                    // lanes l..l+mr < L of tp.
-                    unsafe { std::ptr::copy_nonoverlapping(tp.as_ptr().add(l), u.add(at), mr) };
+                    // Micro-panel row / mr of K block pc, columns c0 - pc .. + nb.
+                    let at = pos * u_one + pc * m_pad + row / mr * mr * kc + (c0 - pc) * mr;
+                    for (q, t) in tb.iter().enumerate().take(nb) {
+                        let src = t[pos].as_ptr().wrapping_add(l);
+                        // SAFETY: rows row..row+mr (one micro-panel, row a multiple of mr)
+                        // of column c0 + q < pc + kc: mr floats inside matrix pos
+                        // (packed_a_len(m, k) floats); lanes l..l+mr < L of t[pos].
+                        unsafe {
+                            let dst = u.add(at + q * mr);
+                            if MR == 0 {
+                                std::ptr::copy_nonoverlapping(src, dst, mr);
+                            } else {
+                                std::ptr::copy_nonoverlapping(src, dst, MR);
+                            }
+                        }
+                    }
                     l += mr;
                 }
             }
+            c0 += nb;
         }
         pc += kc;
     }
