@@ -294,6 +294,33 @@ pub(in crate::gemm) mod x86 {
         }
     }
 
+    /// As [`widen16`], a bf16 signaling NaN left signaling (the bits shifted up, nothing
+    /// more): only for sums whose order already differs from the f32 kernel's
+    /// (GlobalAveragePool's means, `super::pool::gap`), where a NaN among the values gives a
+    /// NaN either way. Not for passes promised bit for bit: where a signaling NaN meets
+    /// another NaN, the NaN an operation returns may depend on their kinds, so the payload
+    /// could differ from the f32 kernel's on the widened (quieted) values. A widening FMA
+    /// pass on Zen 4: 0.102 ns per value against [`widen16`]'s 0.123 (f16 0.104).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm) fn widen16_arith(t: N16, h: __m256i) -> __m512 {
+        match t {
+            N16::F16 => _mm512_cvtph_ps(h),
+            N16::Bf16 => _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))),
+        }
+    }
+
+    /// 16 values at `p` widened by [`widen16_arith`] (its uses only).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `p` readable for 16 values.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(in crate::gemm) unsafe fn load16_arith(t: N16, p: *const u16) -> __m512 {
+        // SAFETY: by the contract.
+        widen16_arith(t, unsafe { _mm256_loadu_si256(p.cast()) })
+    }
+
     /// `x` rounded to nearest even, as 16 values' bits.
     #[target_feature(enable = "avx512f")]
     #[inline]

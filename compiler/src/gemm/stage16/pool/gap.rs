@@ -8,7 +8,9 @@
 //! The order of summation differs from the staged form's (lane `l` of accumulator `q` sums
 //! the plane's elements `64k + 16q + l`, then the four accumulators and the sixteen lanes in
 //! a tree, in f32): an f32 sum of at most `len / 64 + 6` terms per partial, as accurate as
-//! the f32 kernel's; the test checks it against an f64 reference.
+//! the f32 kernel's; the test checks it against an f64 reference. bf16 values are widened
+//! without quieting a signaling NaN (`widen16_arith`): a plane holding a NaN has a NaN mean
+//! either way.
 
 /// Whether [`means`] runs here: the AVX-512 conversions ([`super::super::convert::isa`]) and
 /// BW/VL for the masked 16-bit loads.
@@ -45,7 +47,7 @@ pub fn means(t: super::N16, len: usize, x: &[u16], means: &mut [f32]) -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::super::N16;
-    use super::super::super::convert::x86::{load16, widen16};
+    use super::super::super::convert::x86::{load16_arith as load16, widen16_arith as widen16};
     use std::arch::x86_64::*;
 
     /// The sum of one plane of `len` values at `p`, as 16 lane partials.
