@@ -21,8 +21,13 @@
 //! every thread count.
 
 use super::Geom;
-use super::chan8::{F16, F32};
+use super::chan8::{BF16, F16, F32};
 use crate::gemm::conv::Activation;
+
+/// bf16 planes whose stores round by AVX512_BF16's `vcvtneps2bf16` (the same bits as
+/// [`BF16`]'s integer rounding; [`kernel`] takes it for [`BF16`] where
+/// `crate::gemm::stage16::convert::bf16_ne` holds).
+const BF16_NE: u8 = 3;
 
 /// Output rows a step computes.
 const ROWS: usize = 4;
@@ -87,6 +92,12 @@ type RunFn = unsafe fn(&Geom, &Planes, Activation, std::ops::Range<usize>);
 /// 7x7 planes flat took 113 µs against its 80 (EfficientNet-B0's 1152 channels; one
 /// thread, `conv_bench`).
 fn kernel<const E: u8>(g: &Geom) -> Option<RunFn> {
+    kernel_with::<E>(g, E == BF16 && crate::gemm::stage16::convert::bf16_ne())
+}
+
+/// [`kernel`], bf16 planes rounded by AVX512_BF16 when `ne` (which only
+/// `crate::gemm::stage16::convert::bf16_ne` may make true).
+fn kernel_with<const E: u8>(g: &Geom, ne: bool) -> Option<RunFn> {
     #[cfg(target_arch = "x86_64")]
     {
         let square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1;
@@ -96,6 +107,19 @@ fn kernel<const E: u8>(g: &Geom) -> Option<RunFn> {
         let rows = g.ow >= 8 && g.ow.div_ceil(16) <= MAX_VECTORS;
         let same = g.ow == g.w && g.oh == g.h && g.sw == 1;
         let flat = same && g.ow < 8 && (g.oh * g.ow).div_ceil(16) <= MAX_FLAT;
+        if E == BF16 && ne {
+            let f: RunFn = match (g.kh, g.sw, rows, flat) {
+                (3, 1, true, _) => x86::rows_ne::<3, 1>,
+                (3, 2, true, _) => x86::rows_ne::<3, 2>,
+                (5, 1, true, _) => x86::rows_ne::<5, 1>,
+                (5, 2, true, _) => x86::rows_ne::<5, 2>,
+                (7, 1, true, _) => x86::rows_ne::<7, 1>,
+                (7, 2, true, _) => x86::rows_ne::<7, 2>,
+                (3, _, _, true) => x86::flat_ne::<3>,
+                _ => return None,
+            };
+            return Some(f);
+        }
         let f: RunFn = match (g.kh, g.sw, rows, flat) {
             (3, 1, true, _) => x86::rows::<3, 1, E>,
             (3, 2, true, _) => x86::rows::<3, 2, E>,
@@ -110,7 +134,7 @@ fn kernel<const E: u8>(g: &Geom) -> Option<RunFn> {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = g;
+        let _ = (g, ne);
         None
     }
 }
@@ -149,6 +173,27 @@ pub(super) fn applies<const E: u8>(g: &Geom) -> bool {
 pub(super) unsafe fn run<const E: u8>(
     g: &Geom,
     act: Activation,
+    planes: (usize, usize, usize),
+    width: usize,
+    x: *const f32,
+    w: *const f32,
+    bias: Option<*const f32>,
+    y: *mut f32,
+) -> bool {
+    let ne = E == BF16 && crate::gemm::stage16::convert::bf16_ne();
+    // SAFETY: the contract, passed on; `ne` from `bf16_ne`.
+    unsafe { run_with::<E>(ne, g, act, planes, width, x, w, bias, y) }
+}
+
+/// [`run`] with the bf16 rounding chosen: `ne`, AVX512_BF16's (the same bits).
+///
+/// # Safety
+/// As [`run`]; `ne` only where `crate::gemm::stage16::convert::bf16_ne` holds.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_with<const E: u8>(
+    ne: bool,
+    g: &Geom,
+    act: Activation,
     (n, c, m): (usize, usize, usize),
     width: usize,
     x: *const f32,
@@ -156,7 +201,7 @@ pub(super) unsafe fn run<const E: u8>(
     bias: Option<*const f32>,
     y: *mut f32,
 ) -> bool {
-    let Some(f) = kernel::<E>(g) else {
+    let Some(f) = kernel_with::<E>(g, ne) else {
         return false;
     };
     let planes = Planes {
@@ -193,9 +238,10 @@ fn elem<const E: u8>(p: *const f32, i: usize) -> *const f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{F16, F32, Geom, MAX_FLAT, MAX_VECTORS, Planes, ROWS, elem};
+    use super::{BF16_NE, F16, F32, Geom, MAX_FLAT, MAX_VECTORS, Planes, ROWS, elem};
     use crate::gemm::act::x86::act512;
     use crate::gemm::conv::Activation;
+    use crate::gemm::stage16::convert::x86::narrow16_bf;
     use core::arch::x86_64::*;
     use std::ops::Range;
 
@@ -244,6 +290,8 @@ mod x86 {
                     m,
                     _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v),
                 ),
+                // SAFETY (of the call): AVX512_BF16 and DQ where `E` is this (`rows_ne`).
+                BF16_NE => _mm256_mask_storeu_epi16(p.cast(), m, narrow16_bf(v)),
                 _ => {
                     let bits = _mm512_castps_si512(v);
                     let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
@@ -267,6 +315,36 @@ mod x86 {
     /// [`super::run`]'s contract gives them.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(super) unsafe fn rows<const K: usize, const S: usize, const E: u8>(
+        g: &Geom,
+        pl: &Planes,
+        act: Activation,
+        range: Range<usize>,
+    ) {
+        // SAFETY: the contract, passed on.
+        unsafe { rows_body::<K, S, E>(g, pl, act, range) }
+    }
+
+    /// [`rows`] on bf16 planes rounded by AVX512_BF16 ([`BF16_NE`]).
+    ///
+    /// # Safety
+    /// As [`rows`]; the CPU has AVX512_BF16 and DQ too.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512dq,avx512bf16")]
+    pub(super) unsafe fn rows_ne<const K: usize, const S: usize>(
+        g: &Geom,
+        pl: &Planes,
+        act: Activation,
+        range: Range<usize>,
+    ) {
+        // SAFETY: the contract, passed on.
+        unsafe { rows_body::<K, S, BF16_NE>(g, pl, act, range) }
+    }
+
+    /// The body of [`rows`] and [`rows_ne`].
+    ///
+    /// # Safety
+    /// As [`rows`]; inlined into a caller with the features `E` needs.
+    #[inline(always)]
+    unsafe fn rows_body<const K: usize, const S: usize, const E: u8>(
         g: &Geom,
         pl: &Planes,
         act: Activation,
@@ -353,6 +431,36 @@ mod x86 {
     /// pixels.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub(super) unsafe fn flat<const K: usize, const E: u8>(
+        g: &Geom,
+        pl: &Planes,
+        act: Activation,
+        range: Range<usize>,
+    ) {
+        // SAFETY: the contract, passed on.
+        unsafe { flat_body::<K, E>(g, pl, act, range) }
+    }
+
+    /// [`flat`] on bf16 planes rounded by AVX512_BF16 ([`BF16_NE`]).
+    ///
+    /// # Safety
+    /// As [`flat`]; the CPU has AVX512_BF16 and DQ too.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512dq,avx512bf16")]
+    pub(super) unsafe fn flat_ne<const K: usize>(
+        g: &Geom,
+        pl: &Planes,
+        act: Activation,
+        range: Range<usize>,
+    ) {
+        // SAFETY: the contract, passed on.
+        unsafe { flat_body::<K, BF16_NE>(g, pl, act, range) }
+    }
+
+    /// The body of [`flat`] and [`flat_ne`].
+    ///
+    /// # Safety
+    /// As [`flat`]; inlined into a caller with the features `E` needs.
+    #[inline(always)]
+    unsafe fn flat_body<const K: usize, const E: u8>(
         g: &Geom,
         pl: &Planes,
         act: Activation,

@@ -95,7 +95,7 @@ mod x86 {
     use super::super::x86::{Elem, row_of};
     use super::{Geom, N16};
     use crate::gemm::act::Activation;
-    use crate::gemm::stage16::convert::x86::{narrow16, widen16};
+    use crate::gemm::stage16::convert::x86::{narrow16, narrow16_bf, widen16};
     use core::arch::x86_64::*;
 
     /// f16 planes.
@@ -123,6 +123,24 @@ mod x86 {
     elem16!(F16, N16::F16);
     elem16!(Bf16, N16::Bf16);
 
+    /// bf16 planes rounded by AVX512_BF16 ([`narrow16_bf`]: the same bits), for
+    /// [`row16_ne`].
+    struct Bf16Ne;
+
+    impl Elem for Bf16Ne {
+        type T = u16;
+        #[inline(always)]
+        unsafe fn load(m: __mmask16, p: *const u16) -> __m512 {
+            // SAFETY: the caller's contract (AVX-512BW/VL, the lanes of `m`).
+            unsafe { widen16(N16::Bf16, _mm256_maskz_loadu_epi16(m, p.cast())) }
+        }
+        #[inline(always)]
+        unsafe fn store(m: __mmask16, p: *mut u16, v: __m512) {
+            // SAFETY: as above; AVX512_BF16 and DQ (`row16_ne`'s contract).
+            unsafe { _mm256_mask_storeu_epi16(p.cast(), m, narrow16_bf(v)) }
+        }
+    }
+
     /// [`super::super::x86::row`] on 16-bit planes.
     ///
     /// # Safety
@@ -141,13 +159,42 @@ mod x86 {
         oy: usize,
         ip: usize,
     ) {
-        // SAFETY: the contract, passed on.
+        // SAFETY: the contract, passed on; `row16_ne` where the CPU has its features.
         unsafe {
+            if t == N16::Bf16 && crate::gemm::stage16::convert::bf16_ne() {
+                return row16_ne(g, x, w, bias, act, y, oy, ip);
+            }
             match (t, g.sw == 2) {
                 (N16::F16, false) => row_of::<F16, 1>(g, x, w, bias, act, y, oy, ip),
                 (N16::F16, true) => row_of::<F16, 2>(g, x, w, bias, act, y, oy, ip),
                 (N16::Bf16, false) => row_of::<Bf16, 1>(g, x, w, bias, act, y, oy, ip),
                 (N16::Bf16, true) => row_of::<Bf16, 2>(g, x, w, bias, act, y, oy, ip),
+            }
+        }
+    }
+
+    /// [`row16`] on bf16 planes, rounded by AVX512_BF16.
+    ///
+    /// # Safety
+    /// As [`row16`]; the CPU has AVX512_BF16 and DQ too.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,avx512dq,avx512bf16")]
+    unsafe fn row16_ne(
+        g: &Geom,
+        x: *const u16,
+        w: *const f32,
+        bias: Option<*const f32>,
+        act: Activation,
+        y: *mut u16,
+        oy: usize,
+        ip: usize,
+    ) {
+        // SAFETY: the contract, passed on.
+        unsafe {
+            if g.sw == 2 {
+                row_of::<Bf16Ne, 2>(g, x, w, bias, act, y, oy, ip)
+            } else {
+                row_of::<Bf16Ne, 1>(g, x, w, bias, act, y, oy, ip)
             }
         }
     }

@@ -102,8 +102,9 @@ unsafe fn unary_range(
 }
 
 /// GlobalAveragePool over `planes` planes of `len` elements: each mean computed in f32
-/// (f32 running sums in lanes, added in f64: as exact as the f32 kernel or better) and
-/// rounded once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
+/// (on AVX-512 in registers, [`pool::gap`]: f32 lane sums added in a tree; elsewhere f32
+/// running sums in lanes added in f64: as exact as the f32 kernel or better) and rounded
+/// once. Whole planes are widened together, up to [`CHUNK`] elements per call, and
 /// the means narrowed a block at a time; pieces of planes spread over the threads (each
 /// mean is its plane's alone: the same bits however the planes are cut).
 pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
@@ -124,8 +125,22 @@ pub fn gap(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
 
 /// [`gap`] of the planes `x` holds, on this thread.
 fn gap_planes(t: N16, planes: usize, len: usize, x: &[u16], y: &mut [u16]) {
-    let mut buf = [0f32; CHUNK];
     let mut means = [0f32; CHUNK];
+    if len > 0 && pool::gap::available() {
+        // The means in registers ([`pool::gap`]), up to [`CHUNK`] planes at a time.
+        let mut p0 = 0;
+        while p0 < planes {
+            let np = CHUNK.min(planes - p0);
+            let block = x.get(p0 * len..(p0 + np) * len).unwrap_or_default();
+            pool::gap::means(t, len, block, &mut means[..np]);
+            if let Some(dst) = y.get_mut(p0..p0 + np) {
+                narrow(t, &means[..np], dst);
+            }
+            p0 += np;
+        }
+        return;
+    }
+    let mut buf = [0f32; CHUNK];
     let len1 = len.max(1);
     // Planes per block: as many whole planes as the buffer holds (at least one).
     let per = (CHUNK / len1).clamp(1, CHUNK);

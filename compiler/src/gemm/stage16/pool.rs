@@ -2,6 +2,7 @@
 //! [`crate::gemm::pool::arenac_pool2d`] into the rest of the scratch, narrowed into the output;
 //! a MaxPool plane without NaN straight on the 16-bit values ([`max`]).
 
+pub mod gap;
 pub mod max;
 
 use super::{N16, narrow, widen};

@@ -40,6 +40,8 @@ pub(super) fn form(prog: &Program) -> Option<Form> {
 
 #[cfg(target_arch = "x86_64")]
 pub(super) use x86::run_avx512;
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(super) use x86::run_avx512_with;
 
 /// An operand's position in a broadcast pass: element `i` of its `count`, `off` outputs into
 /// its run of `inner` (any element type: the 16-bit values here, the condition bytes of
@@ -116,7 +118,7 @@ impl<T: Copy> Pos<T> {
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use super::*;
-    use crate::gemm::stage16::convert::x86::{load16, narrow16, store16, widen16};
+    use crate::gemm::stage16::convert::x86::{load16, narrow16n, store16n, widen16};
     use std::arch::x86_64::*;
 
     /// An input over a segment.
@@ -181,14 +183,21 @@ pub(super) mod x86 {
     /// The CPU has AVX-512F; runs readable and `y` writable for `n` values (`y` equal to a
     /// run or overlapping none).
     #[inline(always)]
-    unsafe fn vectors(t: N16, f: Form, a: In, b: In, n: usize, y: *mut u16) -> usize {
+    unsafe fn vectors<const NE: bool>(
+        t: N16,
+        f: Form,
+        a: In,
+        b: In,
+        n: usize,
+        y: *mut u16,
+    ) -> usize {
         let mut i = 0;
         // SAFETY: lanes `i..i + 16 <= n` of the runs and `y`.
         unsafe {
             match (a, b) {
                 (In::Run(p), In::Run(q)) => {
                     while i + 16 <= n {
-                        store16(
+                        store16n::<NE>(
                             t,
                             apply(f, load16(t, p.add(i)), load16(t, q.add(i))),
                             y.add(i),
@@ -198,20 +207,20 @@ pub(super) mod x86 {
                 }
                 (In::Run(p), In::Splat(v)) => {
                     while i + 16 <= n {
-                        store16(t, apply(f, load16(t, p.add(i)), v), y.add(i));
+                        store16n::<NE>(t, apply(f, load16(t, p.add(i)), v), y.add(i));
                         i += 16;
                     }
                 }
                 (In::Splat(u), In::Run(q)) => {
                     while i + 16 <= n {
-                        store16(t, apply(f, u, load16(t, q.add(i))), y.add(i));
+                        store16n::<NE>(t, apply(f, u, load16(t, q.add(i))), y.add(i));
                         i += 16;
                     }
                 }
                 (In::Splat(u), In::Splat(v)) => {
                     let r = apply(f, u, v);
                     while i + 16 <= n {
-                        store16(t, r, y.add(i));
+                        store16n::<NE>(t, r, y.add(i));
                         i += 16;
                     }
                 }
@@ -225,9 +234,9 @@ pub(super) mod x86 {
     /// # Safety
     /// As [`vectors`]; the CPU has AVX-512BW and VL.
     #[inline(always)]
-    unsafe fn segment(t: N16, f: Form, a: In, b: In, n: usize, y: *mut u16) {
+    unsafe fn segment<const NE: bool>(t: N16, f: Form, a: In, b: In, n: usize, y: *mut u16) {
         // SAFETY: the contract passed on.
-        let i = unsafe { vectors(t, f, a, b, n, y) };
+        let i = unsafe { vectors::<NE>(t, f, a, b, n, y) };
         let r = n - i;
         if r == 0 {
             return;
@@ -237,7 +246,7 @@ pub(super) mod x86 {
         // SAFETY: lanes `i..i + r` of the runs and `y` (the others masked off).
         unsafe {
             let v = apply(f, masked(t, a, m, i), masked(t, b, m, i));
-            _mm256_mask_storeu_epi16(y.add(i).cast(), m, narrow16(t, v));
+            _mm256_mask_storeu_epi16(y.add(i).cast(), m, narrow16n::<NE>(t, v));
         }
     }
 
@@ -259,13 +268,88 @@ pub(super) mod x86 {
         }
     }
 
-    /// [`super::super::run`] for a program of [`form`] `f`, in registers.
+    /// [`super::super::run`] for a program of [`form`] `f`, in registers (bf16 rounded by
+    /// AVX512_BF16 where the CPU has it: [`crate::gemm::stage16::convert::bf16_ne`]).
     ///
     /// # Safety
     /// As [`super::super::run`] (inputs `f.a` and `f.b` in `xs` and `bc`); the CPU has
     /// AVX-512F, BW and VL.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(in crate::gemm::stage16::ew) unsafe fn run_avx512(
+        t: N16,
+        f: Form,
+        xs: &[*const u16],
+        bc: &[Bcast],
+        range: (usize, usize),
+        y: *mut u16,
+    ) {
+        let ne = t == N16::Bf16 && crate::gemm::stage16::convert::bf16_ne();
+        // SAFETY: the contract passed on; `ne` only where the CPU has the bf16 features.
+        unsafe { run_avx512_with(ne, t, f, xs, bc, range, y) }
+    }
+
+    /// [`run_avx512`] with the bf16 rounding chosen: `ne`, AVX512_BF16's (the same bits).
+    ///
+    /// # Safety
+    /// As [`run_avx512`]; with `ne`, [`crate::gemm::stage16::convert::bf16_ne`] holds.
+    pub(in crate::gemm::stage16::ew) unsafe fn run_avx512_with(
+        ne: bool,
+        t: N16,
+        f: Form,
+        xs: &[*const u16],
+        bc: &[Bcast],
+        range: (usize, usize),
+        y: *mut u16,
+    ) {
+        // SAFETY: the contract passed on.
+        unsafe {
+            if ne {
+                run_ne(t, f, xs, bc, range, y)
+            } else {
+                run_plain(t, f, xs, bc, range, y)
+            }
+        }
+    }
+
+    /// [`run_body`] compiled for AVX-512F, BW and VL.
+    ///
+    /// # Safety
+    /// As [`run_avx512`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn run_plain(
+        t: N16,
+        f: Form,
+        xs: &[*const u16],
+        bc: &[Bcast],
+        range: (usize, usize),
+        y: *mut u16,
+    ) {
+        // SAFETY: the contract passed on.
+        unsafe { run_body::<false>(t, f, xs, bc, range, y) }
+    }
+
+    /// [`run_body`] compiled with AVX512_BF16 and DQ too, bf16 rounded by `vcvtneps2bf16`.
+    ///
+    /// # Safety
+    /// As [`run_avx512_with`] with `ne`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    unsafe fn run_ne(
+        t: N16,
+        f: Form,
+        xs: &[*const u16],
+        bc: &[Bcast],
+        range: (usize, usize),
+        y: *mut u16,
+    ) {
+        // SAFETY: the contract passed on.
+        unsafe { run_body::<true>(t, f, xs, bc, range, y) }
+    }
+
+    /// The segments of outputs `e0..n`.
+    ///
+    /// # Safety
+    /// As [`run_avx512_with`] (`NE` for `ne`); inlined into a caller with the features.
+    #[inline(always)]
+    unsafe fn run_body<const NE: bool>(
         t: N16,
         f: Form,
         xs: &[*const u16],
@@ -283,7 +367,7 @@ pub(super) mod x86 {
         while e < n {
             let len = (n - e).min(pa.left()).min(pb.left());
             // SAFETY: the segment's runs and outputs are inside the inputs and `y`.
-            unsafe { segment(t, f, pa.input(t), pb.input(t), len, y.add(e)) };
+            unsafe { segment::<NE>(t, f, pa.input(t), pb.input(t), len, y.add(e)) };
             pa.advance(len);
             pb.advance(len);
             e += len;

@@ -219,8 +219,11 @@ fn fused_silu_and_constants_over_several_chunks() {
 
 #[test]
 fn gap_means_against_the_reference() {
-    for (planes, len) in [(37, 49), (3, 1500), (1300, 1), (2, 7)] {
-        let t = N16::F16;
+    let cases = [(37, 49), (3, 1500), (1300, 1), (2, 7), (20, 196), (17, 784)];
+    for ((planes, len), t) in cases
+        .into_iter()
+        .flat_map(|c| [(c, N16::F16), (c, N16::Bf16)])
+    {
         let x = data(t, planes * len, 9);
         let f = wide(t, &x);
         let mut y = vec![0u16; planes];
@@ -232,7 +235,7 @@ fn gap_means_against_the_reference() {
                 .sum::<f64>()
                 / len as f64
         };
-        check(t, &y, want, &format!("gap {planes}x{len}"));
+        check(t, &y, want, &format!("gap {t:?} {planes}x{len}"));
     }
 }
 
@@ -287,11 +290,25 @@ fn register_path_matches_the_chunk_path_bit_for_bit() {
         &[2, 5, 1, 1],
         &[7, 9],
     ];
+    // The bf16 rounding by AVX512_BF16 too where the CPU has it (the same bits).
+    let nes: Vec<bool> = [false, true]
+        .into_iter()
+        .filter(|&ne| !ne || crate::gemm::stage16::convert::bf16_ne())
+        .collect();
     for t in [N16::F16, N16::Bf16] {
-        let mut special = vec![0u16; 4];
+        // Subnormal f32 values too (bf16 keeps them; AVX512_BF16 flushes them, so a vector
+        // holding one takes the integer rounding).
+        let mut special = vec![0u16; 6];
         narrow(
             t,
-            &[f32::NAN, f32::INFINITY, -0.0, f32::NEG_INFINITY],
+            &[
+                f32::NAN,
+                f32::INFINITY,
+                -0.0,
+                f32::NEG_INFINITY,
+                1.0e-39,
+                -3.0e-39,
+            ],
             &mut special,
         );
         for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
@@ -320,25 +337,30 @@ fn register_path_matches_the_chunk_path_bit_for_bit() {
                             })
                             .collect();
                         let ptrs = [xs[0].as_ptr(), xs[1].as_ptr()];
-                        let (mut a, mut b) = (vec![0u16; n], vec![0u16; n]);
+                        let mut a = vec![0u16; n];
                         // SAFETY: sizes as `run` requires.
-                        unsafe {
-                            run_chunks(t, &prog, &ptrs, &bc, (0, n), a.as_mut_ptr());
-                            fast::run_avx512(t, f, &ptrs, &bc, (0, n), b.as_mut_ptr());
-                        }
-                        let what = format!("{t:?} {op:?} relu {relu} order {order} {s0} {s1}");
-                        assert_eq!(a, b, "{what}");
-                        for k in 0..2 {
-                            if bc[k].count != n {
-                                continue;
+                        unsafe { run_chunks(t, &prog, &ptrs, &bc, (0, n), a.as_mut_ptr()) };
+                        for &ne in &nes {
+                            let mut b = vec![0u16; n];
+                            // SAFETY: as above; `ne` only where the CPU has the features.
+                            unsafe {
+                                fast::run_avx512_with(ne, t, f, &ptrs, &bc, (0, n), b.as_mut_ptr())
+                            };
+                            let what =
+                                format!("{t:?} {op:?} relu {relu} order {order} {s0} {s1} ne {ne}");
+                            assert_eq!(a, b, "{what}");
+                            for k in 0..2 {
+                                if bc[k].count != n {
+                                    continue;
+                                }
+                                let mut inplace = xs[k].clone();
+                                let mut p2 = ptrs;
+                                p2[k] = inplace.as_ptr();
+                                let yp = inplace.as_mut_ptr();
+                                // SAFETY: `y` equals the full input `k`.
+                                unsafe { fast::run_avx512_with(ne, t, f, &p2, &bc, (0, n), yp) };
+                                assert_eq!(a, inplace, "{what} in place over {k}");
                             }
-                            let mut inplace = xs[k].clone();
-                            let mut p2 = ptrs;
-                            p2[k] = inplace.as_ptr();
-                            let yp = inplace.as_mut_ptr();
-                            // SAFETY: `y` equals the full input `k`.
-                            unsafe { fast::run_avx512(t, f, &p2, &bc, (0, n), yp) };
-                            assert_eq!(a, inplace, "{what} in place over {k}");
                         }
                     }
                 }
