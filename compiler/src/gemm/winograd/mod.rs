@@ -16,7 +16,8 @@
 //!    patches are transformed into 36 packed B matrices `V_p` (`C x t`, zero columns past the
 //!    plane), then per row block the 36 products `O_p = U_p V_p` and the output transform
 //!    `Aᵀ O A` with the bias and the fused activation ([`super::act::bias_act`]), stored
-//!    clipped at the plane's right and bottom edges.
+//!    clipped at the plane's right and bottom edges (`unit.rs`). A run of one unit (a 16-bit
+//!    staged band) has one slot, which its threads share ([`shared_unit`]).
 //!
 //! Every output element goes through the same transforms and the same micro-kernel chain
 //! (row blocks start at multiples of [`MB`], the tile blocks depend on the geometry only)
