@@ -16,7 +16,8 @@
 //!    patches are transformed into 36 packed B matrices `V_p` (`C x t`, zero columns past the
 //!    plane), then per row block the 36 products `O_p = U_p V_p` and the output transform
 //!    `Aᵀ O A` with the bias and the fused activation ([`super::act::bias_act`]), stored
-//!    clipped at the plane's right and bottom edges.
+//!    clipped at the plane's right and bottom edges (`unit.rs`). A run of one unit (a 16-bit
+//!    staged band) has one slot, which its threads share ([`shared_unit`]).
 //!
 //! Every output element goes through the same transforms and the same micro-kernel chain
 //! (row blocks start at multiples of [`MB`], the tile blocks depend on the geometry only)
@@ -30,14 +31,15 @@
 //! where the planned scratch holds [`scratch_bytes`] ([`chosen`]).
 
 mod transform;
+mod unit;
 mod weights;
 
 pub use weights::transform_weights;
 pub(crate) use weights::{transform_channels, transform_per_run};
 
-use transform::{L, Lanes};
+use unit::{Part, Unit, unit_dispatch};
 
-use super::conv::{Activation, ConvParams};
+use super::conv::ConvParams;
 use super::split::SyncPtr;
 use super::{AView, BView, NR, packed_a_len, selected_kernel};
 
@@ -283,10 +285,16 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
 }
 
 /// Scratch bytes [`run`] needs for `p` (tile blocks of at most `p.tile` tiles, 0: the
-/// default): the transformed weights unless precomputed, then one slot per thread.
+/// default): the transformed weights unless precomputed, then one slot per thread, or one
+/// slot when the run is one unit ([`units`]: its threads share it).
 pub fn scratch_bytes(p: &ConvParams) -> usize {
     let (_, head, slot) = parts(p);
-    slot.saturating_mul(p.threads.max(1) as usize)
+    let slots = if units(p) <= 1 {
+        1
+    } else {
+        p.threads.max(1) as usize
+    };
+    slot.saturating_mul(slots)
         .saturating_add(head)
         .saturating_mul(4)
 }
@@ -303,9 +311,9 @@ fn row_parts(per: usize, mblocks: usize, width: usize) -> usize {
 }
 
 /// Units [`run`] cuts `p` into at `p.threads` threads ((image, tile block) pairs times ranges
-/// of row blocks): with one unit it runs on the calling thread in one slot, so
-/// [`scratch_bytes`] at one thread is all the scratch it uses (a 16-bit staged band of one
-/// tile block, `crate::gemm::stage16::conv`).
+/// of row blocks): one unit (one tile block of one row block: a 16-bit staged band of one
+/// tile block, `crate::gemm::stage16::conv`) runs in one slot, its threads sharing it
+/// ([`shared_unit`]), so [`scratch_bytes`] is that at one thread.
 pub fn units(p: &ConvParams) -> usize {
     let per = p.n as usize * blocking(p).blocks;
     let mblocks = (p.m as usize).div_ceil(row_block(p));
@@ -372,6 +380,20 @@ pub(crate) unsafe fn run(
     let per = p.n as usize * b.blocks;
     let mblocks = m.div_ceil(row_block(p));
     let mparts = row_parts(per, mblocks, width);
+    if per * mparts == 1 && width > 1 {
+        // SAFETY: the contract; one unit (one image, one tile block, one row block: a
+        // second would make `row_parts` cut it), slot 0 after the head, U as above.
+        unsafe {
+            shared_unit(
+                isa,
+                p,
+                &b,
+                [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))],
+                u_one,
+            )
+        };
+        return;
+    }
     crate::par::for_each(per * mparts, width, |u, t| {
         let (ib, mp) = (u / mparts, u % mparts);
         let unit = Unit {
@@ -391,223 +413,69 @@ pub(crate) unsafe fn run(
                 &unit,
                 (xs.get(), uw.get(), bs.get(), ys.get(), slot_ptr),
                 u_one,
+                Part::Whole,
             )
         };
     });
 }
 
-/// One unit of step 2.
-struct Unit {
-    img: usize,
-    block: usize,
-    mblocks: std::ops::Range<usize>,
-}
-
-/// [`unit_body`] compiled for `isa`.
+/// The one unit of a run ([`units`] 1: image 0, tile block 0, its one row block) on up to
+/// `p.threads` threads of the current pool ([`crate::par::width`] of its products' cost),
+/// all in the one slot `slot`, in three passes: the input transform by ranges of input
+/// channels (rows of every `V_p`), the 36 products by ranges of positions (each `O_p`
+/// whole), the output transform by ranges of output channels (rows of `O` and planes of
+/// `y`). Every part writes only its own rows or matrices and reads what the passes before
+/// it finished, and each computes them as [`Part::Whole`] does: the same bits.
 ///
 /// # Safety
-/// That of [`unit_body`].
-unsafe fn unit_dispatch(
+/// That of [`unit_body`] for this unit and `slot`.
+unsafe fn shared_unit(
     isa: Isa,
     p: &ConvParams,
     b: &Blocking,
-    unit: &Unit,
-    ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
-    lay: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn avx512(
-            p: &ConvParams,
-            b: &Blocking,
-            unit: &Unit,
-            ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
-            lay: usize,
-        ) {
-            // SAFETY: the caller's contract.
-            unsafe { unit_body(p, b, unit, ptrs, lay) }
-        }
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn avx2(
-            p: &ConvParams,
-            b: &Blocking,
-            unit: &Unit,
-            ptrs: (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
-            lay: usize,
-        ) {
-            // SAFETY: the caller's contract.
-            unsafe { unit_body(p, b, unit, ptrs, lay) }
-        }
-        match isa {
-            // SAFETY: the variant matches the selected kernel, which this CPU runs.
-            Isa::Avx512 => return unsafe { avx512(p, b, unit, ptrs, lay) },
-            // SAFETY: as above.
-            Isa::Avx2 => return unsafe { avx2(p, b, unit, ptrs, lay) },
-            Isa::Portable => {}
-        }
-    }
-    let _ = isa;
-    // SAFETY: the caller's contract.
-    unsafe { unit_body(p, b, unit, ptrs, lay) }
-}
-
-/// One unit: input transform of its tile block into `V` (the slot's head), then for each of
-/// its row blocks the 36 products into `O` (after `V`) and the output transform into `y`.
-///
-/// # Safety
-/// `x`, `bias`, `y` as for [`run`]; `u` holds the 36 transformed weight matrices (`u_one`
-/// floats each); `slot` writable for one slot of [`parts`] and used by no one
-/// else; nothing else writes this unit's outputs.
-#[inline(always)]
-unsafe fn unit_body(
-    p: &ConvParams,
-    b: &Blocking,
-    unit: &Unit,
-    (x, u, bias, y, slot): (*mut f32, *mut f32, *mut f32, *mut f32, *mut f32),
+    [x, u, bias, y, slot]: [SyncPtr<f32>; 5],
     u_one: usize,
 ) {
-    let us = |v: u64| v as usize;
-    let (c, h, w, m) = (us(p.c), us(p.h), us(p.w), us(p.m));
-    let (oh, ow) = (us(p.oh), us(p.ow));
-    let (pt, pl) = (p.pad_t as isize, p.pad_l as isize);
-    let t = b.t;
-    let first = unit.block * t;
-    let nt = t.min(b.tiles - first);
-    let n_cols = nt.next_multiple_of(NR);
-    let v = slot;
-    let o = slot.wrapping_add(POS * c * t);
-    let ob = o_rows(p) * t;
-    let rb = row_block(p);
-    let xi = x.cast_const().wrapping_add(unit.img * c * h * w);
-    // The input transform, 16 tiles (one packed panel) at a time.
-    let mut d = [[[0.0f32; L]; 6]; 6];
-    let mut vt = [[0.0f32; L]; POS];
-    for g in 0..n_cols / L {
-        // Each lane's patch origin, or None past the block's tiles.
-        let mut org = [None; L];
-        let mut inside = true;
-        for (l, o) in org.iter_mut().enumerate() {
-            let ti = first + g * L + l;
-            if g * L + l < nt {
-                let (ty, tx) = (ti / b.tw, ti % b.tw);
-                let (iy, ix) = (4 * ty as isize - pt, 4 * tx as isize - pl);
-                inside &= iy >= 0 && ix >= 0 && iy + 6 <= h as isize && ix + 6 <= w as isize;
-                *o = Some((iy, ix));
-            } else {
-                inside = false;
-            }
-        }
-        for ci in 0..c {
-            let plane = xi.wrapping_add(ci * h * w);
-            if inside {
-                for (l, o) in org.iter().enumerate() {
-                    let (iy, ix) = o.unwrap_or((0, 0));
-                    for (r, dr) in d.iter_mut().enumerate() {
-                        let row = plane.wrapping_add((iy as usize + r) * w + ix as usize);
-                        for (k, dk) in dr.iter_mut().enumerate() {
-                            // SAFETY: the patch lies inside the plane (`inside`).
-                            dk[l] = unsafe { *row.add(k) };
-                        }
-                    }
-                }
-            } else {
-                for (l, o) in org.iter().enumerate() {
-                    for (r, dr) in d.iter_mut().enumerate() {
-                        for (k, dk) in dr.iter_mut().enumerate() {
-                            dk[l] = match *o {
-                                Some((iy, ix)) => {
-                                    let (yy, xx) = (iy + r as isize, ix + k as isize);
-                                    if yy >= 0 && xx >= 0 && yy < h as isize && xx < w as isize {
-                                        // SAFETY: (yy, xx) inside the plane.
-                                        unsafe { *plane.add(yy as usize * w + xx as usize) }
-                                    } else {
-                                        0.0
-                                    }
-                                }
-                                None => 0.0,
-                            };
-                        }
-                    }
-                }
-            }
-            transform::input(&d, &mut vt);
-            for (pos, vp) in vt.iter().enumerate() {
-                // SAFETY: panel g, row ci of V_pos (c x t packed: panel stride c * NR),
-                // inside the slot's V part.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        vp.as_ptr(),
-                        v.add(pos * c * t + g * c * NR + ci * NR),
-                        NR,
-                    )
-                };
-            }
-        }
-    }
-    let kernel = selected_kernel();
-    let act = p.activation();
-    let epilogue = p.has_bias != 0 || act != Activation::None;
-    let yi = y.wrapping_add(unit.img * m * oh * ow);
-    for mb in unit.mblocks.clone() {
-        let r0 = mb * rb;
-        let rows = rb.min(m - r0);
-        for pos in 0..POS {
-            let a = AView::packed(u.cast_const().wrapping_add(pos * u_one), m).at_row(r0);
-            let bv = BView::packed(v.cast_const().wrapping_add(pos * c * t), c, n_cols);
-            // SAFETY: U_pos is m_pad x c packed for this kernel (rows r0..r0+rows < m_pad);
-            // V_pos c x n_cols packed; O_pos rows x n_cols at stride t inside the slot's O
-            // part (rb x t per position); a packed A uses no scratch.
+    let (c, rows) = (p.c as usize, o_rows(p));
+    let cols = b.t.min(b.tiles).next_multiple_of(NR);
+    let macs = POS * rows.next_multiple_of(selected_kernel().mr) * c * cols;
+    let width = crate::par::width(
+        crate::par::cost::gemm_ns(macs),
+        (p.threads.max(1) as usize).min(crate::par::threads()),
+    );
+    let unit = Unit {
+        img: 0,
+        block: 0,
+        mblocks: 0..1,
+    };
+    // A pass over `n` items in ranges, a few per thread (a late thread's share is taken by
+    // the others).
+    let cut = |n: usize, part: fn(std::ops::Range<usize>) -> Part| {
+        let tasks = n.min(PIECES_PER_THREAD * width).max(1);
+        crate::par::for_each(tasks, width, |k, _| {
+            let r = n * k / tasks..n * (k + 1) / tasks;
+            // SAFETY: the caller's contract; this part writes only its range's rows of V,
+            // matrices of O or output channels, and reads what the finished passes wrote.
             unsafe {
-                super::sgemm_core(
-                    kernel,
-                    rows,
-                    n_cols,
-                    c,
-                    a,
-                    bv,
-                    o.wrapping_add(pos * ob),
-                    t,
-                    false,
-                    std::ptr::null_mut(),
+                unit_dispatch(
+                    isa,
+                    p,
+                    b,
+                    &unit,
+                    (x.get(), u.get(), bias.get(), y.get(), slot.get()),
+                    u_one,
+                    part(r),
                 )
             };
-        }
-        let mut yt = [[0.0f32; L]; 16];
-        for ri in 0..rows {
-            let mi = r0 + ri;
-            let bias_v = if p.has_bias != 0 {
-                // SAFETY: channel mi < m of the bias.
-                unsafe { *bias.add(mi) }
-            } else {
-                0.0
-            };
-            let yc = yi.wrapping_add(mi * oh * ow);
-            for g in 0..n_cols / L {
-                let ms: [&Lanes; POS] = std::array::from_fn(|pos| {
-                    // SAFETY: row ri, columns g*16.. of O_pos, written by the products above.
-                    unsafe { &*o.add(pos * ob + ri * t + g * L).cast::<Lanes>() }
-                });
-                transform::output(&ms, &mut yt);
-                if epilogue {
-                    super::act::bias_act(yt.as_flattened_mut(), bias_v, act);
-                }
-                // Lane l of the 16 rows of yt is tile first + g * L + l.
-                #[allow(clippy::needless_range_loop)]
-                for l in 0..L.min(nt - g * L) {
-                    let ti = first + g * L + l;
-                    let (oy, ox) = (ti / b.tw * 4, ti % b.tw * 4);
-                    for i in 0..4.min(oh - oy) {
-                        for j in 0..4.min(ow - ox) {
-                            // SAFETY: (oy + i, ox + j) inside the output plane of channel mi.
-                            unsafe { *yc.add((oy + i) * ow + ox + j) = yt[4 * i + j][l] };
-                        }
-                    }
-                }
-            }
-        }
-    }
+        });
+    };
+    cut(c, Part::Input);
+    cut(POS, Part::Products);
+    cut(rows, Part::Output);
 }
+
+/// Pieces per thread of each pass of [`shared_unit`].
+const PIECES_PER_THREAD: usize = 4;
 
 #[cfg(test)]
 pub(crate) mod tests;

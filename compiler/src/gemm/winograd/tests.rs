@@ -53,7 +53,10 @@ fn conv(p: &ConvParams, x: &[f32], wt: &[f32], bias: &[f32], pre: bool) -> Vec<f
         wt.to_vec()
     };
     let mut y = vec![f32::NAN; (p.n * p.m * p.oh * p.ow) as usize];
-    let mut scratch = vec![f32::NAN; scratch_bytes(&p) / 4 + 1];
+    // Stale values (NaN) must not reach the output; a guard after the scratch must stay.
+    let floats = scratch_bytes(&p) / 4;
+    let mut scratch = vec![f32::NAN; floats + 64];
+    scratch[floats..].fill(GUARD);
     // SAFETY: the sizes of run's contract (U: weights_floats floats from transform_weights).
     unsafe {
         run(
@@ -65,8 +68,15 @@ fn conv(p: &ConvParams, x: &[f32], wt: &[f32], bias: &[f32], pre: bool) -> Vec<f
             scratch.as_mut_ptr(),
         )
     };
+    assert!(
+        scratch[floats..].iter().all(|&v| v == GUARD),
+        "{p:?}: the run wrote past its scratch"
+    );
     y
 }
+
+/// The value written after the scratch [`conv`] gives [`run`].
+const GUARD: f32 = 12345.0;
 
 /// [`check`], the weights precomputed when `pre`.
 fn check_as(p: ConvParams, seed: u64, pre: bool) -> f64 {
@@ -301,7 +311,16 @@ fn small_row_blocks_are_bit_identical_and_smaller() {
                     threads,
                     ..with_block(&p, t)
                 };
-                assert_eq!(block_for_scratch(&pt, scratch_bytes(&pt)), Some(t));
+                // The scratch reads back the block at one thread; at two, a larger block
+                // run as one unit (one slot) may need no more.
+                let back = block_for_scratch(&pt, scratch_bytes(&pt)).expect("a block");
+                assert!(
+                    back == t
+                        || (threads > 1
+                            && units(&with_block(&pt, back)) == 1
+                            && scratch_bytes(&with_block(&pt, back)) <= scratch_bytes(&pt)),
+                    "{pt:?}: block {back} read back"
+                );
                 let got = crate::par::with_pool(Some(&pool), || conv(&pt, &x, &wt, &bias, true));
                 let same = want
                     .iter()
@@ -319,5 +338,62 @@ fn small_row_blocks_are_bit_identical_and_smaller() {
             40 + i as u64,
             true,
         );
+    }
+}
+
+#[test]
+fn one_unit_runs_share_one_slot_on_every_thread() {
+    // One tile block of one row block per run ([`units`] 1): at 2 and 3 threads the scratch
+    // of one thread (one slot, shared), the input transform, the products and the output
+    // transform each spread over the pool (three jobs, and the per-run weight transform's),
+    // the same bits as at one thread. Cases: a partial micro-panel of rows (45 = 3 x 12 + 9
+    // on AVX-512, 7 x 6 + 3 on AVX2), pads on every side, two panels of tiles, 48 rows (one
+    // whole row block), few input channels (fewer than the pieces of the input pass).
+    let cases = [
+        (40, (12, 30), 45, (1, 1, 1, 1)),
+        (3, (9, 50), 13, (0, 1, 2, 1)),
+        (64, (16, 16), 48, (1, 1, 1, 1)),
+        (200, (8, 20), 20, (2, 0, 1, 2)),
+    ];
+    for (i, &(c, hw, m, pads)) in cases.iter().enumerate() {
+        let mut p = geom(1, c, hw, m, pads);
+        p.has_bias = 1;
+        [p.act, p.act_a, p.act_b] = Activation::Relu.encode();
+        check_as(p, 60 + i as u64, true);
+        let mut rng = Rng(500 + i as u64);
+        let x: Vec<f32> = (0..(c * hw.0 * hw.1) as usize)
+            .map(|_| rng.next())
+            .collect();
+        let wt: Vec<f32> = (0..(m * c * 9) as usize).map(|_| rng.next()).collect();
+        let bias: Vec<f32> = (0..m as usize).map(|_| rng.next()).collect();
+        for pre in [true, false] {
+            let want = conv(&p, &x, &wt, &bias, pre);
+            for threads in [2u64, 3] {
+                let pt = ConvParams { threads, ..p };
+                let form = |q: &ConvParams| ConvParams {
+                    packed_a: if pre {
+                        WINOGRAD_U_PACKED
+                    } else {
+                        WINOGRAD_PACKED
+                    },
+                    ..*q
+                };
+                assert_eq!(units(&form(&pt)), 1, "{pt:?}");
+                assert_eq!(scratch_bytes(&form(&pt)), scratch_bytes(&form(&p)));
+                let pool = crate::par::Pool::new(threads as usize).expect("a pool");
+                pool.set_eager(true);
+                let jobs = pool.jobs();
+                let got = crate::par::with_pool(Some(&pool), || conv(&pt, &x, &wt, &bias, pre));
+                assert!(
+                    pool.jobs() >= jobs + 3,
+                    "{pt:?}: the unit ran on one thread"
+                );
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{pt:?} (precomputed {pre}): differs from 1 thread");
+            }
+        }
     }
 }

@@ -149,7 +149,8 @@ pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) 
 }
 
 /// Floats of the largest Winograd band's own scratch (no head) of `p`'s bands `b` run at
-/// `threads` threads (one slot for a band whose run is one unit, [`run_threads`]).
+/// `threads` threads (one slot for a band whose run is one unit, [`winograd::units`]: its
+/// threads share it).
 fn band_scratch_floats(p: &ConvParams, b: WinoBands, threads: u64) -> usize {
     bands(&channels(p, b.mb), b.rows)
         .map(|q| {
@@ -160,23 +161,10 @@ fn band_scratch_floats(p: &ConvParams, b: WinoBands, threads: u64) -> usize {
                 threads,
                 ..q
             };
-            winograd::scratch_bytes(&run_threads(q))
-                .div_ceil(4)
-                .next_multiple_of(16)
+            winograd::scratch_bytes(&q).div_ceil(4).next_multiple_of(16)
         })
         .max()
         .unwrap_or(0)
-}
-
-/// Band `q` (its Winograd params, as [`band_at`] gives them) at the threads its run uses:
-/// one when [`winograd::units`] is one (one tile block of one block of output rows: the run
-/// stays on the calling thread, in one slot), else `q`'s. Its scratch is sized by it.
-fn run_threads(q: ConvParams) -> ConvParams {
-    if q.threads > 1 && winograd::units(&q) <= 1 {
-        ConvParams { threads: 1, ..q }
-    } else {
-        q
-    }
 }
 
 /// [`super::conv`] of `p` by Winograd bands `b`: per pass of [`WinoBands::mb`] output
@@ -228,9 +216,9 @@ pub(super) unsafe fn run_bands(
             let (img, r0) = (i / nb, (i % nb) as u64 * b.rows);
             let r1 = (r0 + b.rows).min(p.oh);
             let (mut q, lo) = band_at(&pm, r0, r1, b.block);
+            // One slot when the run is one unit, shared by its threads
+            // ([`band_scratch_floats`]).
             q.threads = threads;
-            // Sized for one slot when the run is one unit ([`band_scratch_floats`]).
-            let q = run_threads(q);
             let (hb, ob) = (us(q.h), us(r1 - r0));
             let (x, y) = (io.x.get().cast_const(), io.y.get());
             let (sx, sy) = (slot, slot.wrapping_add(xin));

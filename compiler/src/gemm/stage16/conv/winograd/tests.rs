@@ -206,108 +206,113 @@ fn every_planned_size_reads_back_within_itself() {
 }
 
 /// A band whose Winograd run is one unit (one tile block, one block of output rows: U-Net's
-/// 192 -> 64 channel 64 x 64 Conv at a 4-row band) runs on the calling thread whatever the
-/// node's threads, so its scratch holds one slot of the run: at 2 threads, no larger than
-/// at one. Run on an eager 2-thread pool in exactly that scratch (a guard after it), it
-/// gives the bits of the f32 whole-plane Winograd conv narrowed, as at one thread.
+/// 192 -> 64 channel 64 x 64 Conv at a 4-row band) keeps one slot of the run whatever the
+/// node's threads (its threads share it: `winograd::shared_unit`), so at 2 and 3 threads its
+/// scratch is no larger than at one. Run on an eager pool of that many threads in exactly
+/// that scratch (a guard after it), f16 and bf16, it gives the bits of the f32 whole-plane
+/// Winograd conv narrowed, as at one thread.
 #[test]
-fn one_unit_bands_take_one_slot_at_two_threads() {
-    use super::{band_at, band_scratch_floats, channels, run_threads};
+fn one_unit_bands_take_one_slot_at_every_thread_count() {
+    use super::{band_at, band_scratch_floats, channels};
     use crate::gemm::winograd::units;
-    let base = ConvParams {
-        threads: 2,
-        ..geom(1, 48, (16, 64), 24, (1, 1, 1, 1))
-    };
+    let base = geom(1, 48, (16, 64), 24, (1, 1, 1, 1));
     let (c, hw, m, ohw) = (48usize, 16 * 64, 24usize, 16 * 64);
     let x32: Vec<f32> = (0..c * hw)
         .map(|j| ((j * 37 % 113) as f32 - 56.0) / 32.0)
         .collect();
-    let mut x = vec![0u16; x32.len()];
-    narrow(N16::F16, &x32, &mut x);
-    let mut xw = vec![0f32; x.len()];
-    widen(N16::F16, &x, &mut xw);
     let wt: Vec<f32> = (0..m * c * 9)
         .map(|j| ((j * 11 % 29) as f32 - 14.0) / 64.0)
         .collect();
     let bias: Vec<f32> = (0..m).map(|j| j as f32 / 8.0 - 2.0).collect();
-    let one = ConvParams { threads: 1, ..base };
-    let mut u = vec![0f32; weights_floats(&one)];
-    assert!(transform_weights(&one, &wt, &mut u));
-    let (mut s32, o32) = aligned(conv2d_scratch_bytes(&one) / 4);
-    let mut y32 = vec![0f32; m * ohw];
-    // SAFETY: operands of the sizes the contract asks; U transformed for `one`; the scratch
-    // as `conv2d_scratch_bytes` asks, 64-aligned.
-    unsafe {
-        arenac_conv2d(
-            &one,
-            xw.as_ptr(),
-            u.as_ptr(),
-            bias.as_ptr(),
-            y32.as_mut_ptr(),
-            s32.as_mut_ptr().add(o32),
-        )
-    };
-    let mut want = vec![0u16; y32.len()];
-    narrow(N16::F16, &y32, &mut want);
-    let pool = crate::par::Pool::new(2).expect("threads");
-    pool.set_eager(true);
+    let mut u = vec![0f32; weights_floats(&base)];
+    assert!(transform_weights(&base, &wt, &mut u));
     let mut one_unit = [0; 2];
-    for (form, (p, wp)) in [
-        (base, &u),
-        (
-            ConvParams {
-                packed_a: WINOGRAD_PACKED,
-                ..base
-            },
-            &wt,
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        for budget in budgets(&p) {
-            let Some(b) = wino_bands(&p, budget) else {
-                continue;
-            };
-            let q = band_at(&channels(&p, b.mb), 0, b.rows, b.block).0;
-            if units(&ConvParams { threads: 2, ..q }) > 1 {
-                continue;
-            }
-            one_unit[form] += 1;
-            assert_eq!(run_threads(q).threads, 1, "{p:?} at {budget}");
-            assert_eq!(
-                band_scratch_floats(&p, b, 2),
-                band_scratch_floats(&p, b, 1),
-                "{p:?} at {budget} ({b:?}): a second slot for a run of one unit"
-            );
-            let floats = scratch_bytes_at(&p, budget) / 4;
-            let (mut s, off) = aligned(floats + 64);
-            s.fill(f32::NAN);
-            let guard = 12345.0f32;
-            s[off + floats..off + floats + 64].fill(guard);
-            let mut y = vec![0u16; m * ohw];
-            crate::par::with_pool(Some(&pool), || {
-                // SAFETY: as above; the scratch as `scratch_bytes_at` asks at this budget.
-                unsafe {
-                    conv(
-                        N16::F16,
-                        &p,
-                        budget,
-                        x.as_ptr(),
-                        wp.as_ptr(),
-                        bias.as_ptr(),
-                        y.as_mut_ptr(),
-                        s.as_mut_ptr().add(off),
-                    )
+    for ty in [N16::F16, N16::Bf16] {
+        let mut x = vec![0u16; x32.len()];
+        narrow(ty, &x32, &mut x);
+        let mut xw = vec![0f32; x.len()];
+        widen(ty, &x, &mut xw);
+        let (mut s32, o32) = aligned(conv2d_scratch_bytes(&base) / 4);
+        let mut y32 = vec![0f32; m * ohw];
+        // SAFETY: operands of the sizes the contract asks; U transformed for `base`; the
+        // scratch as `conv2d_scratch_bytes` asks, 64-aligned.
+        unsafe {
+            arenac_conv2d(
+                &base,
+                xw.as_ptr(),
+                u.as_ptr(),
+                bias.as_ptr(),
+                y32.as_mut_ptr(),
+                s32.as_mut_ptr().add(o32),
+            )
+        };
+        let mut want = vec![0u16; y32.len()];
+        narrow(ty, &y32, &mut want);
+        for threads in [1u64, 2, 3] {
+            let pool = crate::par::Pool::new(threads as usize).expect("threads");
+            pool.set_eager(true);
+            for (form, (p, wp)) in [
+                (ConvParams { threads, ..base }, &u),
+                (
+                    ConvParams {
+                        packed_a: WINOGRAD_PACKED,
+                        threads,
+                        ..base
+                    },
+                    &wt,
+                ),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                for budget in budgets(&p) {
+                    let Some(b) = wino_bands(&p, budget) else {
+                        continue;
+                    };
+                    let q = band_at(&channels(&p, b.mb), 0, b.rows, b.block).0;
+                    if units(&ConvParams { threads, ..q }) > 1 {
+                        continue;
+                    }
+                    one_unit[form] += usize::from(threads > 1);
+                    assert_eq!(
+                        band_scratch_floats(&p, b, threads),
+                        band_scratch_floats(&p, b, 1),
+                        "{p:?} at {budget} ({b:?}): a second slot for a run of one unit"
+                    );
+                    let floats = scratch_bytes_at(&p, budget) / 4;
+                    let (mut s, off) = aligned(floats + 64);
+                    s.fill(f32::NAN);
+                    let guard = 12345.0f32;
+                    s[off + floats..off + floats + 64].fill(guard);
+                    let mut y = vec![0u16; m * ohw];
+                    crate::par::with_pool(Some(&pool), || {
+                        // SAFETY: as above; the scratch as `scratch_bytes_at` asks at this
+                        // budget.
+                        unsafe {
+                            conv(
+                                ty,
+                                &p,
+                                budget,
+                                x.as_ptr(),
+                                wp.as_ptr(),
+                                bias.as_ptr(),
+                                y.as_mut_ptr(),
+                                s.as_mut_ptr().add(off),
+                            )
+                        }
+                    });
+                    assert!(
+                        y == want,
+                        "{ty:?} {p:?} at budget {budget} ({b:?}) on {threads} threads"
+                    );
+                    assert!(
+                        s[off + floats..off + floats + 64]
+                            .iter()
+                            .all(|&v| v == guard),
+                        "{p:?} at {budget}: the run wrote past its scratch"
+                    );
                 }
-            });
-            assert!(y == want, "{p:?} at budget {budget} ({b:?}) on 2 threads");
-            assert!(
-                s[off + floats..off + floats + 64]
-                    .iter()
-                    .all(|&v| v == guard),
-                "{p:?} at {budget}: the run wrote past its scratch"
-            );
+            }
         }
     }
     assert!(
