@@ -16,6 +16,7 @@ mod pow;
 mod reduce;
 mod sample;
 mod spectral;
+mod upsample;
 
 use super::kernels::conv::PoolDesc;
 use super::kernels::elementwise::{Ew, EwDesc};

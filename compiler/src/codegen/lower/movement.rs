@@ -415,7 +415,8 @@ fn pad(
     gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst)
 }
 
-/// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps; the
+/// Resize / Upsample: nearest is a byte gather (any dtype) through per-dim index maps (a
+/// whole-factor repeat of the last two dims by [`super::upsample`]'s host kernel); the
 /// interpolating modes (f32) read per-dim tap tables (indices and weights from
 /// [`axis_taps`], shared with the reference evaluation).
 pub(super) fn resize(
@@ -447,6 +448,9 @@ pub(super) fn resize(
             return Err(cx.err(format!("no kernel for Resize on {}", xt.dtype.name())));
         }
         let maps: Vec<Vec<usize>> = axes.into_iter().map(|t| t.idx).collect();
+        if let Some(r) = super::upsample::repeat(&maps, &xt.shape) {
+            return super::upsample::call(cx, prog, elem, r, src, dst);
+        }
         return gather_call(cx, prog, w, elem, &xt.shape, &maps, src, dst);
     }
     cx.all_f32()?;
