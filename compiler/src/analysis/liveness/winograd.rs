@@ -347,12 +347,12 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     let (mut total, peak) = step_bytes(&live);
     let forced = winograd::forced();
     let pre = precomputed(cx.g, &cx.opts);
-    // (step, bytes, multiply-adds) of the Convs whose step keeps the peak.
+    // (step, bytes, multiply-adds, the step's other live bytes, the smaller sizes) of the
+    // Convs whose step keeps the peak.
     let mut picks = Vec::new();
     // The others: (step, the step's other live bytes, Winograd sizes largest first,
     // multiply-adds).
     let mut above = Vec::new();
-    let mut retry = Vec::new();
     for b in &live.buffers {
         if b.kind != BufferKind::Scratch {
             continue;
@@ -383,16 +383,15 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         {
             Some(bytes) => {
                 *t = rest + aligned(bytes);
-                picks.push((step, bytes, macs));
                 // Its smaller sizes, should the placement reject this one.
-                let smaller = sizes.into_iter().filter(|&b| b < bytes).collect();
-                retry.push((step, rest, smaller, macs));
+                let smaller: Vec<usize> = sizes.into_iter().filter(|&b| b < bytes).collect();
+                picks.push((step, bytes, macs, rest, smaller));
             }
             None => above.push((step, rest, sizes, macs)),
         }
     }
     if forced {
-        for &(s, bytes, _) in &picks {
+        for &(s, bytes, ..) in &picks {
             d.scratch[s] = bytes;
         }
         return;
@@ -401,21 +400,21 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         return;
     }
     let base = cx.placed_arena(d);
-    let before: Vec<usize> = picks.iter().map(|&(s, _, _)| d.scratch[s]).collect();
-    for &(s, bytes, _) in &picks {
+    let before: Vec<usize> = picks.iter().map(|p| d.scratch[p.0]).collect();
+    for &(s, bytes, ..) in &picks {
         d.scratch[s] = bytes;
     }
     if !picks.is_empty() && cx.placed_arena(d) > base {
-        for (&(s, _, _), &b) in picks.iter().zip(&before) {
-            d.scratch[s] = b;
+        for (p, &b) in picks.iter().zip(&before) {
+            d.scratch[p.0] = b;
         }
-        picks.sort_by_key(|&(_, _, macs)| std::cmp::Reverse(macs));
-        for (s, bytes, _) in picks {
+        picks.sort_by_key(|p| std::cmp::Reverse(p.2));
+        for (s, bytes, macs, rest, smaller) in picks {
             let old = d.scratch[s];
             d.scratch[s] = bytes;
             if cx.placed_arena(d) > base {
                 d.scratch[s] = old;
-                above.extend(retry.iter().find(|r| r.0 == s).cloned());
+                above.push((s, rest, smaller, macs));
             }
         }
     }

@@ -143,16 +143,13 @@ mod tests {
         let n: usize = out.iter().product();
         let mut y = vec![T::default(); n];
         for (i, v) in y.iter_mut().enumerate() {
-            let (mut rem, mut src) = (i, 0);
-            let mut stride = 1;
-            let mut off = 0;
+            let (mut rem, mut stride, mut src) = (i, 1, 0);
             for d in (0..out.len()).rev() {
                 let k = rem % out[d];
                 rem /= out[d];
-                off += maps[d][k] * stride;
+                src += maps[d][k] * stride;
                 stride *= shape[d];
             }
-            src += off;
             *v = x[src];
         }
         y
