@@ -84,6 +84,11 @@ pub struct ConvParams {
     /// direct kernels and the small-plane pointwise kernel); the GEMM path marks reduced
     /// weights in `packed_a` instead.
     pub wtype: u64,
+    /// Non-zero when the conv adds a residual (a Conv whose `Add` was fused into it,
+    /// `ConvAttrs::sum`): on entry `y` holds the residual `r` (the code generator copies it
+    /// there when `r` lives elsewhere; usually `y` is planned in place on `r`), and every path
+    /// computes `y = act(conv(x) + bias + r)`, reading each element of `y` before writing it.
+    pub accumulate: u64,
 }
 
 impl ConvParams {
@@ -114,6 +119,7 @@ impl ConvParams {
             self.tile,
             self.threads,
             self.wtype,
+            self.accumulate,
         ]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -642,14 +648,15 @@ unsafe fn conv_unit(
                 a,
                 b,
                 (c, pixels),
-                false,
+                p.accumulate != 0,
                 (a_scratch, slot, width),
                 &epilogue,
             )
         },
         None => {
+            let acc = p.accumulate != 0;
             // SAFETY: as above, on this thread with its own A scratch.
-            unsafe { super::sgemm_core(kernel, mg, tile, k, a, b, c, pixels, false, a_scratch) };
+            unsafe { super::sgemm_core(kernel, mg, tile, k, a, b, c, pixels, acc, a_scratch) };
             epilogue(0..mg, 0..tile);
         }
     }
