@@ -40,6 +40,8 @@ pub struct FuseStats {
     pub groups: usize,
     /// Nodes they replaced.
     pub nodes_fused: usize,
+    /// Residual `Add`s fused into the Conv before them ([`residual::fuse_residual`]).
+    pub residuals: usize,
 }
 
 /// Whether node `n` may be a member of a fused group on data of type `dt` (f32, or the
@@ -123,6 +125,7 @@ fn fuse_groups(g: &mut Graph, groups: Vec<Vec<NodeId>>) -> FuseStats {
     let stats = FuseStats {
         groups: groups.len(),
         nodes_fused: groups.iter().map(|m| m.len()).sum(),
+        residuals: 0,
     };
     *g = rebuild(g, &groups);
     stats
@@ -237,6 +240,47 @@ fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
             group_of.insert(n, i);
         }
     }
+    rebuild_with(g, |id| {
+        match group_of.get(&id).and_then(|&i| groups.get(i)) {
+            Some(members) if members.last() == Some(&id) => {
+                let (op, inputs) = program(g, members);
+                let n = g.node(id);
+                Emit::Replace {
+                    name: n.name.clone(),
+                    op,
+                    inputs,
+                    outputs: n.outputs.to_vec(),
+                }
+            }
+            Some(_) => Emit::Skip,
+            None => Emit::Keep,
+        }
+    })
+}
+
+/// What [`rebuild_with`] writes for one node of the old graph.
+pub(crate) enum Emit {
+    /// The node as it is.
+    Keep,
+    /// Nothing (the node is part of another's replacement).
+    Skip,
+    /// Another node at this place: its name, op, inputs and outputs (values of the old graph;
+    /// the outputs' names and types are kept).
+    Replace {
+        /// Node name.
+        name: String,
+        /// The op.
+        op: Op,
+        /// Inputs (old graph's values).
+        inputs: Vec<ValueId>,
+        /// Outputs (old graph's values).
+        outputs: Vec<ValueId>,
+    },
+}
+
+/// A copy of `g` with each node written as `emit` says, in `g`'s order. Input and constant
+/// values keep their relative order, computed values theirs.
+pub(crate) fn rebuild_with(g: &Graph, emit: impl Fn(NodeId) -> Emit) -> Graph {
     let mut ng = Graph::new(g.name.clone(), g.opset);
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     for v in g.value_ids() {
@@ -249,15 +293,20 @@ fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
         }
     }
     for (id, n) in g.nodes() {
-        let (op, inputs, outputs) = match group_of.get(&id).and_then(|&i| groups.get(i)) {
-            Some(members) => {
-                if members.last() != Some(&id) {
-                    continue;
-                }
-                let (op, inputs) = program(g, members);
-                (op, inputs, n.outputs.to_vec())
-            }
-            None => (n.op.clone(), n.inputs.to_vec(), n.outputs.to_vec()),
+        let (name, op, inputs, outputs) = match emit(id) {
+            Emit::Skip => continue,
+            Emit::Keep => (
+                n.name.clone(),
+                n.op.clone(),
+                n.inputs.to_vec(),
+                n.outputs.to_vec(),
+            ),
+            Emit::Replace {
+                name,
+                op,
+                inputs,
+                outputs,
+            } => (name, op, inputs, outputs),
         };
         let ins: Vec<ValueId> = inputs
             .iter()
@@ -267,7 +316,7 @@ fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
             .iter()
             .map(|&v| (g.value(v).name.clone(), g.value(v).ty.clone()))
             .collect();
-        let nid = ng.add_node(n.name.clone(), op, &ins, &outs);
+        let nid = ng.add_node(name, op, &ins, &outs);
         for (&old, &new) in outputs.iter().zip(ng.node(nid).outputs.iter()) {
             map.insert(old, new);
         }
@@ -285,5 +334,6 @@ fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
     ng
 }
 
+pub mod residual;
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,8 @@
 //!   that buffer, the buffer is not a graph input's and holds no graph output, and no other
 //!   input of the node lives in that buffer (the same value read twice is fine). The first such
 //!   input in input order is chosen. A residual `Add` writing into its dead operand is the
-//!   main case. The same holds for ops whose kernel declares it may write over its input
+//!   main case; a Conv with a fused residual (`ConvAttrs::sum`, `analysis::fuse::residual`)
+//!   writes over that residual (its fourth input) under the same rule. The same holds for ops whose kernel declares it may write over its input
 //!   ([`crate::ops::Op::may_write_over_input`]: LRN, and MaxPool/AveragePool whose geometry
 //!   lets each output row overwrite only input rows no later row reads). A pooling output
 //!   smaller than its input takes the first bytes of the input's buffer, which then keeps its
@@ -444,8 +445,20 @@ fn in_place_target(
             return None;
         }
         let ty = &g.value(v).ty;
-        let ok = in_place_compatible(&node.op, ty, &out.ty)
-            || (shrink.contains(&id) && shrinking_in_place(&node.op, ty, &out.ty));
+        let ok = match &node.op {
+            // A fused residual (input 3) is read element by element just before the same
+            // element of the output is written (`gemm::conv::ConvParams::accumulate`).
+            Op::Conv(a) if a.sum => {
+                k == 3
+                    && ty.dtype == out.ty.dtype
+                    && ty.shape == out.ty.shape
+                    && ty.bytes().is_some()
+            }
+            op => {
+                in_place_compatible(op, ty, &out.ty)
+                    || (shrink.contains(&id) && shrinking_in_place(op, ty, &out.ty))
+            }
+        };
         if is_constant(g, v) || !ok {
             return None;
         }

@@ -27,6 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::analysis::act_type::{ActReport, ActType, retype_activations};
+use crate::analysis::fuse::residual::fuse_residual;
 use crate::analysis::fuse::{FuseStats, fuse_elementwise, fuse_elementwise16};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
 use crate::analysis::patches::{self, PatchInfo};
@@ -342,7 +343,7 @@ fn layer_wise(g: &Graph, align: usize) -> (usize, usize) {
 
 /// The planning pipeline: the graph passes that precede planning, in order, then
 /// [`plan_arena`]. The passes rewrite `g` in place (code generation must then use this `g`):
-/// 1. [`fuse_elementwise`], when [`PlanOptions::fuse_elementwise`];
+/// 1. [`fuse_residual`] then [`fuse_elementwise`], when [`PlanOptions::fuse_elementwise`];
 /// 2. the subgraphs of control nodes, each through this same pipeline, their sub-arenas
 ///    recorded in their ops ([`control`]).
 ///
@@ -361,7 +362,11 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
     }
     let (naive_bytes, layer_wise_bound_bytes) = layer_wise(g, opts.align);
     let fusion = if opts.fuse_elementwise {
+        // Residual Adds into the Conv before them first: the Relu after each stays a node
+        // (the conv epilogue's), not an element-wise group's member.
+        let residuals = fuse_residual(g);
         let mut stats = fuse_elementwise(g);
+        stats.residuals = residuals;
         // The 16-bit chains of `--activations f16|bf16` (retyped above).
         let narrow = fuse_elementwise16(g, opts.activations.dtype());
         stats.groups += narrow.groups;

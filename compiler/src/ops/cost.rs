@@ -58,7 +58,11 @@ pub fn flops(op: &Op, inputs: &[TensorType], outputs: &[TensorType]) -> u64 {
                 .and_then(|x| x.shape.get(1))
                 .map_or(0, |&c| c as u64);
             let per = (c_in / a.group.max(1) as u64).saturating_mul(product(&a.kernel));
-            out.saturating_mul(per).saturating_mul(2)
+            // A fused residual adds one per output element.
+            let sum = if a.sum { out } else { 0 };
+            out.saturating_mul(per)
+                .saturating_mul(2)
+                .saturating_add(sum)
         }
         Op::ConvTranspose(a) => {
             // Per input element: (C_out / group) * kernel taps multiply-adds.
@@ -221,6 +225,7 @@ mod tests {
             dilations: vec![1, 1],
             pads: vec![1, 1, 1, 1],
             group: 1,
+            sum: false,
         });
         let (x, w, y) = (t(&[1, 16, 8, 8]), t(&[32, 16, 3, 3]), t(&[1, 32, 8, 8]));
         assert_eq!(flops(&conv, &[x, w], &[y]), 2 * 32 * 64 * 16 * 9);
@@ -230,6 +235,7 @@ mod tests {
             dilations: vec![1, 1],
             pads: vec![1, 1, 1, 1],
             group: 16,
+            sum: false,
         });
         let (x, w, y) = (t(&[1, 16, 8, 8]), t(&[16, 1, 3, 3]), t(&[1, 16, 8, 8]));
         assert_eq!(flops(&dw, &[x, w], &[y]), 2 * 16 * 64 * 9);

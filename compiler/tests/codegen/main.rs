@@ -37,6 +37,7 @@ mod pw_small;
 mod qlinear;
 mod quant;
 mod reduce;
+mod residual;
 mod resize;
 mod rnn;
 mod runtime_operands;

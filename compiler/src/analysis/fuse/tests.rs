@@ -74,7 +74,8 @@ fn silu_becomes_one_node() {
         stats,
         FuseStats {
             groups: 1,
-            nodes_fused: 2
+            nodes_fused: 2,
+            residuals: 0
         }
     );
     assert_eq!(after.node_count(), 1);
@@ -238,7 +239,8 @@ two (float[4, 6] X) => (float[6, 4] Y)
         stats,
         FuseStats {
             groups: 2,
-            nodes_fused: 4
+            nodes_fused: 4,
+            residuals: 0
         }
     );
     assert_eq!(after.node_count(), 3);
@@ -293,7 +295,8 @@ gelu (float[4, 64] X, float[64, 64] W) => (float[4, 64] Y)
         stats,
         FuseStats {
             groups: 1,
-            nodes_fused: 5
+            nodes_fused: 5,
+            residuals: 0
         }
     );
     let Op::FusedElementwise(a) = op_of(&after, "G") else {

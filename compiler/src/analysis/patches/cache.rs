@@ -123,13 +123,13 @@ pub(super) fn rows(
             if flag(st.ys) != 0 {
                 continue;
             }
-            for &(_, k, size) in &st.reads {
+            for &(_, k, size, windowed) in &st.reads {
                 if flag(k) & CUT_GLOBAL != 0 {
                     continue;
                 }
                 let want = match local {
-                    None => ny.clone(),
-                    Some(l) => l.back(&ny, 0, size[0]),
+                    Some(l) if windowed => l.back(&ny, 0, size[0]),
+                    _ => ny.clone(),
                 };
                 if let Some(slot) = r.read.get_mut(k) {
                     *slot = union(slot.take(), want);

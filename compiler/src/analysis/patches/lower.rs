@@ -486,8 +486,14 @@ impl Rewrite<'_> {
                 if let Op::Resize(r) = &node.op {
                     return self.resize_on_patch(id, r, &l, &need, &wy, ins, p);
                 }
-                for v in node.inputs.iter().skip(1) {
-                    ins.push(self.constant(*v)?);
+                let sum = matches!(&node.op, Op::Conv(a) if a.sum);
+                for (k, v) in node.inputs.iter().enumerate().skip(1) {
+                    if sum && k == 3 {
+                        // The fused residual, at the output's window.
+                        ins.push(self.window_of(*v, &wy, made, p)?);
+                    } else {
+                        ins.push(self.constant(*v)?);
+                    }
                 }
                 let (rt, rb) = pads(&wy.rows, &need.rows, &l, 0)?;
                 let (ct, cb) = pads(&wy.cols, &need.cols, &l, 1)?;

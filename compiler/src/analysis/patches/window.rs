@@ -111,6 +111,7 @@ pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         })
     };
     match &node.op {
+        // A fused residual (`ConvAttrs::sum`, input 3) is read at the output's window.
         Op::Conv(a) if a.kernel.len() == 2 => {
             local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
         }
@@ -312,9 +313,10 @@ pub(super) struct Step {
     /// Its window rule ([`rule`]); `None`: not a stage node, nothing propagates.
     pub(super) rule: Option<Option<Local>>,
     /// The inputs its window is propagated to (a Conv's or pooling's data input, every arena
-    /// input of an element-wise node; not constants, not pooled values broadcast): the value,
-    /// its slot, its rows and columns.
-    pub(super) reads: Vec<(ValueId, usize, [usize; 2])>,
+    /// input of an element-wise node, a Conv's fused residual; not constants, not pooled
+    /// values broadcast): the value, its slot, its rows and columns, and whether the rule's
+    /// window applies (`false`: read at the output's window, receptive field 1).
+    pub(super) reads: Vec<(ValueId, usize, [usize; 2], bool)>,
 }
 
 impl Slots {
@@ -358,21 +360,28 @@ impl Slots {
                 continue;
             };
             let rule = rule(g, id);
-            let reads = match rule {
-                None => &[][..],
-                Some(Some(_)) => &node.inputs[..1.min(node.inputs.len())],
-                Some(None) => &node.inputs[..],
+            let sum = matches!(&node.op, Op::Conv(a) if a.sum);
+            let reads: Vec<(ValueId, bool)> = match rule {
+                None => Vec::new(),
+                Some(Some(_)) => {
+                    let residual = node.inputs.get(3).filter(|_| sum);
+                    let data = node.inputs.first().map(|&v| (v, true));
+                    data.into_iter()
+                        .chain(residual.map(|&v| (v, false)))
+                        .collect()
+                }
+                Some(None) => node.inputs.iter().map(|&v| (v, false)).collect(),
             };
             let reads = reads
-                .iter()
-                .filter(|&&v| {
+                .into_iter()
+                .filter(|&(v, _)| {
                     !matches!(g.value(v).kind, ValueKind::Constant(_))
                         && !passes::broadcast(g, v, y)
                 })
-                .filter_map(|&v| {
+                .filter_map(|(v, local)| {
                     let shape = &g.value(v).ty.shape;
                     let size = |d: usize| shape.get(2 + d).copied().unwrap_or(1);
-                    Some((v, self.get(v)?, [size(0), size(1)]))
+                    Some((v, self.get(v)?, [size(0), size(1)], local))
                 })
                 .collect();
             self.steps.push(Step {
@@ -471,13 +480,13 @@ pub(super) fn ranges_in(
         if flag(st.ys) != 0 {
             continue;
         }
-        for &(_, k, size) in &st.reads {
+        for &(_, k, size, local) in &st.reads {
             if flag(k) & CUT_GLOBAL != 0 {
                 continue;
             }
             let wi = match rule {
-                None => wo.clone(),
-                Some(l) => l.back(&wo, dim, size[dim.min(1)]),
+                Some(l) if local => l.back(&wo, dim, size[dim.min(1)]),
+                _ => wo.clone(),
             };
             if let Some(slot) = win.get_mut(k) {
                 *slot = Some(match slot.take() {

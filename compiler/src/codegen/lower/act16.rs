@@ -361,6 +361,9 @@ fn conv(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
+    if a.sum {
+        return Err(cx.err("internal: a fused residual on a 16-bit Conv"));
+    }
     let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
     let bias = cx.g.node(cx.id).inputs.get(2).copied();

@@ -436,8 +436,14 @@ pub(super) fn conv(
 ) -> Result<(), Error> {
     cx.all_f32()?;
     let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    if a.sum && (cx.ty(xv).shape.len() != 4 || a.group != 1) {
+        return Err(cx.err("internal: a fused residual on a Conv that is not 2-d with one group"));
+    }
     if cx.ty(xv).shape.len() == 5 {
         return super::conv3d::lower(cx, a, prog, w);
+    }
+    if a.sum {
+        residual_into(cx, prog, y)?;
     }
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
     let bias = cx.g.node(cx.id).inputs.get(2).copied();
@@ -456,6 +462,7 @@ pub(super) fn conv(
     .ok_or_else(|| cx.err("no kernel for Conv of this rank yet"))?;
     params.has_bias = u64::from(bias.is_some());
     params.threads = cx.threads() as u64;
+    params.accumulate = u64::from(a.sum);
     (params.act, params.act_a, params.act_b) = (act_kind, act_a, act_b);
     // Winograd where the planner gave it its scratch (`analysis/liveness/winograd.rs`), marked
     // as the planner marked it: the transformed weights precomputed into the weights region
@@ -587,6 +594,25 @@ pub(super) fn conv(
     })?;
     params.tile = tile as u64;
     conv_call(cx, prog, w, params, (xv, weights, bias, y), "conv2d")
+}
+
+/// A Conv with a fused residual `R` (its fourth input, `ConvAttrs::sum`) adds it to what it
+/// computes by reading its output buffer first (`ConvParams::accumulate`): `R` must be there
+/// when the kernel starts. The planner normally puts the output in place on `R` (`R` dies at
+/// the Conv: `analysis::liveness`), and nothing is emitted; otherwise `R` is copied into the
+/// output here.
+fn residual_into(cx: &Ctx<'_>, prog: &mut Program, y: ValueId) -> Result<(), Error> {
+    let r = cx.input(3)?;
+    let (src, dst) = (cx.arena(r)?, cx.arena(y)?);
+    if src == dst {
+        return Ok(());
+    }
+    let n = cx
+        .ty(y)
+        .numel()
+        .ok_or_else(|| cx.err("internal: a residual of unknown size"))?;
+    let desc = crate::codegen::kernels::movement::CopyDesc::new(4, &[n], &[1], &[1]);
+    super::movement::copy_call(cx, prog, desc, src, dst)
 }
 
 /// Conv weights stored in the reduced storage type in `layout` ([`crate::gemm::lowp::conv`]:

@@ -25,6 +25,10 @@ pub struct ConvAttrs {
     pub pads: Vec<usize>,
     /// Channel groups.
     pub group: usize,
+    /// A residual sum fused into the Conv (`analysis::fuse`: `Conv -> Add(y, r)`): the node
+    /// has four inputs `[X, W, B, R]`, `R` of the output's type, and computes
+    /// `conv(X, W) + B + R`. Never set by the importer (ONNX's Conv has three inputs).
+    pub sum: bool,
 }
 
 /// ConvTranspose attributes, resolved (`output_shape`/`auto_pad` turned into `pads`).
@@ -156,6 +160,7 @@ fn convert_conv(ctx: &mut NodeCtx<'_>) -> Result<Op, OpError> {
         dilations,
         pads,
         group: read_group(ctx)?,
+        sum: false,
     }))
 }
 
@@ -300,7 +305,15 @@ fn check_bias(inputs: &[TensorType], m: usize) -> Result<(), OpError> {
 
 fn infer_conv(a: &ConvAttrs, inputs: &[TensorType]) -> Result<Vec<TensorType>, OpError> {
     check_window_attrs(&a.kernel, &a.strides, &a.dilations, &a.pads)?;
-    let (x, w) = check_conv_inputs(inputs, &a.kernel, a.group)?;
+    if a.sum && inputs.len() != 4 {
+        return Err(OpError::Arity {
+            expected: "4 (X, W, B, R) for a Conv with a fused residual".into(),
+            actual: inputs.len(),
+        });
+    }
+    // The residual (checked below against the output) is not one of ONNX's operands.
+    let onnx = &inputs[..inputs.len().min(if a.sum { 3 } else { inputs.len() })];
+    let (x, w) = check_conv_inputs(onnx, &a.kernel, a.group)?;
     let n = a.kernel.len();
     let (c, m) = (x[1], w[0]);
     if m % a.group != 0 || w[1].checked_mul(a.group) != Some(c) {
@@ -331,7 +344,15 @@ fn infer_conv(a: &ConvAttrs, inputs: &[TensorType]) -> Result<Vec<TensorType>, O
         }
         out.push((padded - eff) / a.strides[i] + 1);
     }
-    Ok(vec![TensorType::new(inputs[0].dtype, checked_out(out)?)])
+    let y = TensorType::new(inputs[0].dtype, checked_out(out)?);
+    if a.sum && inputs.get(3) != Some(&y) {
+        let r = inputs.get(3).map_or(&[][..], |r| &r.shape[..]);
+        return Err(OpError::shape(
+            "the residual R must have the output's type".to_string(),
+            &[x, w, r],
+        ));
+    }
+    Ok(vec![y])
 }
 
 fn infer_conv_transpose(
@@ -409,6 +430,11 @@ fn eval_conv(a: &ConvAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> 
     let xv = inputs[0].to_f64_vec();
     let wv = inputs[1].to_f64_vec();
     let bv = inputs.get(2).map(|b| b.to_f64_vec());
+    let rv = if a.sum {
+        inputs.get(3).map(|r| r.to_f64_vec())
+    } else {
+        None
+    };
     let mut out = Vec::with_capacity(batch * m * out_plane);
     for b in 0..batch {
         for mo in 0..m {
@@ -428,6 +454,9 @@ fn eval_conv(a: &ConvAttrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, OpError> 
                             acc += xv[x_base + off] * wv[w_base + kf];
                         }
                     }
+                }
+                if let Some(rv) = &rv {
+                    acc += rv[out.len()];
                 }
                 out.push(acc);
             }
@@ -505,7 +534,10 @@ pub fn attrs(op: &Op) -> Vec<(&'static str, String)> {
             ("dilations", fmt_list(&a.dilations)),
             ("pads", fmt_list(&a.pads)),
             ("group", a.group.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(a.sum.then(|| ("sum", "R".to_string())))
+        .collect(),
         Op::ConvTranspose(a) => vec![
             ("kernel_shape", fmt_list(&a.kernel)),
             ("strides", fmt_list(&a.strides)),

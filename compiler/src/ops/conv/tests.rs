@@ -11,6 +11,7 @@ fn conv(kernel: &[usize], strides: &[usize], dil: &[usize], pads: &[usize], g: u
         dilations: dil.to_vec(),
         pads: pads.to_vec(),
         group: g,
+        sum: false,
     })
 }
 
