@@ -432,6 +432,8 @@ pub unsafe extern "C" fn arenac_conv2d(
     // SAFETY: valid by the contract.
     let p = unsafe { *p };
     if p.is_depthwise() {
+        // The fuse rule never sets `accumulate` on a depthwise conv (group > 1: the residual
+        // stays a separate Add); `depthwise::run` does not read `y`.
         // SAFETY: the contract of `depthwise::run` is this function's, less the scratch.
         unsafe { super::depthwise::run(&p, x, w, bias, y) };
         return;

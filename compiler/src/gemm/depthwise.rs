@@ -474,8 +474,14 @@ fn selected() -> PlaneFn {
 /// ([`crate::par`]) in contiguous runs (each plane computed as single-threaded: bit-identical
 /// results at every thread count).
 ///
+/// A fused residual ([`super::conv::ConvParams::accumulate`]) is not honoured here: the
+/// analysis' fuse rule fuses an `Add` only into group-1 convolutions, never into a depthwise
+/// one, so `accumulate` is 0 on this path (a depthwise conv's residual stays a separate
+/// `Add`).
+///
 /// # Safety
-/// That of [`super::conv::arenac_conv2d`] (without the scratch), with `C == group`.
+/// That of [`super::conv::arenac_conv2d`] (without the scratch), with `C == group` and
+/// `accumulate == 0`.
 pub(super) unsafe fn run(
     p: &ConvParams,
     x: *const f32,

@@ -16,7 +16,8 @@
 //! weight times `NV` input vectors loaded at the tap's column offset (stride 2: the even
 //! lanes of two loads, one permute). Input columns outside the row (the padding) are masked
 //! off the loads (zero); input rows outside the plane are left out of the row's tap range.
-//! Bias and the fused activation ([`super::act::x86::act512`]) are applied in registers
+//! Bias, a fused residual ([`ConvParams::accumulate`]: a masked load of the lanes about to
+//! be stored) and the fused activation ([`super::act::x86::act512`]) are applied in registers
 //! before a masked store.
 //!
 //! Each output element is summed in K order by the same instructions whatever unit, chunk or
@@ -142,6 +143,9 @@ pub(super) struct Geom {
     pub(super) oh: usize,
     pub(super) ow: usize,
     pub(super) k: usize,
+    /// A fused residual ([`ConvParams::accumulate`]): the output holds it on entry, each
+    /// stored vector adds it (a masked load of the same lanes) before the activation.
+    pub(super) acc: bool,
 }
 
 impl Geom {
@@ -164,6 +168,7 @@ impl Geom {
             oh: u(p.oh),
             ow: u(p.ow),
             k,
+            acc: p.accumulate != 0,
         }
     }
 }
@@ -212,7 +217,8 @@ pub(super) unsafe fn reduced_panels(
     });
 }
 
-/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
+/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool; with
+/// `p.accumulate`, `y = act(conv(x, w) + bias + y)` (every kernel: rows, flat, [`cl`]).
 ///
 /// With reduced weights (`lowp`), each task widens the block of output channels it computes
 /// into its thread's slot once and runs the f32 kernel on it; the row and flat kernels then
@@ -513,7 +519,12 @@ pub(super) mod x86 {
                 let dst = y.wrapping_add(ch * out + oy * g.ow + ox);
                 for (v, &a) in ar.iter().enumerate() {
                     let m = lanes(0, g.ow as isize - (ox + 16 * v) as isize);
-                    let a = act512(act, _mm512_add_ps(a, b));
+                    let mut a = _mm512_add_ps(a, b);
+                    if g.acc {
+                        // The residual in the lanes about to be stored.
+                        a = _mm512_add_ps(a, E::load(m, dst.wrapping_add(16 * v)));
+                    }
+                    let a = act512(act, a);
                     // Pixels ox + 16 v + i < ow of row oy of channel ch.
                     E::store(m, dst.wrapping_add(16 * v), a);
                 }

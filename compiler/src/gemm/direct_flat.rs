@@ -7,7 +7,9 @@
 //! (the row kernel fills a vector from one output row only: a 56-wide row uses 64 lanes, a
 //! 13-wide one 16), and a plane of 7 x 7 or 13 x 13 takes the direct path too. Lanes whose
 //! tap falls in the padding (a column past the row's ends, a row outside the plane) are
-//! masked off the loads; those masks are made once per chunk and tap.
+//! masked off the loads; those masks are made once per chunk and tap. Bias, a fused residual
+//! ([`ConvParams::accumulate`]: a masked load of the lanes about to be stored) and the
+//! activation are applied in registers before the masked store.
 //!
 //! One *unit* is one image, one panel of up to 12 output channels and one chunk of 32 pixels
 //! (16 for a last chunk of at most 16). Units run panels innermost when the image's input is
@@ -266,7 +268,12 @@ mod x86 {
                 let dst = y.wrapping_add(ch * plane + p0);
                 for (v, &a) in ar.iter().enumerate() {
                     let m = lanes(0, plane as isize - (p0 + 16 * v) as isize);
-                    let a = act512(act, _mm512_add_ps(a, b));
+                    let mut a = _mm512_add_ps(a, b);
+                    if g.acc {
+                        // The residual in the lanes about to be stored.
+                        a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, dst.wrapping_add(16 * v)));
+                    }
+                    let a = act512(act, a);
                     // Pixels p0 + 16 v + i < plane of channel ch.
                     _mm512_mask_storeu_ps(dst.wrapping_add(16 * v), m, a);
                 }

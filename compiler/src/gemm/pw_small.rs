@@ -10,7 +10,9 @@
 //! `h <= MR` pixels x 16 or 32 channels accumulates over all of K in registers (one chain of
 //! fused multiply-adds per element, no K blocks), is transposed in registers (16x16 on
 //! AVX-512, 8x8 on AVX2) and stored as `h` pixels of each channel's output row (masked).
-//! Then bias and activation per channel row ([`super::act::bias_act`]).
+//! Before the transpose, in registers: int8's scales, a fused residual
+//! ([`ConvParams::accumulate`]: the `h` pixels of the tile's channel rows loaded and
+//! transposed the other way, or gathered for `h <= 2`), the bias and the activation.
 //!
 //! Work is cut into tasks of one image and one block of 32 (AVX-512) or 16 (AVX2) output
 //! channels; every element is computed by the same code whichever thread runs its task, so
@@ -199,7 +201,12 @@ pub(super) unsafe fn run(
                 xi,
                 b,
                 yi.wrapping_add(ch0 * pixels),
-                Epilogue { bias, scales, act },
+                Epilogue {
+                    bias,
+                    scales,
+                    act,
+                    acc: p.accumulate != 0,
+                },
             )
         };
     });
@@ -261,12 +268,15 @@ unsafe fn task(
 }
 
 /// What a tile applies in registers after the K accumulation, for the task's first channel
-/// on: int8's scales (null: none), the bias (null: none), the activation.
+/// on: int8's scales (null: none), the residual the output holds on entry (`acc`,
+/// [`ConvParams::accumulate`]: loaded and transposed as the store's inverse), the bias (null:
+/// none), the activation.
 #[derive(Clone, Copy)]
 struct Epilogue {
     bias: *const f32,
     scales: *const f32,
     act: Activation,
+    acc: bool,
 }
 
 /// `unsafe fn(k, x, ldx, b, bstride, y, ldy, nch, epilogue)`: `h` pixels (fixed by the
@@ -390,7 +400,12 @@ mod x86 {
         y: *mut f32,
         ldy: usize,
         nch: usize,
-        Epilogue { bias, scales, act }: Epilogue,
+        Epilogue {
+            bias,
+            scales,
+            act,
+            acc: residual,
+        }: Epilogue,
     ) {
         let eb = elem_bytes(T);
         let mut acc = [[_mm512_setzero_ps(); W]; M];
@@ -423,6 +438,13 @@ mod x86 {
                 let sv = unsafe { _mm512_loadu_ps(scales.add(j * NR)) };
                 for row in acc.iter_mut() {
                     row[j] = _mm512_mul_ps(row[j], sv);
+                }
+            }
+            if residual {
+                // SAFETY: the first M floats of rows j*16.. < nch of y (the contract).
+                let r = unsafe { residual512::<M>(y.add(j * NR * ldy), ldy, chans) };
+                for (row, &r) in acc.iter_mut().zip(&r) {
+                    row[j] = _mm512_add_ps(row[j], r);
                 }
             }
             let bv = if bias.is_null() {
@@ -461,6 +483,67 @@ mod x86 {
                 unsafe { _mm512_mask_storeu_ps(y.add((j * NR + ci) * ldy), mask, v) };
             }
         }
+    }
+
+    /// The residual a tile's store overwrites, in the tile's layout: vector `i` holds pixel
+    /// `i` of the `chans` channel rows at `y` (stride `ldy`) in its lanes (zero past
+    /// `chans`): the rows' first `M` floats transposed, or for `M <= 2` (stored element by
+    /// element) gathered the same way.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `y` readable for `chans <= 16` rows of `M` floats at stride
+    /// `ldy`.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn residual512<const M: usize>(y: *const f32, ldy: usize, chans: usize) -> [__m512; M] {
+        let mut out = [_mm512_setzero_ps(); M];
+        if M <= 2 {
+            let mut buf = [[0.0f32; NR]; M];
+            for ci in 0..chans {
+                for (i, row) in buf.iter_mut().enumerate() {
+                    // SAFETY: pixel i < M of row ci < chans (the contract).
+                    row[ci] = unsafe { *y.add(ci * ldy + i) };
+                }
+            }
+            for (o, row) in out.iter_mut().zip(&buf) {
+                // SAFETY: 16 floats of this frame's buffer.
+                *o = unsafe { _mm512_loadu_ps(row.as_ptr()) };
+            }
+            return out;
+        }
+        let mask: __mmask16 = ((1u32 << M) - 1) as u16;
+        let mut rows = [_mm512_setzero_ps(); 16];
+        for (ci, r) in rows.iter_mut().take(chans).enumerate() {
+            // SAFETY: the first M floats of row ci < chans (the contract).
+            *r = unsafe { _mm512_maskz_loadu_ps(mask, y.add(ci * ldy)) };
+        }
+        let cols = transpose16(rows);
+        out.copy_from_slice(&cols[..M]);
+        out
+    }
+
+    /// The AVX2 [`residual512`]: 8 channel rows, `M <= 8` pixels, masked by `mask` (lanes
+    /// below `M`).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `y` readable for `chans <= 8` rows of `M` floats at stride `ldy`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn residual256<const M: usize>(
+        y: *const f32,
+        ldy: usize,
+        chans: usize,
+        mask: __m256i,
+    ) -> [__m256; M] {
+        let mut rows = [_mm256_setzero_ps(); 8];
+        for (ci, r) in rows.iter_mut().take(chans).enumerate() {
+            // SAFETY: the first M floats of row ci < chans (the contract).
+            *r = unsafe { _mm256_maskload_ps(y.add(ci * ldy), mask) };
+        }
+        let cols = transpose8(rows);
+        let mut out = [_mm256_setzero_ps(); M];
+        out.copy_from_slice(&cols[..M]);
+        out
     }
 
     /// 8x8 transpose: lane `j` of `r[i]` becomes lane `i` of the result's vector `j`.
@@ -505,7 +588,12 @@ mod x86 {
         y: *mut f32,
         ldy: usize,
         nch: usize,
-        Epilogue { bias, scales, act }: Epilogue,
+        Epilogue {
+            bias,
+            scales,
+            act,
+            acc: residual,
+        }: Epilogue,
     ) {
         let eb = elem_bytes(T);
         let mut acc = [[_mm256_setzero_ps(); 2]; M];
@@ -532,6 +620,13 @@ mod x86 {
                 let sv = unsafe { _mm256_loadu_ps(scales.add(half * 8)) };
                 for row in acc.iter_mut() {
                     row[half] = _mm256_mul_ps(row[half], sv);
+                }
+            }
+            if residual {
+                // SAFETY: the first M floats of rows half*8.. < nch of y (the contract).
+                let r = unsafe { residual256::<M>(y.add(half * 8 * ldy), ldy, chans, mask) };
+                for (row, &r) in acc.iter_mut().zip(&r) {
+                    row[half] = _mm256_add_ps(row[half], r);
                 }
             }
             let bv = if bias.is_null() {

@@ -13,8 +13,9 @@
 //! the taps left out), so no load is masked and no pixel branches. A region is walked in
 //! chunks of up to [`NP`] pixels (across its rows); for each chunk an `nb x NP` block of
 //! accumulators sums, for every tap `(ci, ky, kx)` in K order, `nb` weight vectors times the
-//! chunk's input values, one broadcast each. Bias and the fused activation are applied in
-//! registers; the block is transposed in registers (channels to rows of pixels) and each
+//! chunk's input values, one broadcast each. Bias, a fused residual
+//! ([`ConvParams::accumulate`]: each pixel's 16 channels gathered from the output planes) and
+//! the fused activation are applied in registers; the block is transposed in registers (channels to rows of pixels) and each
 //! channel's pixels stored by one masked store per run of consecutive pixels.
 //!
 //! One *unit* is one image, one channel group and one chunk; units run chunks innermost (a
@@ -466,6 +467,12 @@ mod x86 {
                 }
             }
             let (keep, at) = (&keep[..nr], &at[..nr]);
+            // A fused residual (`g.acc`): lane l of pixel (oy, ox) of the block reads plane
+            // l at oy ow + ox, `l * plane` floats on (under 2^31 / 16: `fits`).
+            let planes = _mm512_mullo_epi32(
+                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                _mm512_set1_epi32(plane as i32),
+            );
             for (j, aj) in acc.iter().enumerate() {
                 let b = match bias {
                     Some(b) => _mm512_loadu_ps(b.add(16 * j)),
@@ -474,7 +481,17 @@ mod x86 {
                 let yc = y.add((oc0 + 16 * j) * plane);
                 let mut v = [_mm512_setzero_ps(); 8];
                 for (o, &a) in v.iter_mut().zip(aj) {
-                    *o = act512(act, _mm512_add_ps(a, b));
+                    *o = _mm512_add_ps(a, b);
+                }
+                if g.acc {
+                    for (o, &(oy, ox)) in v.iter_mut().zip(pix) {
+                        // Channels oc0 + 16 j + l of this pixel, before the store below.
+                        let r = _mm512_i32gather_ps::<4>(planes, yc.add(oy * g.ow + ox).cast());
+                        *o = _mm512_add_ps(*o, r);
+                    }
+                }
+                for o in v.iter_mut().take(P) {
+                    *o = act512(act, *o);
                 }
                 // Channel l of the block: its pixels in plane oc0 + 16 j + l, one masked
                 // store per run.

@@ -199,6 +199,8 @@ impl Op {
             bias: at(self.bias.get()),
             scales: at(self.scales.get()),
             act: self.act,
+            // 16-bit planes are never fused with a residual (`ConvParams::accumulate`).
+            acc: false,
         };
         (b, y, BLOCK.min(m - ch0), epi)
     }
@@ -458,7 +460,9 @@ mod x86 {
         y: *mut u16,
         ldy: usize,
         (nch, h): (usize, usize),
-        Epilogue { bias, scales, act }: Epilogue,
+        Epilogue {
+            bias, scales, act, ..
+        }: Epilogue,
     ) {
         let (t, hmask) = (n16(E), lanes(h));
         for j in 0..W {

@@ -3,6 +3,7 @@
 
 use super::*;
 
+mod accumulate;
 mod differential;
 
 #[test]

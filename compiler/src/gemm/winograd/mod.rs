@@ -15,8 +15,10 @@
 //!    channels) go to the threads, each with its own slot of the scratch: the block's input
 //!    patches are transformed into 36 packed B matrices `V_p` (`C x t`, zero columns past the
 //!    plane), then per row block the 36 products `O_p = U_p V_p` and the output transform
-//!    `Aᵀ O A` with the bias and the fused activation ([`super::act::bias_act`]), stored
-//!    clipped at the plane's right and bottom edges (`unit.rs`). A run of one unit (a 16-bit
+//!    `Aᵀ O A` with a fused residual ([`ConvParams::accumulate`]: `y`'s values at the
+//!    positions about to be stored, added to the transformed tile), the bias and the fused
+//!    activation ([`super::act::bias_act`]), stored clipped at the plane's right and bottom
+//!    edges (`unit.rs`). A run of one unit (a 16-bit
 //!    staged band) has one slot, which its threads share ([`shared_unit`]).
 //!
 //! Every output element goes through the same transforms and the same micro-kernel chain
@@ -339,7 +341,8 @@ fn isa() -> Isa {
     }
 }
 
-/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool.
+/// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool; with
+/// `p.accumulate`, `y = act(conv(x, w) + bias + y)`.
 ///
 /// # Safety
 /// That of [`super::conv::arenac_conv2d`] with `w` the OIHW weights (`m * c * 9` floats, or

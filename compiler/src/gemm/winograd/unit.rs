@@ -273,7 +273,8 @@ unsafe fn products(g: &Geo, mb: usize, positions: std::ops::Range<usize>) {
 }
 
 /// The output transform of rows `ris` of row block `mb` (output channels `mb * rb + ri`)
-/// with the bias and the activation, stored clipped at the plane's right and bottom edges.
+/// plus the residual `y` holds (`p.accumulate`), with the bias and the activation, stored
+/// clipped at the plane's right and bottom edges.
 ///
 /// # Safety
 /// As [`unit_body`]; reads rows `ris` of every `O_p`, writes only those channels' tiles.
@@ -285,6 +286,8 @@ unsafe fn output(g: &Geo, mb: usize, ris: std::ops::Range<usize>) {
     let r0 = mb * row_block(p);
     let act = p.activation();
     let epilogue = p.has_bias != 0 || act != Activation::None;
+    // A fused residual: y holds it on entry, added before the bias and activation.
+    let residual = p.accumulate != 0;
     let mut yt = [[0.0f32; L]; 16];
     for ri in ris {
         let mi = r0 + ri;
@@ -301,6 +304,22 @@ unsafe fn output(g: &Geo, mb: usize, ris: std::ops::Range<usize>) {
                 unsafe { &*g.o.add(pos * ob + ri * t + gi * L).cast::<Lanes>() }
             });
             transform::output(&ms, &mut yt);
+            if residual {
+                // The residual at the positions the store below writes (clipped at the
+                // plane's edges as it is), read before they are overwritten.
+                #[allow(clippy::needless_range_loop)]
+                for l in 0..L.min(g.nt - gi * L) {
+                    let ti = g.first + gi * L + l;
+                    let (oy, ox) = (ti / b.tw * 4, ti % b.tw * 4);
+                    for i in 0..4.min(oh - oy) {
+                        for j in 0..4.min(ow - ox) {
+                            // SAFETY: (oy + i, ox + j) inside the output plane of channel
+                            // mi, which only this call writes.
+                            yt[4 * i + j][l] += unsafe { *yc.add((oy + i) * ow + ox + j) };
+                        }
+                    }
+                }
+            }
             if epilogue {
                 super::super::act::bias_act(yt.as_flattened_mut(), bias_v, act);
             }
