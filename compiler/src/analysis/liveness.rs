@@ -92,7 +92,18 @@ pub struct LivenessOptions {
     /// with `--weights f16|bf16|int8`), and turned off when the weights' growth is what keeps
     /// a plan above its `--memory-limit`.
     pub winograd_precompute: bool,
+    /// Per mille of the placed arena the `winograd` pass may add for a Conv whose every
+    /// Winograd size raises the peak (its slack step, [`winograd`]); 0: never more arena.
+    /// Patched plans take [`PATCHED_WINOGRAD_GROWTH`]: they trade time for memory already.
+    pub winograd_growth: u32,
 }
+
+/// [`LivenessOptions::winograd_growth`] of a patched plan: 2%. A patch policy values 1% of
+/// arena at 0.5% of time (`analysis::patches::whole::ARENA_WEIGHT`), and a Conv that keeps
+/// Winograd runs 1.5 to 2.4 times faster (ResNet-18's 64-channel 56 x 56 Convs after the stem
+/// stage run as strips: the stage's arena, 1,762,432 bytes, holds a block input and its
+/// first Conv's output but is 1% short of the smallest Winograd scratch beside them).
+pub const PATCHED_WINOGRAD_GROWTH: u32 = 20;
 
 impl LivenessOptions {
     /// The layer-wise baseline: every value its own buffer, no scratch.
@@ -105,6 +116,7 @@ impl LivenessOptions {
             threads: 1,
             winograd: false,
             winograd_precompute: true,
+            winograd_growth: 0,
         }
     }
 
@@ -118,6 +130,7 @@ impl LivenessOptions {
             threads: 1,
             winograd: true,
             winograd_precompute: true,
+            winograd_growth: 0,
         }
     }
 
@@ -466,10 +479,12 @@ fn in_place_target(
         let buf = live.buffers.get(b)?;
         let o = open.get(b)?;
         let dead = o.end == step + 1 && !o.pinned && buf.kind == BufferKind::Intermediate;
-        let alone = node
-            .inputs
-            .iter()
-            .all(|&w| w == v || live.value_buffer.get(&w) != Some(&b));
+        // A Conv reads its data input through windows: it must not be the residual too.
+        let conv = matches!(node.op, Op::Conv(_));
+        let alone =
+            node.inputs.iter().enumerate().all(|(j, &w)| {
+                j == k || (w == v && !conv) || live.value_buffer.get(&w) != Some(&b)
+            });
         (dead && alone).then_some((v, b))
     })
 }

@@ -404,6 +404,10 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
         let budget = f64::from(opts.patch_flops) / 100.0;
         let keep = PlanOptions {
             keep_file_order: true,
+            liveness: LivenessOptions {
+                winograd_growth: crate::analysis::liveness::PATCHED_WINOGRAD_GROWTH,
+                ..opts.liveness
+            },
             ..*opts
         };
         let whole = patches::whole::plan_whole(g, &plan, predict, budget, |ng| {

@@ -427,8 +427,8 @@ const SLACK_TRIES: usize = 2;
 /// The Convs whose every Winograd size would raise the peak of live bytes (`above`: step,
 /// the step's other live bytes, sizes largest first, multiply-adds), the most
 /// multiply-adds first: each takes the largest of its sizes (at most [`SLACK_TRIES`]) that
-/// fits under the placed arena `base` at its step and keeps the placed arena at or below
-/// `base`. A placement sits above the live peak where buffers of different lifetimes do not
+/// fits under the placed arena `base` (plus [`LivenessOptions::winograd_growth`]) at its step
+/// and keeps the placed arena at or below that. A placement sits above the live peak where buffers of different lifetimes do not
 /// tile (patched plans), and that slack costs nothing: U-Net's patched plan had 2.8 MB free
 /// at `conv_34`'s step, whose smallest Winograd scratch raised the live peak by 20 KB.
 fn into_slack(
@@ -438,6 +438,9 @@ fn into_slack(
     base: usize,
 ) {
     above.sort_by_key(|&(_, _, _, macs)| std::cmp::Reverse(macs));
+    // The arena this step may grow to (`LivenessOptions::winograd_growth`).
+    let growth = base.saturating_mul(cx.opts.winograd_growth as usize) / 1000;
+    let base = base.saturating_add(growth);
     let bar = base as i128;
     for (s, rest, sizes, _) in above {
         let old = d.scratch[s];
