@@ -467,12 +467,6 @@ mod x86 {
                 }
             }
             let (keep, at) = (&keep[..nr], &at[..nr]);
-            // A fused residual (`g.acc`): lane l of pixel (oy, ox) of the block reads plane
-            // l at oy ow + ox, `l * plane` floats on (under 2^31 / 16: `fits`).
-            let planes = _mm512_mullo_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                _mm512_set1_epi32(plane as i32),
-            );
             for (j, aj) in acc.iter().enumerate() {
                 let b = match bias {
                     Some(b) => _mm512_loadu_ps(b.add(16 * j)),
@@ -484,10 +478,24 @@ mod x86 {
                     *o = _mm512_add_ps(a, b);
                 }
                 if g.acc {
-                    for (o, &(oy, ox)) in v.iter_mut().zip(pix) {
-                        // Channels oc0 + 16 j + l of this pixel, before the store below.
-                        let r = _mm512_i32gather_ps::<4>(planes, yc.add(oy * g.ow + ox).cast());
-                        *o = _mm512_add_ps(*o, r);
+                    // A fused residual: loaded as the stores below write it (per channel
+                    // half and run of pixels, one masked load each), then the transpose
+                    // undone: r[p] holds pixel p's 16 channels (zero past the chunk).
+                    let mut o = [_mm512_setzero_ps(); 8];
+                    for q in 0..4 {
+                        for half in 0..2 {
+                            let lo = yc.add((q + 8 * half) * plane);
+                            let hi = yc.add((q + 4 + 8 * half) * plane).wrapping_sub(8);
+                            let mut tv = _mm512_setzero_ps();
+                            for (&k, &a) in keep.iter().zip(at) {
+                                tv = _mm512_mask_loadu_ps(tv, k, lo.wrapping_add(a));
+                                tv = _mm512_mask_loadu_ps(tv, k << 8, hi.wrapping_add(a));
+                            }
+                            o[q + 4 * half] = tv;
+                        }
+                    }
+                    for (vo, &r) in v.iter_mut().zip(&untranspose(o)) {
+                        *vo = _mm512_add_ps(*vo, r);
                     }
                 }
                 for o in v.iter_mut().take(P) {
@@ -515,7 +523,7 @@ mod x86 {
     /// in its low 8 lanes and `q + 4` in its high 8, vector `4 + q` channels `q + 8` and
     /// `q + 12`; lane `i` of each half is pixel `i`.
     #[inline(always)]
-    fn transpose(r: [__m512; 8]) -> [__m512; 8] {
+    pub(super) fn transpose(r: [__m512; 8]) -> [__m512; 8] {
         // SAFETY: value-only AVX-512F intrinsics inside AVX-512F callers.
         unsafe {
             let mut t = [_mm512_setzero_ps(); 8];
@@ -544,6 +552,36 @@ mod x86 {
                 o[4 + q] = _mm512_permutex2var_ps(u[q], ib, u[4 + q]);
             }
             o
+        }
+    }
+
+    /// The inverse of [`transpose`]: `untranspose(transpose(r)) == r`.
+    #[inline(always)]
+    pub(super) fn untranspose(o: [__m512; 8]) -> [__m512; 8] {
+        // SAFETY: value-only AVX-512F intrinsics inside AVX-512F callers.
+        unsafe {
+            // Undo the 128-bit lane interleave: u[q] = lanes 0 and 2 of o[q], then of
+            // o[4 + q]; u[4 + q] = lanes 1 and 3 of each.
+            let ja = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+            let jb = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+            let mut u = [_mm512_setzero_ps(); 8];
+            for q in 0..4 {
+                u[q] = _mm512_permutex2var_ps(o[q], ja, o[4 + q]);
+                u[4 + q] = _mm512_permutex2var_ps(o[q], jb, o[4 + q]);
+            }
+            // Per 128-bit lane, a 4 x 4 transpose (its own inverse), as `transpose`'s first
+            // two steps.
+            let mut r = [_mm512_setzero_ps(); 8];
+            for g in 0..2 {
+                let (a, b, c, d) = (u[4 * g], u[4 * g + 1], u[4 * g + 2], u[4 * g + 3]);
+                let (t0, t1) = (_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+                let (t2, t3) = (_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+                r[4 * g] = _mm512_shuffle_ps::<0x44>(t0, t2);
+                r[4 * g + 1] = _mm512_shuffle_ps::<0xEE>(t0, t2);
+                r[4 * g + 2] = _mm512_shuffle_ps::<0x44>(t1, t3);
+                r[4 * g + 3] = _mm512_shuffle_ps::<0xEE>(t1, t3);
+            }
+            r
         }
     }
 
@@ -644,5 +682,50 @@ mod x86 {
             a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,
             a19, a20, a21, a22, a23,
         ]
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    #[test]
+    fn untranspose_inverts_transpose() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        #[target_feature(enable = "avx512f")]
+        fn round_trip(src: &[f32; 128]) -> ([f32; 128], [f32; 128]) {
+            use core::arch::x86_64::*;
+            let mut r = [_mm512_setzero_ps(); 8];
+            for (i, v) in r.iter_mut().enumerate() {
+                // SAFETY: 16 floats of `src`.
+                *v = unsafe { _mm512_loadu_ps(src.as_ptr().add(16 * i)) };
+            }
+            let t = super::x86::transpose(r);
+            let back = super::x86::untranspose(t);
+            let (mut tt, mut out) = ([0.0f32; 128], [0.0f32; 128]);
+            for i in 0..8 {
+                // SAFETY: 16 floats of the arrays.
+                unsafe {
+                    _mm512_storeu_ps(tt.as_mut_ptr().add(16 * i), t[i]);
+                    _mm512_storeu_ps(out.as_mut_ptr().add(16 * i), back[i]);
+                }
+            }
+            (tt, out)
+        }
+        let src: [f32; 128] = std::array::from_fn(|i| i as f32);
+        // SAFETY: AVX-512F detected above.
+        let (t, back) = unsafe { round_trip(&src) };
+        assert_eq!(back, src);
+        // The layout `transpose` documents: vector q (< 4) holds channel q of pixels 0..8 in
+        // its low 8 lanes and channel q + 4 in its high 8; vector 4 + q channels q + 8, q + 12.
+        for q in 0..4 {
+            for half in 0..2 {
+                for i in 0..8 {
+                    let v = &t[16 * (q + 4 * half)..];
+                    assert_eq!(v[i], src[16 * i + q + 8 * half]);
+                    assert_eq!(v[8 + i], src[16 * i + q + 4 + 8 * half]);
+                }
+            }
+        }
     }
 }

@@ -274,7 +274,9 @@ unsafe fn products(g: &Geo, mb: usize, positions: std::ops::Range<usize>) {
 
 /// The output transform of rows `ris` of row block `mb` (output channels `mb * rb + ri`)
 /// plus the residual `y` holds (`p.accumulate`), with the bias and the activation, stored
-/// clipped at the plane's right and bottom edges.
+/// clipped at the plane's right and bottom edges. The residual is read into the transformed
+/// tile before [`super::super::act::bias_act`] (adding it in the store instead, with a scalar
+/// activation per element, was slower: 13% vs 6% over no residual on 64 channels at 56x56).
 ///
 /// # Safety
 /// As [`unit_body`]; reads rows `ris` of every `O_p`, writes only those channels' tiles.
@@ -286,7 +288,7 @@ unsafe fn output(g: &Geo, mb: usize, ris: std::ops::Range<usize>) {
     let r0 = mb * row_block(p);
     let act = p.activation();
     let epilogue = p.has_bias != 0 || act != Activation::None;
-    // A fused residual: y holds it on entry, added before the bias and activation.
+    // A fused residual: y holds it on entry, added before the activation.
     let residual = p.accumulate != 0;
     let mut yt = [[0.0f32; L]; 16];
     for ri in ris {
@@ -305,35 +307,43 @@ unsafe fn output(g: &Geo, mb: usize, ris: std::ops::Range<usize>) {
             });
             transform::output(&ms, &mut yt);
             if residual {
-                // The residual at the positions the store below writes (clipped at the
-                // plane's edges as it is), read before they are overwritten.
-                #[allow(clippy::needless_range_loop)]
-                for l in 0..L.min(g.nt - gi * L) {
-                    let ti = g.first + gi * L + l;
-                    let (oy, ox) = (ti / b.tw * 4, ti % b.tw * 4);
-                    for i in 0..4.min(oh - oy) {
-                        for j in 0..4.min(ow - ox) {
-                            // SAFETY: (oy + i, ox + j) inside the output plane of channel
-                            // mi, which only this call writes.
-                            yt[4 * i + j][l] += unsafe { *yc.add((oy + i) * ow + ox + j) };
-                        }
-                    }
-                }
+                // The residual at the positions the store below writes, before them.
+                outputs(g, gi, (oh, ow), |pos, l, at| {
+                    // SAFETY: `at` inside the output plane of channel mi.
+                    yt[pos][l] += unsafe { *yc.add(at) };
+                });
             }
             if epilogue {
                 super::super::act::bias_act(yt.as_flattened_mut(), bias_v, act);
             }
             // Lane l of the 16 rows of yt is tile first + gi * L + l.
-            #[allow(clippy::needless_range_loop)]
-            for l in 0..L.min(g.nt - gi * L) {
-                let ti = g.first + gi * L + l;
-                let (oy, ox) = (ti / b.tw * 4, ti % b.tw * 4);
-                for i in 0..4.min(oh - oy) {
-                    for j in 0..4.min(ow - ox) {
-                        // SAFETY: (oy + i, ox + j) inside the output plane of channel mi.
-                        unsafe { *yc.add((oy + i) * ow + ox + j) = yt[4 * i + j][l] };
-                    }
+            // SAFETY: `at` inside the output plane of channel mi.
+            outputs(g, gi, (oh, ow), |pos, l, at| unsafe {
+                *yc.add(at) = yt[pos][l]
+            });
+        }
+    }
+}
+
+/// `f(pos, l, at)` for every output of panel `gi`'s tiles inside the plane (`oh x ow`):
+/// position `pos` (`4 i + j`) of lane `l`'s tile is element `at` of an output plane.
+#[inline(always)]
+fn outputs(g: &Geo, gi: usize, (oh, ow): (usize, usize), mut f: impl FnMut(usize, usize, usize)) {
+    for l in 0..L.min(g.nt - gi * L) {
+        let ti = g.first + gi * L + l;
+        let (oy, ox) = (ti / g.b.tw * 4, ti % g.b.tw * 4);
+        if oy + 4 <= oh && ox + 4 <= ow {
+            // A whole tile: constant bounds.
+            for i in 0..4 {
+                for j in 0..4 {
+                    f(4 * i + j, l, (oy + i) * ow + ox + j);
                 }
+            }
+            continue;
+        }
+        for i in 0..4.min(oh - oy) {
+            for j in 0..4.min(ow - ox) {
+                f(4 * i + j, l, (oy + i) * ow + ox + j);
             }
         }
     }
