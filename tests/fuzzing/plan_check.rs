@@ -34,6 +34,12 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             // With scratch: the Winograd pass runs wherever it applies.
             winograd: true,
             winograd_precompute: true,
+            // Byte 32 (unused above): the patched plans' Winograd growth.
+            winograd_growth: if byte & 32 != 0 {
+                arenac_compiler::analysis::liveness::PATCHED_WINOGRAD_GROWTH
+            } else {
+                0
+            },
         },
         align: [1, 16, 64, 256][(byte >> 4) as usize % 4],
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.
