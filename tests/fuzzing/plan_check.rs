@@ -34,7 +34,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
             // With scratch: the Winograd pass runs wherever it applies.
             winograd: true,
             winograd_precompute: true,
-            // Byte 32 (unused above): the patched plans' Winograd growth.
+            // Bit 32 (also the alignment's high bit): the patched plans' Winograd growth.
             winograd_growth: if byte & 32 != 0 {
                 arenac_compiler::analysis::liveness::PATCHED_WINOGRAD_GROWTH
             } else {
