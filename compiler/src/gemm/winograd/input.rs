@@ -206,6 +206,135 @@ pub(super) unsafe fn gather_avx512(
     }
 }
 
+/// The 8-lane mask of bits `bits` (bit `i`: lane `i` all ones).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn lane_mask(bits: u8) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let one = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), one),
+        one,
+    )
+}
+
+/// [`gather_avx512`] on AVX2: each half of the lanes (8) from 4 vectors of 2 lanes' 4
+/// columns (masked loads, each run's elements inside the plane ORed in: the others load as
+/// +0.0), deinterleaved by a 4 x 4 transpose in each 128-bit half (8 unpacks) and a lane
+/// permute; columns 4 and 5 one lane on, read back from `d`'s columns 0 and 1.
+///
+/// # Safety
+/// As [`gather_scalar`]; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn gather_avx2(
+    b: &Block,
+    plane: *const f32,
+    segs: &[Seg],
+    d: &mut [[Lanes; 6]; 6],
+) {
+    use std::arch::x86_64::*;
+    let h = b.h as isize;
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    // Lanes whose columns 4 and 5 are the next lane's 0 and 1: inside a run, not its last.
+    let mut next: u16 = 0;
+    for s in segs {
+        for l in s.l0..s.end {
+            next |= 1 << l;
+        }
+    }
+    let next = [lane_mask(next as u8), lane_mask((next >> 8) as u8)];
+    for (r, dr) in d.iter_mut().enumerate() {
+        let mut a = [[_mm256_setzero_ps(); 4]; 2];
+        let (mut e4, mut e5) = ([0.0f32; L], [0.0f32; L]);
+        for s in segs {
+            let yy = s.iy + r as isize;
+            if yy < 0 || yy >= h {
+                continue;
+            }
+            let row = plane.wrapping_offset(yy * b.w as isize + s.col);
+            for (half, ah) in a.iter_mut().enumerate() {
+                for (j, aj) in ah.iter_mut().enumerate() {
+                    let at = 32 * half + 8 * j;
+                    let m = (s.cols >> at) as u8;
+                    if m != 0 {
+                        // SAFETY: the masked-on elements are columns inside the plane of row
+                        // yy (`Seg::cols`); masked-off ones are not read (and load as 0.0).
+                        let v = unsafe { _mm256_maskload_ps(row.wrapping_add(at), lane_mask(m)) };
+                        *aj = _mm256_or_ps(*aj, v);
+                    }
+                }
+            }
+            let e = 4 * s.end;
+            // SAFETY: columns 4 and 5 of the last lane, read only inside the plane.
+            unsafe {
+                if s.end4 {
+                    e4[s.end] = *row.add(e + 4);
+                }
+                if s.end5 {
+                    e5[s.end] = *row.add(e + 5);
+                }
+            }
+        }
+        for (half, ah) in a.iter().enumerate() {
+            let t0 = _mm256_unpacklo_ps(ah[0], ah[1]);
+            let t1 = _mm256_unpackhi_ps(ah[0], ah[1]);
+            let t2 = _mm256_unpacklo_ps(ah[2], ah[3]);
+            let t3 = _mm256_unpackhi_ps(ah[2], ah[3]);
+            let pd = _mm256_castps_pd;
+            let k = [
+                _mm256_unpacklo_pd(pd(t0), pd(t2)),
+                _mm256_unpackhi_pd(pd(t0), pd(t2)),
+                _mm256_unpacklo_pd(pd(t1), pd(t3)),
+                _mm256_unpackhi_pd(pd(t1), pd(t3)),
+            ];
+            for (dk, kv) in dr.iter_mut().zip(k) {
+                let kv = _mm256_permutevar8x32_ps(_mm256_castpd_ps(kv), order);
+                // SAFETY: 8 floats of `d`.
+                unsafe { _mm256_storeu_ps(dk.as_mut_ptr().add(8 * half), kv) };
+            }
+        }
+        for (col, ends) in [(4, e4), (5, e5)] {
+            let from = dr[col - 4].as_ptr();
+            for (half, nh) in next.iter().enumerate() {
+                // SAFETY: lanes 1..17 of columns 0 / 1 (the 17th, column 1's / 2's first, is
+                // a float of `d`, never selected: lane 15 is a run's last or none's).
+                let shifted = unsafe { _mm256_loadu_ps(from.add(8 * half + 1)) };
+                // SAFETY: 8 floats of `ends`.
+                let own = unsafe { _mm256_loadu_ps(ends.as_ptr().add(8 * half)) };
+                let v = _mm256_blendv_ps(own, shifted, _mm256_castsi256_ps(*nh));
+                // SAFETY: 8 floats of `d`.
+                unsafe { _mm256_storeu_ps(dr[col].as_mut_ptr().add(8 * half), v) };
+            }
+        }
+    }
+}
+
+/// The gather of `isa`.
+///
+/// # Safety
+/// As [`gather_scalar`]; the CPU runs `isa`.
+#[inline(always)]
+unsafe fn gather(
+    isa: super::Isa,
+    b: &Block,
+    plane: *const f32,
+    segs: &[Seg],
+    d: &mut [[Lanes; 6]; 6],
+) {
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: the caller's contract.
+        super::Isa::Avx512 => return unsafe { gather_avx512(b, plane, segs, d) },
+        // SAFETY: the caller's contract.
+        super::Isa::Avx2 => return unsafe { gather_avx2(b, plane, segs, d) },
+        super::Isa::Portable => {}
+    }
+    let _ = isa;
+    // SAFETY: the caller's contract.
+    unsafe { gather_scalar(b, plane, segs, d) }
+}
+
 /// The input transform of input channels `chans` of `b`'s tiles into their rows of every
 /// `V_p`, 16 tiles (one packed panel) at a time.
 ///
@@ -215,7 +344,7 @@ pub(super) unsafe fn gather_avx512(
 #[inline(always)]
 pub(super) unsafe fn input(b: &Block, chans: std::ops::Range<usize>) {
     let (c, h, w, t) = (b.c, b.h, b.w, b.t);
-    let wide = cfg!(target_arch = "x86_64") && super::isa() == super::Isa::Avx512;
+    let isa = super::isa();
     let mut d = [[[0.0f32; L]; 6]; 6];
     let mut vt = [[0.0f32; L]; POS];
     for gi in 0..b.n_cols / L {
@@ -223,20 +352,9 @@ pub(super) unsafe fn input(b: &Block, chans: std::ops::Range<usize>) {
         let segs = &segs[..n];
         for ci in chans.clone() {
             let plane = b.xi.wrapping_add(ci * h * w);
-            #[cfg(target_arch = "x86_64")]
-            if wide {
-                // SAFETY: the plane of channel ci; AVX-512F: the selected kernel's ISA.
-                unsafe { gather_avx512(b, plane, segs, &mut d) };
-            } else {
-                // SAFETY: as above.
-                unsafe { gather_scalar(b, plane, segs, &mut d) };
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                let _ = wide;
-                // SAFETY: as above.
-                unsafe { gather_scalar(b, plane, segs, &mut d) };
-            }
+            // SAFETY: the plane of channel ci; the ISA the selected kernel's (which this CPU
+            // runs).
+            unsafe { gather(isa, b, plane, segs, &mut d) };
             transform::input(&d, &mut vt);
             for (pos, vp) in vt.iter().enumerate() {
                 // SAFETY: panel gi, row ci of V_pos (c x t packed: panel stride c * NR),

@@ -85,6 +85,13 @@ fn check(h: usize, w: usize, pads: [usize; 4], t: usize) -> usize {
                     "avx512 {h}x{w} {pads:?} t {t} first {first}"
                 );
             }
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut d = [[[f32::NAN; L]; 6]; 6];
+                // SAFETY: as above; the CPU has AVX2.
+                unsafe { gather_avx2(&b, plane.as_ptr(), &segs[..n], &mut d) };
+                assert_eq!(bits(&d), want, "avx2 {h}x{w} {pads:?} t {t} first {first}");
+            }
             panels += 1;
         }
     }
