@@ -32,6 +32,7 @@
 //! raise the arena's peak (`analysis/liveness/winograd.rs`), and the code generator runs it
 //! where the planned scratch holds [`scratch_bytes`] ([`chosen`]).
 
+mod input;
 mod transform;
 mod unit;
 mod weights;

@@ -162,80 +162,29 @@ unsafe fn unit_body(
 }
 
 /// The input transform of input channels `chans` of the block's tiles into their rows of
-/// every `V_p`, 16 tiles (one packed panel) at a time.
+/// every `V_p` ([`super::input::input`]).
 ///
 /// # Safety
 /// As [`unit_body`]; writes only rows `chans` of the `V_p`.
 #[inline(always)]
 unsafe fn input(g: &Geo, chans: std::ops::Range<usize>) {
-    let (b, us) = (g.b, |v: u64| v as usize);
-    let (c, h, w, t) = (us(g.p.c), us(g.p.h), us(g.p.w), b.t);
-    let (pt, pl) = (g.p.pad_t as isize, g.p.pad_l as isize);
-    let (first, nt) = (g.first, g.nt);
-    let mut d = [[[0.0f32; L]; 6]; 6];
-    let mut vt = [[0.0f32; L]; POS];
-    for gi in 0..g.n_cols / L {
-        // Each lane's patch origin, or None past the block's tiles.
-        let mut org = [None; L];
-        let mut inside = true;
-        for (l, o) in org.iter_mut().enumerate() {
-            let ti = first + gi * L + l;
-            if gi * L + l < nt {
-                let (ty, tx) = (ti / b.tw, ti % b.tw);
-                let (iy, ix) = (4 * ty as isize - pt, 4 * tx as isize - pl);
-                inside &= iy >= 0 && ix >= 0 && iy + 6 <= h as isize && ix + 6 <= w as isize;
-                *o = Some((iy, ix));
-            } else {
-                inside = false;
-            }
-        }
-        for ci in chans.clone() {
-            let plane = g.xi.wrapping_add(ci * h * w);
-            if inside {
-                for (l, o) in org.iter().enumerate() {
-                    let (iy, ix) = o.unwrap_or((0, 0));
-                    for (r, dr) in d.iter_mut().enumerate() {
-                        let row = plane.wrapping_add((iy as usize + r) * w + ix as usize);
-                        for (k, dk) in dr.iter_mut().enumerate() {
-                            // SAFETY: the patch lies inside the plane (`inside`).
-                            dk[l] = unsafe { *row.add(k) };
-                        }
-                    }
-                }
-            } else {
-                for (l, o) in org.iter().enumerate() {
-                    for (r, dr) in d.iter_mut().enumerate() {
-                        for (k, dk) in dr.iter_mut().enumerate() {
-                            dk[l] = match *o {
-                                Some((iy, ix)) => {
-                                    let (yy, xx) = (iy + r as isize, ix + k as isize);
-                                    if yy >= 0 && xx >= 0 && yy < h as isize && xx < w as isize {
-                                        // SAFETY: (yy, xx) inside the plane.
-                                        unsafe { *plane.add(yy as usize * w + xx as usize) }
-                                    } else {
-                                        0.0
-                                    }
-                                }
-                                None => 0.0,
-                            };
-                        }
-                    }
-                }
-            }
-            transform::input(&d, &mut vt);
-            for (pos, vp) in vt.iter().enumerate() {
-                // SAFETY: panel gi, row ci of V_pos (c x t packed: panel stride c * NR),
-                // inside the slot's V part.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        vp.as_ptr(),
-                        g.v.add(pos * c * t + gi * c * NR + ci * NR),
-                        NR,
-                    )
-                };
-            }
-        }
-    }
+    let us = |v: u64| v as usize;
+    let blk = super::input::Block {
+        xi: g.xi,
+        c: us(g.p.c),
+        h: us(g.p.h),
+        w: us(g.p.w),
+        pt: g.p.pad_t as isize,
+        pl: g.p.pad_l as isize,
+        tw: g.b.tw,
+        first: g.first,
+        nt: g.nt,
+        n_cols: g.n_cols,
+        t: g.b.t,
+        v: g.v,
+    };
+    // SAFETY: the contract: the image's planes, the slot's V part.
+    unsafe { super::input::input(&blk, chans) }
 }
 
 /// The products `O_p = U_p V_p` of positions `positions` for row block `mb`.
