@@ -245,12 +245,12 @@ fn rebuild(g: &Graph, groups: &[Vec<NodeId>]) -> Graph {
             Some(members) if members.last() == Some(&id) => {
                 let (op, inputs) = program(g, members);
                 let n = g.node(id);
-                Emit::Replace {
+                Emit::Replace(Box::new(NewNode {
                     name: n.name.clone(),
                     op,
                     inputs,
                     outputs: n.outputs.to_vec(),
-                }
+                }))
             }
             Some(_) => Emit::Skip,
             None => Emit::Keep,
@@ -264,18 +264,21 @@ pub(crate) enum Emit {
     Keep,
     /// Nothing (the node is part of another's replacement).
     Skip,
-    /// Another node at this place: its name, op, inputs and outputs (values of the old graph;
-    /// the outputs' names and types are kept).
-    Replace {
-        /// Node name.
-        name: String,
-        /// The op.
-        op: Op,
-        /// Inputs (old graph's values).
-        inputs: Vec<ValueId>,
-        /// Outputs (old graph's values).
-        outputs: Vec<ValueId>,
-    },
+    /// Another node at this place.
+    Replace(Box<NewNode>),
+}
+
+/// A node [`rebuild_with`] writes instead of an old one: its name, op, inputs and outputs
+/// (values of the old graph; the outputs' names and types are kept).
+pub(crate) struct NewNode {
+    /// Node name.
+    pub name: String,
+    /// The op.
+    pub op: Op,
+    /// Inputs (old graph's values).
+    pub inputs: Vec<ValueId>,
+    /// Outputs (old graph's values).
+    pub outputs: Vec<ValueId>,
 }
 
 /// A copy of `g` with each node written as `emit` says, in `g`'s order. Input and constant
@@ -301,12 +304,7 @@ pub(crate) fn rebuild_with(g: &Graph, emit: impl Fn(NodeId) -> Emit) -> Graph {
                 n.inputs.to_vec(),
                 n.outputs.to_vec(),
             ),
-            Emit::Replace {
-                name,
-                op,
-                inputs,
-                outputs,
-            } => (name, op, inputs, outputs),
+            Emit::Replace(n) => (n.name, n.op, n.inputs, n.outputs),
         };
         let ins: Vec<ValueId> = inputs
             .iter()

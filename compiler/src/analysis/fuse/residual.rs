@@ -22,7 +22,7 @@ use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::DType;
 use crate::ops::{BinaryOp, Op};
 
-use super::{Emit, rebuild_with};
+use super::{Emit, NewNode, rebuild_with};
 
 /// One Conv and the Add fused into it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub fn fuse_residual(g: &mut Graph) -> usize {
         };
         let mut inputs = conv.inputs.to_vec();
         inputs.push(f.residual);
-        Emit::Replace {
+        Emit::Replace(Box::new(NewNode {
             name: conv.name.clone(),
             op: Op::Conv(crate::ops::ConvAttrs {
                 sum: true,
@@ -62,7 +62,7 @@ pub fn fuse_residual(g: &mut Graph) -> usize {
             }),
             inputs,
             outputs: g.node(id).outputs.to_vec(),
-        }
+        }))
     });
     found.len()
 }
