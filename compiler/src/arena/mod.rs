@@ -49,7 +49,8 @@ pub struct PlanOptions {
     /// Alignment of every buffer (a power of two).
     pub align: usize,
     /// Fuse chains of element-wise nodes into one node before planning
-    /// ([`crate::analysis::fuse::fuse_elementwise`]). Only [`plan_graph`], which may rewrite
+    /// ([`crate::analysis::fuse::fuse_elementwise`]), and a residual Add after a Conv into the
+    /// Conv ([`crate::analysis::fuse::residual::fuse_residual`]). Only [`plan_graph`], which may rewrite
     /// the graph, reads it; [`plan_arena`] plans the graph it is given.
     pub fuse_elementwise: bool,
     /// The type intermediates are stored in (`--activations`): f16/bf16 retype the graph's

@@ -130,7 +130,8 @@ enum Command {
         /// Run nodes in the file's order instead of the memory-aware schedule.
         #[arg(long)]
         keep_order: bool,
-        /// Keep element-wise nodes unfused (one kernel and one buffer per node).
+        /// Keep element-wise nodes unfused (one kernel and one buffer per node), and a
+        /// residual Add after a Conv out of the Conv.
         #[arg(long)]
         no_fuse: bool,
         /// Print the report as JSON (schema: docs/PLAN-REPORT.md) instead of text.
@@ -175,7 +176,8 @@ enum Command {
         /// Cap on arena + weights (64MiB, 1.5GiB, 500MB, 123456, or 10% of physical RAM).
         #[arg(long, value_name = "X")]
         memory_limit: Option<String>,
-        /// Keep element-wise nodes unfused (one kernel and one buffer per node).
+        /// Keep element-wise nodes unfused (one kernel and one buffer per node), and a
+        /// residual Add after a Conv out of the Conv.
         #[arg(long)]
         no_fuse: bool,
         #[command(flatten)]
