@@ -518,12 +518,26 @@ pub fn compile_file(path: &Path, opts: &CompileOptions) -> Result<Model, Error> 
                 patch_flops: pct,
                 ..plan_opts
             };
-            let mut try_g = g.clone();
-            let patched = plan_graph(&mut try_g, &patched_opts)?;
-            if patched.patches.is_some() && patched.arena_bytes < plan.arena_bytes {
-                imported.graph = try_g;
-                plan = patched;
-                plan_opts = patched_opts;
+            // The patched plans' Winograd growth (2%) goes too when the plan is over.
+            let growths = match plan_opts.patched_winograd_growth {
+                0 => vec![0],
+                g => vec![g, 0],
+            };
+            for growth in growths {
+                if plan.total_bytes() <= budget.bytes {
+                    break;
+                }
+                let patched_opts = PlanOptions {
+                    patched_winograd_growth: growth,
+                    ..patched_opts
+                };
+                let mut try_g = g.clone();
+                let patched = plan_graph(&mut try_g, &patched_opts)?;
+                if patched.patches.is_some() && patched.arena_bytes < plan.arena_bytes {
+                    imported.graph = try_g;
+                    plan = patched;
+                    plan_opts = patched_opts;
+                }
             }
         }
     }

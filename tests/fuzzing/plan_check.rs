@@ -47,6 +47,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
         activations: arenac_compiler::analysis::act_type::ActType::F32,
         patches: false,
         patch_flops: arenac_compiler::analysis::patches::DEFAULT_PATCH_FLOPS,
+        patched_winograd_growth: arenac_compiler::analysis::liveness::PATCHED_WINOGRAD_GROWTH,
     }
 }
 

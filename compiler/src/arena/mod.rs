@@ -64,6 +64,10 @@ pub struct PlanOptions {
     /// may recompute, in percent of the model's (default
     /// [`patches::MAX_EXTRA_FLOPS`], 10%).
     pub patch_flops: u32,
+    /// With `patches`: the patched plans' [`LivenessOptions::winograd_growth`] (default
+    /// [`crate::analysis::liveness::PATCHED_WINOGRAD_GROWTH`]; 0 when a `--memory-limit`
+    /// needs those bytes).
+    pub patched_winograd_growth: u32,
 }
 
 impl Default for PlanOptions {
@@ -76,6 +80,7 @@ impl Default for PlanOptions {
             activations: ActType::F32,
             patches: false,
             patch_flops: patches::DEFAULT_PATCH_FLOPS,
+            patched_winograd_growth: crate::analysis::liveness::PATCHED_WINOGRAD_GROWTH,
         }
     }
 }
@@ -406,7 +411,7 @@ pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error>
         let keep = PlanOptions {
             keep_file_order: true,
             liveness: LivenessOptions {
-                winograd_growth: crate::analysis::liveness::PATCHED_WINOGRAD_GROWTH,
+                winograd_growth: opts.patched_winograd_growth,
                 ..opts.liveness
             },
             ..*opts
