@@ -311,8 +311,9 @@ fn infer_conv(a: &ConvAttrs, inputs: &[TensorType]) -> Result<Vec<TensorType>, O
             actual: inputs.len(),
         });
     }
-    // The residual (checked below against the output) is not one of ONNX's operands.
-    let onnx = &inputs[..inputs.len().min(if a.sum { 3 } else { inputs.len() })];
+    // The residual (four inputs then, checked above; its type below) is not one of ONNX's
+    // operands.
+    let onnx = if a.sum { &inputs[..3] } else { inputs };
     let (x, w) = check_conv_inputs(onnx, &a.kernel, a.group)?;
     let n = a.kernel.len();
     let (c, m) = (x[1], w[0]);
