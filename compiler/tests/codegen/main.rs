@@ -38,6 +38,7 @@ mod qlinear;
 mod quant;
 mod reduce;
 mod residual;
+mod residual16;
 mod resize;
 mod rnn;
 mod runtime_operands;

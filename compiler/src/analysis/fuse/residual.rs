@@ -4,8 +4,10 @@
 //! with four inputs `[x, W, B, r]` computing `z` ([`crate::ops::ConvAttrs::sum`]) when
 //! - the Conv is 2-d with one group and a bias (every BatchNorm-folded ResNet, ResNeXt or
 //!   RegNet block's last conv, a MobileNetV2 projection conv);
-//! - `y` is f32 (16-bit activations keep the Add: the staged conv has no residual path), read
-//!   by the Add alone, and not a graph output;
+//! - `y` is f32, or f16/bf16 (`--activations`: the retyping runs first) where every path
+//!   of the 16-bit Conv adds the residual (`gemm::stage16::conv::residual_ok`: not the
+//!   unstaged row kernel of first layers, at most 4 input channels), read by the Add alone,
+//!   and not a graph output;
 //! - `r` is computed at run time (not a constant) and has `y`'s type: no broadcast.
 //!
 //! The kernel reads each output element before writing it (`gemm::conv::ConvParams::
@@ -83,11 +85,20 @@ fn find(g: &Graph) -> Vec<Fusion> {
                 return None;
             };
             let yt = &g.value(y).ty;
+            let xt = &g.value(*n.inputs.first()?).ty;
+            let dtype_ok = match yt.dtype {
+                DType::F32 => true,
+                DType::F16 | DType::BF16 => {
+                    let c = xt.shape.get(1).copied().unwrap_or(0);
+                    xt.dtype == yt.dtype && crate::gemm::stage16::conv::residual_ok(c, a.group)
+                }
+                _ => false,
+            };
             let conv_ok = !a.sum
                 && a.kernel.len() == 2
                 && a.group == 1
                 && n.inputs.len() == 3
-                && yt.dtype == DType::F32
+                && dtype_ok
                 && yt.shape.len() == 4
                 && yt.bytes().is_some()
                 && !outputs.contains(&y);

@@ -361,11 +361,17 @@ fn conv(
     prog: &mut Program,
     w: &mut WeightsBuilder,
 ) -> Result<(), Error> {
-    if a.sum {
-        return Err(cx.err("internal: a fused residual on a 16-bit Conv"));
-    }
     let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
     let (xs, ys) = (cx.ty(xv).shape.clone(), cx.ty(y).shape.clone());
+    if a.sum {
+        // A fused residual (input 3): only where the fusion rule allowed it, and it must be
+        // in the output's buffer when the kernel starts (`stage16::conv::residual`).
+        let c = xs.get(1).copied().unwrap_or(0);
+        if xs.len() != 4 || !stage16::conv::residual_ok(c, a.group.max(1)) {
+            return Err(cx.err("internal: a fused residual on a 16-bit Conv without one"));
+        }
+        super::dense::residual_into(cx, prog, y)?;
+    }
     let bias = cx.g.node(cx.id).inputs.get(2).copied();
     let act = fused_activation(cx.g, cx.plan, cx.id).map_or(Activation::None, |f| f.act);
     let mut params = ConvParams::from_shapes(
@@ -488,6 +494,12 @@ fn conv(
         })
     };
     params.packed_a = wp.packed_a;
+    params.accumulate = u64::from(a.sum);
+    if a.sum && (stage16::conv::row_direct(&params) || !stage16::conv::fused(&params)) {
+        return Err(
+            cx.err("internal: a fused residual on a 16-bit Conv whose path does not add it")
+        );
+    }
     if stage16::conv::pw_direct(&params) && !crate::gemm::lowp::conv::is_pw_small(&params) {
         // The unstaged 16-bit pointwise kernel reads only its own panels (planned without
         // scratch: no staged fallback).

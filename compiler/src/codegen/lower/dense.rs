@@ -598,10 +598,10 @@ pub(super) fn conv(
 
 /// A Conv with a fused residual `R` (its fourth input, `ConvAttrs::sum`) adds it to what it
 /// computes by reading its output buffer first (`ConvParams::accumulate`): `R` must be there
-/// when the kernel starts. The planner normally puts the output in place on `R` (`R` dies at
+/// when the kernel starts (f32, or 16-bit: `codegen::lower::act16`). The planner normally puts the output in place on `R` (`R` dies at
 /// the Conv: `analysis::liveness`), and nothing is emitted; otherwise `R` is copied into the
 /// output here.
-fn residual_into(cx: &Ctx<'_>, prog: &mut Program, y: ValueId) -> Result<(), Error> {
+pub(super) fn residual_into(cx: &Ctx<'_>, prog: &mut Program, y: ValueId) -> Result<(), Error> {
     let r = cx.input(3)?;
     let (src, dst) = (cx.arena(r)?, cx.arena(y)?);
     if src == dst {
@@ -611,7 +611,8 @@ fn residual_into(cx: &Ctx<'_>, prog: &mut Program, y: ValueId) -> Result<(), Err
         .ty(y)
         .numel()
         .ok_or_else(|| cx.err("internal: a residual of unknown size"))?;
-    let desc = crate::codegen::kernels::movement::CopyDesc::new(4, &[n], &[1], &[1]);
+    let elem = cx.ty(y).dtype.size();
+    let desc = crate::codegen::kernels::movement::CopyDesc::new(elem, &[n], &[1], &[1]);
     super::movement::copy_call(cx, prog, desc, src, dst)
 }
 

@@ -10,7 +10,9 @@
 //! micro-panels (the packed weights, or the reduced ones widened block by block as the core
 //! widens them) multiply it into an f32 stack tile of `MC x TILE`, the first K block writing
 //! and the later ones adding — the core's accumulation, so every element is the same
-//! multiply-add chain as the f32 kernel's on the widened planes. After the last K block the
+//! multiply-add chain as the f32 kernel's on the widened planes (a fused residual,
+//! `ConvParams::accumulate`: the tile's outputs widened into the f32 tile first, the first
+//! K block adding to it as the core adds to C). After the last K block the
 //! tile's rows take the f32 epilogue ([`crate::gemm::act::bias_act`]: bias, fused
 //! activation) and are rounded to nearest even into the output rows
 //! ([`crate::gemm::stage16::narrow`]). So every output is the f32 kernel's result on the
@@ -34,7 +36,9 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// `y = act(conv(x, w) + bias)` of a pointwise `p` (no groups) on 16-bit planes of type `t`,
-/// spread over the current pool.
+/// spread over the current pool; with `p.accumulate` (a fused residual) `y` holds the
+/// residual on entry and `y = act(conv(x, w) + y + bias)`, the residual widened into the f32
+/// tile before the first K block adds to it, as the core's `accumulate` adds to C.
 ///
 /// # Safety
 /// `p` is pointwise with one group, `p.packed_a` 1 (weights packed by
@@ -79,6 +83,7 @@ pub(crate) unsafe fn run16(
         dims: (k, m, pixels),
         kernel,
         avx512: is_avx512(),
+        acc: p.accumulate != 0,
     };
     let lowp = matches!(av, AView::Lowp(_));
     crate::par::for_each(n * tiles * mparts, width, |i, _| {
@@ -172,6 +177,8 @@ struct Op {
     kernel: Kernel,
     /// Whether the conversions run AVX-512's loop (`crate::gemm::stage16::convert::isa`).
     avx512: bool,
+    /// A fused residual (`ConvParams::accumulate`): the output holds it on entry.
+    acc: bool,
 }
 
 // SAFETY: the pointers are valid for the job by `run16`'s contract; tasks write disjoint
@@ -293,6 +300,25 @@ impl Op {
         while ic < rows.end {
             let mc = MC.min(rows.end - ic);
             let nip = mc.div_ceil(mr);
+            if self.acc {
+                // The residual the outputs hold, widened into the tile, which the first K
+                // block then adds to (the core's `accumulate`); the columns up to the last
+                // panel pair zero.
+                let cols = tw.next_multiple_of(step).min(CLD);
+                for i in 0..mc {
+                    // SAFETY: pixels px of output channel ic + i < m of image img (this
+                    // task's alone, read before written); row i < MC of the tile.
+                    unsafe {
+                        let src = std::slice::from_raw_parts(
+                            self.y.get().add((img * m + ic + i) * pixels + px.start),
+                            tw,
+                        );
+                        let d = std::slice::from_raw_parts_mut(cp.add(i * CLD), cols);
+                        widen(self.t, src, &mut d[..tw]);
+                        d[tw..].fill(0.0);
+                    }
+                }
+            }
             let mut pc = 0;
             while pc < k {
                 let kc = kc_max.min(k - pc);
@@ -356,7 +382,7 @@ impl Op {
                                 step,
                                 cp.add(ip * mr * CLD + j0),
                                 CLD,
-                                pc > 0,
+                                pc > 0 || self.acc,
                                 pf.wrapping_add(ip * pf_lines * step),
                                 pf_lines,
                             )

@@ -9,7 +9,9 @@
 //! multiplies, so the conversions overlap the multiply-adds; the other blocks of its group
 //! read the buffer. Each block accumulates exactly as the f32 tile does from the planes: one
 //! fused multiply-add chain per element over all of K in order, from zero. The epilogue (int8
-//! scales, bias, activation) is the f32 tile's; after the in-register transpose each
+//! scales, a fused residual — `ConvParams::accumulate`: the tile's 16-bit outputs loaded
+//! under the mask, widened and transposed, added where the f32 tile adds its residual —
+//! bias, activation) is the f32 tile's; after the in-register transpose each
 //! channel's pixels are rounded to nearest even (`narrow16`, the rounding of
 //! `crate::gemm::stage16::narrow`) and stored as 16-bit values under a mask. So every output
 //! is the f32 kernel's result on the widened input rounded once: the bits of the staged path
@@ -113,6 +115,7 @@ pub(crate) unsafe fn run16(
         act: p.activation(),
         dims: (k, m, c, pixels, bytes),
         kinds: (tcode, e),
+        acc: p.accumulate != 0,
     };
     if k <= KMAX && tiles >= width {
         // Runs of whole tiles, cut where `pixels * part / parts` rounds to a tile boundary
@@ -174,6 +177,8 @@ struct Op {
     dims: (usize, usize, usize, usize, usize),
     /// The weights' type code and the planes' element type.
     kinds: (u64, u8),
+    /// A fused residual (`ConvParams::accumulate`): the output holds it on entry.
+    acc: bool,
 }
 
 impl Op {
@@ -199,8 +204,7 @@ impl Op {
             bias: at(self.bias.get()),
             scales: at(self.scales.get()),
             act: self.act,
-            // 16-bit planes are never fused with a residual (`ConvParams::accumulate`).
-            acc: false,
+            acc: self.acc,
         };
         (b, y, BLOCK.min(m - ch0), epi)
     }
@@ -446,13 +450,16 @@ mod x86 {
         }
     }
 
-    /// The f32 tile's epilogue on `acc` (int8 scales, bias, activation), transposed and
-    /// stored rounded (type `E`) as the first `h` values of `nch` rows of `y` at stride `ldy`.
+    /// The f32 tile's epilogue on `acc` (int8 scales, the residual `y` holds when the
+    /// epilogue's `acc` says so: its `h` values of each of the `nch` rows widened and
+    /// transposed as the store's inverse, added as the f32 tile adds it; bias, activation),
+    /// transposed and stored rounded (type `E`) as the first `h` values of `nch` rows of `y`
+    /// at stride `ldy`.
     ///
     /// # Safety
-    /// The CPU has AVX-512F/BW/VL; `y` writable for `nch <= 16 W` rows of `h` values at
-    /// stride `ldy`; the epilogue's bias null or readable for `nch`, scales null or
-    /// readable for `16 W`.
+    /// The CPU has AVX-512F/BW/VL; `y` readable (with a residual) and writable for
+    /// `nch <= 16 W` rows of `h` values at stride `ldy`; the epilogue's bias null or
+    /// readable for `nch`, scales null or readable for `16 W`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
     #[inline]
     unsafe fn finish<const M: usize, const W: usize, const E: u8>(
@@ -461,7 +468,10 @@ mod x86 {
         ldy: usize,
         (nch, h): (usize, usize),
         Epilogue {
-            bias, scales, act, ..
+            bias,
+            scales,
+            act,
+            acc: residual,
         }: Epilogue,
     ) {
         let (t, hmask) = (n16(E), lanes(h));
@@ -472,6 +482,19 @@ mod x86 {
                 let sv = unsafe { _mm512_loadu_ps(scales.add(j * NR)) };
                 for row in acc.iter_mut() {
                     row[j] = _mm512_mul_ps(row[j], sv);
+                }
+            }
+            if residual {
+                let mut tr = [_mm512_setzero_ps(); 16];
+                for (ci, r) in tr.iter_mut().take(chans).enumerate() {
+                    // SAFETY: the first h values of row j*16 + ci < nch of y (masked).
+                    *r = widen16(t, unsafe {
+                        _mm256_maskz_loadu_epi16(hmask, y.add((j * NR + ci) * ldy).cast())
+                    });
+                }
+                let cols = transpose16(tr);
+                for (row, &r) in acc.iter_mut().zip(&cols) {
+                    row[j] = _mm512_add_ps(row[j], r);
                 }
             }
             let bv = if bias.is_null() {

@@ -18,12 +18,16 @@ mod pw_big_tests;
 mod pw_direct_tests;
 #[cfg(test)]
 mod reduced_tests;
+mod residual;
+#[cfg(test)]
+mod residual_tests;
 #[cfg(test)]
 mod row_direct_tests;
 pub(super) mod slots;
 mod winograd;
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
+pub use residual::{fused, residual_ok};
 pub use winograd::{WinoBands, marked, unmarked, wino_bands};
 
 /// The geometry of the band of output rows `[r0, r1)` of one image of `p`: its params
@@ -404,7 +408,9 @@ pub(super) fn staged_bytes_at(p: &ConvParams, budget: u64) -> usize {
     slots::slots(p, budget).floats() * 4
 }
 
-/// `y = act(conv(x, w) + bias)` on 16-bit `x` and `y`, band by band.
+/// `y = act(conv(x, w) + bias)` on 16-bit `x` and `y`, band by band; with `p.accumulate`
+/// ([`fused`]: a fused residual) `y` holds the residual on entry and
+/// `y = act(conv(x, w) + y + bias)` ([`residual`]).
 ///
 /// # Safety
 /// `p` describes the whole node (constant weights prepared by
@@ -576,6 +582,11 @@ pub(super) unsafe fn staged(
                 });
             }
             let sy = slot.add(xin);
+            if p.accumulate != 0 {
+                // The band's residual (rows r0..r1 of every output plane) into its output.
+                let at = y.add(img * m * oh * ow + r0 as usize * ow);
+                residual::widen_out(t, (at, oh * ow), (sy, ob * ow), m, ob * ow);
+            }
             let inner = slot.add(xin + yout);
             arenac_conv2d(&q, sx, io.w.get(), io.bias.get(), sy, inner);
             if ob == oh {

@@ -117,6 +117,10 @@ pub(super) unsafe fn pointwise_runs(
                 let src = std::slice::from_raw_parts(x.add(img * c * pixels), c * pixels);
                 widen_spread(t, src, std::slice::from_raw_parts_mut(slot, c * pixels));
                 let sy = slot.add(run.xin);
+                if p.accumulate != 0 {
+                    let at = y.add(img * m * pixels);
+                    super::residual::widen_out(t, (at, pixels), (sy, pixels), m, pixels);
+                }
                 arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
                 narrow_spread(
                     t,
@@ -135,6 +139,11 @@ pub(super) unsafe fn pointwise_runs(
                 dst[nb..].fill(0.0);
             });
             let sy = slot.add(run.xin);
+            if p.accumulate != 0 {
+                // The run's residual (its pixels of every output plane) into its output.
+                let at = y.add(img * m * pixels + p0);
+                super::residual::widen_out(t, (at, pixels), (sy, wb), m, nb);
+            }
             arenac_conv2d(&q, slot, w, bias, sy, sy.add(run.yout));
             let sys = Shared(sy);
             for_each_spread(m, m * nb, |mo| {

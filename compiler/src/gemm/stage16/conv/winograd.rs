@@ -235,6 +235,11 @@ pub(super) unsafe fn run_bands(
                     let plane = xs.get().add((img * c + ch) * h * wd);
                     super::widen_rows(t, plane, h, wd, lo, hb, sxs.get().add(ch * hb * wd));
                 });
+                if p.accumulate != 0 {
+                    // The band's residual (rows r0..r1 of this pass's output planes).
+                    let at = y.add(((img * m + m0) * oh + us(r0)) * ow);
+                    super::residual::widen_out(t, (at, oh * ow), (sy, ob * ow), mc, ob * ow);
+                }
                 let inner = slot.add(xin + yout);
                 arenac_conv2d(&q, sx, u.get(), bq.get(), sy, inner);
                 if ob == oh && mc == m {
