@@ -195,7 +195,26 @@ fn convt16_bands_and_tiles() {
         case(&[5, 300], 3, 3, 24, 2, 1),
         // 1-d, long.
         case(&[700], 5, 6, 7, 3, 2),
+        // Kernel = stride along the row (interleaved col2im), stride 3.
+        case(&[11, 13], 3, 4, 5, 3, 0),
     ] {
+        check(&mut rng, &cs);
+    }
+    // Kernel = stride with output padding (a last column of bias alone), two groups, dilated
+    // rows.
+    for groups in [1, 2] {
+        let cs = Case {
+            spatial: vec![9, 14],
+            k: vec![2, 2],
+            c: 3 * groups,
+            mg: 4,
+            groups,
+            stride: 2,
+            dil: 1,
+            out_pad: 1,
+            pads: vec![1, 0, 0, 0],
+            bias: true,
+        };
         check(&mut rng, &cs);
     }
 }

@@ -344,14 +344,21 @@ unsafe fn task(
 unsafe fn widen_packed(t: N16, x: *const u16, stride: usize, k: usize, n: usize, out: *mut f32) {
     // SAFETY: by the contract.
     let dst = unsafe { std::slice::from_raw_parts_mut(out, packed_b_len(k, n)) };
+    // Each row widened a run of whole panels at a time (one conversion call per run, not per
+    // panel), then copied into its panels.
+    let mut buf = [0f32; 64 * NR];
     for i in 0..k {
         // SAFETY: row `i` by the contract.
         let row = unsafe { std::slice::from_raw_parts(x.add(i * stride), n) };
-        for (jp, src) in row.chunks(NR).enumerate() {
-            let at = (jp * k + i) * NR;
-            let panel = &mut dst[at..at + NR];
-            super::widen(t, src, &mut panel[..src.len()]);
-            panel[src.len()..].fill(0.0);
+        for (r, run) in row.chunks(buf.len()).enumerate() {
+            let wide = &mut buf[..run.len()];
+            super::widen(t, run, wide);
+            for (jp, src) in wide.chunks(NR).enumerate() {
+                let at = ((r * 64 + jp) * k + i) * NR;
+                let panel = &mut dst[at..at + NR];
+                panel[..src.len()].copy_from_slice(src);
+                panel[src.len()..].fill(0.0);
+            }
         }
     }
 }
@@ -374,6 +381,18 @@ fn col2im(
         let ym = &mut out[m * rows * q.ow..(m + 1) * rows * q.ow];
         let cm = &c[m * taps * tn..(m + 1) * taps * tn];
         for kh in 0..q.kh {
+            if q.kw == sw && dw == 1 && pw == 0 {
+                interleaved(
+                    q,
+                    &cm[kh * q.kw * tn..(kh + 1) * q.kw * tn],
+                    kh,
+                    r0,
+                    nr,
+                    (o0, rows),
+                    ym,
+                );
+                continue;
+            }
             for kw in 0..q.kw {
                 let tap = kh * q.kw + kw;
                 // Input columns landing inside the output row: ow = iw * sw - shift.
@@ -410,6 +429,47 @@ fn col2im(
                             ym[at + j * sw] += v;
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// [`col2im`]'s pass over kernel row `kh` when its taps land on disjoint output columns
+/// (`ow = iw * sw + kw`: kernel width = stride, no dilation or pad along the row): each
+/// input row's taps added in one interleaved pass. An output column takes one tap, so each
+/// output's adds keep their order (kernel row, then input row).
+fn interleaved(
+    q: &ConvT16,
+    c: &[f32],
+    kh: usize,
+    r0: usize,
+    nr: usize,
+    (o0, rows): (usize, usize),
+    ym: &mut [f32],
+) {
+    let (sw, tn) = (q.s[1], nr * q.w);
+    let (sh, dh, ph) = (q.s[0] as i64, q.d[0] as i64, q.p[0] as i64);
+    let cols = q.w.min(q.ow.div_ceil(sw));
+    for r in 0..nr {
+        let oh = (r0 + r) as i64 * sh + kh as i64 * dh - ph;
+        if oh < o0 as i64 || oh >= (o0 + rows) as i64 {
+            continue;
+        }
+        let yrow = &mut ym[(oh as usize - o0) * q.ow..][..q.ow];
+        let tap = |kw: usize| &c[kw * tn + r * q.w..][..cols];
+        if sw == 2 && 2 * cols <= q.ow {
+            let (c0, c1) = (tap(0), tap(1));
+            for ((pair, &a), &b) in yrow.chunks_exact_mut(2).zip(c0).zip(c1) {
+                pair[0] += a;
+                pair[1] += b;
+            }
+            continue;
+        }
+        for kw in 0..sw {
+            for (iw, &v) in tap(kw).iter().enumerate() {
+                if let Some(y) = yrow.get_mut(iw * sw + kw) {
+                    *y += v;
                 }
             }
         }
