@@ -101,6 +101,9 @@ pub fn staged(op: &Op, inputs: &[&TensorType], constant: &[bool]) -> bool {
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape.as_slice()).collect();
     match op {
         Op::Conv(_) => (rank == 4 || rank == 3) && constant.get(1).copied().unwrap_or(false),
+        Op::ConvTranspose(a) => {
+            crate::ops::stage16::convt_stage(a, &shapes, constant, None, 1).is_some()
+        }
         Op::MaxPool(a) | Op::AveragePool(a) => pool2d(a, rank),
         Op::GlobalAveragePool => rank >= 3,
         Op::Unary(u) => unary16(u),

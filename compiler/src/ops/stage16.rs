@@ -40,6 +40,9 @@ pub fn scratch_bytes(
             Some(crate::gemm::stage16::pool::scratch_bytes(&p))
         }
         Op::Gemm(_) | Op::MatMul => Some(mm_stage(op, &shapes, constant, threads)?.scratch_bytes()),
+        Op::ConvTranspose(a) => {
+            Some(convt_stage(a, &shapes, constant, Some(&y.shape), threads)?.scratch_bytes())
+        }
         Op::Softmax { .. } | Op::LayerNormalization { .. } => row_stage(op, &shapes, constant)
             .map(|(rows, len)| crate::gemm::stage16::rows::scratch_bytes(rows, len, threads)),
         _ => None,
@@ -172,6 +175,52 @@ pub fn mm_stage(
         }
         _ => None,
     }
+}
+
+/// The staged geometry of a ConvTranspose with data input shapes `shapes` (X, W, B) and
+/// output shape `y` (`None`: inferred from the attributes, as the retyping asks before the
+/// output exists in the new graph): 1-d or 2-d, constant weights and bias. `None` when the
+/// node is not staged (kept in f32 between Casts).
+pub fn convt_stage(
+    a: &super::ConvTransposeAttrs,
+    shapes: &[&[usize]],
+    constant: &[bool],
+    y: Option<&[usize]>,
+    threads: usize,
+) -> Option<crate::gemm::stage16::convt::ConvT16> {
+    let x = *shapes.first()?;
+    let w = *shapes.get(1)?;
+    if !(1..shapes.len()).all(|i| constant.get(i).copied().unwrap_or(false)) || shapes.len() > 3 {
+        return None;
+    }
+    let d = a.kernel.len();
+    let y: Vec<usize> = match y {
+        Some(y) => y.to_vec(),
+        None => {
+            // [N, M, spatial...]: M = W[1] * group, each spatial dim
+            // s * (x - 1) + output_padding + (k - 1) * d + 1 - pads.
+            let mut y = vec![*x.first()?, w.get(1)? * a.group.max(1)];
+            for i in 0..d {
+                let full = a.strides.get(i)? * x.get(2 + i)?.checked_sub(1)?
+                    + a.output_padding.get(i).copied().unwrap_or(0)
+                    + (a.kernel[i].checked_sub(1)?) * a.dilations.get(i)?
+                    + 1;
+                y.push(full.checked_sub(a.pads.get(i)? + a.pads.get(d + i)?)?);
+            }
+            y
+        }
+    };
+    crate::gemm::stage16::convt::ConvT16::from_shapes(
+        x,
+        &y,
+        &a.kernel,
+        &a.strides,
+        &a.dilations,
+        &a.pads,
+        a.group,
+        shapes.len() == 3,
+        threads,
+    )
 }
 
 /// Rows and row length of a staged Softmax/LogSoftmax (normalized over the last axis, or

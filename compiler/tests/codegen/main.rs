@@ -12,6 +12,7 @@ mod control;
 mod conv_act;
 mod conv_direct;
 mod convt;
+mod convt16;
 mod deform;
 mod dense;
 mod dropout;

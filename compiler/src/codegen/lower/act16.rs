@@ -76,6 +76,7 @@ pub(super) fn lower(
             pool(cx, t, a, kind, prog)
         }
         Op::Conv(a) => conv(cx, t, a, prog, w),
+        Op::ConvTranspose(a) => super::convt::conv_transpose16(cx, t, a, prog, w),
         Op::Gemm(_) | Op::MatMul => matmul(cx, t, prog, w),
         Op::Softmax { log, .. } => softmax(cx, t, *log, prog),
         Op::LayerNormalization { epsilon, .. } => layer_norm(cx, t, *epsilon, prog, w),

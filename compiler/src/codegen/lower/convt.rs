@@ -6,9 +6,20 @@ use crate::codegen::kernels::convt::ConvTDesc;
 use crate::codegen::program::{Operand, Program};
 use crate::codegen::weights::WeightsBuilder;
 use crate::error::Error;
+use crate::gemm::stage16::{N16, convt::ConvT16};
 use crate::gemm::{IM2COL_TILE, a_scratch_floats, packed_b_len};
+use crate::ir::tensor::Tensor;
 use crate::ir::types::TensorType;
 use crate::ops::ConvTransposeAttrs;
+
+/// Constant weights `wt` arranged into the GEMM's A blocks
+/// ([`crate::gemm::stage16::convt::arrange_weights`]), stored once per weight: the offset.
+fn arranged(w: &mut WeightsBuilder, wt: &Tensor, groups: usize, cg: usize, mk: usize) -> usize {
+    let form = format!("convt arranged groups={groups} cg={cg} mk={mk}");
+    w.form_f32_of(wt, form, groups * mk * cg, |wv32, out| {
+        crate::gemm::stage16::convt::arrange_weights(groups, cg, mk, wv32, out)
+    })
+}
 
 fn up64(x: usize) -> usize {
     x.next_multiple_of(64)
@@ -39,18 +50,7 @@ pub(super) fn conv_transpose(
     // kernel into its scratch for run-time ones.
     let mk = mg * taps;
     // Stored once per weight (the arrangement depends on the groups and shapes only).
-    let weights = cx.constant(wv).map(|wt| {
-        let form = format!("convt arranged groups={groups} cg={cg} mk={mk}");
-        w.form_f32_of(wt, form, groups * mk * cg, |wv32, arranged| {
-            for g in 0..groups {
-                for ci in 0..cg {
-                    for r in 0..mk {
-                        arranged[(g * mk + r) * cg + ci] = wv32[(g * cg + ci) * mk + r];
-                    }
-                }
-            }
-        })
-    });
+    let weights = cx.constant(wv).map(|wt| arranged(w, wt, groups, cg, mk));
     let bias = n.inputs.get(2).copied();
     let pad3 = |v: &[usize], fill: usize| -> [usize; 3] {
         let mut out = [fill; 3];
@@ -123,4 +123,83 @@ pub(super) fn conv_transpose(
     })?;
     prog.call(f, args);
     Ok(())
+}
+
+/// A ConvTranspose on 16-bit data (`--activations`, staged: 1-d or 2-d, constant weights and
+/// bias): one host call of [`crate::gemm::stage16::convt::convt`] on the weights arranged as
+/// the f32 kernel takes them, in bands of output rows through the planned scratch.
+pub(super) fn conv_transpose16(
+    cx: &Ctx<'_>,
+    t: N16,
+    a: &ConvTransposeAttrs,
+    prog: &mut Program,
+    w: &mut WeightsBuilder,
+) -> Result<(), Error> {
+    let n = cx.g.node(cx.id);
+    let (xv, wv, y) = (cx.input(0)?, cx.input(1)?, cx.output()?);
+    let bias = n.inputs.get(2).copied();
+    let q = ConvT16::from_shapes(
+        &cx.ty(xv).shape,
+        &cx.ty(y).shape,
+        &a.kernel,
+        &a.strides,
+        &a.dilations,
+        &a.pads,
+        a.group,
+        bias.is_some(),
+        cx.threads(),
+    )
+    .ok_or_else(|| cx.err("internal: a staged ConvTranspose without a 1-d or 2-d geometry"))?;
+    let (groups, cg, mk) = (q.groups, q.cg, q.mk());
+    let wt = cx
+        .constant(wv)
+        .ok_or_else(|| cx.err("internal: a staged ConvTranspose with run-time weights"))?;
+    if cx.ty(wv).numel() != Some(groups * cg * mk) {
+        return Err(cx.err("ConvTranspose weights do not match the input channels"));
+    }
+    let bias_op = match bias {
+        Some(bv) => {
+            let bt = cx
+                .constant(bv)
+                .ok_or_else(|| cx.err("internal: a staged ConvTranspose with a run-time bias"))?;
+            if bt.numel() != groups * q.mg {
+                return Err(cx.err("ConvTranspose bias does not match the output channels"));
+            }
+            Operand::Weights(w.tensor_f32(bt))
+        }
+        None => Operand::Null,
+    };
+    let need = q.scratch_bytes();
+    let planned = super::dense::planned_scratch(cx);
+    if planned < need {
+        return Err(cx.err(format!(
+            "internal: the staged 16-bit ConvTranspose needs {need} bytes of scratch, \
+             {planned} planned (a planner bug)"
+        )));
+    }
+    let woff = arranged(w, wt, groups, cg, mk);
+    let kernel = crate::codegen::host::HostKernel::new(move |p| {
+        // SAFETY: `arenac_host`'s contract: X and Y planned for this geometry (a
+        // ConvTranspose's output is not planned over its input), the arranged weights and
+        // the bias in the weights region, the scratch checked against `scratch_bytes`.
+        unsafe {
+            crate::gemm::stage16::convt::convt(
+                t,
+                &q,
+                p[0].cast::<u16>(),
+                p[1].cast::<f32>(),
+                p[2].cast::<f32>(),
+                p[3].cast::<u16>(),
+                p[4].cast::<f32>(),
+            )
+        };
+    });
+    let args = vec![
+        cx.arena(xv)?,
+        Operand::Weights(woff),
+        bias_op,
+        cx.arena(y)?,
+        cx.scratch()?,
+    ];
+    super::act16::host_call(cx, prog, kernel, args)
 }

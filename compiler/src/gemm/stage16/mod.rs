@@ -9,6 +9,7 @@
 //! - [`pool`]: Max/AveragePool, a block of whole planes at a time through
 //!   [`super::pool::arenac_pool2d`];
 //! - [`conv`]: Conv in bands of output rows through [`super::conv::arenac_conv2d`];
+//! - [`convt`]: ConvTranspose in bands of output rows, GEMM + col2im into an f32 band;
 //! - [`ew`]: element-wise programs (Add/Sub/Mul/Div with broadcasting, fused SiLU) in
 //!   chunks through stack buffers;
 //! - [`math`]: vectorizable `erf` and `exp` (Erf nodes, fused GELU chains, Softmax);
@@ -23,6 +24,7 @@
 
 pub mod conv;
 pub mod convert;
+pub mod convt;
 pub mod ew;
 pub mod math;
 pub mod matmul;
