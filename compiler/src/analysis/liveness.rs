@@ -99,7 +99,7 @@ pub struct LivenessOptions {
 }
 
 /// [`LivenessOptions::winograd_growth`] of a patched plan: 2%. A patch policy values 1% of
-/// arena at 0.5% of time (`analysis::patches::whole::ARENA_WEIGHT`), and a Conv that keeps
+/// arena at 0.3% of time (`analysis::patches::whole::ARENA_WEIGHT`), and a Conv that keeps
 /// Winograd runs 1.5 to 2.4 times faster (ResNet-18's 64-channel 56 x 56 Convs after the stem
 /// stage run as strips: the stage's arena, 1,762,432 bytes, holds a block input and its
 /// first Conv's output but is 1% short of the smallest Winograd scratch beside them).

@@ -94,7 +94,8 @@ impl PatchReport {
     }
 
     /// The candidates [`Self::best`] chooses from (within `max_extra` of the FLOPs, below
-    /// today's peak), best first: stages by the lowest predicted peak of their grids; within
+    /// today's peak), best first: stages by the lowest predicted peak of their grids (stages
+    /// tied on it by the least time proxy of their grids at that peak, then the earlier); within
     /// a stage, the grids within [`PEAK_SLACK`] of that peak by their time proxy (recomputed
     /// and slow FLOPs: cached strips over a finer grid recomputing its halos), then peak; then
     /// its other grids by peak, then recomputed FLOPs. (Across stages the slack is not
@@ -130,6 +131,24 @@ impl PatchReport {
             let e = low.entry((c.start, c.nodes)).or_insert(c.peak_bytes);
             *e = (*e).min(c.peak_bytes);
         }
+        let time = |c: &PatchPlan| {
+            c.extra_flops
+                .saturating_add(c.slow_flops)
+                .saturating_add(cost(c))
+        };
+        // Per stage, the least time proxy of its grids at its lowest peak: of stages whose
+        // lowest peaks tie, the one that costs less time first (DBNet-320: the FPN stage
+        // from step 35 and from step 37 both predict 8.19 MB, but the earlier one holds the
+        // backbone's last 512-channel Convs, re-streaming 19 MB of weights per patch).
+        let mut fastest: std::collections::HashMap<(usize, usize), u64> =
+            std::collections::HashMap::new();
+        for c in &v {
+            if low.get(&(c.start, c.nodes)) == Some(&c.peak_bytes) {
+                let t = time(c);
+                let e = fastest.entry((c.start, c.nodes)).or_insert(t);
+                *e = (*e).min(t);
+            }
+        }
         // Each key found once (the cost reads the stage's weights): a stable sort as before.
         v.sort_by_cached_key(|c| {
             let best = low
@@ -138,12 +157,10 @@ impl PatchReport {
                 .unwrap_or(c.peak_bytes);
             let near = best.saturating_add((best as f64 * slack) as usize);
             let close = c.peak_bytes <= near;
-            let time = c
-                .extra_flops
-                .saturating_add(c.slow_flops)
-                .saturating_add(cost(c));
+            let time = time(c);
             (
                 best,
+                fastest.get(&(c.start, c.nodes)).copied().unwrap_or(0),
                 c.start,
                 c.nodes,
                 !close,
