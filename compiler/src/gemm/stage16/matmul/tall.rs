@@ -49,7 +49,8 @@ fn up(f: usize) -> usize {
 /// The tall blocks of one product: rows of A per task and columns per C sub-block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Tall {
-    /// Rows of A per task (a multiple of the kernel's `MR`, or all of `m`).
+    /// Rows of A per task (a multiple of the kernel's `MR`, or all of `m`; any count with
+    /// `stack_a` on several slots).
     pub(super) rows: usize,
     /// Columns of a C sub-block (a multiple of [`CW_MIN`], or all of the column block).
     pub(super) cw: usize,
@@ -121,7 +122,7 @@ pub(super) fn plan(
     let on_stack = [Some(cols), whole]
         .into_iter()
         .flatten()
-        .filter_map(|c| plan_on_stack(s, c, region, mr))
+        .filter_map(|c| plan_on_stack(s, (c, slots), region, mr))
         .filter(|t| {
             let tasks = m.div_ceil(t.rows) * s.n.max(1).div_ceil(t.cols);
             t.rows > block && cost(t) < planned && (t.cols == cols || tasks >= slots)
@@ -151,21 +152,37 @@ fn plan_in_region(s: &MmStage, cols: usize, region: usize, mr: usize) -> Option<
 
 /// The second layout of [`plan`]: A a K block at a time on the stack (at most
 /// [`STACK_ROWS`] rows), C in the region, or in [`STACK_C`] floats on the stack when more.
-fn plan_on_stack(s: &MmStage, cols: usize, region: usize, mr: usize) -> Option<Tall> {
+/// On `slots > 1` the row blocks are equal (not rounded up to `mr`) and, with the column
+/// blocks, a multiple of `slots` tasks, so no thread waits on a taller task (128 rows at 2
+/// threads: 64 + 64, not 72 + 56).
+fn plan_on_stack(
+    s: &MmStage,
+    (cols, slots): (usize, usize),
+    region: usize,
+    mr: usize,
+) -> Option<Tall> {
     if s.k == 0 {
         return None;
     }
     let m = s.m.max(1);
+    let ncb = s.n.max(1).div_ceil(cols.max(1));
     let cap = STACK_ROWS.min(m.next_multiple_of(mr));
     (1..=cap / mr)
         .rev()
         .filter_map(|u| {
             let most = u * mr;
-            let rows = m
-                .div_ceil(m.div_ceil(most))
-                .next_multiple_of(mr)
-                .min(most)
-                .min(m);
+            let nrb = m.div_ceil(most);
+            let rows = if slots > 1 {
+                let nrb = if (nrb * ncb).is_multiple_of(slots) {
+                    nrb
+                } else {
+                    nrb.next_multiple_of(slots)
+                };
+                m.div_ceil(nrb)
+            } else {
+                m.div_ceil(nrb).next_multiple_of(mr)
+            };
+            let rows = rows.min(most).min(m);
             let cw = cw_for(rows, region.max(STACK_C), cols);
             (cw > 0).then_some(Tall {
                 rows,

@@ -154,7 +154,8 @@ fn tall_blocks_give_the_planned_blocks_bits() {
 /// blocks' bits: the transformer's second FFN product at its planned 4-row block (K in six
 /// blocks, C for all 256 columns on the stack), its first at 16 rows (one K block, C in the
 /// region, all 2048 columns per task), and shapes whose C sub-blocks repack A per sub-block;
-/// f16/bf16/int8 weights, with a bias, on 1 and 2 threads.
+/// f16/bf16/int8 weights, with a bias, on 1 and 2 threads (there equal row blocks, a multiple
+/// of the slots in tasks: 64 + 64 rows for the FFN's second product).
 #[test]
 fn stack_a_blocks_give_the_planned_blocks_bits() {
     let mr = selected_kernel().mr;
@@ -178,6 +179,18 @@ fn stack_a_blocks_give_the_planned_blocks_bits() {
             let plan = tall::plan(&s, (cols, slots(&s, block)), block, region(&s, block), mr);
             let plan = plan.expect("tall blocks");
             assert!(plan.stack_a, "{s:?} block {block}: {plan:?}");
+            if threads > 1 {
+                // Equal row blocks, a multiple of the slots in tasks.
+                let tasks = m.div_ceil(plan.rows) * n.div_ceil(plan.cols);
+                assert!(
+                    tasks.is_multiple_of(slots(&s, block))
+                        && plan.rows == m.div_ceil(m.div_ceil(plan.rows)),
+                    "{s:?} block {block}: {plan:?}"
+                );
+                if (m, k, n) == (128, 2048, 256) {
+                    assert_eq!(plan.rows, 64, "{plan:?}");
+                }
+            }
             stack_c += usize::from(plan.stack_c);
             region_c += usize::from(!plan.stack_c);
             whole += usize::from(plan.cols == n && cols < n);
