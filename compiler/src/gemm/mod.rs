@@ -301,6 +301,24 @@ impl BView {
         }
     }
 
+    /// The view from row `pc` on: the same panels, each `pc` rows further (a product over
+    /// K block `pc..` of B as its own product of `k - pc` rows).
+    pub(crate) fn at_row(self, pc: usize) -> BView {
+        BView {
+            base: self.base.wrapping_add(pc * self.rs),
+            tail: if self.tail.is_null() {
+                self.tail
+            } else {
+                self.tail.wrapping_add(pc * NR)
+            },
+            lowp: self.lowp.map(|l| lowp::LowpB {
+                base: l.base.wrapping_add(pc * NR * l.t.bytes()),
+                ..l
+            }),
+            ..self
+        }
+    }
+
     /// Start of row `pc` of panel `jp`, and its row stride.
     fn panel(&self, jp: usize, pc: usize) -> (*const f32, usize) {
         if jp < self.full {

@@ -74,15 +74,19 @@ fn packed_b(wt: WeightType, k: usize, n: usize) -> (Vec<u8>, usize, Vec<f32>) {
     (packed, po, b32)
 }
 
-/// The region of each slot [`tall::run`] cuts the scratch of `s` at `block` rows into.
-fn region(s: &MmStage, block: usize) -> usize {
-    let [pa, pc, ps, _, _] = s.parts(block);
-    let slots = if s.threads <= 1 {
+/// The slots [`tall::run`] cuts the scratch of `s` at `block` rows into.
+fn slots(s: &MmStage, block: usize) -> usize {
+    if s.threads <= 1 {
         1
     } else {
         super::slot_count(s.tasks(block), s.threads)
-    };
-    tall::region_floats(pa + pc + ps, slots)
+    }
+}
+
+/// The region of each slot [`tall::run`] cuts the scratch of `s` at `block` rows into.
+fn region(s: &MmStage, block: usize) -> usize {
+    let [pa, pc, ps, _, _] = s.parts(block);
+    tall::region_floats(pa + pc + ps, slots(s, block))
 }
 
 #[test]
@@ -115,7 +119,9 @@ fn tall_blocks_give_the_planned_blocks_bits() {
                     let bias: Vec<f32> = (0..n).map(|j| j as f32 / 32.0 - 1.0).collect();
                     for block in s.blocks() {
                         let cols = s.cols_at(block);
-                        if tall::plan(&s, cols, block, region(&s, block), mr).is_some() {
+                        if tall::plan(&s, (cols, slots(&s, block)), block, region(&s, block), mr)
+                            .is_some()
+                        {
                             tall_runs += 1;
                         }
                         for bias in [None, Some(&bias[..])] {
@@ -144,6 +150,85 @@ fn tall_blocks_give_the_planned_blocks_bits() {
     assert!(tall_runs >= 8, "tall blocks taken {tall_runs} times");
 }
 
+/// Tasks packing A a K block at a time on the stack (`Tall::stack_a`) give the planned
+/// blocks' bits: the transformer's second FFN product at its planned 4-row block (K in six
+/// blocks, C for all 256 columns on the stack), its first at 16 rows (one K block, C in the
+/// region, all 2048 columns per task), and shapes whose C sub-blocks repack A per sub-block;
+/// f16/bf16/int8 weights, with a bias, on 1 and 2 threads (there equal row blocks, a multiple
+/// of the slots in tasks: 64 + 64 rows for the FFN's second product).
+#[test]
+fn stack_a_blocks_give_the_planned_blocks_bits() {
+    let mr = selected_kernel().mr;
+    let (mut stack_c, mut region_c, mut whole, mut subs) = (0, 0, 0, 0);
+    for (m, k, n, block) in [
+        (128, 2048, 256, 4),
+        (128, 256, 2048, 16),
+        (100, 900, 200, 4),
+        (61, 1200, 600, 2),
+    ] {
+        for threads in [1, 2] {
+            let s = MmStage {
+                batch: 1,
+                m,
+                k,
+                n,
+                runtime_b: false,
+                threads,
+            };
+            let cols = s.cols_at(block);
+            let plan = tall::plan(&s, (cols, slots(&s, block)), block, region(&s, block), mr);
+            let plan = plan.expect("tall blocks");
+            assert!(plan.stack_a, "{s:?} block {block}: {plan:?}");
+            if threads > 1 {
+                // Equal row blocks, a multiple of the slots in tasks.
+                let tasks = m.div_ceil(plan.rows) * n.div_ceil(plan.cols);
+                assert!(
+                    tasks.is_multiple_of(slots(&s, block))
+                        && plan.rows == m.div_ceil(m.div_ceil(plan.rows)),
+                    "{s:?} block {block}: {plan:?}"
+                );
+                if (m, k, n) == (128, 2048, 256) {
+                    assert_eq!(plan.rows, 64, "{plan:?}");
+                }
+            }
+            stack_c += usize::from(plan.stack_c);
+            region_c += usize::from(!plan.stack_c);
+            whole += usize::from(plan.cols == n && cols < n);
+            subs += usize::from(plan.cw < plan.cols && k > crate::gemm::KC);
+            for wt in [WeightType::F16, WeightType::Bf16, WeightType::I8] {
+                let (packed, po, _) = packed_b(wt, k, n);
+                let packed = &packed[po..];
+                let t = if wt == WeightType::F16 {
+                    N16::F16
+                } else {
+                    N16::Bf16
+                };
+                let a = data(t, m * k, 5);
+                let bias: Vec<f32> = (0..n).map(|j| j as f32 / 64.0 - 2.0).collect();
+                let go = |tall_ok: bool| {
+                    let f = || run(t, &s, wt, block, &a, packed, Some(&bias), tall_ok);
+                    if threads == 1 {
+                        f()
+                    } else {
+                        let pool = Pool::new(2).expect("threads");
+                        pool.set_eager(true);
+                        with_pool(Some(&pool), f)
+                    }
+                };
+                assert!(
+                    go(false) == go(true),
+                    "{t:?} {wt:?} {s:?} block {block} {plan:?}: differs"
+                );
+            }
+        }
+    }
+    assert!(
+        stack_c > 0 && region_c > 0 && whole > 0 && subs > 0,
+        "layouts: C on the stack {stack_c}, in the region {region_c}, whole rows {whole}, \
+         sub-blocks {subs}"
+    );
+}
+
 /// The transformer's FFN shape at its planned 16-row block takes tall blocks of several
 /// times the rows, within the planned scratch, at 1 and 2 threads.
 #[test]
@@ -159,7 +244,13 @@ fn ffn_block_grows_within_its_scratch() {
             threads,
         };
         let block = 16;
-        let plan = tall::plan(&s, s.cols_at(block), block, region(&s, block), mr);
+        let plan = tall::plan(
+            &s,
+            (s.cols_at(block), slots(&s, block)),
+            block,
+            region(&s, block),
+            mr,
+        );
         let plan = plan.expect("tall blocks");
         assert!(plan.rows >= 2 * block, "{threads} threads: {plan:?}");
     }
@@ -181,7 +272,7 @@ fn tall_product_matches_an_f64_reference() {
     let block = 12;
     let mr = selected_kernel().mr;
     let cols = s.cols_at(block);
-    assert!(tall::plan(&s, cols, block, region(&s, block), mr).is_some());
+    assert!(tall::plan(&s, (cols, slots(&s, block)), block, region(&s, block), mr).is_some());
     let (packed, po, b32) = packed_b(WeightType::F16, k, n);
     let a = data(N16::F16, m * k, 11);
     let mut a32 = vec![0f32; m * k];
