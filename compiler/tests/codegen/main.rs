@@ -32,6 +32,7 @@ mod move16;
 mod movement;
 mod norm;
 mod patches;
+mod patches_convt;
 mod pool3d;
 mod pow;
 mod pw_small;

@@ -274,7 +274,11 @@ fn unet(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
 /// one and each rewritten graph's reference evaluation against the original's. Returns
 /// (graphs, bit-identical ones, graphs with more than one value leaving the stage or a stage
 /// that starts after the schedule's first node).
-fn every_stage_and_grid(model: &ModelProto, x: &Tensor, what: &str) -> (usize, usize, usize) {
+pub(crate) fn every_stage_and_grid(
+    model: &ModelProto,
+    x: &Tensor,
+    what: &str,
+) -> (usize, usize, usize) {
     let (mut graphs, mut exact, mut multi) = (0, 0, 0);
     let mut g = import(model);
     let want_ref = eval_graph(&g, std::slice::from_ref(x)).expect("reference");

@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::cached;
 use super::passes::{self, Pass};
+use super::window::transposed_attrs;
 use super::{Cut, Local, PatchPlan, Window, cells, rule, windows_cut};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
@@ -495,26 +496,11 @@ impl Rewrite<'_> {
                         ins.push(self.constant(*v)?);
                     }
                 }
-                let (rt, rb) = pads(&wy.rows, &need.rows, &l, 0)?;
-                let (ct, cb) = pads(&wy.cols, &need.cols, &l, 1)?;
-                let pads = vec![rt, ct, rb, cb];
-                match &node.op {
-                    Op::Conv(a) => Op::Conv(crate::ops::ConvAttrs { pads, ..a.clone() }),
-                    Op::MaxPool(a) => Op::MaxPool(crate::ops::PoolAttrs {
-                        pads,
-                        ceil_mode: false,
-                        ..a.clone()
-                    }),
-                    // With the padding counted, a ceil-mode window's overhang past the pads is
-                    // not counted, which explicit pads would count.
-                    Op::AveragePool(a) if !(a.ceil_mode && a.count_include_pad) => {
-                        Op::AveragePool(crate::ops::PoolAttrs {
-                            pads,
-                            ceil_mode: false,
-                            ..a.clone()
-                        })
-                    }
-                    _ => return None,
+                if let Op::ConvTranspose(a) = &node.op {
+                    // Pads and output padding cut the window's input rows' outputs to `wy`.
+                    Op::ConvTranspose(transposed_attrs(a, &l, &wy, &need)?)
+                } else {
+                    windowed(&node.op, &l, &wy, &need)?
                 }
             }
             None => {
@@ -647,6 +633,32 @@ fn broadcast_per_channel(t: &TensorType) -> bool {
         1 => t.shape[0] == 1,
         r => t.shape[r - 1] == 1 && t.shape[r - 2] == 1,
     }
+}
+
+/// A Conv's or pooling's attributes on a window: the pads of output window `wy` read from
+/// input window `need`.
+fn windowed(op: &Op, l: &Local, wy: &Window, need: &Window) -> Option<Op> {
+    let (rt, rb) = pads(&wy.rows, &need.rows, l, 0)?;
+    let (ct, cb) = pads(&wy.cols, &need.cols, l, 1)?;
+    let pads = vec![rt, ct, rb, cb];
+    Some(match op {
+        Op::Conv(a) => Op::Conv(crate::ops::ConvAttrs { pads, ..a.clone() }),
+        Op::MaxPool(a) => Op::MaxPool(crate::ops::PoolAttrs {
+            pads,
+            ceil_mode: false,
+            ..a.clone()
+        }),
+        // With the padding counted, a ceil-mode window's overhang past the pads is
+        // not counted, which explicit pads would count.
+        Op::AveragePool(a) if !(a.ceil_mode && a.count_include_pad) => {
+            Op::AveragePool(crate::ops::PoolAttrs {
+                pads,
+                ceil_mode: false,
+                ..a.clone()
+            })
+        }
+        _ => return None,
+    })
 }
 
 /// Begin and end pads, along dim `dim` of `l`, of a node computing outputs `o` from the input

@@ -555,3 +555,89 @@ fn the_whole_choice_keeps_the_measured_fastest_plan_within_its_slack() {
     let fine = plan(12_446_912, 460, 373_626_240 + 568_406_016);
     assert_eq!(choose(&[grid, fine, strips], total), Some(2));
 }
+
+/// A ConvTranspose with kernel == stride on any output window: the input window is exactly
+/// the rows whose taps reach it (the last row when none does: `output_padding` rows), and the
+/// recomputed pads and `output_padding` give every output of the window the same input row
+/// and tap as in the whole node, and the window's size.
+#[test]
+fn transposed_windows_reach_the_same_rows_and_taps() {
+    use super::window::{transposed, transposed_attrs};
+    use crate::ops::ConvTransposeAttrs;
+    let mut cases = 0;
+    for k in 1..=3usize {
+        for (pb, pe) in [(0, 0), (1, 0), (0, 2), (2, 1), (3, 3)] {
+            for op in 0..=2usize {
+                for size in 1..=5usize {
+                    let full = k * size + op;
+                    if pb + pe >= full {
+                        continue;
+                    }
+                    let len = full - pb - pe;
+                    let a = ConvTransposeAttrs {
+                        kernel: vec![k, k],
+                        strides: vec![k, k],
+                        dilations: vec![1, 1],
+                        pads: vec![pb, pb, pe, pe],
+                        output_padding: vec![op, op],
+                        group: 1,
+                    };
+                    let l = transposed(&a).expect("kernel == stride");
+                    // Whole node: output `o` is made by input row (o + pb) / k, tap
+                    // (o + pb) % k, when that row exists.
+                    let whole = |o: usize| Some((o + pb) / k).filter(|&i| i < size);
+                    for start in 0..len {
+                        for end in start + 1..=len {
+                            let o = start..end;
+                            let need = l.back(&o, 0, size);
+                            let reach: Vec<usize> = o.clone().filter_map(whole).collect();
+                            let want = match (reach.first(), reach.last()) {
+                                (Some(&f), Some(&e)) => f..e + 1,
+                                _ => size - 1..size,
+                            };
+                            assert_eq!(need, want, "k {k} pads {pb},{pe} op {op} rows {o:?}");
+                            let w = Window {
+                                rows: o.clone(),
+                                cols: o.clone(),
+                            };
+                            let nw = Window {
+                                rows: need.clone(),
+                                cols: need.clone(),
+                            };
+                            let t = transposed_attrs(&a, &l, &w, &nw).expect("attrs");
+                            let (b, e, p) = (t.pads[0], t.pads[2], t.output_padding[0]);
+                            assert_eq!(k * need.len() + p - b - e, o.len(), "size of {o:?}");
+                            for (j, oo) in o.clone().enumerate() {
+                                // Sub-node: output j from window row (j + b) / k.
+                                let sub = Some((j + b) / k)
+                                    .filter(|&i| i < need.len())
+                                    .map(|i| (need.start + i, (j + b) % k));
+                                let whole = whole(oo).map(|i| (i, (oo + pb) % k));
+                                assert_eq!(sub, whole, "k {k} pads {pb},{pe} op {op} o {oo}");
+                            }
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 1000, "{cases} windows");
+    // Overlapping or dilated taps stay out of stages.
+    let overlap = ConvTransposeAttrs {
+        kernel: vec![4, 4],
+        strides: vec![2, 2],
+        dilations: vec![1, 1],
+        pads: vec![1, 1, 1, 1],
+        output_padding: vec![0, 0],
+        group: 1,
+    };
+    assert!(transposed(&overlap).is_none());
+    let dilated = ConvTransposeAttrs {
+        kernel: vec![2, 2],
+        strides: vec![2, 2],
+        dilations: vec![2, 1],
+        ..overlap
+    };
+    assert!(transposed(&dilated).is_none());
+}

@@ -1,6 +1,7 @@
 //! The stage's windows: which nodes may be in a stage ([`rule`]: 2-d Conv and pooling by
-//! their kernel, stride, dilation and pads, nearest integer upsampling, element-wise nodes and
-//! channel Concat with a receptive field of 1), how an output window maps back to the input
+//! their kernel, stride, dilation and pads, nearest integer upsampling, ConvTranspose whose
+//! kernel equals its stride ([`transposed`]), element-wise nodes and channel Concat with a
+//! receptive field of 1), how an output window maps back to the input
 //! window it reads (`PATCHES.md` §0.1, [`Local::back`]), and the windows of every stage value
 //! for a patch, found backwards from the cells ([`cells`]) of the leaving values, per spatial
 //! dim ([`ranges_cut`]).
@@ -11,7 +12,7 @@ use std::ops::Range;
 use super::passes;
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::types::TensorType;
-use crate::ops::Op;
+use crate::ops::{ConvTransposeAttrs, Op};
 
 /// A window of a 4-d value's plane: rows and columns, half-open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub(super) struct Local {
     pub(super) pb: [usize; 2],
     /// An integer nearest upsampling (Resize): output row `o` reads input row `o / up`.
     pub(super) up: [usize; 2],
+    /// A ConvTranspose ([`transposed`]): input row `i` reaches output rows
+    /// `i * s - pb + t * d` for taps `t < k`.
+    pub(super) transposed: bool,
 }
 
 impl Local {
@@ -42,6 +46,9 @@ impl Local {
                 return 0..0;
             }
             return (o.start / up).min(size)..((o.end - 1) / up + 1).min(size);
+        }
+        if self.transposed {
+            return back_transposed(o, self.k[dim], self.s[dim], self.d[dim], self.pb[dim], size);
         }
         back(o, self.k[dim], self.s[dim], self.d[dim], self.pb[dim], size)
     }
@@ -87,6 +94,99 @@ fn back(o: &Range<usize>, k: usize, s: usize, d: usize, pb: usize, size: usize) 
     lo.min(size)..hi.min(size)
 }
 
+/// The input rows (or columns) of a ConvTranspose whose taps reach output range `o`: every
+/// `i` with `i * s - pb + t * d` in `o` for some tap `t < k`, i.e.
+/// `ceil((o.start + pb - (k - 1) * d) / s) ..= floor((o.end - 1 + pb) / s)`, clamped to
+/// `0..size` (the last row when `o` lies past every tap's reach).
+fn back_transposed(
+    o: &Range<usize>,
+    k: usize,
+    s: usize,
+    d: usize,
+    pb: usize,
+    size: usize,
+) -> Range<usize> {
+    if o.is_empty() || s == 0 {
+        return 0..0;
+    }
+    let reach = (k.max(1) - 1) * d;
+    let lo = (o.start + pb).saturating_sub(reach).div_ceil(s);
+    let hi = (o.end - 1 + pb) / s + 1;
+    let (lo, hi) = (lo.min(size), hi.min(size));
+    if lo >= hi {
+        // Rows of `output_padding` alone (bias only): the last input row, so the window is
+        // not empty (its taps land before `o`, cut by the begin pad).
+        return size.saturating_sub(1)..size;
+    }
+    lo..hi
+}
+
+/// The window rule of a 2-d ConvTranspose with constant weights, when a patch may run it:
+/// every spatial dim with `kernel == stride` and dilation 1, so each output row (column) is
+/// made by exactly one input row (column) and one tap, as in the whole node (bias first, then
+/// the one product: the same bits on any window; with overlapping taps the sum's order would
+/// follow the whole kernel's tiles of input rows). The lowering recomputes the pads and
+/// `output_padding` per window ([`transposed_attrs`]).
+pub(super) fn transposed(a: &ConvTransposeAttrs) -> Option<Local> {
+    let two = |v: &[usize]| -> Option<[usize; 2]> {
+        match v {
+            [a, b] => Some([*a, *b]),
+            _ => None,
+        }
+    };
+    let (k, s, d) = (two(&a.kernel)?, two(&a.strides)?, two(&a.dilations)?);
+    let ok = (0..2).all(|i| k[i] >= 1 && k[i] == s[i] && d[i] == 1);
+    ok.then_some(Local {
+        k,
+        s,
+        d,
+        pb: [*a.pads.first()?, *a.pads.get(1)?],
+        up: [1, 1],
+        transposed: true,
+    })
+}
+
+/// The attributes of ConvTranspose `a` (with rule `l`, [`transposed`]) computing the output
+/// window `o` from input window `need` (`l.back` of it) along both dims: begin and end pads
+/// and `output_padding` cut the sub-node's outputs (in the whole output's coordinates, from
+/// `need.start * s - pb` to `(need.end - 1) * s - pb + (k - 1) * d + 1`) to `o`; `None` when
+/// the input window is empty or starts after `o` (no such window under [`transposed`]).
+pub(super) fn transposed_attrs(
+    a: &ConvTransposeAttrs,
+    l: &Local,
+    o: &Window,
+    need: &Window,
+) -> Option<ConvTransposeAttrs> {
+    let mut pads = vec![0; 4];
+    let mut output_padding = vec![0; 2];
+    for (dim, (o, need)) in [(&o.rows, &need.rows), (&o.cols, &need.cols)]
+        .into_iter()
+        .enumerate()
+    {
+        if o.is_empty() || need.is_empty() {
+            return None;
+        }
+        let (s, pb) = (l.s[dim] as i64, l.pb[dim] as i64);
+        let reach = ((l.k[dim] - 1) * l.d[dim]) as i64;
+        let first = need.start as i64 * s - pb;
+        let end = (need.end as i64 - 1) * s - pb + reach + 1;
+        let begin = usize::try_from(o.start as i64 - first).ok()?;
+        let (at_end, extra) = if end >= o.end as i64 {
+            (usize::try_from(end - o.end as i64).ok()?, 0)
+        } else {
+            (0, usize::try_from(o.end as i64 - end).ok()?)
+        };
+        *pads.get_mut(dim)? = begin;
+        *pads.get_mut(2 + dim)? = at_end;
+        *output_padding.get_mut(dim)? = extra;
+    }
+    Some(ConvTransposeAttrs {
+        pads,
+        output_padding,
+        ..a.clone()
+    })
+}
+
 /// Whether `t` is a 4-d batch-1 tensor with a static size.
 pub(super) fn plane(t: &TensorType) -> bool {
     t.shape.len() == 4 && t.shape.first() == Some(&1) && t.bytes().is_some()
@@ -108,6 +208,7 @@ pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
             d: two(d)?,
             pb: two(pads)?,
             up: [1, 1],
+            transposed: false,
         })
     };
     match &node.op {
@@ -117,6 +218,16 @@ pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         }
         Op::MaxPool(a) | Op::AveragePool(a) if a.kernel.len() == 2 => {
             local(&a.kernel, &a.strides, &a.dilations, &a.pads).map(Some)
+        }
+        // A decoder's or a detection head's upsampling: one input row per output row.
+        Op::ConvTranspose(a)
+            if node
+                .inputs
+                .iter()
+                .skip(1)
+                .all(|&v| matches!(g.value(v).kind, ValueKind::Constant(_))) =>
+        {
+            transposed(a).map(Some)
         }
         // Nearest upsampling by integer factors (a decoder's or an FPN's).
         Op::Resize(r) => {
@@ -128,6 +239,7 @@ pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
                 d: [1, 1],
                 pb: [0, 0],
                 up,
+                transposed: false,
             }))
         }
         Op::Unary(_)
