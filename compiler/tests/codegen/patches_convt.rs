@@ -4,6 +4,7 @@
 //! window; one with overlapping taps stays outside the stages. Every stage and grid is
 //! compared with the unpatched program, bit for bit.
 
+use arenac_compiler::analysis::act_type::ActType;
 use arenac_compiler::analysis::liveness::LivenessOptions;
 use arenac_compiler::analysis::patches::analyze;
 use arenac_compiler::arena::plan_graph;
@@ -60,9 +61,10 @@ fn deconvs(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
     .build()
 }
 
-/// A DBNet-like head: Conv 3x3 + Relu, ConvTranspose 2x2/s2, BatchNormalization + Relu,
-/// ConvTranspose 2x2/s2 to one channel, Sigmoid (the graph output).
-fn head(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
+/// A DBNet-like head: Conv 3x3 + Relu (`stem`; without it the input has `c` channels),
+/// ConvTranspose 2x2/s2, BatchNormalization + Relu, ConvTranspose 2x2/s2 to one channel,
+/// Sigmoid (the graph output).
+fn head(h: usize, w: usize, c: usize, stem: bool, rng: &mut Rng) -> ModelProto {
     let ints = |v: &[i64]| Attr::Ints(v.to_vec());
     let mut t = |name: &str, shape: &[usize], lo: f32, hi: f32| {
         (name.to_string(), rng.tensor(shape, lo, hi))
@@ -79,33 +81,40 @@ fn head(h: usize, w: usize, c: usize, rng: &mut Rng) -> ModelProto {
         t("w2", &[c, 1, 2, 2], -0.5, 0.5),
         t("b2", &[1], -0.5, 0.5),
     ];
+    let cin = if stem { 3 } else { c };
     let mut mb = ModelBuilder::new("head", 13)
-        .input("x", DType::F32, &dims(&[1, 3, h, w]))
+        .input("x", DType::F32, &dims(&[1, cin, h, w]))
         .output("y", DType::F32, &[]);
     for (name, tensor) in &inits {
         mb = mb.initializer(name, tensor);
     }
     let s2 = || vec![("strides", ints(&[2, 2]))];
-    mb.node(
-        "c0",
-        "Conv",
-        &["x", "w0", "b0"],
-        &["a"],
-        vec![("pads", ints(&[1, 1, 1, 1]))],
-    )
-    .node("r0", "Relu", &["a"], &["ar"], vec![])
-    .node("t1", "ConvTranspose", &["ar", "w1", "b1"], &["u"], s2())
-    .node(
-        "bn",
-        "BatchNormalization",
-        &["u", "g", "be", "mu", "var"],
-        &["ub"],
-        vec![],
-    )
-    .node("r1", "Relu", &["ub"], &["ur"], vec![])
-    .node("t2", "ConvTranspose", &["ur", "w2", "b2"], &["v"], s2())
-    .node("sg", "Sigmoid", &["v"], &["y"], vec![])
-    .build()
+    let first = if stem {
+        mb = mb
+            .node(
+                "c0",
+                "Conv",
+                &["x", "w0", "b0"],
+                &["a"],
+                vec![("pads", ints(&[1, 1, 1, 1]))],
+            )
+            .node("r0", "Relu", &["a"], &["ar"], vec![]);
+        "ar"
+    } else {
+        "x"
+    };
+    mb.node("t1", "ConvTranspose", &[first, "w1", "b1"], &["u"], s2())
+        .node(
+            "bn",
+            "BatchNormalization",
+            &["u", "g", "be", "mu", "var"],
+            &["ub"],
+            vec![],
+        )
+        .node("r1", "Relu", &["ub"], &["ur"], vec![])
+        .node("t2", "ConvTranspose", &["ur", "w2", "b2"], &["v"], s2())
+        .node("sg", "Sigmoid", &["v"], &["y"], vec![])
+        .build()
 }
 
 /// Stages through ConvTransposes with kernel == stride (pads, output padding past the last
@@ -148,7 +157,7 @@ fn stages_through_conv_transpose_match_bit_for_bit() {
 fn plan_graph_patches_a_transposed_head() {
     let mut rng = Rng(0x4ead);
     let (h, w, c) = (48, 40, 16);
-    let model = head(h, w, c, &mut rng);
+    let model = head(h, w, c, true, &mut rng);
     let x = rng.tensor(&[1, 3, h, w], -1.0, 1.0);
     let mut plain = import(&model);
     let p0 = plan_graph(&mut plain, &PlanOptions::default()).expect("plans");
@@ -191,5 +200,54 @@ fn plan_graph_patches_a_transposed_head() {
             .zip(&b)
             .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
         assert!(err <= 1e-5 * scale, "max error {err} of scale {scale}");
+    }
+}
+
+/// The DBNet-like head without its stem, on 16-bit activations (`--activations f16|bf16`:
+/// ConvTranspose staged in bands of output rows, `gemm::stage16::convt`): the planner's
+/// patched stage runs the ConvTransposes on windows, narrow in and out, and computes the
+/// unpatched 16-bit program's bits (each output is one tap after the bias, widened and
+/// rounded the same way in a window as in the whole node).
+#[test]
+fn patched_conv_transpose_on_16_bit_activations_matches_bit_for_bit() {
+    let mut rng = Rng(0x16de);
+    let (h, w, c) = (24, 20, 16);
+    let model = head(h, w, c, false, &mut rng);
+    let x = rng.tensor(&[1, c, h, w], -1.0, 1.0);
+    for act in [ActType::F16, ActType::Bf16] {
+        let opts = |patches: bool| PlanOptions {
+            activations: act,
+            patches,
+            ..PlanOptions::default()
+        };
+        let mut plain = import(&model);
+        let p0 = plan_graph(&mut plain, &opts(false)).expect("plans");
+        let mut g = import(&model);
+        let p1 = plan_graph(&mut g, &opts(true)).expect("plans");
+        assert!(p1.patches.is_some(), "{}: not patched", act.name());
+        let narrow: Vec<&str> = g
+            .nodes()
+            .map(|(_, n)| n)
+            .filter(|n| n.name.contains("@p") && n.op.name() == "ConvTranspose")
+            .filter(|n| g.value(n.outputs[0]).ty.dtype != DType::F32)
+            .map(|n| n.name.as_str())
+            .collect();
+        assert!(
+            !narrow.is_empty(),
+            "{}: no ConvTranspose on 16-bit windows",
+            act.name()
+        );
+        assert!(p1.arena_bytes < p0.arena_bytes, "{}: arena", act.name());
+        let want = run(
+            &compile(&plain, &p0).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        let got = run(
+            &compile(&g, &p1).expect("compiles"),
+            std::slice::from_ref(&x),
+        );
+        for (a, b) in want.iter().zip(&got) {
+            assert_eq!(a.bytes(), b.bytes(), "{}: {narrow:?}", act.name());
+        }
     }
 }
