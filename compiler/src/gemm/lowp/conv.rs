@@ -195,6 +195,25 @@ impl Reduced {
         dst: *mut f32,
         (ch0, period): (usize, usize),
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.t == WeightType::I8
+            && !self.scales.is_null()
+            && matches!(Widener::best(), Widener::Avx512)
+            && (period == 1 || (period.is_multiple_of(16) && n.is_multiple_of(period)))
+        {
+            // One pass (the widening, then the same multiply per element).
+            // SAFETY: the caller's contract; AVX-512F (the best widener).
+            unsafe {
+                super::x86::widen_i8_scaled_avx512(
+                    self.base.add(first),
+                    n,
+                    dst,
+                    self.scales.add(ch0),
+                    period,
+                )
+            };
+            return;
+        }
         // SAFETY: the caller's contract.
         unsafe {
             Widener::best().widen(self.t, self.base.add(first * self.t.bytes()), n, dst, None);
