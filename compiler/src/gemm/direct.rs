@@ -217,6 +217,24 @@ pub(super) unsafe fn reduced_panels(
     });
 }
 
+/// [`run`] on the channels-in-lanes kernel whatever `p.m` (a multiple of 16): the 16-bit
+/// staged bands' blocks of output channels (`crate::gemm::stage16`), each a Conv of its own
+/// on f32 weights in the kernel's layout for `p.m` channels, where the whole Conv takes it.
+///
+/// # Safety
+/// That of [`run`] with f32 weights packed by [`cl::pack`] for `p`, `p.m % 16 == 0`, and the
+/// geometry one the kernel takes (`cl::fits` of `p` with its channels rounded up to 64).
+pub(super) unsafe fn run_cl(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    // SAFETY: this function's contract.
+    unsafe { cl::run(p, x, w, bias, y, None) };
+}
+
 /// `y = act(conv(x, w) + bias)` for `p` ([`applies`]), spread over the current pool; with
 /// `p.accumulate`, `y = act(conv(x, w) + bias + y)` (every kernel: rows, flat, [`cl`]).
 ///

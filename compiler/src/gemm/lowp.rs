@@ -500,6 +500,56 @@ mod x86 {
             }
         }
     }
+
+    /// Int8 widening times per-channel scales in one pass, 16 lanes: element `i` of `n`
+    /// becomes `q as f32 * scales[i % period]` (`period` 1, or a multiple of 16 dividing
+    /// `n`): the bits of [`widen_avx512`] followed by a multiply by the scale.
+    ///
+    /// # Safety
+    /// `src` readable for `n` bytes, `dst` writable for `n` floats, `scales` for `period`
+    /// floats; AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn widen_i8_scaled_avx512(
+        src: *const u8,
+        n: usize,
+        dst: *mut f32,
+        scales: *const f32,
+        period: usize,
+    ) {
+        // SAFETY: the contract; every access below n elements (period elements of scales).
+        unsafe {
+            macro_rules! load {
+                ($i:expr) => {
+                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                        src.add($i).cast::<__m128i>(),
+                    )))
+                };
+            }
+            if period == 1 {
+                let sv = _mm512_set1_ps(*scales);
+                let body = n / 16 * 16;
+                let mut i = 0;
+                while i < body {
+                    _mm512_storeu_ps(dst.add(i), _mm512_mul_ps(load!(i), sv));
+                    i += 16;
+                }
+                for i in body..n {
+                    *dst.add(i) = load1(WeightType::I8, src, i) * *scales;
+                }
+                return;
+            }
+            let mut i = 0;
+            while i + period <= n {
+                let mut j = 0;
+                while j < period {
+                    let sv = _mm512_loadu_ps(scales.add(j));
+                    _mm512_storeu_ps(dst.add(i + j), _mm512_mul_ps(load!(i + j), sv));
+                    j += 16;
+                }
+                i += period;
+            }
+        }
+    }
 }
 
 /// A packed B in a reduced type, as the core reads it.

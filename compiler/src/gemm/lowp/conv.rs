@@ -21,7 +21,8 @@
 //!   weights; the direct kernels widen one block of output channels (a group of 64 for the
 //!   channels-in-lanes kernel, a 12-channel panel otherwise) into their thread's slot of the
 //!   scratch ([`direct_slot_floats`], inside what the planner gives the im2col path) once
-//!   per task, never the whole layer; the small-plane pointwise kernel
+//!   per task, never the whole layer (the 16-bit staged bands: once per block of output
+//!   channels for all bands, `crate::gemm::stage16`'s `conv/blocks.rs`); the small-plane pointwise kernel
 //!   ([`super::super::pw_small`]) widens each step's row of its one or two panels in
 //!   registers (int8: the accumulated sums times the channel's scale, before the bias);
 //! - widening is exact (f16/bf16) or `q as f32 * scale` (int8): the kernels compute on the
@@ -195,6 +196,25 @@ impl Reduced {
         dst: *mut f32,
         (ch0, period): (usize, usize),
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.t == WeightType::I8
+            && !self.scales.is_null()
+            && matches!(Widener::best(), Widener::Avx512)
+            && (period == 1 || (period.is_multiple_of(16) && n.is_multiple_of(period)))
+        {
+            // One pass (the widening, then the same multiply per element).
+            // SAFETY: the caller's contract; AVX-512F (the best widener).
+            unsafe {
+                super::x86::widen_i8_scaled_avx512(
+                    self.base.add(first),
+                    n,
+                    dst,
+                    self.scales.add(ch0),
+                    period,
+                )
+            };
+            return;
+        }
         // SAFETY: the caller's contract.
         unsafe {
             Widener::best().widen(self.t, self.base.add(first * self.t.bytes()), n, dst, None);

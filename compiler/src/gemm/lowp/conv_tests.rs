@@ -270,3 +270,35 @@ fn reduced_layouts_fit_the_gemm_layouts_bytes() {
         }
     }
 }
+
+#[test]
+fn int8_widening_scales_each_element_as_the_scalar_product() {
+    // Elements q, scales per channel: element i of a run from channel ch0 scaled by channel
+    // ch0 + i % period, as `q as f32 * scale` (the one-pass AVX-512 loop and the two-pass one).
+    let n = 64 * 37;
+    let q: Vec<u8> = (0..n + 64).map(|i| (i * 89 % 251) as u8).collect();
+    let scales: Vec<f32> = (0..200).map(|i| (i as f32 + 0.37) / 1013.0).collect();
+    let r = Reduced {
+        base: q.as_ptr(),
+        t: WeightType::I8,
+        scales: scales.as_ptr(),
+    };
+    for (first, len, ch0, period) in [
+        (0, n, 0, 64),
+        (64, 32 * 9, 17, 32),
+        (5, 147, 3, 1),
+        (0, 48, 2, 16),
+    ] {
+        let mut got = vec![0f32; len];
+        // SAFETY: `first + len <= q.len()`, channels `ch0 + period <= 200`, `len` floats.
+        unsafe { r.widen(first, len, got.as_mut_ptr(), (ch0, period)) };
+        for (i, g) in got.iter().enumerate() {
+            let want = f32::from(q[first + i] as i8) * scales[ch0 + i % period];
+            assert_eq!(
+                g.to_bits(),
+                want.to_bits(),
+                "element {i} of ({first}, {len}, {ch0}, {period})"
+            );
+        }
+    }
+}

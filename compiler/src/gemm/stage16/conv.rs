@@ -11,6 +11,7 @@ use super::split::{Shared, for_each_spread, narrow_spread, task_width, widen_spr
 use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
+mod blocks;
 mod pointwise;
 #[cfg(test)]
 mod pw_big_tests;
@@ -405,6 +406,9 @@ pub fn scratch_bytes_at(p: &ConvParams, budget: u64) -> usize {
 
 /// Scratch bytes [`staged`] uses for `p` at staging `budget`.
 pub(super) fn staged_bytes_at(p: &ConvParams, budget: u64) -> usize {
+    if let Some(b) = blocks::plan(p, budget) {
+        return b.floats() * 4;
+    }
     slots::slots(p, budget).floats() * 4
 }
 
@@ -542,6 +546,12 @@ pub(super) unsafe fn staged(
         };
         // SAFETY: the caller's contract, passed on.
         unsafe { pointwise_runs(t, p, &run, io, scratch, &sl) };
+        return;
+    }
+    if let Some(b) = blocks::plan(p, budget) {
+        // SAFETY: the caller's contract, passed on; the slots of [`blocks::plan`]
+        // ([`staged_bytes_at`]).
+        unsafe { blocks::run(t, p, &b, io, scratch) };
         return;
     }
     let (c, h, wd, m, oh, ow) = (

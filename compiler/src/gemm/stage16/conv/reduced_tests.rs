@@ -255,3 +255,109 @@ fn direct_bands_on_reduced_weights_equal_the_widened_f32_ones() {
         && crate::gemm::selected_kernel().mr == 12;
     assert!(!avx512 || direct > 0, "no band ran the direct kernels");
 }
+
+/// [`conv`] of `p` at `budget` as [`run`], `y` holding `y0` on entry (a fused residual), on
+/// a pool of `threads` eager threads.
+fn run_on(
+    p: &ConvParams,
+    budget: u64,
+    (x, y0): (&[u16], &[u16]),
+    w: *const f32,
+    bias: &[f32],
+    threads: usize,
+) -> Vec<u16> {
+    let mut y = y0.to_vec();
+    let (mut s, off) = aligned(scratch_bytes_at(p, budget));
+    bytes_of(&mut s).fill(0xff);
+    let pool = crate::par::Pool::new(threads).expect("threads");
+    pool.set_eager(true);
+    crate::par::with_pool(Some(&pool), || {
+        // SAFETY: as in [`run`].
+        unsafe {
+            conv(
+                N16::Bf16,
+                p,
+                budget,
+                x.as_ptr(),
+                w,
+                bias.as_ptr(),
+                y.as_mut_ptr(),
+                s.as_mut_ptr().add(off).cast(),
+            )
+        }
+    });
+    y
+}
+
+#[test]
+fn direct_blocks_on_reduced_weights_equal_the_widened_f32_ones() {
+    let cases = [
+        // ResNet's first 3x3/s2: two groups of 64, one-row bands at the smallest budgets.
+        geom(1, 128, (30, 30), 128, (3, 2), (1, 1, 1, 1)),
+        // A 1x1/s2 downsample of three groups, two images, a fused residual.
+        geom(2, 64, (26, 22), 192, (1, 2), (0, 0, 0, 0)),
+        // 3x3/s1, one group, odd sizes, a short last band, a fused residual.
+        geom(1, 72, (29, 27), 64, (3, 1), (1, 1, 1, 1)),
+    ];
+    let (mut runs, mut narrow_blocks, mut several, mut chunked) = (0, 0, 0, 0);
+    for (i, p) in cases.into_iter().enumerate() {
+        let p = ConvParams {
+            accumulate: u64::from(i > 0),
+            ..p
+        };
+        let (x, bias) = operands(&p, i + 7);
+        let y0 = operands(
+            &ConvParams {
+                c: p.m,
+                h: p.oh,
+                w: p.ow,
+                ..p
+            },
+            i + 9,
+        )
+        .0;
+        let wt = values((p.m * p.k() as u64) as usize, i + 2);
+        for threads in 1..=3u64 {
+            let p = ConvParams { threads, ..p };
+            for budget in budgets(&p) {
+                let wp = weights_params(&p, budget);
+                for t in REDUCED {
+                    let Some(q) = reduced_direct(&p, budget, t.code(), usize::MAX) else {
+                        continue;
+                    };
+                    let qr = ConvParams {
+                        packed_a: wp.packed_a,
+                        ..q
+                    };
+                    let Some(b) = super::blocks::plan(&qr, budget) else {
+                        continue;
+                    };
+                    runs += 1;
+                    narrow_blocks += usize::from(b.b < 64);
+                    several += usize::from(b.groups > 1);
+                    chunked += usize::from(b.chunks > 1);
+                    let ((wr, off), wide) = reduced(&p, &wp, t, Layout::Direct, &wt);
+                    let mut w32 = vec![0f32; prepared_len(&wp)];
+                    prepare_weights(&mut wp.clone(), &wide, &mut w32);
+                    let pf = ConvParams {
+                        packed_a: wp.packed_a,
+                        ..p
+                    };
+                    let io = (&x[..], &y0[..]);
+                    let want = run_on(&pf, budget, io, w32.as_ptr(), &bias, threads as usize);
+                    let wr = wr[off..].as_ptr().cast();
+                    let got = run_on(&qr, budget, io, wr, &bias, threads as usize);
+                    assert!(got == want, "{qr:?} at budget {budget} ({b:?})");
+                }
+            }
+        }
+    }
+    let avx512 = crate::gemm::selected_kernel().name.starts_with("avx512")
+        && crate::gemm::selected_kernel().mr == 12;
+    if avx512 {
+        assert!(runs > 0, "no band ran in the block order");
+        assert!(narrow_blocks > 0, "no block narrower than a group");
+        assert!(several > 0, "no Conv of several blocks");
+        assert!(chunked > 0, "no block's bands cut over several threads");
+    }
+}
