@@ -54,6 +54,17 @@ fn staged_conv(
     id: NodeId,
     pre: &BTreeSet<crate::ir::graph::ValueId>,
 ) -> Option<Vec<usize>> {
+    staged_sizes(cx, id, pre, false)
+}
+
+/// [`staged_conv`]'s sizes, of a Conv with `peak` only those a peak is lowered to
+/// ([`crate::gemm::stage16::conv::peak_sizes`]).
+fn staged_sizes(
+    cx: &Decide<'_>,
+    id: NodeId,
+    pre: &BTreeSet<crate::ir::graph::ValueId>,
+    peak: bool,
+) -> Option<Vec<usize>> {
     let (g, threads) = (cx.g, cx.opts.threads);
     let node = g.node(id);
     if !matches!(node.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) {
@@ -86,7 +97,11 @@ fn staged_conv(
     )?;
     // `winograd_precompute` holds only with f32 weights (`LivenessOptions`).
     let f32_weights = cx.opts.winograd_precompute;
-    let sizes = crate::gemm::stage16::conv::scratch_sizes_for(&p, f32_weights);
+    let sizes = if peak {
+        crate::gemm::stage16::conv::peak_sizes(&p, f32_weights)
+    } else {
+        crate::gemm::stage16::conv::scratch_sizes_for(&p, f32_weights)
+    };
     (sizes.len() > 1).then_some(sizes)
 }
 
@@ -161,24 +176,35 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
     grow_staged(cx, d, staged);
 }
 
-/// At several threads, each staged 16-bit Conv's scratch at its smallest size
-/// ([`staged_conv`]'s: one slot, or with f32 weights the direct bands' slots without an
-/// inner part, `crate::gemm::stage16::conv::budgets_for`), below the size it asks
-/// ([`node_scratch`]), before [`relax`] grows them again where the peak allows. Not in
-/// [`smallest`]: the passes between choose by the peak with the sizes the nodes ask (a
-/// 2-thread ResNet-18 shrinking its MaxPool in place over a 0.26% lower peak lost Winograd
-/// on four Convs, +18% time).
+/// At several threads, the staged 16-bit Convs that set the peak lowered to their smallest
+/// size ([`staged_sizes`]: with f32 weights the direct bands' slots without an inner part,
+/// `crate::gemm::stage16::conv::budgets_for`, else one slot), one peak after the other
+/// while a staged Conv sets it, before [`relax`] grows them again where the peak allows.
+/// Only those: a Conv left at its least where its growth did not place ran 1.6x slower
+/// (VGG-19). Not in [`smallest`]: the passes between choose by the peak with the sizes the
+/// nodes ask (a 2-thread ResNet-18 shrinking its MaxPool in place over a 0.26% lower peak
+/// lost Winograd on four Convs, +18% time).
 fn least_staged(cx: &Decide<'_>, d: &mut Decisions, pre: &BTreeSet<crate::ir::graph::ValueId>) {
     if cx.opts.threads < 2 {
         return;
     }
-    for (step, &id) in cx.order.iter().enumerate() {
-        if !matches!(cx.g.node(id).op, Op::Conv(_)) {
-            continue;
+    for _ in 0..cx.order.len() {
+        let (total, peak) = step_bytes(&cx.measure(d));
+        let mut lowered = false;
+        for (step, &id) in cx.order.iter().enumerate() {
+            if total.get(step) != Some(&peak) || !matches!(cx.g.node(id).op, Op::Conv(_)) {
+                continue;
+            }
+            let least = staged_sizes(cx, id, pre, true).and_then(|s| s.into_iter().min());
+            if let (Some(l), Some(planned)) = (least, d.scratch.get_mut(step))
+                && l < *planned
+            {
+                *planned = l;
+                lowered = true;
+            }
         }
-        let least = staged_conv(cx, id, pre).and_then(|sizes| sizes.into_iter().min());
-        if let (Some(l), Some(planned)) = (least, d.scratch.get_mut(step)) {
-            *planned = (*planned).min(l);
+        if !lowered {
+            return;
         }
     }
 }

@@ -28,7 +28,7 @@ pub(super) mod slots;
 mod winograd;
 pub use budget::{
     F32_DIRECT, ONE_SLOT, budget_for_scratch, budgets, budgets_for, config_for_scratch,
-    config_for_scratch_for, scratch_bytes, scratch_sizes, scratch_sizes_for,
+    config_for_scratch_for, peak_sizes, scratch_bytes, scratch_sizes, scratch_sizes_for,
 };
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};

@@ -153,18 +153,33 @@ pub fn scratch_sizes(p: &ConvParams) -> Vec<usize> {
 /// unmarked one only) the unmarked sizes. [`config_for_scratch_for`] reads any of them
 /// back.
 pub fn scratch_sizes_for(p: &ConvParams, f32_weights: bool) -> Vec<usize> {
+    sizes_where(p, f32_weights, |_| true)
+}
+
+/// The sizes of [`scratch_sizes_for`] the planner lowers a peak to: with f32 weights not
+/// the [`ONE_SLOT`] ones (their tasks run one after the other: ResNet-50's
+/// `layer2.0.conv2` took 1.8x its time), which [`F32_DIRECT`] makes needless on the
+/// benchmark models; with weights stored reduced all.
+pub fn peak_sizes(p: &ConvParams, f32_weights: bool) -> Vec<usize> {
+    sizes_where(p, f32_weights, |b| !f32_weights || b & ONE_SLOT == 0)
+}
+
+/// [`scratch_sizes_for`] at the budgets `keep` holds for.
+fn sizes_where(p: &ConvParams, f32_weights: bool, keep: impl Fn(u64) -> bool) -> Vec<usize> {
     let q = unmarked(p);
     let mut out = Vec::new();
     if marked(p) {
         out.extend(
             budgets_for(p, f32_weights)
                 .into_iter()
+                .filter(|&b| keep(b))
                 .map(|b| scratch_bytes_at(p, b)),
         );
     }
     out.extend(
         budgets_for(&q, f32_weights)
             .into_iter()
+            .filter(|&b| keep(b))
             .map(|b| scratch_bytes_at(&q, b)),
     );
     out
