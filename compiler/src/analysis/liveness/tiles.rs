@@ -54,6 +54,17 @@ fn staged_conv(
     id: NodeId,
     pre: &BTreeSet<crate::ir::graph::ValueId>,
 ) -> Option<Vec<usize>> {
+    staged_sizes(cx, id, pre, false)
+}
+
+/// [`staged_conv`]'s sizes, of a Conv with `peak` only those a peak is lowered to
+/// ([`crate::gemm::stage16::conv::peak_sizes`]).
+fn staged_sizes(
+    cx: &Decide<'_>,
+    id: NodeId,
+    pre: &BTreeSet<crate::ir::graph::ValueId>,
+    peak: bool,
+) -> Option<Vec<usize>> {
     let (g, threads) = (cx.g, cx.opts.threads);
     let node = g.node(id);
     if !matches!(node.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) {
@@ -84,7 +95,13 @@ fn staged_conv(
         || crate::ops::conv::scratch_params(a, &wide(inputs.first()?), &wide(y), true, threads),
         Some,
     )?;
-    let sizes = crate::gemm::stage16::conv::scratch_sizes(&p);
+    // `winograd_precompute` holds only with f32 weights (`LivenessOptions`).
+    let f32_weights = cx.opts.winograd_precompute;
+    let sizes = if peak {
+        crate::gemm::stage16::conv::peak_sizes(&p, f32_weights)
+    } else {
+        crate::gemm::stage16::conv::scratch_sizes_for(&p, f32_weights)
+    };
     (sizes.len() > 1).then_some(sizes)
 }
 
@@ -115,11 +132,12 @@ pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
 
 /// The `conv tiles` pass: grows each Conv's scratch to the largest tile whose step stays at
 /// or below the peak of aligned live bytes of the buffers decided so far (the peak itself
-/// does not change).
+/// does not change, but for the staged Convs first set to their least, [`least_staged`]).
 pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
+    let pre = super::winograd::precomputed(cx.g, &cx.opts);
+    least_staged(cx, d, &pre);
     let live = cx.measure(d);
     let (mut total, peak) = step_bytes(&live);
-    let pre = super::winograd::precomputed(cx.g, &cx.opts);
     // Staged 16-bit Convs: (step, planned bytes, the larger sizes that keep the peak).
     let mut staged: Vec<(usize, Vec<usize>)> = Vec::new();
     for b in &live.buffers {
@@ -156,6 +174,39 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
         }
     }
     grow_staged(cx, d, staged);
+}
+
+/// At several threads, the staged 16-bit Convs that set the peak lowered to their smallest
+/// size ([`staged_sizes`]: with f32 weights the direct bands' slots without an inner part,
+/// `crate::gemm::stage16::conv::budgets_for`, else one slot), one peak after the other
+/// while a staged Conv sets it, before [`relax`] grows them again where the peak allows.
+/// Only those: a Conv left at its least where its growth did not place ran 1.6x slower
+/// (VGG-19). Not in [`smallest`]: the passes between choose by the peak with the sizes the
+/// nodes ask (a 2-thread ResNet-18 shrinking its MaxPool in place over a 0.26% lower peak
+/// lost Winograd on four Convs, +18% time).
+fn least_staged(cx: &Decide<'_>, d: &mut Decisions, pre: &BTreeSet<crate::ir::graph::ValueId>) {
+    if cx.opts.threads < 2 {
+        return;
+    }
+    for _ in 0..cx.order.len() {
+        let (total, peak) = step_bytes(&cx.measure(d));
+        let mut lowered = false;
+        for (step, &id) in cx.order.iter().enumerate() {
+            if total.get(step) != Some(&peak) || !matches!(cx.g.node(id).op, Op::Conv(_)) {
+                continue;
+            }
+            let least = staged_sizes(cx, id, pre, true).and_then(|s| s.into_iter().min());
+            if let (Some(l), Some(planned)) = (least, d.scratch.get_mut(step))
+                && l < *planned
+            {
+                *planned = l;
+                lowered = true;
+            }
+        }
+        if !lowered {
+            return;
+        }
+    }
 }
 
 /// Grows each staged 16-bit Conv's scratch, in schedule order, to the largest of its sizes

@@ -125,7 +125,7 @@ fn staged_chosen(
     pre: &BTreeSet<ValueId>,
 ) -> Option<ConvParams> {
     let p = staged_marked(g, id, o, pre)?;
-    let (q, budget) = stage16::conv::config_for_scratch(&p, planned);
+    let (q, budget) = stage16::conv::config_for_scratch_for(&p, planned, o.winograd_precompute);
     stage16::conv::wino_bands(&q, budget).is_some().then_some(q)
 }
 

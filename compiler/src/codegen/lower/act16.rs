@@ -399,8 +399,12 @@ fn conv(
         params.packed_a = mp.packed_a;
     }
     // The staging budget the planner chose, read back from the scratch it planned.
-    let (marked, budget) =
-        stage16::conv::config_for_scratch(&params, super::dense::planned_scratch(cx));
+    let f32_weights = !w.storage().is_reduced();
+    let (marked, budget) = stage16::conv::config_for_scratch_for(
+        &params,
+        super::dense::planned_scratch(cx),
+        f32_weights,
+    );
     params = marked;
     let mut wp = stage16::conv::weights_params(&params, budget);
     let st = w.storage();

@@ -12,6 +12,7 @@ use super::{N16, narrow, widen};
 use crate::gemm::conv::{ConvParams, arenac_conv2d, mark_packed};
 
 mod blocks;
+mod budget;
 mod pointwise;
 #[cfg(test)]
 mod pw_big_tests;
@@ -26,6 +27,10 @@ mod residual_tests;
 mod row_direct_tests;
 pub(super) mod slots;
 mod winograd;
+pub use budget::{
+    F32_DIRECT, ONE_SLOT, budget_for_scratch, budgets, budgets_for, config_for_scratch,
+    config_for_scratch_for, peak_sizes, scratch_bytes, scratch_sizes, scratch_sizes_for,
+};
 pub use pointwise::pw_pixels;
 use pointwise::{PwRun, pointwise_runs, pw_layout, pw_width};
 pub use residual::{fused, residual_ok};
@@ -48,69 +53,6 @@ pub fn band(p: &ConvParams, r0: u64, r1: u64) -> (ConvParams, i64) {
         ..*p
     };
     (q, start)
-}
-
-/// The smallest staging budget of `p` in bytes, the one the planner starts from: 1/48 of the
-/// node's 16-bit input and output, between 16 KiB and [`super::STAGE_BYTES`] — small against
-/// the arena's peak (a Conv is often at it). Where the step is below the peak the planner
-/// grows it ([`budgets`], `crate::analysis::liveness::tiles`): larger bands, fewer re-packs.
-fn min_budget(p: &ConvParams) -> u64 {
-    let bytes16 = (p.n * (p.c * p.h * p.w + p.m * p.oh * p.ow)).saturating_mul(2);
-    (bytes16 / 48).clamp(16 << 10, super::STAGE_BYTES as u64)
-}
-
-/// The staging budgets worth planning for `p`, largest first: powers of two from the f32
-/// size of one image's input and output (one band: the whole convolution) down to
-/// [`min_budget`], which is last.
-pub fn budgets(p: &ConvParams) -> Vec<u64> {
-    let min = min_budget(p);
-    let whole = ((p.c * p.h * p.w + p.m * p.oh * p.ow).saturating_mul(4)).max(min);
-    let mut out = Vec::new();
-    let mut b = whole.next_power_of_two();
-    while b > min {
-        out.push(b);
-        b /= 2;
-    }
-    out.push(min);
-    out
-}
-
-/// The largest of [`budgets`] whose [`scratch_bytes_at`] fits `bytes` ([`min_budget`] when
-/// none does): how the lowering reads back the budget the planner chose.
-pub fn budget_for_scratch(p: &ConvParams, bytes: usize) -> u64 {
-    budgets(p)
-        .into_iter()
-        .find(|&b| scratch_bytes_at(p, b) <= bytes)
-        .unwrap_or_else(|| min_budget(p))
-}
-
-/// The params and budget `bytes` of planned scratch run `p` at: for a [`marked`] `p`, the
-/// largest budget whose scratch (Winograd bands where [`wino_bands`] takes them) fits, else
-/// [`unmarked`] `p` at [`budget_for_scratch`] (the planner plans an unmarked scratch first,
-/// [`scratch_sizes`]).
-pub fn config_for_scratch(p: &ConvParams, bytes: usize) -> (ConvParams, u64) {
-    if marked(p)
-        && let Some(b) = budgets(p)
-            .into_iter()
-            .find(|&b| scratch_bytes_at(p, b) <= bytes)
-    {
-        return (*p, b);
-    }
-    let q = unmarked(p);
-    (q, budget_for_scratch(&q, bytes))
-}
-
-/// The scratch sizes the planner may give `p`, in the order it tries them: a [`marked`]
-/// `p`'s at each of [`budgets`] (Winograd bands where they run), then (and for an unmarked
-/// one only) the unmarked sizes. [`config_for_scratch`] reads any of them back.
-pub fn scratch_sizes(p: &ConvParams) -> Vec<usize> {
-    let q = unmarked(p);
-    let mut out = Vec::new();
-    if marked(p) {
-        out.extend(budgets(p).into_iter().map(|b| scratch_bytes_at(p, b)));
-    }
-    out.extend(budgets(&q).into_iter().map(|b| scratch_bytes_at(&q, b)));
-    out
 }
 
 /// The im2col tile of band `q` of `p`: the largest whose scratch fits the staging budget (the
@@ -386,12 +328,6 @@ fn row_parts(p: &ConvParams, budget: u64) -> (usize, usize, usize) {
         .unwrap_or(0);
     let yout = up(p.m * rows * p.ow);
     (xin, yout, slots::row_inner(p, rows, budget, p.threads))
-}
-
-/// Scratch bytes [`conv`] uses for `p` (constant weights, `threads` set) at the smallest
-/// budget ([`min_budget`]).
-pub fn scratch_bytes(p: &ConvParams) -> usize {
-    scratch_bytes_at(p, min_budget(p))
 }
 
 /// Scratch bytes [`conv`] uses for `p` at staging `budget`: the slots of [`slots::slots`]

@@ -442,3 +442,96 @@ fn staged_matmul_small_blocks_stay_in_their_scratch() {
         assert!(two == want, "block {block}: 2 threads differ");
     }
 }
+
+#[test]
+fn one_slot_budgets_at_two_threads_plan_less_and_run_the_same_bits() {
+    // Row bands (im2col or direct kernels inside): at 2 threads the budgets with
+    // `ONE_SLOT` plan one slot (less than two slots at the smallest budget), run their
+    // tasks one after the other with the inner kernel spread, bit for bit one thread.
+    let cases = [
+        geom(1, 32, 28, 32, 3, 2, 1),
+        geom(1, 16, 20, 24, 3, 1, 1),
+        geom(2, 8, 17, 12, 5, 2, 1),
+    ];
+    for p1 in cases {
+        let p2 = ConvParams { threads: 2, ..p1 };
+        let all = conv::budgets(&p2);
+        let one: Vec<u64> = all
+            .iter()
+            .copied()
+            .filter(|b| b & conv::ONE_SLOT != 0)
+            .collect();
+        assert!(!one.is_empty(), "{p2:?}: no one-slot budget");
+        assert!(conv::budgets(&p1).iter().all(|b| b & conv::ONE_SLOT == 0));
+        let two_min = all
+            .iter()
+            .filter(|&&b| b & conv::ONE_SLOT == 0 && slots::count(&p2, b) == 2)
+            .map(|&b| conv::staged_bytes_at(&p2, b))
+            .min()
+            .unwrap_or(0);
+        let smallest = conv::scratch_bytes(&p2);
+        assert!(smallest < two_min, "{p2:?}: {smallest} not below {two_min}");
+        // Read back from the smallest size: a budget within it.
+        let back = conv::budget_for_scratch(&p2, smallest);
+        assert!(conv::staged_bytes_at(&p2, back) <= smallest);
+        let kk = (p1.kh * p1.kw) as usize;
+        let x = data((p1.n * p1.c * p1.h * p1.w) as usize, 41);
+        let wt: Vec<f32> = (0..(p1.m * p1.c / p1.group) as usize * kk)
+            .map(|i| ((i * 13 % 31) as f32 - 15.0) / 64.0)
+            .collect();
+        for budget in one {
+            assert_eq!(slots::count(&p2, budget), 1);
+            let one = staged(&p1, budget & !conv::ONE_SLOT, &x, &wt, None);
+            let (two, _) = on_two(|| staged(&p2, budget, &x, &wt, None));
+            assert!(
+                one == two,
+                "{p2:?} at one-slot budget {budget}: 2 threads differ"
+            );
+        }
+    }
+}
+
+#[test]
+fn f32_direct_budgets_plan_no_inner_part_and_run_the_same_bits() {
+    // Row bands on the direct kernels with f32 weights: at 2 threads `budgets_for` (weights
+    // known f32) marks their budgets `F32_DIRECT`, the slots without the im2col part the
+    // direct kernels never touch; the bands give the bits of one thread.
+    let p1 = geom(1, 16, 20, 24, 3, 1, 1);
+    let p2 = ConvParams { threads: 2, ..p1 };
+    let marked: Vec<u64> = conv::budgets_for(&p2, true)
+        .into_iter()
+        .filter(|b| b & conv::F32_DIRECT != 0)
+        .collect();
+    let mut band = conv::band(&p2, 0, 1).0;
+    crate::gemm::conv::mark_packed(&mut band);
+    if band.packed_a != crate::gemm::direct::DIRECT_PACKED {
+        // No direct kernel on this CPU.
+        return;
+    }
+    assert!(!marked.is_empty(), "no F32_DIRECT budget");
+    assert!(conv::budgets(&p2).iter().all(|b| b & conv::F32_DIRECT == 0));
+    assert!(
+        conv::budgets_for(&p1, true)
+            .iter()
+            .all(|b| b & conv::F32_DIRECT == 0)
+    );
+    let kk = (p1.kh * p1.kw) as usize;
+    let x = data((p1.n * p1.c * p1.h * p1.w) as usize, 43);
+    let wt: Vec<f32> = (0..(p1.m * p1.c) as usize * kk)
+        .map(|i| ((i * 7 % 23) as f32 - 11.0) / 64.0)
+        .collect();
+    for budget in marked {
+        let base = budget & !(conv::F32_DIRECT | conv::ONE_SLOT);
+        let full = conv::staged_bytes_at(&p2, base | (budget & conv::ONE_SLOT));
+        assert!(
+            conv::staged_bytes_at(&p2, budget) < full,
+            "{budget}: no smaller"
+        );
+        let one = staged(&p1, base, &x, &wt, None);
+        let (two, _) = on_two(|| staged(&p2, budget, &x, &wt, None));
+        assert!(
+            one == two,
+            "at F32_DIRECT budget {budget}: 2 threads differ"
+        );
+    }
+}

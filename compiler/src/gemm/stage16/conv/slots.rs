@@ -82,7 +82,9 @@ pub(super) fn slots(p: &ConvParams, budget: u64) -> Slots {
     // threads already, and a second slot of its scratch (and input rows) made the planner
     // drop Winograd for the direct kernels at 2 threads (ResNet-18: 6 of 7 staged
     // Winograd convs, +10% time).
-    let count = if wino_bands(p, budget).is_some() {
+    // A budget with [`super::ONE_SLOT`] set plans one slot (the planner's choice where
+    // more would raise the peak).
+    let count = if wino_bands(p, budget).is_some() || budget & super::ONE_SLOT != 0 {
         1
     } else {
         slot_count(tasks(p, budget), p.threads.max(1) as usize)
@@ -111,6 +113,10 @@ pub(super) fn slots(p: &ConvParams, budget: u64) -> Slots {
 /// Floats of the inner kernel's scratch of the bands of `p` at `rows` rows when a band runs
 /// at `threads` threads (packed as at the node's threads: the weights' layout).
 pub(super) fn row_inner(p: &ConvParams, rows: u64, budget: u64, threads: u64) -> usize {
+    if budget & super::F32_DIRECT != 0 {
+        // The direct kernels on f32 weights use no scratch.
+        return 0;
+    }
     let oh = p.oh.max(1);
     let r0s = [0, rows, (oh - 1) / rows.max(1) * rows];
     let count = if rows < oh { 3 } else { 1 };
