@@ -187,20 +187,23 @@ pub fn reduced_direct(
     planned: usize,
 ) -> Option<ConvParams> {
     let q = ConvParams { wtype, ..*p };
-    let other = |p: &ConvParams| {
-        wino_bands(p, budget).is_some()
-            || dw_bands(p, budget).is_some()
-            || dw_block(p, budget).is_some()
-            || pw_pixels(p, budget).is_some()
-            || pw_big_direct(p)
-    };
-    if wtype == 0 || other(p) || other(&q) {
+    if wtype == 0 || other_runs(p, budget) || other_runs(&q, budget) {
         return None;
     }
     let direct = crate::gemm::direct::DIRECT_PACKED;
     let shared = shared_layout(p, band_rows(p, budget));
     (shared.is_some_and(|(a, _)| a == direct) && scratch_bytes_at(&q, budget) <= planned)
         .then_some(q)
+}
+
+/// Whether `p` at `budget` runs other than in row bands: Winograd bands, depthwise bands or
+/// channel blocks, pointwise pixel runs, or the GEMM path's unstaged pointwise kernel.
+pub(super) fn other_runs(p: &ConvParams, budget: u64) -> bool {
+    wino_bands(p, budget).is_some()
+        || dw_bands(p, budget).is_some()
+        || dw_block(p, budget).is_some()
+        || pw_pixels(p, budget).is_some()
+        || pw_big_direct(p)
 }
 
 /// Channels per block when a depthwise Conv is staged by whole channel planes (each block a

@@ -67,12 +67,7 @@ pub(super) fn plan(p: &ConvParams, budget: u64) -> Option<Blocks> {
         return None;
     }
     let f = ConvParams { wtype: 0, ..*p };
-    if super::wino_bands(&f, budget).is_some()
-        || super::dw_bands(&f, budget).is_some()
-        || super::dw_block(&f, budget).is_some()
-        || super::pw_pixels(&f, budget).is_some()
-        || super::pw_big_direct(&f)
-    {
+    if super::other_runs(&f, budget) {
         return None;
     }
     let rows = band_rows(&f, budget);

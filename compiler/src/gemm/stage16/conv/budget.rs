@@ -7,8 +7,7 @@
 //! fits), so whatever it reads back fits the scratch planned.
 
 use super::{
-    ConvParams, dw_bands, dw_block, marked, pw_big_direct, pw_direct, pw_pixels, scratch_bytes_at,
-    shared_layout, slots, unmarked, wino_bands,
+    ConvParams, marked, other_runs, pw_direct, scratch_bytes_at, shared_layout, slots, unmarked,
 };
 use crate::gemm::direct::DIRECT_PACKED;
 
@@ -39,13 +38,7 @@ pub const F32_DIRECT: u64 = 2;
 /// Whether every band of `p` at `budget` runs the direct kernels on f32 weights (row bands
 /// sharing the direct packing; not Winograd, depthwise or pointwise runs).
 pub(super) fn direct_bands(p: &ConvParams, budget: u64) -> bool {
-    let other = wino_bands(p, budget).is_some()
-        || dw_bands(p, budget).is_some()
-        || dw_block(p, budget).is_some()
-        || pw_pixels(p, budget).is_some()
-        || pw_big_direct(p)
-        || pw_direct(p)
-        || p.is_depthwise();
+    let other = other_runs(p, budget) || pw_direct(p) || p.is_depthwise();
     p.wtype == 0
         && crate::gemm::lowp::conv_weight_type(p).is_none()
         && !other
@@ -124,9 +117,10 @@ pub fn config_for_scratch(p: &ConvParams, bytes: usize) -> (ConvParams, u64) {
 }
 
 /// The params and budget `bytes` of planned scratch run `p` at: for a [`marked`] `p`, the
-/// first budget of [`budgets_for`] whose scratch (Winograd bands where [`wino_bands`] takes
-/// them) fits, else [`unmarked`] `p` at [`budget_for_scratch`] (the planner plans an
-/// unmarked scratch first, [`scratch_sizes_for`]). `f32_weights`: the weights stay f32.
+/// first budget of [`budgets_for`] whose scratch (Winograd bands where
+/// [`super::wino_bands`] takes them) fits, else [`unmarked`] `p` at [`budget_for_scratch`]
+/// (the planner plans an unmarked scratch first, [`scratch_sizes_for`]). `f32_weights`: the
+/// weights stay f32.
 pub fn config_for_scratch_for(
     p: &ConvParams,
     bytes: usize,
