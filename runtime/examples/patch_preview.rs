@@ -6,6 +6,8 @@
 //!     cargo run --release -p arenac --example patch_preview -- MODEL.onnx...
 //!
 //! `PATCH_PREVIEW_ALL=1` also lists every stage and grid measured, on stderr;
+//! `PATCH_PREVIEW_ORDER=K` the schedule's first K steps (op, node, output shapes);
+//! `PATCH_PREVIEW_PATCHED=1` analyzes the graph `--patches` planned (its later stages);
 //! `PATCH_PREVIEW_ACT=f16|bf16` plans with 16-bit activations.
 
 use arenac::{CompileOptions, compile_file};
@@ -24,9 +26,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok("bf16") => arenac_compiler::analysis::act_type::ActType::Bf16,
             _ => arenac_compiler::analysis::act_type::ActType::F32,
         };
+        // `PATCH_PREVIEW_PATCHED=1`: the analysis of the graph the planner patched (what a
+        // further stage would find).
+        let patched = std::env::var_os("PATCH_PREVIEW_PATCHED").is_some();
         let opts = CompileOptions {
             codegen: false,
             activations,
+            patches: if patched {
+                arenac::Patches::Always
+            } else {
+                CompileOptions::default().patches
+            },
             ..CompileOptions::default()
         };
         let model = compile_file(path.as_ref(), &opts)?;
@@ -35,6 +45,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let name = std::path::Path::new(&path)
             .file_stem()
             .map_or(path.clone(), |s| s.to_string_lossy().into_owned());
+        if let Some(k) = std::env::var("PATCH_PREVIEW_ORDER")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+        {
+            // The first `k` steps of the schedule: where a stage may stop.
+            let g = model.graph();
+            for (s, &id) in plan.schedule.iter().take(k).enumerate() {
+                let node = g.node(id);
+                let shapes: Vec<String> = node
+                    .outputs
+                    .iter()
+                    .map(|&v| format!("{:?}", g.value(v).ty.shape))
+                    .collect();
+                eprintln!(
+                    "{name}: step {s}: {} {} -> {}",
+                    node.op.name(),
+                    node.name,
+                    shapes.join(" ")
+                );
+            }
+        }
         if all {
             for c in &report.candidates {
                 eprintln!(

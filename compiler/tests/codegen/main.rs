@@ -33,6 +33,7 @@ mod movement;
 mod norm;
 mod patches;
 mod patches_convt;
+mod patches_csp;
 mod pool3d;
 mod pow;
 mod pw_small;

@@ -117,7 +117,7 @@ pub(super) fn rows(
             let (Some(local), Some(_)) = (st.rule, st.y) else {
                 continue;
             };
-            let Some(ny) = r.new.get(st.ys).cloned().flatten() else {
+            let Some(ny) = st.window(&r.new) else {
                 continue;
             };
             if flag(st.ys) != 0 {

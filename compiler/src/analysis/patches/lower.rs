@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::cached;
 use super::passes::{self, Pass};
-use super::window::transposed_attrs;
+use super::window::{channel_split, transposed_attrs};
 use super::{Cut, Local, PatchPlan, Window, cells, rule, windows_cut};
 use crate::ir::graph::{Graph, NodeId, ValueId, ValueKind};
 use crate::ir::tensor::Tensor;
@@ -440,16 +440,87 @@ impl Rewrite<'_> {
         made: &HashSet<ValueId>,
         p: &mut Patch<'_>,
     ) -> Option<()> {
-        let y = *self.g.node(id).outputs.first()?;
-        let before = p.values.get(&y).map(|x| x.0);
-        self.node_inner(id, win, made, p)?;
-        let now = p.values.get(&y).map(|x| x.0);
-        if now.is_some()
-            && now != before
-            && let Some(kw) = p.keep.get(&y).cloned()
-        {
-            let t = self.window_of(y, &kw, made, p)?;
-            p.next_tail.insert(y, (t, kw));
+        let ys = self.g.node(id).outputs.clone();
+        let before: Vec<Option<ValueId>> =
+            ys.iter().map(|y| p.values.get(y).map(|x| x.0)).collect();
+        if let Some(parts) = channel_split(self.g, id) {
+            self.split_on_patch(id, &parts, win, made, p)?;
+        } else {
+            self.node_inner(id, win, made, p)?;
+        }
+        for (&y, before) in ys.iter().zip(before) {
+            let now = p.values.get(&y).map(|x| x.0);
+            if now.is_some()
+                && now != before
+                && let Some(kw) = p.keep.get(&y).cloned()
+            {
+                let t = self.window_of(y, &kw, made, p)?;
+                p.next_tail.insert(y, (t, kw));
+            }
+        }
+        Some(())
+    }
+
+    /// Channel Split `id` (output channel ranges `parts`, [`channel_split`]) on this patch:
+    /// each output with a window is one `Slice` of the input — its channels and its window,
+    /// cut from the input's patch value when that holds the window (else from the input's
+    /// window, [`Self::window_of`]): the same elements as the whole Split copies.
+    fn split_on_patch(
+        &mut self,
+        id: NodeId,
+        parts: &[std::ops::Range<usize>],
+        win: &HashMap<ValueId, Window>,
+        made: &HashSet<ValueId>,
+        p: &mut Patch<'_>,
+    ) -> Option<()> {
+        let g = self.g;
+        let node = g.node(id);
+        let x = *node.inputs.first()?;
+        for (&y, c) in node.outputs.iter().zip(parts) {
+            let Some(wy) = win.get(&y).cloned() else {
+                continue;
+            };
+            if p.stop.contains(&y) || p.global.contains(&y) {
+                continue;
+            }
+            let direct = p
+                .values
+                .get(&x)
+                .filter(|(_, have)| made.contains(&x) && !p.stop.contains(&x) && inside(&wy, have))
+                .cloned();
+            let (src, have) = match direct {
+                Some(d) => d,
+                None => (self.window_of(x, &wy, made, p)?, wy.clone()),
+            };
+            let Op::Slice { mut axes } = crop(&wy, &have) else {
+                return None;
+            };
+            axes.insert(
+                0,
+                SliceAxis {
+                    axis: 1,
+                    start: i64::try_from(c.start).ok()?,
+                    end: i64::try_from(c.end).ok()?,
+                    step: 1,
+                },
+            );
+            let name = self.fresh(&format!("{}@{}", g.value(y).name, p.tag));
+            let out = self.add(
+                format!("{}@{}", node.name, p.tag),
+                Op::Slice { axes },
+                &[src],
+                name,
+            )?;
+            let expect = [
+                *g.value(y).ty.shape.first()?,
+                *g.value(y).ty.shape.get(1)?,
+                wy.rows.len(),
+                wy.cols.len(),
+            ];
+            if self.ng.value(out).ty.shape != expect {
+                return None;
+            }
+            p.values.insert(y, (out, wy));
         }
         Some(())
     }

@@ -87,7 +87,9 @@ pub fn closure(
         let Some(&y) = node.outputs.first() else {
             continue;
         };
-        if !need.contains(&y) || stop.contains(&y) || global.contains(&y) {
+        // Any output needed (a channel Split's are read apart).
+        let wanted = |y: &ValueId| need.contains(y) && !stop.contains(y) && !global.contains(y);
+        if !node.outputs.iter().any(wanted) {
             continue;
         }
         nodes.push(id);

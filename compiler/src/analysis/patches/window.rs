@@ -196,6 +196,9 @@ pub(super) fn plane(t: &TensorType) -> bool {
 /// (receptive field 1), `Some(Some(local))` for a 2-d Conv or pooling.
 pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
     let node = g.node(id);
+    if channel_split(g, id).is_some() {
+        return Some(None);
+    }
     let y = g.value(*node.outputs.first()?);
     if node.outputs.len() != 1 || !plane(&y.ty) {
         return None;
@@ -274,6 +277,41 @@ pub(super) fn rule(g: &Graph, id: NodeId) -> Option<Option<Local>> {
         }
         _ => None,
     }
+}
+
+/// The channel ranges of the outputs of node `id` when it is a Split along channels of a
+/// batch-1 plane (a C2f / CSP block's fork): each output reads the input at its own window
+/// (receptive field 1), so a patch computes each output as a `Slice` of the input's window
+/// (channels and window at once, `lower.rs`). `None` for any other node.
+pub(super) fn channel_split(g: &Graph, id: NodeId) -> Option<Vec<Range<usize>>> {
+    let node = g.node(id);
+    let Op::Split { axis: 1, sizes } = &node.op else {
+        return None;
+    };
+    let x = *node.inputs.first()?;
+    let xt = &g.value(x).ty;
+    if matches!(g.value(x).kind, ValueKind::Constant(_))
+        || !plane(xt)
+        || sizes.len() != node.outputs.len()
+        || node.outputs.is_empty()
+    {
+        return None;
+    }
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(sizes.len());
+    for (&v, &c) in node.outputs.iter().zip(sizes) {
+        let t = &g.value(v).ty;
+        let same = plane(t)
+            && t.dtype == xt.dtype
+            && t.shape.get(1) == Some(&c)
+            && t.shape.get(2..4) == xt.shape.get(2..4);
+        if !same {
+            return None;
+        }
+        out.push(at..at + c);
+        at += c;
+    }
+    (Some(&at) == xt.shape.get(1)).then_some(out)
 }
 
 /// `0..len` cut into `p` ranges, the first `len % p` one longer.
@@ -422,6 +460,9 @@ pub(super) struct Step {
     /// Its output (the first) and that output's slot.
     pub(super) y: Option<ValueId>,
     pub(super) ys: usize,
+    /// The slots of all its outputs (`ys` first; a channel Split has several): the window
+    /// it is computed on is the union of theirs ([`Step::window`]).
+    pub(super) outs: Vec<usize>,
     /// Its window rule ([`rule`]); `None`: not a stage node, nothing propagates.
     pub(super) rule: Option<Option<Local>>,
     /// The inputs its window is propagated to (a Conv's or pooling's data input, every arena
@@ -429,6 +470,23 @@ pub(super) struct Step {
     /// values broadcast): the value, its slot, its rows and columns, and whether the rule's
     /// window applies (`false`: read at the output's window, receptive field 1).
     pub(super) reads: Vec<(ValueId, usize, [usize; 2], bool)>,
+}
+
+impl Step {
+    /// The range its outputs have in `table` (indexed by slot): the union over its outputs
+    /// (one for every node but a channel Split), `None` when none has one.
+    pub(super) fn window(&self, table: &[Option<Range<usize>>]) -> Option<Range<usize>> {
+        let mut w: Option<Range<usize>> = None;
+        for &k in &self.outs {
+            if let Some(r) = table.get(k).cloned().flatten() {
+                w = Some(match w {
+                    Some(o) => o.start.min(r.start)..o.end.max(r.end),
+                    None => r,
+                });
+            }
+        }
+        w
+    }
 }
 
 impl Slots {
@@ -466,6 +524,7 @@ impl Slots {
                 self.steps.push(Step {
                     y: None,
                     ys: usize::MAX,
+                    outs: Vec::new(),
                     rule: None,
                     reads: Vec::new(),
                 });
@@ -496,9 +555,11 @@ impl Slots {
                     Some((v, self.get(v)?, [size(0), size(1)], local))
                 })
                 .collect();
+            let outs = node.outputs.iter().filter_map(|&v| self.get(v)).collect();
             self.steps.push(Step {
                 y: Some(y),
                 ys: self.get(y).unwrap_or(usize::MAX),
+                outs,
                 rule,
                 reads,
             });
@@ -586,7 +647,7 @@ pub(super) fn ranges_in(
         let (Some(rule), Some(_)) = (st.rule, st.y) else {
             continue;
         };
-        let Some(wo) = win.get(st.ys).cloned().flatten() else {
+        let Some(wo) = st.window(&win) else {
             continue;
         };
         if flag(st.ys) != 0 {
