@@ -641,3 +641,38 @@ fn transposed_windows_reach_the_same_rows_and_taps() {
     };
     assert!(transposed(&dilated).is_none());
 }
+
+/// `Policy::low_stage`: of the candidates at the lowest predicted peak, the one whose stage
+/// alone needs the least goes first (the rest keep their order); candidates above that peak
+/// never move ahead.
+#[test]
+fn the_low_stage_policy_takes_the_least_stage_at_the_lowest_peak() {
+    let g = graph(MBV2);
+    let report = analyze(&g, g.order(), LivenessOptions::full(), 4);
+    let ranked = report.ranked(1.0);
+    assert!(ranked.len() > 2, "too few candidates");
+    let low = ranked.iter().map(|c| c.peak_bytes).min().expect("some");
+    let least = ranked
+        .iter()
+        .filter(|c| c.peak_bytes == low)
+        .map(|c| c.stage_bytes)
+        .min()
+        .expect("some");
+    let mut moved = ranked.clone();
+    whole::lowest_stage_first(&mut moved);
+    assert_eq!(moved.len(), ranked.len());
+    let first = moved.first().expect("some");
+    assert_eq!((first.peak_bytes, first.stage_bytes), (low, least));
+    // The others in their order.
+    let rest: Vec<*const PatchPlan> = moved[1..].iter().map(|c| *c as *const _).collect();
+    let before: Vec<*const PatchPlan> = ranked
+        .iter()
+        .filter(|c| !std::ptr::eq(**c, *first))
+        .map(|c| *c as *const _)
+        .collect();
+    assert_eq!(rest, before);
+    // Nothing to move in an empty list.
+    let mut none: Vec<&PatchPlan> = Vec::new();
+    whole::lowest_stage_first(&mut none);
+    assert!(none.is_empty());
+}

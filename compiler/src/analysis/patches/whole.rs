@@ -46,6 +46,12 @@ struct Policy {
     /// of the other policies' (a tie on arena goes to the smaller time proxy, never more
     /// arena).
     across: bool,
+    /// Whether, of the candidates at the lowest predicted peak, the one whose stage alone
+    /// needs the least (`PatchPlan::stage_bytes`) comes first: when the rest of the graph
+    /// sets that peak, the next stage can only start after a stage that leaves it the peak
+    /// (YOLOv8's FPN Concat held in place while the stem runs: the stem stage through its
+    /// first C2f, then the neck's).
+    low_stage: bool,
 }
 
 /// The policies tried: the lowest predicted peak of each family and of both (the first is
@@ -56,54 +62,69 @@ struct Policy {
 /// a cached 3x3 grid planned 1.4% above the smallest arena, so not kept, while the
 /// recomputing 3x3 grid from step 37, 3.75% recomputed, plans to the 4x4 grid's arena,
 /// 6.9% recomputed + 1.9% Winograd lost).
-const POLICIES: [Policy; 8] = [
+const POLICIES: [Policy; 9] = [
     Policy {
         cached: Some(false),
         slack: 0.0,
         slow: true,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: Some(false),
         slack: 0.0,
         slow: false,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: Some(true),
         slack: 0.0,
         slow: true,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: None,
         slack: 0.0,
         slow: true,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: None,
         slack: 0.125,
         slow: true,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: Some(true),
         slack: 0.125,
         slow: true,
         across: false,
+        low_stage: false,
     },
     Policy {
         cached: None,
         slack: 0.125,
         slow: true,
         across: true,
+        low_stage: false,
     },
     Policy {
         cached: Some(false),
         slack: 0.125,
         slow: true,
         across: true,
+        low_stage: false,
+    },
+    Policy {
+        cached: None,
+        slack: 0.0,
+        slow: true,
+        across: false,
+        low_stage: true,
     },
 ];
 
@@ -118,6 +139,13 @@ const POLICIES: [Policy; 8] = [
 /// U-Net then reached a two-stage plan at 0.554 of unpatched that ran 1.20x (CPU time per
 /// run, 2026-11-28 09:40 UTC) and put its 8x1 strips (0.649, 1.04x) 17% above the smallest.
 pub const WHOLE_SLACK: f64 = 0.2;
+
+/// The time proxy (a share of the model's FLOPs) up to which a complete plan that only a
+/// [`Policy::low_stage`] policy reached is kept: YOLOv8n-320's stem through its first C2f
+/// (16 steps, 3x3 cached; proxy 1.73%: 0.909 -> 0.837 of unpatched) ran 1.07x of
+/// unpatched; DBNet-320's 6x6 cached FPN stage then its stem (proxy 10.2%: 0.439) ran
+/// 1.24x (1 thread, minima of 3 alternated rounds, load 5 on 2 cores, 2026-11-28 15:45 UTC).
+pub const LOW_STAGE_PROXY: f64 = 0.05;
 
 /// Bytes of weights a stage may read per patch and still find them in the cache (the L3
 /// share of a core): a chain of 256 -> 256 3x3 Convs on 2 x 40 output pixels ran at 149-159
@@ -212,6 +240,23 @@ fn winograd_flops(g: &Graph, plan: &ArenaPlan) -> u64 {
         .sum()
 }
 
+/// Of the candidates `ranked` at their lowest predicted peak, the one whose stage alone
+/// needs the least first (then the ranked order): [`Policy::low_stage`].
+pub(super) fn lowest_stage_first(ranked: &mut [&PatchPlan]) {
+    let Some(low) = ranked.iter().map(|c| c.peak_bytes).min() else {
+        return;
+    };
+    let best = ranked
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.peak_bytes == low)
+        .min_by_key(|(i, c)| (c.stage_bytes, *i))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        ranked[..=i].rotate_right(1);
+    }
+}
+
 /// Each policy's complete plan on `g` (unpatched plan `base`, predicted with `predict`,
 /// `budget` the recompute share allowed), each stage planned with `plan`; the plan kept as
 /// the module docs say, or `None` when no policy lowers the arena. Stages shared by
@@ -229,9 +274,14 @@ pub fn plan_whole<E>(
     let mut reports: HashMap<Vec<Key>, super::PatchReport> = HashMap::new();
     // The complete plans reached, each with whether only `across` policies reached it.
     let mut finals: Vec<(Vec<Key>, bool)> = Vec::new();
+    // The complete plans some policy but a `low_stage` one reached.
+    let mut plain: std::collections::HashSet<Vec<Key>> = std::collections::HashSet::new();
     // Stages planned that did not shrink the arena.
     let mut dead: std::collections::HashSet<Vec<Key>> = std::collections::HashSet::new();
-    for policy in POLICIES {
+    // `ARENAC_PATCH_LOW_STAGE=only`: the `low_stage` policy alone, its plan kept whatever
+    // its time proxy (measuring what it would cost).
+    let only_low = std::env::var("ARENAC_PATCH_LOW_STAGE").is_ok_and(|v| v == "only");
+    for policy in POLICIES.into_iter().filter(|p| !only_low || p.low_stage) {
         let mut path: Vec<Key> = Vec::new();
         for _ in 0..MAX_STAGES {
             let (graph, arena, left) = match states.get(&path) {
@@ -249,11 +299,14 @@ pub fn plan_whole<E>(
             };
             let cost = |c: &PatchPlan| stream_flops(graph, order, c);
             let budget = if policy.slow { left } else { f64::INFINITY };
-            let ranked = if policy.across {
+            let mut ranked = if policy.across {
                 report.ranked_across(budget, policy.slack, keep, cost)
             } else {
                 report.ranked_with(budget, policy.slack, keep, cost)
             };
+            if policy.low_stage {
+                lowest_stage_first(&mut ranked);
+            }
             let Some((c, ng)) = ranked
                 .iter()
                 .take(RETRIES)
@@ -297,6 +350,9 @@ pub fn plan_whole<E>(
             path = next;
         }
         if !path.is_empty() {
+            if !policy.low_stage {
+                plain.insert(path.clone());
+            }
             match finals.iter_mut().find(|(p, _)| *p == path) {
                 Some(f) => f.1 &= policy.across,
                 None => finals.push((path, policy.across)),
@@ -338,11 +394,18 @@ pub fn plan_whole<E>(
             Some((p.clone(), score))
         })
         .collect();
-    let tried = scored.len();
     let total = states
         .values()
         .find_map(|s| s.stages.first())
         .map_or(1, |i| i.total_flops.max(1));
+    // A plan only a `low_stage` policy reached: kept within its own time budget.
+    let scored: Vec<(Vec<Key>, Scored)> = scored
+        .into_iter()
+        .filter(|(p, sc)| {
+            only_low || plain.contains(p) || sc.proxy as f64 <= LOW_STAGE_PROXY * total as f64
+        })
+        .collect();
+    let tried = scored.len();
     let scores: Vec<Scored> = scored.iter().map(|s| s.1).collect();
     let Some(k) = choose(&scores, total) else {
         return Ok(None);
