@@ -40,6 +40,7 @@ mod weights;
 pub use weights::transform_weights;
 pub(crate) use weights::{transform_channels, transform_per_run};
 
+pub(crate) use input::In16;
 use unit::{Part, Unit, unit_dispatch};
 
 use super::conv::ConvParams;
@@ -358,6 +359,43 @@ pub(crate) unsafe fn run(
     y: *mut f32,
     scratch: *mut f32,
 ) {
+    // SAFETY: the contract.
+    unsafe { run_from(p, (x, None), w, bias, y, scratch) }
+}
+
+/// [`run`] on a 16-bit input `x` ([`In16`]: an image's band of rows read in place, widened
+/// by the input transform's loads, the rows outside [`In16::rows`] read as zeros), `p` the
+/// band's geometry (`n` 1, `h` the rows the band reads, `pad_t` 0): every output the f32
+/// run's on the widened band, bit for bit (the staged Winograd bands,
+/// `crate::gemm::stage16::conv`, without widening the band's input into their scratch).
+///
+/// # Safety
+/// As [`run`] with `x` replaced by `x16` (its rows [`In16::rows`] of every channel
+/// readable).
+pub(crate) unsafe fn run16(
+    p: &ConvParams,
+    x16: In16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    // SAFETY: the contract.
+    unsafe { run_from(p, (std::ptr::null(), Some(x16)), w, bias, y, scratch) }
+}
+
+/// [`run`] on `x` (f32) or, where given, the 16-bit input.
+///
+/// # Safety
+/// That of [`run`] or [`run16`].
+unsafe fn run_from(
+    p: &ConvParams,
+    (x, x16): (*const f32, Option<In16>),
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     let m = p.m as usize;
     let (u_one, head, slot) = parts(p);
     let width = (p.threads.max(1) as usize).min(crate::par::threads());
@@ -394,6 +432,7 @@ pub(crate) unsafe fn run(
                 &b,
                 [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))],
                 u_one,
+                x16,
             )
         };
         return;
@@ -404,6 +443,7 @@ pub(crate) unsafe fn run(
             img: ib / b.blocks,
             block: ib % b.blocks,
             mblocks: mblocks * mp / mparts..mblocks * (mp + 1) / mparts,
+            x16,
         };
         let slot_ptr = ss.get().wrapping_add(head + t * slot);
         // SAFETY: thread t < width owns slot t (the planner sized `threads` slots, width is
@@ -439,6 +479,7 @@ unsafe fn shared_unit(
     b: &Blocking,
     [x, u, bias, y, slot]: [SyncPtr<f32>; 5],
     u_one: usize,
+    x16: Option<In16>,
 ) {
     let (c, rows) = (p.c as usize, o_rows(p));
     let cols = b.t.min(b.tiles).next_multiple_of(NR);
@@ -451,6 +492,7 @@ unsafe fn shared_unit(
         img: 0,
         block: 0,
         mblocks: 0..1,
+        x16,
     };
     // A pass over `n` items in ranges, a few per thread (a late thread's share is taken by
     // the others).
