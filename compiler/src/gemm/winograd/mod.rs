@@ -208,7 +208,7 @@ pub fn block_sizes(p: &ConvParams) -> impl Iterator<Item = usize> {
 
 /// Output channels per row block of `p` (the `tile` field's high part, [`MB`] when 0).
 fn row_block(p: &ConvParams) -> usize {
-    match (p.tile >> ROWS_SHIFT) as usize {
+    match ((p.tile & !SHARED) >> ROWS_SHIFT) as usize {
         0 => MB,
         r => r,
     }
@@ -224,9 +224,20 @@ pub fn block_for_scratch(p: &ConvParams, planned: usize) -> Option<usize> {
 /// as [`run`] reads it).
 pub fn with_block(p: &ConvParams, t: usize) -> ConvParams {
     ConvParams {
-        tile: t as u64,
+        tile: t as u64 | (p.tile & SHARED),
         ..*p
     }
+}
+
+/// A bit of `ConvParams::tile`: the run's units go one after the other, each shared by the
+/// threads ([`shared_unit`]), in one slot (a 16-bit staged band at several threads where
+/// a slot per thread would raise the arena: `crate::gemm::stage16::conv`'s `ONE_SLOT`
+/// budgets). The same bits as the units run whole.
+pub(crate) const SHARED: u64 = 1 << 48;
+
+/// Whether `p`'s units share one slot ([`SHARED`]).
+fn shared(p: &ConvParams) -> bool {
+    p.tile & SHARED != 0
 }
 
 /// Most tiles per block by default: V (36 x c x t) and O (36 x MB x t) within
@@ -293,7 +304,7 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
 /// slot when the run is one unit ([`units`]: its threads share it).
 pub fn scratch_bytes(p: &ConvParams) -> usize {
     let (_, head, slot) = parts(p);
-    let slots = if units(p) <= 1 {
+    let slots = if units(p) <= 1 || shared(p) {
         1
     } else {
         p.threads.max(1) as usize
@@ -422,6 +433,22 @@ unsafe fn run_from(
     let per = p.n as usize * b.blocks;
     let mblocks = m.div_ceil(row_block(p));
     let mparts = row_parts(per, mblocks, width);
+    if width > 1 && shared(p) && per * mparts > 1 {
+        // One slot (after the head): each (image, tile block) shared by the threads, all of
+        // its row blocks.
+        for ib in 0..per {
+            let unit = Unit {
+                img: ib / b.blocks,
+                block: ib % b.blocks,
+                mblocks: 0..mblocks,
+                x16,
+            };
+            let ptrs = [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))];
+            // SAFETY: the contract; the units one after the other in the one slot.
+            unsafe { shared_unit(isa, p, &b, ptrs, u_one, unit) };
+        }
+        return;
+    }
     if per * mparts == 1 && width > 1 {
         // SAFETY: the contract; one unit (one image, one tile block, one row block: a
         // second would make `row_parts` cut it), slot 0 after the head, U as above.
@@ -432,7 +459,12 @@ unsafe fn run_from(
                 &b,
                 [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))],
                 u_one,
-                x16,
+                Unit {
+                    img: 0,
+                    block: 0,
+                    mblocks: 0..1,
+                    x16,
+                },
             )
         };
         return;
@@ -479,7 +511,7 @@ unsafe fn shared_unit(
     b: &Blocking,
     [x, u, bias, y, slot]: [SyncPtr<f32>; 5],
     u_one: usize,
-    x16: Option<In16>,
+    unit: Unit,
 ) {
     let (c, rows) = (p.c as usize, o_rows(p));
     let cols = b.t.min(b.tiles).next_multiple_of(NR);
@@ -488,15 +520,9 @@ unsafe fn shared_unit(
         crate::par::cost::gemm_ns(macs),
         (p.threads.max(1) as usize).min(crate::par::threads()),
     );
-    let unit = Unit {
-        img: 0,
-        block: 0,
-        mblocks: 0..1,
-        x16,
-    };
     // A pass over `n` items in ranges, a few per thread (a late thread's share is taken by
     // the others).
-    let cut = |n: usize, part: fn(std::ops::Range<usize>) -> Part| {
+    let cut = |un: &Unit, n: usize, part: fn(std::ops::Range<usize>) -> Part| {
         let tasks = n.min(PIECES_PER_THREAD * width).max(1);
         crate::par::for_each(tasks, width, |k, _| {
             let r = n * k / tasks..n * (k + 1) / tasks;
@@ -507,7 +533,7 @@ unsafe fn shared_unit(
                     isa,
                     p,
                     b,
-                    &unit,
+                    un,
                     (x.get(), u.get(), bias.get(), y.get(), slot.get()),
                     u_one,
                     part(r),
@@ -515,9 +541,17 @@ unsafe fn shared_unit(
             };
         });
     };
-    cut(c, Part::Input);
-    cut(POS, Part::Products);
-    cut(rows, Part::Output);
+    cut(&unit, c, Part::Input);
+    // Each row block as `Part::Whole` computes it after the input transform.
+    let (m, rb) = (p.m as usize, row_block(p));
+    for mb in unit.mblocks.clone() {
+        let one = Unit {
+            mblocks: mb..mb + 1,
+            ..unit
+        };
+        cut(&one, POS, Part::Products);
+        cut(&one, rb.min(m - mb * rb), Part::Output);
+    }
 }
 
 /// Pieces per thread of each pass of [`shared_unit`].

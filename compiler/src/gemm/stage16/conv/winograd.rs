@@ -25,7 +25,8 @@ use crate::gemm::winograd::{self, WINOGRAD_PACKED, WINOGRAD_U_PACKED};
 pub struct WinoBands {
     /// Output rows per band: a multiple of 4, or the whole plane.
     pub rows: u64,
-    /// Tiles per Winograd tile block ([`winograd::with_block`]).
+    /// Tiles per Winograd tile block ([`winograd::with_block`]), with [`winograd::SHARED`]
+    /// where the units share one slot.
     pub block: u64,
     /// Output channels per pass over the bands: all of them, or (weights transformed per
     /// run, [`WINOGRAD_PACKED`]) the passes of at most a multiple of [`winograd::MB`] whose
@@ -106,7 +107,14 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
     if rows < 4.min(oh) || rows == 0 {
         return None;
     }
-    let q = band_at(&channels(p, mb), 0, rows, 0).0;
+    // At several threads a budget with `ONE_SLOT` set runs each band's units one after the
+    // other in one Winograd slot, shared by the threads ([`winograd::SHARED`]).
+    let shared = if p.threads >= 2 && budget & super::ONE_SLOT != 0 {
+        winograd::SHARED
+    } else {
+        0
+    };
+    let q = band_at(&channels(p, mb), 0, rows, shared).0;
     if !winograd::applies(&q) {
         return None;
     }
@@ -115,7 +123,7 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
         .unwrap_or(crate::gemm::NR);
     Some(WinoBands {
         rows,
-        block: block as u64,
+        block: block as u64 | shared,
         mb,
     })
 }
