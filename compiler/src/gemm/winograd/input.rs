@@ -193,76 +193,13 @@ pub(super) unsafe fn gather_avx512(
     d: &mut [[Lanes; 6]; 6],
 ) {
     use std::arch::x86_64::*;
-    let (y0, y1) = b.rows();
-    // Level 1: from A_j | A_j+1 (lanes 4j..4j+8, 4 columns each), lanes' columns k and k + 1
-    // in the low and high halves; level 2: lanes 0..8 of one, 8..16 of the other.
-    let lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-    let hi = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    let lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    let hi2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    let next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15);
-    let mut not_end: u16 = !0;
-    for s in segs {
-        not_end &= !(1 << s.end);
-    }
-    for (r, dr) in d.iter_mut().enumerate() {
-        let mut a = [_mm512_setzero_ps(); 4];
-        let mut k4 = _mm512_setzero_ps();
-        let mut k5 = _mm512_setzero_ps();
-        let mut rows = 0;
-        for s in segs {
-            let yy = s.iy + r as isize;
-            if yy < y0 || yy >= y1 {
-                continue;
-            }
-            rows += 1;
-            let row = plane.wrapping_offset(yy * b.w as isize + s.col);
-            for (j, aj) in a.iter_mut().enumerate() {
-                let m = (s.cols >> (16 * j)) as u16;
-                if m != 0 {
-                    // SAFETY: the masked-on elements are columns inside the plane of row yy
-                    // (`Seg::cols`); masked-off ones are not read.
-                    *aj = unsafe { _mm512_mask_loadu_ps(*aj, m, row.wrapping_add(16 * j)) };
-                }
-            }
-            let e = 4 * s.end;
-            // SAFETY: columns 4 and 5 of the last lane, read only inside the plane.
-            unsafe {
-                if s.end4 {
-                    k4 = _mm512_mask_mov_ps(k4, 1 << s.end, _mm512_set1_ps(*row.add(e + 4)));
-                }
-                if s.end5 {
-                    k5 = _mm512_mask_mov_ps(k5, 1 << s.end, _mm512_set1_ps(*row.add(e + 5)));
-                }
-            }
-        }
-        if rows == 0 {
-            for dk in dr.iter_mut() {
-                *dk = [0.0; L];
-            }
-            continue;
-        }
-        let t0 = _mm512_permutex2var_ps(a[0], lo, a[1]);
-        let t1 = _mm512_permutex2var_ps(a[0], hi, a[1]);
-        let t2 = _mm512_permutex2var_ps(a[2], lo, a[3]);
-        let t3 = _mm512_permutex2var_ps(a[2], hi, a[3]);
-        let k0 = _mm512_permutex2var_ps(t0, lo2, t2);
-        let k1 = _mm512_permutex2var_ps(t0, hi2, t2);
-        let k = [
-            k0,
-            k1,
-            _mm512_permutex2var_ps(t1, lo2, t3),
-            _mm512_permutex2var_ps(t1, hi2, t3),
-            // Columns 4 and 5 of lane l are columns 0 and 1 of lane l + 1 within a run; the
-            // runs' last lanes hold their own (or 0.0 outside the plane).
-            _mm512_mask_permutexvar_ps(k4, not_end, next, k0),
-            _mm512_mask_permutexvar_ps(k5, not_end, next, k1),
-        ];
-        for (dk, kv) in dr.iter_mut().zip(k) {
-            // SAFETY: 16 floats of `d`.
-            unsafe { _mm512_storeu_ps(dk.as_mut_ptr(), kv) };
-        }
-    }
+    let load = |at: isize, m: u16, old: __m512| {
+        // SAFETY: `gather512_by` passes elements inside the plane (masked-off ones are not
+        // read), which the contract makes readable.
+        unsafe { _mm512_mask_loadu_ps(old, m, plane.wrapping_offset(at)) }
+    };
+    // SAFETY: the caller's contract (AVX-512F; the plane readable).
+    unsafe { gather512_by(b, segs, d, load, |at| *plane.offset(at)) };
 }
 
 /// [`gather_avx512`] on a 16-bit plane ([`In16`]): each vector of 16 columns a masked
@@ -282,83 +219,100 @@ pub(super) unsafe fn gather16_avx512(
 ) {
     use crate::gemm::stage16::convert::x86::widen16;
     use std::arch::x86_64::*;
-    let (y0, y1) = b.rows();
-    // Level 1: from A_j | A_j+1 (lanes 4j..4j+8, 4 columns each), lanes' columns k and k + 1
-    // in the low and high halves; level 2: lanes 0..8 of one, 8..16 of the other.
-    let lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-    let hi = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    let lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    let hi2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    let next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15);
-    let mut not_end: u16 = !0;
-    for s in segs {
-        not_end &= !(1 << s.end);
-    }
-    for (r, dr) in d.iter_mut().enumerate() {
-        let mut a = [_mm512_setzero_ps(); 4];
-        let mut k4 = _mm512_setzero_ps();
-        let mut k5 = _mm512_setzero_ps();
-        let mut rows = 0;
+    let load = |at: isize, m: u16, old: __m512| {
+        // SAFETY: as in `gather_avx512`.
+        let h = unsafe { _mm256_maskz_loadu_epi16(m, plane.wrapping_offset(at).cast()) };
+        _mm512_mask_mov_ps(old, m, widen16(t, h))
+    };
+    // SAFETY: the caller's contract (AVX-512F; the plane readable).
+    unsafe { gather512_by(b, segs, d, load, |at| widen1(t, *plane.offset(at))) };
+}
+
+/// The AVX-512 gather (module doc) with the plane read by `load` (16 columns from element
+/// `at` under a mask, merged into a vector) and `one` (the element at `at`): inlined into
+/// each caller, whose target features it runs with.
+///
+/// # Safety
+/// The CPU has AVX-512F; `load` and `one` read the plane (elements inside it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn gather512_by(
+    b: &Block,
+    segs: &[Seg],
+    d: &mut [[Lanes; 6]; 6],
+    load: impl Fn(isize, u16, std::arch::x86_64::__m512) -> std::arch::x86_64::__m512,
+    one: impl Fn(isize) -> f32,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: intrinsics of AVX-512F, which the contract says the CPU has; the stores
+    // write `d` only.
+    unsafe {
+        let (y0, y1) = b.rows();
+        // Level 1: from A_j | A_j+1 (lanes 4j..4j+8, 4 columns each), lanes' columns k and k + 1
+        // in the low and high halves; level 2: lanes 0..8 of one, 8..16 of the other.
+        let lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+        let hi = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+        let lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        let hi2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        let next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15);
+        let mut not_end: u16 = !0;
         for s in segs {
-            let yy = s.iy + r as isize;
-            if yy < y0 || yy >= y1 {
-                continue;
-            }
-            rows += 1;
-            let row = plane.wrapping_offset(yy * b.w as isize + s.col);
-            for (j, aj) in a.iter_mut().enumerate() {
-                let m = (s.cols >> (16 * j)) as u16;
-                if m != 0 {
-                    // SAFETY: the masked-on elements are columns inside the plane of row yy
-                    // (`Seg::cols`); masked-off ones are not read.
-                    let h = unsafe { _mm256_maskz_loadu_epi16(m, row.wrapping_add(16 * j).cast()) };
-                    *aj = _mm512_mask_mov_ps(*aj, m, widen16(t, h));
+            not_end &= !(1 << s.end);
+        }
+        for (r, dr) in d.iter_mut().enumerate() {
+            let mut a = [_mm512_setzero_ps(); 4];
+            let mut k4 = _mm512_setzero_ps();
+            let mut k5 = _mm512_setzero_ps();
+            let mut rows = 0;
+            for s in segs {
+                let yy = s.iy + r as isize;
+                if yy < y0 || yy >= y1 {
+                    continue;
                 }
-            }
-            let e = 4 * s.end;
-            // SAFETY: columns 4 and 5 of the last lane, read only inside the plane.
-            unsafe {
+                rows += 1;
+                // The masked-on elements are columns inside the plane of row yy (`Seg::cols`).
+                let row = yy * b.w as isize + s.col;
+                for (j, aj) in a.iter_mut().enumerate() {
+                    let m = (s.cols >> (16 * j)) as u16;
+                    if m != 0 {
+                        *aj = load(row + 16 * j as isize, m, *aj);
+                    }
+                }
+                // Columns 4 and 5 of the last lane, read only inside the plane.
+                let e = row + 4 * s.end as isize;
                 if s.end4 {
-                    k4 = _mm512_mask_mov_ps(
-                        k4,
-                        1 << s.end,
-                        _mm512_set1_ps(widen1(t, *row.add(e + 4))),
-                    );
+                    k4 = _mm512_mask_mov_ps(k4, 1 << s.end, _mm512_set1_ps(one(e + 4)));
                 }
                 if s.end5 {
-                    k5 = _mm512_mask_mov_ps(
-                        k5,
-                        1 << s.end,
-                        _mm512_set1_ps(widen1(t, *row.add(e + 5))),
-                    );
+                    k5 = _mm512_mask_mov_ps(k5, 1 << s.end, _mm512_set1_ps(one(e + 5)));
                 }
             }
-        }
-        if rows == 0 {
-            for dk in dr.iter_mut() {
-                *dk = [0.0; L];
+            if rows == 0 {
+                for dk in dr.iter_mut() {
+                    *dk = [0.0; L];
+                }
+                continue;
             }
-            continue;
-        }
-        let t0 = _mm512_permutex2var_ps(a[0], lo, a[1]);
-        let t1 = _mm512_permutex2var_ps(a[0], hi, a[1]);
-        let t2 = _mm512_permutex2var_ps(a[2], lo, a[3]);
-        let t3 = _mm512_permutex2var_ps(a[2], hi, a[3]);
-        let k0 = _mm512_permutex2var_ps(t0, lo2, t2);
-        let k1 = _mm512_permutex2var_ps(t0, hi2, t2);
-        let k = [
-            k0,
-            k1,
-            _mm512_permutex2var_ps(t1, lo2, t3),
-            _mm512_permutex2var_ps(t1, hi2, t3),
-            // Columns 4 and 5 of lane l are columns 0 and 1 of lane l + 1 within a run; the
-            // runs' last lanes hold their own (or 0.0 outside the plane).
-            _mm512_mask_permutexvar_ps(k4, not_end, next, k0),
-            _mm512_mask_permutexvar_ps(k5, not_end, next, k1),
-        ];
-        for (dk, kv) in dr.iter_mut().zip(k) {
-            // SAFETY: 16 floats of `d`.
-            unsafe { _mm512_storeu_ps(dk.as_mut_ptr(), kv) };
+            let t0 = _mm512_permutex2var_ps(a[0], lo, a[1]);
+            let t1 = _mm512_permutex2var_ps(a[0], hi, a[1]);
+            let t2 = _mm512_permutex2var_ps(a[2], lo, a[3]);
+            let t3 = _mm512_permutex2var_ps(a[2], hi, a[3]);
+            let k0 = _mm512_permutex2var_ps(t0, lo2, t2);
+            let k1 = _mm512_permutex2var_ps(t0, hi2, t2);
+            let k = [
+                k0,
+                k1,
+                _mm512_permutex2var_ps(t1, lo2, t3),
+                _mm512_permutex2var_ps(t1, hi2, t3),
+                // Columns 4 and 5 of lane l are columns 0 and 1 of lane l + 1 within a run; the
+                // runs' last lanes hold their own (or 0.0 outside the plane).
+                _mm512_mask_permutexvar_ps(k4, not_end, next, k0),
+                _mm512_mask_permutexvar_ps(k5, not_end, next, k1),
+            ];
+            for (dk, kv) in dr.iter_mut().zip(k) {
+                // 16 floats of `d`.
+                _mm512_storeu_ps(dk.as_mut_ptr(), kv);
+            }
         }
     }
 }
