@@ -108,6 +108,17 @@ fn staged_sizes(
     (sizes.len() > 1).then_some(sizes)
 }
 
+/// Whether Conv `id` may be planned no scratch for a kernel that reads none: its weights stay
+/// f32 (`winograd_precompute` holds only then, `LivenessOptions`) and Winograd may not take
+/// it (the `winograd` pass gives Winograd's scratch where the step keeps the peak: planned
+/// none, the unused im2col panels no longer held that room, and a 2-thread ResNet-18 lost
+/// Winograd on its four 56 x 56 Convs, 1.24x the time).
+fn scratchless(cx: &Decide<'_>, id: NodeId, pre: &BTreeSet<crate::ir::graph::ValueId>) -> bool {
+    cx.opts.winograd_precompute
+        && !(cx.opts.winograd
+            && super::winograd::winograd_conv_in(cx.g, id, &cx.opts, pre).is_some())
+}
+
 /// Scratch bytes of `p` run with `tile` output pixels per panel (none for a kernel that
 /// reads none with `f32_weights`: [`conv2d_plan_bytes`]).
 fn bytes_at(p: &ConvParams, tile: usize, f32_weights: bool) -> usize {
@@ -124,12 +135,13 @@ fn bytes_at(p: &ConvParams, tile: usize, f32_weights: bool) -> usize {
 /// other passes make their choices — an im2col Conv's at its smallest tile, every other
 /// node's as it asks ([`node_scratch`]).
 pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
-    // `winograd_precompute` holds only with f32 weights (`LivenessOptions`).
-    let (threads, f32w) = (cx.opts.threads, cx.opts.winograd_precompute);
+    let threads = cx.opts.threads;
+    let pre = super::winograd::precomputed(cx.g, &cx.opts);
     d.scratch = cx
         .order
         .iter()
-        .map(|&id| match tiled_conv(cx.g, id, threads, f32w) {
+        .map(|&id| (id, scratchless(cx, id, &pre)))
+        .map(|(id, f32w)| match tiled_conv(cx.g, id, threads, f32w) {
             Some(p) => conv2d_tiles(&p).last().map_or_else(
                 || node_scratch(cx.g, id, threads),
                 |t| bytes_at(&p, t, f32w),
@@ -161,7 +173,7 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
             continue;
         };
         let rest = t - aligned(b.interval.size);
-        let f32w = cx.opts.winograd_precompute;
+        let f32w = scratchless(cx, id, &pre);
         if let Some(p) = tiled_conv(cx.g, id, cx.opts.threads, f32w) {
             let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
                 continue;
