@@ -535,3 +535,42 @@ fn f32_direct_budgets_plan_no_inner_part_and_run_the_same_bits() {
         );
     }
 }
+
+/// At two threads a Winograd band of several tile blocks planned with `ONE_SLOT` runs its
+/// units one after the other in one Winograd slot shared by the threads
+/// (`winograd::SHARED`): less scratch than a slot per thread (DBNet-320's neck Convs kept
+/// Winograd at 2 threads so), the same bits as one thread.
+#[test]
+fn shared_winograd_bands_plan_one_slot_and_run_the_same_bits() {
+    use crate::gemm::winograd::{SHARED, WINOGRAD_U_PACKED, transform_weights};
+    let p1 = ConvParams {
+        packed_a: WINOGRAD_U_PACKED,
+        ..geom(1, 32, 72, 20, 3, 1, 1)
+    };
+    let p2 = ConvParams { threads: 2, ..p1 };
+    let x = data((p1.c * p1.h * p1.w) as usize, 37);
+    let wt: Vec<f32> = (0..(p1.m * p1.c * 9) as usize)
+        .map(|i| ((i * 11 % 29) as f32 - 14.0) / 64.0)
+        .collect();
+    let mut u = vec![0f32; crate::gemm::winograd::weights_floats(&p1)];
+    assert!(transform_weights(&p1, &wt, &mut u));
+    let mut shared = 0;
+    for budget in conv::budgets(&p2) {
+        let Some(b) = conv::wino_bands(&p2, budget) else {
+            continue;
+        };
+        if b.block & SHARED == 0 {
+            continue;
+        }
+        shared += 1;
+        let own = budget & !conv::ONE_SLOT;
+        assert!(
+            conv::scratch_bytes_at(&p2, budget) < conv::scratch_bytes_at(&p2, own),
+            "{b:?}"
+        );
+        let one = staged(&p1, budget, &x, &wt, Some(&u));
+        let (two, _) = on_two(|| staged(&p2, budget, &x, &wt, Some(&u)));
+        assert!(one == two, "budget {budget} ({b:?}): 2 threads differ");
+    }
+    assert!(shared > 0, "no shared Winograd bands planned");
+}

@@ -13,11 +13,55 @@
 
 use super::transform::{self, L, Lanes};
 use super::{NR, POS};
+use crate::gemm::stage16::N16;
+
+/// A 16-bit input read in place ([`super::run16`]): the staged 16-bit Winograd bands
+/// (`crate::gemm::stage16::conv`) read their rows of the node's input planes, widened by
+/// the gathers' loads, instead of a band widened into their scratch first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct In16 {
+    /// Row 0 of the band in channel 0 of image 0: the band's row `r` of channel `ci` is at
+    /// `x + ci * cs + r * w` (only rows in [`In16::rows`] are read: `x` itself may lie
+    /// before the plane, the band's top padding).
+    pub(crate) x: *const u16,
+    pub(crate) t: N16,
+    /// Elements from one channel's plane to the next (and `c` of them from one image's to
+    /// the next).
+    pub(crate) cs: usize,
+    /// The band's rows inside the plane, `[start, end)`: the others read as zeros, as the
+    /// padding rows of a widened band are.
+    pub(crate) rows: (isize, isize),
+}
+
+// SAFETY: a read-only view of the input planes (the contract of `super::run16`), shared by
+// the threads of one run as `super::run`'s `x` is.
+unsafe impl Send for In16 {}
+// SAFETY: as above.
+unsafe impl Sync for In16 {}
+
+impl In16 {
+    /// The view from image `img` of `c` channels on.
+    pub(super) fn image(self, img: usize, c: usize) -> Self {
+        Self {
+            x: self.x.wrapping_add(img * c * self.cs),
+            ..self
+        }
+    }
+}
+
+/// Value `v` widened as `crate::gemm::stage16::widen` widens it (a NaN quieted).
+fn widen1(t: N16, v: u16) -> f32 {
+    match t {
+        N16::F16 => half::f16::from_bits(v).to_f32(),
+        N16::Bf16 => half::bf16::from_bits(v).to_f32(),
+    }
+}
 
 /// A tile block's geometry and pointers, as the input transform reads them.
 pub(super) struct Block {
-    /// The image's input planes (`c` x `h` x `w`).
+    /// The image's input planes (`c` x `h` x `w`), or the 16-bit ones read in their place.
     pub(super) xi: *const f32,
+    pub(super) x16: Option<In16>,
     pub(super) c: usize,
     pub(super) h: usize,
     pub(super) w: usize,
@@ -34,6 +78,14 @@ pub(super) struct Block {
     pub(super) t: usize,
     /// The 36 packed `V_p` (`c` x `t` each).
     pub(super) v: *mut f32,
+}
+
+impl Block {
+    /// The rows of a plane read (the others are zeros): all `h`, or a 16-bit band's inside
+    /// the plane.
+    fn rows(&self) -> (isize, isize) {
+        self.x16.map_or((0, self.h as isize), |s| s.rows)
+    }
 }
 
 /// A run of lanes of one panel whose tiles are consecutive in one tile row: lane `l` of it
@@ -99,21 +151,28 @@ pub(super) unsafe fn gather_scalar(
     segs: &[Seg],
     d: &mut [[Lanes; 6]; 6],
 ) {
+    // SAFETY: `at` is inside the plane (`gather_by`), which the contract makes readable.
+    gather_by(b, segs, d, |at| unsafe { *plane.offset(at) });
+}
+
+/// [`gather_scalar`] reading the value at element `at` of the plane by `read`, for each
+/// row in [`Block::rows`] and column inside the plane.
+#[inline(always)]
+fn gather_by(b: &Block, segs: &[Seg], d: &mut [[Lanes; 6]; 6], read: impl Fn(isize) -> f32) {
     *d = [[[0.0; L]; 6]; 6];
-    let (h, w) = (b.h as isize, b.w as isize);
+    let ((y0, y1), w) = (b.rows(), b.w as isize);
     for s in segs {
         for l in s.l0..=s.end {
             let ix = s.col + 4 * l as isize;
             for (r, dr) in d.iter_mut().enumerate() {
                 let yy = s.iy + r as isize;
-                if yy < 0 || yy >= h {
+                if yy < y0 || yy >= y1 {
                     continue;
                 }
                 for (k, dk) in dr.iter_mut().enumerate() {
                     let xx = ix + k as isize;
                     if xx >= 0 && xx < w {
-                        // SAFETY: (yy, xx) inside the plane.
-                        dk[l] = unsafe { *plane.add(yy as usize * b.w + xx as usize) };
+                        dk[l] = read(yy * w + xx);
                     }
                 }
             }
@@ -134,7 +193,7 @@ pub(super) unsafe fn gather_avx512(
     d: &mut [[Lanes; 6]; 6],
 ) {
     use std::arch::x86_64::*;
-    let h = b.h as isize;
+    let (y0, y1) = b.rows();
     // Level 1: from A_j | A_j+1 (lanes 4j..4j+8, 4 columns each), lanes' columns k and k + 1
     // in the low and high halves; level 2: lanes 0..8 of one, 8..16 of the other.
     let lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
@@ -153,7 +212,7 @@ pub(super) unsafe fn gather_avx512(
         let mut rows = 0;
         for s in segs {
             let yy = s.iy + r as isize;
-            if yy < 0 || yy >= h {
+            if yy < y0 || yy >= y1 {
                 continue;
             }
             rows += 1;
@@ -174,6 +233,104 @@ pub(super) unsafe fn gather_avx512(
                 }
                 if s.end5 {
                     k5 = _mm512_mask_mov_ps(k5, 1 << s.end, _mm512_set1_ps(*row.add(e + 5)));
+                }
+            }
+        }
+        if rows == 0 {
+            for dk in dr.iter_mut() {
+                *dk = [0.0; L];
+            }
+            continue;
+        }
+        let t0 = _mm512_permutex2var_ps(a[0], lo, a[1]);
+        let t1 = _mm512_permutex2var_ps(a[0], hi, a[1]);
+        let t2 = _mm512_permutex2var_ps(a[2], lo, a[3]);
+        let t3 = _mm512_permutex2var_ps(a[2], hi, a[3]);
+        let k0 = _mm512_permutex2var_ps(t0, lo2, t2);
+        let k1 = _mm512_permutex2var_ps(t0, hi2, t2);
+        let k = [
+            k0,
+            k1,
+            _mm512_permutex2var_ps(t1, lo2, t3),
+            _mm512_permutex2var_ps(t1, hi2, t3),
+            // Columns 4 and 5 of lane l are columns 0 and 1 of lane l + 1 within a run; the
+            // runs' last lanes hold their own (or 0.0 outside the plane).
+            _mm512_mask_permutexvar_ps(k4, not_end, next, k0),
+            _mm512_mask_permutexvar_ps(k5, not_end, next, k1),
+        ];
+        for (dk, kv) in dr.iter_mut().zip(k) {
+            // SAFETY: 16 floats of `d`.
+            unsafe { _mm512_storeu_ps(dk.as_mut_ptr(), kv) };
+        }
+    }
+}
+
+/// [`gather_avx512`] on a 16-bit plane ([`In16`]): each vector of 16 columns a masked
+/// 16-bit load widened in registers (as `crate::gemm::stage16::widen` widens), so every
+/// lane holds the value [`gather_avx512`] loads from the widened plane.
+///
+/// # Safety
+/// As [`gather_avx512`] with `plane` the 16-bit plane; the CPU has AVX-512F, BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn gather16_avx512(
+    t: N16,
+    b: &Block,
+    plane: *const u16,
+    segs: &[Seg],
+    d: &mut [[Lanes; 6]; 6],
+) {
+    use crate::gemm::stage16::convert::x86::widen16;
+    use std::arch::x86_64::*;
+    let (y0, y1) = b.rows();
+    // Level 1: from A_j | A_j+1 (lanes 4j..4j+8, 4 columns each), lanes' columns k and k + 1
+    // in the low and high halves; level 2: lanes 0..8 of one, 8..16 of the other.
+    let lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    let hi = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    let lo2 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    let hi2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    let next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15);
+    let mut not_end: u16 = !0;
+    for s in segs {
+        not_end &= !(1 << s.end);
+    }
+    for (r, dr) in d.iter_mut().enumerate() {
+        let mut a = [_mm512_setzero_ps(); 4];
+        let mut k4 = _mm512_setzero_ps();
+        let mut k5 = _mm512_setzero_ps();
+        let mut rows = 0;
+        for s in segs {
+            let yy = s.iy + r as isize;
+            if yy < y0 || yy >= y1 {
+                continue;
+            }
+            rows += 1;
+            let row = plane.wrapping_offset(yy * b.w as isize + s.col);
+            for (j, aj) in a.iter_mut().enumerate() {
+                let m = (s.cols >> (16 * j)) as u16;
+                if m != 0 {
+                    // SAFETY: the masked-on elements are columns inside the plane of row yy
+                    // (`Seg::cols`); masked-off ones are not read.
+                    let h = unsafe { _mm256_maskz_loadu_epi16(m, row.wrapping_add(16 * j).cast()) };
+                    *aj = _mm512_mask_mov_ps(*aj, m, widen16(t, h));
+                }
+            }
+            let e = 4 * s.end;
+            // SAFETY: columns 4 and 5 of the last lane, read only inside the plane.
+            unsafe {
+                if s.end4 {
+                    k4 = _mm512_mask_mov_ps(
+                        k4,
+                        1 << s.end,
+                        _mm512_set1_ps(widen1(t, *row.add(e + 4))),
+                    );
+                }
+                if s.end5 {
+                    k5 = _mm512_mask_mov_ps(
+                        k5,
+                        1 << s.end,
+                        _mm512_set1_ps(widen1(t, *row.add(e + 5))),
+                    );
                 }
             }
         }
@@ -234,7 +391,7 @@ pub(super) unsafe fn gather_avx2(
     d: &mut [[Lanes; 6]; 6],
 ) {
     use std::arch::x86_64::*;
-    let h = b.h as isize;
+    let (y0, y1) = b.rows();
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     // Lanes whose columns 4 and 5 are the next lane's 0 and 1: inside a run, not its last.
     let mut next: u16 = 0;
@@ -249,7 +406,7 @@ pub(super) unsafe fn gather_avx2(
         let (mut e4, mut e5) = ([0.0f32; L], [0.0f32; L]);
         for s in segs {
             let yy = s.iy + r as isize;
-            if yy < 0 || yy >= h {
+            if yy < y0 || yy >= y1 {
                 continue;
             }
             let row = plane.wrapping_offset(yy * b.w as isize + s.col);
@@ -335,6 +492,44 @@ unsafe fn gather(
     unsafe { gather_scalar(b, plane, segs, d) }
 }
 
+/// Whether the CPU has AVX-512 BW and VL ([`gather16_avx512`]'s masked 16-bit loads).
+fn bw() -> bool {
+    static BW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BW.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// The gather of a 16-bit plane: [`gather16_avx512`] where `vector` (AVX-512 with BW and
+/// VL), else one value at a time ([`gather_by`]).
+///
+/// # Safety
+/// As [`gather16_avx512`] (the CPU's features only where `vector`).
+#[inline(always)]
+unsafe fn gather16(
+    vector: bool,
+    t: N16,
+    b: &Block,
+    plane: *const u16,
+    segs: &[Seg],
+    d: &mut [[Lanes; 6]; 6],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if vector {
+        // SAFETY: the caller's contract; `vector` says the CPU has the features.
+        return unsafe { gather16_avx512(t, b, plane, segs, d) };
+    }
+    let _ = vector;
+    // SAFETY: `at` is a row in `Block::rows` and a column inside the plane: readable.
+    gather_by(b, segs, d, |at| widen1(t, unsafe { *plane.offset(at) }));
+}
+
 /// The input transform of input channels `chans` of `b`'s tiles into their rows of every
 /// `V_p`, 16 tiles (one packed panel) at a time.
 ///
@@ -345,16 +540,23 @@ unsafe fn gather(
 pub(super) unsafe fn input(b: &Block, chans: std::ops::Range<usize>) {
     let (c, h, w, t) = (b.c, b.h, b.w, b.t);
     let isa = super::isa();
+    let wide16 = isa == super::Isa::Avx512 && bw();
     let mut d = [[[0.0f32; L]; 6]; 6];
     let mut vt = [[0.0f32; L]; POS];
     for gi in 0..b.n_cols / L {
         let (segs, n) = segments(b, gi);
         let segs = &segs[..n];
         for ci in chans.clone() {
-            let plane = b.xi.wrapping_add(ci * h * w);
-            // SAFETY: the plane of channel ci; the ISA the selected kernel's (which this CPU
-            // runs).
-            unsafe { gather(isa, b, plane, segs, &mut d) };
+            if let Some(s16) = b.x16 {
+                let plane = s16.x.wrapping_add(ci * s16.cs);
+                // SAFETY: channel ci's band rows (`In16`); the ISA checked.
+                unsafe { gather16(wide16, s16.t, b, plane, segs, &mut d) };
+            } else {
+                let plane = b.xi.wrapping_add(ci * h * w);
+                // SAFETY: the plane of channel ci; the ISA the selected kernel's (which this
+                // CPU runs).
+                unsafe { gather(isa, b, plane, segs, &mut d) };
+            }
             transform::input(&d, &mut vt);
             for (pos, vp) in vt.iter().enumerate() {
                 // SAFETY: panel gi, row ci of V_pos (c x t packed: panel stride c * NR),

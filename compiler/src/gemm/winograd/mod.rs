@@ -40,6 +40,7 @@ mod weights;
 pub use weights::transform_weights;
 pub(crate) use weights::{transform_channels, transform_per_run};
 
+pub(crate) use input::In16;
 use unit::{Part, Unit, unit_dispatch};
 
 use super::conv::ConvParams;
@@ -207,7 +208,7 @@ pub fn block_sizes(p: &ConvParams) -> impl Iterator<Item = usize> {
 
 /// Output channels per row block of `p` (the `tile` field's high part, [`MB`] when 0).
 fn row_block(p: &ConvParams) -> usize {
-    match (p.tile >> ROWS_SHIFT) as usize {
+    match ((p.tile & !SHARED) >> ROWS_SHIFT) as usize {
         0 => MB,
         r => r,
     }
@@ -223,9 +224,20 @@ pub fn block_for_scratch(p: &ConvParams, planned: usize) -> Option<usize> {
 /// as [`run`] reads it).
 pub fn with_block(p: &ConvParams, t: usize) -> ConvParams {
     ConvParams {
-        tile: t as u64,
+        tile: t as u64 | (p.tile & SHARED),
         ..*p
     }
+}
+
+/// A bit of `ConvParams::tile`: the run's units go one after the other, each shared by the
+/// threads ([`shared_unit`]), in one slot (a 16-bit staged band at several threads where
+/// a slot per thread would raise the arena: `crate::gemm::stage16::conv`'s `ONE_SLOT`
+/// budgets). The same bits as the units run whole.
+pub(crate) const SHARED: u64 = 1 << 48;
+
+/// Whether `p`'s units share one slot ([`SHARED`]).
+fn shared(p: &ConvParams) -> bool {
+    p.tile & SHARED != 0
 }
 
 /// Most tiles per block by default: V (36 x c x t) and O (36 x MB x t) within
@@ -292,7 +304,7 @@ fn parts(p: &ConvParams) -> (usize, usize, usize) {
 /// slot when the run is one unit ([`units`]: its threads share it).
 pub fn scratch_bytes(p: &ConvParams) -> usize {
     let (_, head, slot) = parts(p);
-    let slots = if units(p) <= 1 {
+    let slots = if units(p) <= 1 || shared(p) {
         1
     } else {
         p.threads.max(1) as usize
@@ -358,6 +370,43 @@ pub(crate) unsafe fn run(
     y: *mut f32,
     scratch: *mut f32,
 ) {
+    // SAFETY: the contract.
+    unsafe { run_from(p, (x, None), w, bias, y, scratch) }
+}
+
+/// [`run`] on a 16-bit input `x` ([`In16`]: an image's band of rows read in place, widened
+/// by the input transform's loads, the rows outside [`In16::rows`] read as zeros), `p` the
+/// band's geometry (`n` 1, `h` the rows the band reads, `pad_t` 0): every output the f32
+/// run's on the widened band, bit for bit (the staged Winograd bands,
+/// `crate::gemm::stage16::conv`, without widening the band's input into their scratch).
+///
+/// # Safety
+/// As [`run`] with `x` replaced by `x16` (its rows [`In16::rows`] of every channel
+/// readable).
+pub(crate) unsafe fn run16(
+    p: &ConvParams,
+    x16: In16,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
+    // SAFETY: the contract.
+    unsafe { run_from(p, (std::ptr::null(), Some(x16)), w, bias, y, scratch) }
+}
+
+/// [`run`] on `x` (f32) or, where given, the 16-bit input.
+///
+/// # Safety
+/// That of [`run`] or [`run16`].
+unsafe fn run_from(
+    p: &ConvParams,
+    (x, x16): (*const f32, Option<In16>),
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    scratch: *mut f32,
+) {
     let m = p.m as usize;
     let (u_one, head, slot) = parts(p);
     let width = (p.threads.max(1) as usize).min(crate::par::threads());
@@ -384,6 +433,22 @@ pub(crate) unsafe fn run(
     let per = p.n as usize * b.blocks;
     let mblocks = m.div_ceil(row_block(p));
     let mparts = row_parts(per, mblocks, width);
+    if width > 1 && shared(p) && per * mparts > 1 {
+        // One slot (after the head): each (image, tile block) shared by the threads, all of
+        // its row blocks.
+        for ib in 0..per {
+            let unit = Unit {
+                img: ib / b.blocks,
+                block: ib % b.blocks,
+                mblocks: 0..mblocks,
+                x16,
+            };
+            let ptrs = [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))];
+            // SAFETY: the contract; the units one after the other in the one slot.
+            unsafe { shared_unit(isa, p, &b, ptrs, u_one, unit) };
+        }
+        return;
+    }
     if per * mparts == 1 && width > 1 {
         // SAFETY: the contract; one unit (one image, one tile block, one row block: a
         // second would make `row_parts` cut it), slot 0 after the head, U as above.
@@ -394,6 +459,12 @@ pub(crate) unsafe fn run(
                 &b,
                 [xs, uw, bs, ys, SyncPtr(ss.get().wrapping_add(head))],
                 u_one,
+                Unit {
+                    img: 0,
+                    block: 0,
+                    mblocks: 0..1,
+                    x16,
+                },
             )
         };
         return;
@@ -404,6 +475,7 @@ pub(crate) unsafe fn run(
             img: ib / b.blocks,
             block: ib % b.blocks,
             mblocks: mblocks * mp / mparts..mblocks * (mp + 1) / mparts,
+            x16,
         };
         let slot_ptr = ss.get().wrapping_add(head + t * slot);
         // SAFETY: thread t < width owns slot t (the planner sized `threads` slots, width is
@@ -439,6 +511,7 @@ unsafe fn shared_unit(
     b: &Blocking,
     [x, u, bias, y, slot]: [SyncPtr<f32>; 5],
     u_one: usize,
+    unit: Unit,
 ) {
     let (c, rows) = (p.c as usize, o_rows(p));
     let cols = b.t.min(b.tiles).next_multiple_of(NR);
@@ -447,14 +520,9 @@ unsafe fn shared_unit(
         crate::par::cost::gemm_ns(macs),
         (p.threads.max(1) as usize).min(crate::par::threads()),
     );
-    let unit = Unit {
-        img: 0,
-        block: 0,
-        mblocks: 0..1,
-    };
     // A pass over `n` items in ranges, a few per thread (a late thread's share is taken by
     // the others).
-    let cut = |n: usize, part: fn(std::ops::Range<usize>) -> Part| {
+    let cut = |un: &Unit, n: usize, part: fn(std::ops::Range<usize>) -> Part| {
         let tasks = n.min(PIECES_PER_THREAD * width).max(1);
         crate::par::for_each(tasks, width, |k, _| {
             let r = n * k / tasks..n * (k + 1) / tasks;
@@ -465,7 +533,7 @@ unsafe fn shared_unit(
                     isa,
                     p,
                     b,
-                    &unit,
+                    un,
                     (x.get(), u.get(), bias.get(), y.get(), slot.get()),
                     u_one,
                     part(r),
@@ -473,9 +541,17 @@ unsafe fn shared_unit(
             };
         });
     };
-    cut(c, Part::Input);
-    cut(POS, Part::Products);
-    cut(rows, Part::Output);
+    cut(&unit, c, Part::Input);
+    // Each row block as `Part::Whole` computes it after the input transform.
+    let (m, rb) = (p.m as usize, row_block(p));
+    for mb in unit.mblocks.clone() {
+        let one = Unit {
+            mblocks: mb..mb + 1,
+            ..unit
+        };
+        cut(&one, POS, Part::Products);
+        cut(&one, rb.min(m - mb * rb), Part::Output);
+    }
 }
 
 /// Pieces per thread of each pass of [`shared_unit`].

@@ -13,6 +13,8 @@ pub(super) struct Unit {
     pub(super) img: usize,
     pub(super) block: usize,
     pub(super) mblocks: std::ops::Range<usize>,
+    /// The 16-bit input read in place of `x` ([`super::run16`]).
+    pub(super) x16: Option<super::In16>,
 }
 
 /// What of one unit [`unit_body`] computes.
@@ -85,8 +87,9 @@ pub(super) unsafe fn unit_dispatch(
 struct Geo<'a> {
     p: &'a ConvParams,
     b: &'a Blocking,
-    /// The image's input planes.
+    /// The image's input planes (f32), or its 16-bit ones.
     xi: *const f32,
+    x16: Option<super::In16>,
     /// The 36 transformed weight matrices, `u_one` floats each.
     u: *const f32,
     u_one: usize,
@@ -129,6 +132,7 @@ unsafe fn unit_body(
         xi: x
             .cast_const()
             .wrapping_add(unit.img * c * us(p.h) * us(p.w)),
+        x16: unit.x16.map(|s| s.image(unit.img, c)),
         u: u.cast_const(),
         u_one,
         bias: bias.cast_const(),
@@ -171,6 +175,7 @@ unsafe fn input(g: &Geo, chans: std::ops::Range<usize>) {
     let us = |v: u64| v as usize;
     let blk = super::input::Block {
         xi: g.xi,
+        x16: g.x16,
         c: us(g.p.c),
         h: us(g.p.h),
         w: us(g.p.w),

@@ -74,9 +74,15 @@ pub fn budgets_for(p: &ConvParams, f32_weights: bool) -> Vec<u64> {
                 }
             }
         }
+        // Winograd bands keep one slot of tasks; with `ONE_SLOT` their inner runs share one
+        // Winograd slot too (where that plans less).
+        let shared = |b: u64| {
+            super::wino_bands(p, b).is_some()
+                && scratch_bytes_at(p, b | ONE_SLOT) < scratch_bytes_at(p, b)
+        };
         let one: Vec<u64> = out
             .iter()
-            .filter(|&&b| slots::slots(p, b).count > 1)
+            .filter(|&&b| slots::slots(p, b).count > 1 || shared(b))
             .map(|&b| b | ONE_SLOT)
             .collect();
         out.extend(one);

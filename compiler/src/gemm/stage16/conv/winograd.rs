@@ -17,7 +17,7 @@
 
 use super::super::split::{Shared, for_each_spread, narrow_spread};
 use super::{N16, band, bands, narrow};
-use crate::gemm::conv::{ConvParams, arenac_conv2d};
+use crate::gemm::conv::ConvParams;
 use crate::gemm::winograd::{self, WINOGRAD_PACKED, WINOGRAD_U_PACKED};
 
 /// How the Winograd bands of a staged Conv are cut.
@@ -25,7 +25,8 @@ use crate::gemm::winograd::{self, WINOGRAD_PACKED, WINOGRAD_U_PACKED};
 pub struct WinoBands {
     /// Output rows per band: a multiple of 4, or the whole plane.
     pub rows: u64,
-    /// Tiles per Winograd tile block ([`winograd::with_block`]).
+    /// Tiles per Winograd tile block ([`winograd::with_block`]), with [`winograd::SHARED`]
+    /// where the units share one slot.
     pub block: u64,
     /// Output channels per pass over the bands: all of them, or (weights transformed per
     /// run, [`WINOGRAD_PACKED`]) the passes of at most a multiple of [`winograd::MB`] whose
@@ -98,13 +99,22 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
         p.m.div_ceil(passes).next_multiple_of(mr).min(mb).min(p.m)
     };
     let oh = p.oh.max(1);
-    let per_row = (mb * p.ow + p.c * p.w).saturating_mul(4).max(1);
+    // Only the output rows are staged: the Winograd run reads the band's input rows in
+    // place ([`winograd::run16`]).
+    let per_row = (mb * p.ow).saturating_mul(4).max(1);
     let fit = budget / per_row;
     let rows = if fit >= oh { oh } else { fit / 4 * 4 };
     if rows < 4.min(oh) || rows == 0 {
         return None;
     }
-    let q = band_at(&channels(p, mb), 0, rows, 0).0;
+    // At several threads a budget with `ONE_SLOT` set runs each band's units one after the
+    // other in one Winograd slot, shared by the threads ([`winograd::SHARED`]).
+    let shared = if p.threads >= 2 && budget & super::ONE_SLOT != 0 {
+        winograd::SHARED
+    } else {
+        0
+    };
+    let q = band_at(&channels(p, mb), 0, rows, shared).0;
     if !winograd::applies(&q) {
         return None;
     }
@@ -113,7 +123,7 @@ pub fn wino_bands(p: &ConvParams, budget: u64) -> Option<WinoBands> {
         .unwrap_or(crate::gemm::NR);
     Some(WinoBands {
         rows,
-        block: block as u64,
+        block: block as u64 | shared,
         mb,
     })
 }
@@ -133,19 +143,15 @@ fn band_at(p: &ConvParams, r0: u64, r1: u64, block: u64) -> (ConvParams, i64) {
     )
 }
 
-/// Floats of the scratch parts of `p`'s Winograd bands `b`: input rows, output rows (of
-/// one pass's channels), and the largest band's Winograd scratch followed by the head
+/// Floats of the scratch parts of `p`'s Winograd bands `b`: no input rows (the Winograd
+/// run reads them from the 16-bit planes, [`winograd::run16`]), output rows (of one pass's
+/// channels), and the largest band's Winograd scratch followed by the head
 /// ([`head_floats`]).
 pub(super) fn wino_parts(p: &ConvParams, b: WinoBands) -> (usize, usize, usize) {
-    let up = |f: u64| (f as usize).next_multiple_of(16);
     let pm = channels(p, b.mb);
-    let xin = bands(&pm, b.rows)
-        .map(|q| up(q.c * q.h * q.w))
-        .max()
-        .unwrap_or(0);
-    let yout = up(b.mb * b.rows * p.ow);
+    let yout = (b.mb * b.rows * p.ow) as usize;
     let inner = band_scratch_floats(p, b, p.threads);
-    (xin, yout, inner + head_floats(&pm))
+    (0, yout.next_multiple_of(16), inner + head_floats(&pm))
 }
 
 /// Floats of the largest Winograd band's own scratch (no head) of `p`'s bands `b` run at
@@ -220,28 +226,38 @@ pub(super) unsafe fn run_bands(
             // ([`band_scratch_floats`]).
             q.threads = threads;
             let (hb, ob) = (us(q.h), us(r1 - r0));
-            let (x, y) = (io.x.get().cast_const(), io.y.get());
-            let (sx, sy) = (slot, slot.wrapping_add(xin));
+            let y = io.y.get();
+            let sy = slot.wrapping_add(xin);
+            // The band's input rows in place: band row r is plane row lo + r, the rows
+            // outside the plane (the pads) read as zeros.
+            let x16 = winograd::In16 {
+                x: io
+                    .x
+                    .get()
+                    .cast_const()
+                    .wrapping_add(img * c * h * wd)
+                    .wrapping_offset(lo as isize * wd as isize),
+                t,
+                cs: h * wd,
+                rows: (
+                    (-lo).max(0) as isize,
+                    (h as i64 - lo).min(hb as i64) as isize,
+                ),
+            };
             // SAFETY: every range lies in `x`, `y` (band `r0..r1` of image `img`: this
             // task's alone) or the disjoint parts of this thread's slot by the contract and
             // `slots::slots` (sized for the largest band of a pass, the Winograd part for
             // `threads`; the head after slot 0's Winograd part); `u` holds this pass's
-            // matrices, `bq` its `mc` biases.
+            // matrices, `bq` its `mc` biases; `x16` reads the band's rows inside the plane.
             unsafe {
-                // A band with the pool to itself (one task) widens and narrows on every
-                // thread.
-                let (xs, ys, sxs, sys) = (Shared::of(x), Shared(y), Shared(sx), Shared(sy));
-                for_each_spread(c, c * hb * wd, |ch| {
-                    let plane = xs.get().add((img * c + ch) * h * wd);
-                    super::widen_rows(t, plane, h, wd, lo, hb, sxs.get().add(ch * hb * wd));
-                });
+                let (ys, sys) = (Shared(y), Shared(sy));
                 if p.accumulate != 0 {
                     // The band's residual (rows r0..r1 of this pass's output planes).
                     let at = y.add(((img * m + m0) * oh + us(r0)) * ow);
                     super::residual::widen_out(t, (at, oh * ow), (sy, ob * ow), mc, ob * ow);
                 }
                 let inner = slot.add(xin + yout);
-                arenac_conv2d(&q, sx, u.get(), bq.get(), sy, inner);
+                winograd::run16(&q, x16, u.get(), bq.get(), sy, inner);
                 if ob == oh && mc == m {
                     // One band and one pass: the output planes are one run in both.
                     let n = m * oh * ow;

@@ -51,6 +51,7 @@ fn check(h: usize, w: usize, pads: [usize; 4], t: usize) -> usize {
         let nt = t.min(tiles - first);
         let b = Block {
             xi: plane.as_ptr(),
+            x16: None,
             c: 1,
             h,
             w,
@@ -126,6 +127,7 @@ fn runs_split_at_tile_row_ends() {
     // 7 tiles per row (28-wide plane, pad 1): panel 0 is 7 + 7 + 2 tiles.
     let b = Block {
         xi: std::ptr::null(),
+        x16: None,
         c: 1,
         h: 28,
         w: 28,
@@ -152,4 +154,95 @@ fn runs_split_at_tile_row_ends() {
     let (segs, n) = segments(&b, 3);
     assert_eq!(n, 1);
     assert_eq!((segs[0].l0, segs[0].end), (0, 0));
+}
+
+/// The 16-bit gathers ([`In16`]: a band of rows of a 16-bit plane read in place, the rows
+/// outside the plane zeros) against [`gather_scalar`] on the band widened by
+/// `crate::gemm::stage16::widen` (the staged bands' former input), bit for bit: f16 and
+/// bf16 values with -0.0, subnormals and NaNs (a bf16 signaling one, quieted by both), bands
+/// above, inside and below the plane, every panel of blocks of 16 and 32 tiles.
+#[test]
+fn gathers16_equal_the_widened_band() {
+    use crate::gemm::stage16::{N16, widen};
+    let (h, w) = (13usize, 37usize);
+    for t16 in [N16::F16, N16::Bf16] {
+        let mut plane: Vec<u16> = (0..h * w)
+            .map(|i| (i as u16).wrapping_mul(0x9e37) & 0xbfff)
+            .collect();
+        plane[1] = 0x8000;
+        plane[2] = 0x0001;
+        plane[4] = if t16 == N16::F16 { 0x7d01 } else { 0x7f81 };
+        plane[w + 5] = 0xffc3;
+        // (first plane row of the band, its rows): the top pad, the middle, the bottom pad.
+        for (lo, hb) in [(-1isize, 6usize), (2, 10), (4, 6), (9, 6), (10, 5)] {
+            let mut band = vec![0f32; hb * w];
+            for r in 0..hb {
+                let y = lo + r as isize;
+                if (0..h as isize).contains(&y) {
+                    let y = y as usize;
+                    widen(
+                        t16,
+                        &plane[y * w..(y + 1) * w],
+                        &mut band[r * w..(r + 1) * w],
+                    );
+                }
+            }
+            let (oh, ow) = (hb - 2, w);
+            let tw = ow.div_ceil(4);
+            let tiles = oh.div_ceil(4) * tw;
+            let x16 = In16 {
+                x: plane.as_ptr().wrapping_offset(lo * w as isize),
+                t: t16,
+                cs: h * w,
+                rows: ((-lo).max(0), (h as isize - lo).min(hb as isize)),
+            };
+            for t in [16, 32] {
+                for first in (0..tiles).step_by(t) {
+                    let nt = t.min(tiles - first);
+                    let mut b = Block {
+                        xi: band.as_ptr(),
+                        x16: None,
+                        c: 1,
+                        h: hb,
+                        w,
+                        pt: 0,
+                        pl: 1,
+                        tw,
+                        first,
+                        nt,
+                        n_cols: nt.next_multiple_of(NR),
+                        t,
+                        v: std::ptr::null_mut(),
+                    };
+                    for gi in 0..b.n_cols / L {
+                        let (segs, n) = segments(&b, gi);
+                        b.x16 = None;
+                        let mut want = [[[f32::NAN; L]; 6]; 6];
+                        // SAFETY: the band is hb x w; segments made for b.
+                        unsafe { gather_scalar(&b, band.as_ptr(), &segs[..n], &mut want) };
+                        b.x16 = Some(x16);
+                        for vector in [false, true] {
+                            #[cfg(target_arch = "x86_64")]
+                            if vector && !(std::arch::is_x86_feature_detected!("avx512f") && bw()) {
+                                continue;
+                            }
+                            #[cfg(not(target_arch = "x86_64"))]
+                            if vector {
+                                continue;
+                            }
+                            let mut d = [[[f32::NAN; L]; 6]; 6];
+                            // SAFETY: rows `x16.rows` of the plane read; the CPU has the
+                            // features where `vector`.
+                            unsafe { gather16(vector, t16, &b, x16.x, &segs[..n], &mut d) };
+                            assert_eq!(
+                                bits(&d),
+                                bits(&want),
+                                "{t16:?} vector {vector} lo {lo} hb {hb} t {t} first {first}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

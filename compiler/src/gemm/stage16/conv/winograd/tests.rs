@@ -320,3 +320,32 @@ fn one_unit_bands_take_one_slot_at_every_thread_count() {
         "one-unit Winograd bands (precomputed, per-run transform): {one_unit:?}"
     );
 }
+
+/// Winograd bands stage only their output rows (the input rows read in place from the
+/// 16-bit planes, `winograd::run16`), so a DBNet-320 neck Conv (256 -> 64 channels, 80 x
+/// 80, precomputed matrices) runs Winograd bands within the scratch of its smallest
+/// unmarked budget at one thread: the size its plan gives it at the arena's peak. With the
+/// band's input rows widened into the scratch (256 channels x 6 rows) its smallest
+/// Winograd size was 1,273,856 bytes against 856,064, and the 16-bit plan lost Winograd
+/// there (17.9 ms against f32's 6.3).
+#[test]
+fn neck_conv_runs_winograd_bands_in_its_least_scratch() {
+    let p = geom(1, 256, (80, 80), 64, (1, 1, 1, 1));
+    let q = unmarked(&p);
+    let least = budgets(&q)
+        .into_iter()
+        .map(|b| scratch_bytes_at(&q, b))
+        .min()
+        .unwrap_or(0);
+    let (r, budget) = config_for_scratch(&p, least);
+    assert!(marked(&r), "{least} bytes read back unmarked");
+    let b = wino_bands(&r, budget);
+    assert!(b.is_some(), "no Winograd bands at budget {budget}");
+    assert!(scratch_bytes_at(&r, budget) <= least);
+    // No input rows in the slots.
+    for budget in budgets(&p) {
+        if let Some(b) = wino_bands(&p, budget) {
+            assert_eq!(super::wino_parts(&p, b).0, 0, "{b:?}");
+        }
+    }
+}
