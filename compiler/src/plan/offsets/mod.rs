@@ -34,6 +34,7 @@
 //! placed buffer is scanned instead). See `examples/plan_speed.rs` for timings.
 
 mod greedy;
+mod local;
 mod search;
 mod skyline;
 #[cfg(test)]
@@ -53,6 +54,9 @@ const PERTURB_WORK: usize = 1 << 17;
 
 /// Most perturbed rounds.
 const PERTURB_ROUNDS: usize = 8;
+
+/// Work (neighbour entries plus buffers, summed over decodings) the local search may use.
+const LOCAL_WORK: usize = 1 << 20;
 
 /// Most re-placements the local improvement tries.
 const PROMOTIONS: usize = 4;
@@ -211,6 +215,18 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
             break;
         }
         (best, best_order) = (p, order);
+    }
+    // Local search over orders from the best order so far.
+    if best.arena_bytes > lb
+        && let Some(n) = nb.as_ref()
+        && let Some((offsets, arena_bytes)) =
+            local::improve(&recs, n, &best_order, best.arena_bytes, lb, LOCAL_WORK)
+    {
+        best = Placement {
+            offsets,
+            arena_bytes,
+            strategy: Strategy::Search,
+        };
     }
     let nonempty: Vec<Rec> = recs.iter().copied().filter(|r| r.size > 0).collect();
     if best.arena_bytes > lb && nonempty.len() <= search::MAX_BUFFERS {

@@ -372,3 +372,23 @@ fn skyline_gives_up_past_its_budget() {
     let (_, arena) = skyline(&recs, Key::LongThenLarge, usize::MAX).unwrap();
     assert_eq!(arena, lb_by_step(&iv, 1).0);
 }
+
+/// Patched YOLOv8 plans whose layer-wise tail (after the stage) the size-first orders and the
+/// skyline left 5-16% above the bound: the local search over orders brings YOLOv8s-320 to the
+/// bound and YOLOv8n-640 within 4% of it.
+#[test]
+fn patched_yolov8_tails_improve_by_local_search() {
+    let iv = parse_intervals(include_str!("testdata/yolov8s_320_patched.txt"));
+    assert_eq!(iv.len(), 115);
+    let (lb, _) = lb_by_step(&iv, 64);
+    assert_eq!(lb, 4_239_360);
+    let p = checked(&iv, 64);
+    assert_eq!(p.arena_bytes, lb);
+    let iv = parse_intervals(include_str!("testdata/yolov8n_640_patched.txt"));
+    assert_eq!(iv.len(), 200);
+    let (lb, _) = lb_by_step(&iv, 64);
+    assert_eq!(lb, 8_668_352);
+    let p = checked(&iv, 64);
+    assert!(p.arena_bytes <= 9_011_200, "arena {}", p.arena_bytes);
+    assert_eq!(p.strategy, Strategy::Search);
+}
