@@ -20,7 +20,9 @@
 //!    [1, 1.25) (this reorders equal-size buffers: it brings DenseNet-121's layer-wise plan
 //!    from 1.048x to exactly the bound), then a few rounds of local improvement (the
 //!    buffer that sets the arena's top moves to the front of the best order so far), both cheap
-//!    at any size; then for at most `search::MAX_BUFFERS` (14) non-empty buffers a branch and
+//!    at any size; then a local search over orders from the best one (`local.rs`: up to 1000
+//!    moves of a top buffer or one of its time neighbours, decoded by first fit, kept when not
+//!    larger, bounded by `LOCAL_WORK`); then for at most `search::MAX_BUFFERS` (14) non-empty buffers a branch and
 //!    bound over placement orders (`search`), exact when it finishes within its fixed budget.
 //!
 //! The smallest arena wins; on ties the earlier strategy in that list, so a plan is the same
