@@ -246,9 +246,8 @@ fn grow_staged(cx: &Decide<'_>, d: &mut Decisions, staged: Vec<(usize, Vec<usize
         };
         for bytes in fit.into_iter().take(STAGED_TRIES) {
             d.scratch[step] = bytes;
-            let a = cx.placed_arena(d);
-            if a <= base {
-                base = a;
+            if cx.placed_within(d, base) {
+                base = cx.placed_arena(d);
                 break;
             }
             d.scratch[step] = old;

@@ -399,7 +399,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     for &(s, bytes, ..) in &picks {
         d.scratch[s] = bytes;
     }
-    if !picks.is_empty() && cx.placed_arena(d) > base {
+    if !picks.is_empty() && !cx.placed_within(d, base) {
         for (p, &b) in picks.iter().zip(&before) {
             d.scratch[p.0] = b;
         }
@@ -407,7 +407,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         for (s, bytes, macs, rest, smaller) in picks {
             let old = d.scratch[s];
             d.scratch[s] = bytes;
-            if cx.placed_arena(d) > base {
+            if !cx.placed_within(d, base) {
                 d.scratch[s] = old;
                 above.push((s, rest, smaller, macs));
             }
@@ -445,7 +445,7 @@ fn into_slack(
             .take(SLACK_TRIES)
         {
             d.scratch[s] = bytes;
-            if cx.placed_arena(d) <= base {
+            if cx.placed_within(d, base) {
                 break;
             }
             d.scratch[s] = old;
