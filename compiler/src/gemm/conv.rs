@@ -23,8 +23,11 @@ pub use super::act::Activation;
 
 /// The pointwise path on 16-bit planes (`--activations f16|bf16`), unstaged.
 pub(crate) mod act16;
+/// The scratch a whole f32 Conv is planned with by the kernel it will run.
+mod plan;
 use super::split::{MIN_TASK_MACS, SyncPtr};
 use super::{IM2COL_TILE, NR, packed_b_len};
+pub use plan::{conv2d_plan_bytes, conv2d_tile_for_plan, f32_reads_no_scratch, reads_no_scratch};
 
 /// Geometry of one 2-d convolution (all sizes in elements; NCHW input, OIHW weights).
 #[repr(C)]
@@ -206,16 +209,16 @@ impl ConvParams {
 
     /// Whether the direct path runs ([`super::direct`]: AVX-512, constant weights, no
     /// groups; whole groups of 64 output channels with `K >= 64` at any stride, or stride 1
-    /// with rows of at least 14 output pixels or a "same" plane); it leaves the planned
-    /// scratch unused.
+    /// with rows of at least 14 output pixels or a "same" plane); with f32 weights it reads
+    /// no scratch, and a whole Conv's plans none ([`conv2d_plan_bytes`]).
     pub fn is_direct(&self) -> bool {
         super::direct::applies(self)
     }
 
     /// Whether the small-plane pointwise path runs ([`super::pw_small`]: constant weights,
     /// no groups, planes of at most 64 pixels, or 256 with 256+ input channels when 16-pixel
-    /// panels would waste more than 5%, AVX-512 or AVX2); it leaves
-    /// the planned scratch unused.
+    /// panels would waste more than 5%, AVX-512 or AVX2); it reads no scratch, and a whole
+    /// Conv's plans none with f32 weights ([`conv2d_plan_bytes`]).
     pub fn is_pointwise_small(&self) -> bool {
         super::pw_small::applies(self)
     }

@@ -109,12 +109,13 @@ fn inception_like_branches() {
         let row = h * w * 4;
         assert_slices(
             &g,
-            &[
-                ("b1", "cat", 0),
-                ("b3", "cat", c1 * row),
-                ("bp", "cat", (c1 + c3) * row),
-            ],
+            &[("b3", "cat", c1 * row), ("bp", "cat", (c1 + c3) * row)],
         );
+        // Where the direct kernels run (AVX-512), the 3x3 branch plans no scratch
+        // (`gemm::conv::conv2d_plan_bytes`) and the chooser may leave `b1` out of its slice.
+        if !arenac_compiler::gemm::kernel_name().starts_with("avx512") {
+            assert_slices(&g, &[("b1", "cat", 0)]);
+        }
         check_graph(&g, &[rng.tensor(&[1, c, h, w], -1.0, 1.0)], RTOL, ATOL);
     }
 }

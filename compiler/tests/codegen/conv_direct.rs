@@ -369,3 +369,96 @@ fn shared_weights_packed_per_direct_layout() {
     ];
     check(model, &inputs, RTOL, ATOL);
 }
+
+/// A whole f32 Conv on a kernel that reads no scratch — the direct kernels (`layer4.0.conv2`
+/// of ResNet-18 on 128 channels, the 2-thread peak that two im2col slots of 1.18 MB made) or
+/// the small-plane pointwise one — is planned none (`gemm::conv::conv2d_plan_bytes`) at 1, 2
+/// and 3 threads; with weights that may be stored reduced (`winograd_precompute: false`), and
+/// wherever those kernels do not run (no AVX-512, `ARENAC_CONV_DIRECT=0`), the im2col slots.
+/// Every plan runs to the same bits on a pool of its threads, and matches the reference.
+#[test]
+fn scratchless_convs_planned_without_im2col_slots() {
+    use arenac_compiler::analysis::liveness::{BufferKind, LivenessOptions};
+    use arenac_compiler::arena::plan_graph;
+    use arenac_compiler::gemm::conv::conv2d_scratch_bytes;
+    use arenac_compiler::par::Pool;
+    let mut rng = Rng(0x05c7_a7c4);
+    let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+    // (input, weights, pads): direct 3 x 3 "same" on a 7 x 7 plane (4 Winograd tiles: none);
+    // pointwise on 49 pixels (`pw_small`; the GEMM path copies a partial panel).
+    let cases = [
+        ([1, 128, 7, 7], [128, 128, 3, 3], vec![1, 1, 1, 1]),
+        ([2, 160, 7, 7], [136, 160, 1, 1], vec![0, 0, 0, 0]),
+    ];
+    for (xs, ws, pads) in cases {
+        let ys = [xs[0], ws[0], 7, 7];
+        let model = ModelBuilder::new("conv", 14)
+            .input("x", DType::F32, &dims(&xs))
+            .initializer("w", &rng.tensor(&ws, -0.5, 0.5))
+            .initializer("b", &rng.tensor(&[ws[0]], -0.5, 0.5))
+            .output("y", DType::F32, &dims(&ys))
+            .node(
+                "conv",
+                "Conv",
+                &["x", "w", "b"],
+                &["c"],
+                vec![("pads", ints(&pads))],
+            )
+            .node("r", "Relu", &["c"], &["y"], vec![])
+            .build();
+        let g = import(&model);
+        let x = rng.tensor(&xs, -1.0, 1.0);
+        let want = run(
+            &check_graph(&g, std::slice::from_ref(&x), RTOL, ATOL),
+            std::slice::from_ref(&x),
+        );
+        let pads_u: Vec<usize> = pads.iter().map(|&p| p as usize).collect();
+        let mut p =
+            ConvParams::from_shapes(&xs, &ys, &ws[2..], &[1, 1], &[1, 1], &pads_u, 1).unwrap();
+        p.packed_a = 1;
+        let none = p.is_direct() || p.is_pointwise_small();
+        for threads in [1, 2, 3] {
+            p.threads = threads as u64;
+            for f32_weights in [true, false] {
+                let mut gp = g.clone();
+                let opts = PlanOptions {
+                    liveness: LivenessOptions {
+                        winograd_precompute: f32_weights,
+                        ..LivenessOptions::full().with_threads(threads)
+                    },
+                    ..PlanOptions::default()
+                };
+                let plan = plan_graph(&mut gp, &opts).expect("plans");
+                let scratch: usize = plan
+                    .liveness
+                    .buffers
+                    .iter()
+                    .filter(|b| b.kind == BufferKind::Scratch)
+                    .map(|b| b.interval.size)
+                    .sum();
+                let im2col = conv2d_scratch_bytes(&p);
+                assert!(im2col > 0, "{xs:?}: the GEMM path has scratch");
+                assert_eq!(
+                    scratch,
+                    if none && f32_weights { 0 } else { im2col },
+                    "{xs:?} * {ws:?} at {threads} threads, f32 weights {f32_weights}"
+                );
+                let exe = compile(&gp, &plan).unwrap_or_else(|e| panic!("compiles: {e}"));
+                let pool = Pool::new(threads).expect("threads");
+                pool.set_eager(true);
+                let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
+                let slot = &exe.inputs()[0];
+                arena.as_mut_slice()[slot.offset..slot.offset + x.bytes().len()]
+                    .copy_from_slice(x.bytes());
+                // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, input written.
+                unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");
+                let o = &exe.outputs()[0];
+                let got = &arena.as_slice()[o.offset..o.offset + want[0].bytes().len()];
+                assert!(
+                    got == want[0].bytes(),
+                    "{xs:?}: {threads} threads differ from one"
+                );
+            }
+        }
+    }
+}

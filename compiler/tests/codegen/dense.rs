@@ -592,7 +592,9 @@ fn pooling_random_attributes() {
 fn conv_scratch_is_exact_for_the_path() {
     // Constant weights: the 3x3 conv's are packed at compile time, so its scratch is the
     // im2col panel alone; the depthwise conv needs none; the 1x1 conv over 36 pixels copies one
-    // partial 16-column panel (8 input channels x 16 floats). Results still match.
+    // partial 16-column panel (8 input channels x 16 floats). Where the direct kernels (the
+    // 3x3, AVX-512) or the small-plane pointwise one (the 1x1) run, they read none and are
+    // planned none (`gemm::conv::conv2d_plan_bytes`). Results still match.
     use arenac_compiler::analysis::liveness::BufferKind;
     let mut rng = Rng(77);
     let model = ModelBuilder::new("convs", 13)
@@ -627,9 +629,30 @@ fn conv_scratch_is_exact_for_the_path() {
             .map(|b| b.interval.size)
     };
     let panel = arenac_compiler::gemm::packed_b_len(4 * 9, 36) * 4;
-    assert_eq!(scratch("c3"), Some(panel.next_multiple_of(64)));
+    let params = |x: &[usize], w: &[usize], pads: &[usize]| {
+        let y = [1, w[0], 6, 6];
+        let mut p = arenac_compiler::gemm::conv::ConvParams::from_shapes(
+            x,
+            &y,
+            &w[2..],
+            &[1, 1],
+            &[1, 1],
+            pads,
+            1,
+        )
+        .expect("2-d");
+        p.packed_a = 1;
+        p
+    };
+    let c3 = params(&[1, 4, 6, 6], &[8, 4, 3, 3], &[1; 4]);
+    let c1 = params(&[1, 8, 6, 6], &[5, 8, 1, 1], &[0; 4]);
+    let planned = |none: bool, bytes: usize| (!none).then_some(bytes);
+    assert_eq!(
+        scratch("c3"),
+        planned(c3.is_direct(), panel.next_multiple_of(64))
+    );
     assert_eq!(scratch("dw"), None);
-    assert_eq!(scratch("c1"), Some(8 * 16 * 4));
+    assert_eq!(scratch("c1"), planned(c1.is_pointwise_small(), 8 * 16 * 4));
     check_graph(&g, &[rng.tensor(&[1, 4, 6, 6], -1.0, 1.0)], RTOL, ATOL);
 }
 
@@ -638,6 +661,8 @@ fn conv_at_the_peak_runs_with_a_smaller_tile() {
     // A lone im2col conv is its graph's peak (input, output and panel live together), so the
     // planner shrinks its tile to the smallest; the kernel then runs tiles of 64 pixels (a
     // last partial one when the pixel count is not a multiple) inside that smaller scratch.
+    // Geometries no direct kernel takes on any CPU (rows under 14 pixels, not "same", fewer
+    // than 64 output channels), so the plan is the same everywhere.
     use arenac_compiler::analysis::liveness::BufferKind;
     use arenac_compiler::gemm::conv::{CONV_MIN_TILE, conv2d_tile_for_scratch};
     use arenac_compiler::plan::verify::verify_placement;
@@ -647,18 +672,18 @@ fn conv_at_the_peak_runs_with_a_smaller_tile() {
     type Case = ([usize; 4], [usize; 4], [usize; 4], [i64; 2], [i64; 4]);
     let cases: [Case; 3] = [
         (
-            [1, 16, 24, 24],
+            [1, 16, 24, 12],
             [16, 16, 3, 3],
-            [1, 16, 24, 24],
+            [1, 16, 24, 10],
             [1, 1],
-            [1, 1, 1, 1],
+            [1, 0, 1, 0],
         ),
         (
-            [1, 12, 23, 25],
+            [1, 12, 23, 13],
             [20, 12, 3, 3],
-            [1, 20, 23, 25],
+            [1, 20, 23, 11],
             [1, 1],
-            [1, 1, 1, 1],
+            [1, 0, 1, 0],
         ),
         (
             [1, 8, 41, 37],
@@ -707,6 +732,7 @@ fn conv_at_the_peak_runs_with_a_smaller_tile() {
             1,
         )
         .expect("2-d");
+        assert!(!p.is_direct(), "{x:?}: an im2col geometry");
         assert_eq!(conv2d_tile_for_scratch(&p, scratch), Some(CONV_MIN_TILE));
         assert_eq!(plan.arena_bytes, plan.lower_bound_bytes);
         let intervals = plan.liveness.intervals();

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use super::concat::ConcatSlots;
 use super::{Liveness, LivenessOptions, build, shrinking_in_place, tiles};
 use crate::ir::graph::{Graph, NodeId, ValueId};
-use crate::plan::offsets::place;
+use crate::plan::offsets::{fits_for_decisions, place_for_decisions};
 use crate::plan::{ALIGN, align_up, lower_bound};
 
 /// What the passes decided; [`Decide::measure`] turns it into buffers.
@@ -52,9 +52,17 @@ impl Decide<'_> {
         )
     }
 
-    /// The arena the buffers of `d` place in (offsets assigned, not only the live peak).
+    /// The arena the buffers of `d` place in (offsets assigned, not only the live peak), by
+    /// the placer without its local search (`offsets::place_for_decisions`): the plan's
+    /// final placement may come out smaller, never larger.
     pub(super) fn placed_arena(&self, d: &Decisions) -> usize {
-        place(&self.measure(d).intervals(), ALIGN).arena_bytes
+        place_for_decisions(&self.measure(d).intervals(), ALIGN).arena_bytes
+    }
+
+    /// Whether [`Self::placed_arena`] of `d` is at most `limit` (the same answer, found
+    /// sooner where it is yes: `offsets::fits_for_decisions`).
+    pub(super) fn placed_within(&self, d: &Decisions, limit: usize) -> bool {
+        fits_for_decisions(&self.measure(d).intervals(), ALIGN, limit)
     }
 }
 

@@ -22,14 +22,16 @@
 
 use super::decide::{Decide, Decisions, aligned, step_bytes};
 use super::{BufferKind, is_constant, node_scratch};
-use crate::gemm::conv::{ConvParams, conv2d_scratch_bytes, conv2d_tiles};
+use crate::gemm::conv::{ConvParams, conv2d_plan_bytes, conv2d_tiles};
 use crate::ir::graph::{Graph, NodeId};
 use crate::ops::Op;
 use std::collections::BTreeSet;
 
-/// The geometry of a Conv node whose scratch depends on its tile (the im2col path); `None`
-/// for every other node.
-fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
+/// The geometry of a Conv node whose scratch depends on its tile (the im2col path), or whose
+/// kernel reads none with its weights kept f32 (`f32_weights`: the direct kernels,
+/// `pw_small`; [`crate::gemm::conv::conv2d_plan_bytes`] plans it none); `None` for every
+/// other node.
+fn tiled_conv(g: &Graph, id: NodeId, threads: usize, f32_weights: bool) -> Option<ConvParams> {
     let node = g.node(id);
     let Op::Conv(a) = &node.op else {
         return None;
@@ -42,7 +44,8 @@ fn tiled_conv(g: &Graph, id: NodeId, threads: usize) -> Option<ConvParams> {
     }
     let constant = node.inputs.get(1).is_some_and(|&w| is_constant(g, w));
     let p = crate::ops::conv::scratch_params(a, &x.ty, &y.ty, constant, threads)?;
-    (conv2d_tiles(&p).count() > 1).then_some(p)
+    let none = f32_weights && crate::gemm::conv::f32_reads_no_scratch(&p);
+    (conv2d_tiles(&p).count() > 1 || none).then_some(p)
 }
 
 /// The scratch sizes a Conv or Gemm/MatMul staged on 16-bit data may be planned at, in the
@@ -105,12 +108,27 @@ fn staged_sizes(
     (sizes.len() > 1).then_some(sizes)
 }
 
-/// Scratch bytes of `p` run with `tile` output pixels per panel.
-fn bytes_at(p: &ConvParams, tile: usize) -> usize {
-    conv2d_scratch_bytes(&ConvParams {
-        tile: tile as u64,
-        ..*p
-    })
+/// Whether Conv `id` may be planned no scratch for a kernel that reads none: its weights stay
+/// f32 (`winograd_precompute` holds only then, `LivenessOptions`) and Winograd may not take
+/// it (the `winograd` pass gives Winograd's scratch where the step keeps the peak: planned
+/// none, the unused im2col panels no longer held that room, and a 2-thread ResNet-18 lost
+/// Winograd on its four 56 x 56 Convs, 1.24x the time).
+fn scratchless(cx: &Decide<'_>, id: NodeId, pre: &BTreeSet<crate::ir::graph::ValueId>) -> bool {
+    cx.opts.winograd_precompute
+        && !(cx.opts.winograd
+            && super::winograd::winograd_conv_in(cx.g, id, &cx.opts, pre).is_some())
+}
+
+/// Scratch bytes of `p` run with `tile` output pixels per panel (none for a kernel that
+/// reads none with `f32_weights`: [`conv2d_plan_bytes`]).
+fn bytes_at(p: &ConvParams, tile: usize, f32_weights: bool) -> usize {
+    conv2d_plan_bytes(
+        &ConvParams {
+            tile: tile as u64,
+            ..*p
+        },
+        f32_weights,
+    )
 }
 
 /// The `scratch` pass ([`super::decide::PASSES`]): the scratch bytes of each step while the
@@ -118,13 +136,16 @@ fn bytes_at(p: &ConvParams, tile: usize) -> usize {
 /// node's as it asks ([`node_scratch`]).
 pub(super) fn smallest(cx: &Decide<'_>, d: &mut Decisions) {
     let threads = cx.opts.threads;
+    let pre = super::winograd::precomputed(cx.g, &cx.opts);
     d.scratch = cx
         .order
         .iter()
-        .map(|&id| match tiled_conv(cx.g, id, threads) {
-            Some(p) => conv2d_tiles(&p)
-                .last()
-                .map_or_else(|| node_scratch(cx.g, id, threads), |t| bytes_at(&p, t)),
+        .map(|&id| (id, scratchless(cx, id, &pre)))
+        .map(|(id, f32w)| match tiled_conv(cx.g, id, threads, f32w) {
+            Some(p) => conv2d_tiles(&p).last().map_or_else(
+                || node_scratch(cx.g, id, threads),
+                |t| bytes_at(&p, t, f32w),
+            ),
             None => node_scratch(cx.g, id, threads),
         })
         .collect();
@@ -152,12 +173,13 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
             continue;
         };
         let rest = t - aligned(b.interval.size);
-        if let Some(p) = tiled_conv(cx.g, id, cx.opts.threads) {
+        let f32w = scratchless(cx, id, &pre);
+        if let Some(p) = tiled_conv(cx.g, id, cx.opts.threads, f32w) {
             let (Some(t), Some(planned)) = (total.get_mut(step), d.scratch.get_mut(step)) else {
                 continue;
             };
             if let Some(bytes) = conv2d_tiles(&p)
-                .map(|tile| bytes_at(&p, tile))
+                .map(|tile| bytes_at(&p, tile, f32w))
                 .find(|&bytes| bytes >= b.interval.size && rest + aligned(bytes) <= peak)
             {
                 *planned = bytes;
@@ -224,9 +246,8 @@ fn grow_staged(cx: &Decide<'_>, d: &mut Decisions, staged: Vec<(usize, Vec<usize
         };
         for bytes in fit.into_iter().take(STAGED_TRIES) {
             d.scratch[step] = bytes;
-            let a = cx.placed_arena(d);
-            if a <= base {
-                base = a;
+            if cx.placed_within(d, base) {
+                base = cx.placed_arena(d);
                 break;
             }
             d.scratch[step] = old;

@@ -353,24 +353,19 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     // The others: (step, the step's other live bytes, Winograd sizes largest first,
     // multiply-adds).
     let mut above = Vec::new();
-    for b in &live.buffers {
-        if b.kind != BufferKind::Scratch {
-            continue;
-        }
-        let Some(p) = b
-            .node
-            .and_then(|id| winograd_conv_in(cx.g, id, &cx.opts, &pre))
-        else {
+    // By step, not by scratch buffer: a Conv planned no scratch (the direct kernels on f32
+    // weights, `crate::gemm::conv::conv2d_plan_bytes`) has none.
+    for (step, &id) in cx.order.iter().enumerate() {
+        let Some(p) = winograd_conv_in(cx.g, id, &cx.opts, &pre) else {
             continue;
         };
-        let step = b.interval.start;
-        let Some(t) = total.get_mut(step) else {
+        let (Some(t), Some(&planned)) = (total.get_mut(step), d.scratch.get(step)) else {
             continue;
         };
-        if winograd::block_for_scratch(&p, b.interval.size).is_some() || step >= d.scratch.len() {
+        if winograd::block_for_scratch(&p, planned).is_some() {
             continue;
         }
-        let rest = *t - aligned(b.interval.size);
+        let rest = *t - aligned(planned);
         let macs = p.m * p.c * p.oh * p.ow * p.n;
         let sizes: Vec<usize> = winograd::block_sizes(&p)
             .map(|tb| winograd::scratch_bytes(&winograd::with_block(&p, tb)))
@@ -404,7 +399,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
     for &(s, bytes, ..) in &picks {
         d.scratch[s] = bytes;
     }
-    if !picks.is_empty() && cx.placed_arena(d) > base {
+    if !picks.is_empty() && !cx.placed_within(d, base) {
         for (p, &b) in picks.iter().zip(&before) {
             d.scratch[p.0] = b;
         }
@@ -412,7 +407,7 @@ pub(super) fn choose(cx: &Decide<'_>, d: &mut Decisions) {
         for (s, bytes, macs, rest, smaller) in picks {
             let old = d.scratch[s];
             d.scratch[s] = bytes;
-            if cx.placed_arena(d) > base {
+            if !cx.placed_within(d, base) {
                 d.scratch[s] = old;
                 above.push((s, rest, smaller, macs));
             }
@@ -450,7 +445,7 @@ fn into_slack(
             .take(SLACK_TRIES)
         {
             d.scratch[s] = bytes;
-            if cx.placed_arena(d) <= base {
+            if cx.placed_within(d, base) {
                 break;
             }
             d.scratch[s] = old;

@@ -582,8 +582,10 @@ pub(super) fn conv(
         }
     };
     // The planner sized the scratch by the same function at the tile it chose; the largest
-    // tile whose scratch fits the planned bytes is that tile. A mismatch is a bug, not a crash.
-    let tile = crate::gemm::conv::conv2d_tile_for_scratch(&params, planned).ok_or_else(|| {
+    // tile whose scratch fits the planned bytes is that tile (a kernel that reads no scratch,
+    // the direct ones on f32 weights, runs on whatever was planned: `conv2d_plan_bytes`). A
+    // mismatch is a bug, not a crash.
+    let tile = crate::gemm::conv::conv2d_tile_for_plan(&params, planned).ok_or_else(|| {
         cx.err(format!(
             "internal: Conv needs {} bytes of scratch even at its smallest tile, {planned} planned",
             crate::gemm::conv::conv2d_scratch_bytes(&ConvParams {

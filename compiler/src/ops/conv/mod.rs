@@ -51,7 +51,10 @@ pub struct ConvTransposeAttrs {
 /// The kernel geometry a Conv node with data input `x` and output `y` runs with, as the
 /// planner sizes its scratch (`crate::gemm::conv::conv2d_scratch_bytes`): `packed_a` set when
 /// the weights are a constant (packed at compile time where the kernel reads them so), the
-/// default tile. `None` when the kernel has no 1-d/2-d geometry for these shapes.
+/// default tile. `None` when the kernel has no 1-d/2-d geometry for these shapes. Not yet
+/// marked for its kernel: `crate::ops::Op::scratch_bytes` plans the im2col bytes whatever the
+/// weights' storage, the liveness `scratch` pass none for a kernel that reads none with f32
+/// weights (`crate::gemm::conv::conv2d_plan_bytes`).
 pub fn scratch_params(
     a: &ConvAttrs,
     x: &TensorType,

@@ -77,7 +77,8 @@ impl Neighbours {
         self.cols.len()
     }
 
-    fn of(&self, i: usize) -> &[u32] {
+    /// The buffers live with buffer `i` at some step.
+    pub(super) fn of(&self, i: usize) -> &[u32] {
         self.rows
             .get(i..i + 2)
             .map_or(&[], |r| &self.cols[r[0]..r[1]])

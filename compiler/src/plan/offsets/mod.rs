@@ -20,7 +20,10 @@
 //!    [1, 1.25) (this reorders equal-size buffers: it brings DenseNet-121's layer-wise plan
 //!    from 1.048x to exactly the bound), then a few rounds of local improvement (the
 //!    buffer that sets the arena's top moves to the front of the best order so far), both cheap
-//!    at any size; then for at most `search::MAX_BUFFERS` (14) non-empty buffers a branch and
+//!    at any size; then a local search over orders from the best one (`local.rs`: up to 1000
+//!    moves of a top buffer or one of its time neighbours, decoded by first fit, kept when not
+//!    larger, bounded by `LOCAL_WORK`; only in [`place`], not in [`place_for_decisions`]);
+//!    then for at most `search::MAX_BUFFERS` (14) non-empty buffers a branch and
 //!    bound over placement orders (`search`), exact when it finishes within its fixed budget.
 //!
 //! The smallest arena wins; on ties the earlier strategy in that list, so a plan is the same
@@ -34,6 +37,7 @@
 //! placed buffer is scanned instead). See `examples/plan_speed.rs` for timings.
 
 mod greedy;
+mod local;
 mod search;
 mod skyline;
 #[cfg(test)]
@@ -53,6 +57,9 @@ const PERTURB_WORK: usize = 1 << 17;
 
 /// Most perturbed rounds.
 const PERTURB_ROUNDS: usize = 8;
+
+/// Work (neighbour entries plus buffers, summed over decodings) the local search may use.
+const LOCAL_WORK: usize = 1 << 20;
 
 /// Most re-placements the local improvement tries.
 const PROMOTIONS: usize = 4;
@@ -92,6 +99,27 @@ pub fn place_greedy_by_size(intervals: &[Interval], align: usize) -> Placement {
 /// `align` of 0 is treated as 1. Sizes whose aligned total would overflow `usize` saturate (the
 /// arena then reads `usize::MAX`, which no memory budget accepts).
 pub fn place(intervals: &[Interval], align: usize) -> Placement {
+    place_with(intervals, align, true, 0)
+}
+
+/// [`place`] without its local search (`local.rs`): the placement the planner's memory
+/// decisions compare (`liveness::decide`, tens of placements per plan, where the local search
+/// cost 10-15 ms each on 655 buffers); the plan's final placement ([`place`]) runs it once.
+/// Never larger than greedy-by-size, never smaller than [`place`].
+pub fn place_for_decisions(intervals: &[Interval], align: usize) -> Placement {
+    place_with(intervals, align, false, 0)
+}
+
+/// Whether [`place_for_decisions`] places these intervals in at most `limit` bytes: the
+/// same answer, its strategies stopped at the first that gets there (greedy-by-size, tried
+/// first, mostly does).
+pub fn fits_for_decisions(intervals: &[Interval], align: usize, limit: usize) -> bool {
+    place_with(intervals, align, false, limit).arena_bytes <= limit
+}
+
+/// [`place`], with the local search only when `local`; returns as soon as the arena is at
+/// most `enough` (or the lower bound): the smallest placement found by then.
+fn place_with(intervals: &[Interval], align: usize, local: bool, enough: usize) -> Placement {
     let recs = records(intervals, align);
     let nb = Neighbours::new(&recs);
     let candidate = |strategy: Strategy, order: &[usize]| {
@@ -105,6 +133,8 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
     let mut best_order = greedy_by_size_order(&recs);
     let mut best = candidate(Strategy::GreedyBySize, &best_order);
     let lb = lower_bound(&recs);
+    // Every strategy below stops once the arena is at most `stop`.
+    let stop = lb.max(enough);
     let consider = |p: Placement, best: &mut Placement| {
         if p.arena_bytes < best.arena_bytes {
             *best = p;
@@ -112,7 +142,7 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
     };
     // The skyline, with each of its keys in turn until one reaches the bound.
     for key in [Key::LongThenLarge, Key::LongThenSmall, Key::Area] {
-        if best.arena_bytes <= lb {
+        if best.arena_bytes <= stop {
             return best;
         }
         let Some((offsets, arena_bytes)) = skyline(&recs, key, SKYLINE_WORK) else {
@@ -156,7 +186,7 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
         }),
     ];
     for (strategy, order) in others {
-        if best.arena_bytes <= lb {
+        if best.arena_bytes <= stop {
             return best;
         }
         let order = order(&recs);
@@ -174,7 +204,7 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
         .max(1);
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for _ in 0..(PERTURB_WORK / cost).min(PERTURB_ROUNDS) {
-        if best.arena_bytes <= lb {
+        if best.arena_bytes <= stop {
             return best;
         }
         let keys: Vec<u128> = recs
@@ -195,7 +225,7 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
     // Local improvement: the buffer that sets the arena's top goes first, and the rest keep
     // their order; repeated while it helps, a few times at most.
     for _ in 0..PROMOTIONS {
-        if best.arena_bytes <= lb {
+        if best.arena_bytes <= stop {
             return best;
         }
         let Some(&top) = best_order.iter().find(|&&i| {
@@ -212,8 +242,21 @@ pub fn place(intervals: &[Interval], align: usize) -> Placement {
         }
         (best, best_order) = (p, order);
     }
+    // Local search over orders from the best order so far.
+    if local
+        && best.arena_bytes > stop
+        && let Some(n) = nb.as_ref()
+        && let Some((offsets, arena_bytes)) =
+            local::improve(&recs, n, &best_order, best.arena_bytes, lb, LOCAL_WORK)
+    {
+        best = Placement {
+            offsets,
+            arena_bytes,
+            strategy: Strategy::Search,
+        };
+    }
     let nonempty: Vec<Rec> = recs.iter().copied().filter(|r| r.size > 0).collect();
-    if best.arena_bytes > lb && nonempty.len() <= search::MAX_BUFFERS {
+    if best.arena_bytes > stop && nonempty.len() <= search::MAX_BUFFERS {
         // The search sees only non-empty buffers, indexed by their position in `nonempty`.
         let local: Vec<Rec> = nonempty
             .iter()

@@ -372,3 +372,71 @@ fn skyline_gives_up_past_its_budget() {
     let (_, arena) = skyline(&recs, Key::LongThenLarge, usize::MAX).unwrap();
     assert_eq!(arena, lb_by_step(&iv, 1).0);
 }
+
+/// Patched YOLOv8 plans whose layer-wise tail (after the stage) the size-first orders and the
+/// skyline left 5-16% above the bound: the local search over orders brings YOLOv8s-320 to the
+/// bound and YOLOv8n-640 within 4% of it.
+#[test]
+fn patched_yolov8_tails_improve_by_local_search() {
+    let iv = parse_intervals(include_str!("testdata/yolov8s_320_patched.txt"));
+    assert_eq!(iv.len(), 115);
+    let (lb, _) = lb_by_step(&iv, 64);
+    assert_eq!(lb, 4_239_360);
+    let p = checked(&iv, 64);
+    assert_eq!(p.arena_bytes, lb);
+    let iv = parse_intervals(include_str!("testdata/yolov8n_640_patched.txt"));
+    assert_eq!(iv.len(), 200);
+    let (lb, _) = lb_by_step(&iv, 64);
+    assert_eq!(lb, 8_668_352);
+    let p = checked(&iv, 64);
+    assert!(p.arena_bytes <= 9_011_200, "arena {}", p.arena_bytes);
+    assert_eq!(p.strategy, Strategy::Search);
+}
+
+/// The placement the planner's decisions compare (`place_for_decisions`: no local search) is
+/// never below `place`'s, and `fits_for_decisions` answers exactly whether it is at most a
+/// limit, at every limit around it (its early stop changes no answer).
+#[test]
+fn decisions_placement_and_its_fit_test_agree() {
+    let check = |iv: &[Interval], align: usize| {
+        let full = place(iv, align).arena_bytes;
+        let d = place_for_decisions(iv, align);
+        verify_placement(iv, &d, align).unwrap();
+        assert!(
+            full <= d.arena_bytes,
+            "place {full} > decisions' {}",
+            d.arena_bytes
+        );
+        let g = greedy_by_size(iv, align).arena_bytes;
+        assert!(d.arena_bytes <= g);
+        let (lb, _) = lb_by_step(iv, align);
+        for limit in [
+            0,
+            lb.saturating_sub(1),
+            lb,
+            full,
+            d.arena_bytes.saturating_sub(1),
+            d.arena_bytes,
+            g.saturating_sub(1),
+            g,
+        ] {
+            assert_eq!(
+                fits_for_decisions(iv, align, limit),
+                d.arena_bytes <= limit,
+                "limit {limit}, arena {}",
+                d.arena_bytes
+            );
+        }
+        (full, d.arena_bytes)
+    };
+    for seed in 1..=100u64 {
+        let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        for &(max_n, steps, align) in &[(16, 10, 1), (60, 30, 64)] {
+            check(&random_intervals(&mut rng, max_n, steps), align);
+        }
+    }
+    // The local search runs only in `place`: YOLOv8n-640's patched tail.
+    let iv = parse_intervals(include_str!("testdata/yolov8n_640_patched.txt"));
+    let (full, decided) = check(&iv, 64);
+    assert!(full < decided, "{full} vs {decided}");
+}
