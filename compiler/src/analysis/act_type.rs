@@ -200,12 +200,24 @@ pub fn retype_activations_with(g: &mut Graph, act: ActType, narrow_inputs: bool)
         (ng, report)
     } else {
         match build(g, act, &pre) {
-            Some((ng, report, _)) => (ng, report),
-            None => (ng, report),
+            // The second build decides as the first did, so no narrowed input is widened
+            // again; were one, the first graph (its Cast kept) is the better.
+            Some((ng2, report2, _)) if !widens_an_input(&ng2, &report2) => (ng2, report2),
+            _ => (ng, report),
         }
     };
     *g = ng;
     report
+}
+
+/// Whether a Cast to f32 reads an input of retyped graph `g` that `r` lists as narrowed.
+fn widens_an_input(g: &Graph, r: &ActReport) -> bool {
+    g.inputs.iter().any(|&v| {
+        r.input_narrowed(&g.value(v).name)
+            && g.consumers(v)
+                .iter()
+                .any(|&c| matches!(g.node(c).op, Op::Cast { to: DType::F32, .. }))
+    })
 }
 
 /// The report of a retyping that changed nothing (f32, or no f32 intermediates).
