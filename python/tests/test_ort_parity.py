@@ -125,6 +125,15 @@ def test_digits_16_bit_activations(digits_path, samples, activations, tol):
     assert storage["activations"] == activations
     assert storage["arena_bytes"] < storage["arena_f32_bytes"]
     assert sess.arena_bytes == storage["arena_bytes"] < full_sess.arena_bytes
+    # The f32 input is stored in 16 bits, rounded on copy-in: still declared and fed as f32,
+    # the same outputs from a non-contiguous or unaligned array.
+    assert storage["narrowed_inputs"] == ["pixels"]
+    assert sess.get_inputs()[0].type == "tensor(float)"
+    raw = np.zeros(samples.nbytes + 1, dtype=np.uint8)
+    shifted = raw[1:].view(np.float32).reshape(samples.shape)
+    shifted[...] = samples
+    (again,) = sess.run(None, {"pixels": shifted})
+    assert np.array_equal(again, ours)
     with pytest.raises(arenac.InvalidArgument, match="activations: unknown type 'f8'"):
         arenac.InferenceSession(digits_path, activations="f8")
 

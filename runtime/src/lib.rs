@@ -114,7 +114,9 @@ pub struct CompileOptions {
     pub weights: WeightType,
     /// The type intermediates are stored in (default f32): f16/bf16 halve the arena, each
     /// node computing in f32 and rounding once on store; graph inputs and outputs keep their
-    /// types. Nodes without a 16-bit kernel stay f32 (between Casts) and are listed
+    /// types (an f32 input read only by 16-bit nodes is stored in 16 bits, rounded by
+    /// [`Session::run`] as it is copied in: [`IoSlot::stored`]). Nodes without a 16-bit
+    /// kernel stay f32 (between Casts) and are listed
     /// ([`Summary::activations_storage`]).
     pub activations: ActType,
     /// Give memory back once the program is generated (default `true`): free heap memory,

@@ -523,7 +523,7 @@ impl Session {
         // An output may sit inside a Concat's buffer: aligned to its element size only.
         let elem = outputs.map(|s| (s, s.ty.dtype.size().max(1)));
         for (slot, align) in aligned.chain(elem) {
-            let end = slot.ty.bytes().and_then(|b| b.checked_add(slot.offset));
+            let end = slot.stored_bytes().and_then(|b| b.checked_add(slot.offset));
             if end.is_none_or(|e| e > arena_bytes) || !slot.offset.is_multiple_of(align) {
                 return Err(RunError::SlotOutOfBounds {
                     name: slot.name.clone(),
@@ -572,8 +572,8 @@ impl Session {
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>, RunError> {
         validate_named(self.exe.inputs(), inputs)?;
         for (name, t) in inputs {
-            if let Some(slot) = self.exe.inputs().iter().find(|s| s.name == *name) {
-                self.write(slot.offset, t.data);
+            if let Some(i) = self.exe.inputs().iter().position(|s| s.name == *name) {
+                self.write(i, t.data);
             }
         }
         self.execute()
@@ -583,8 +583,7 @@ impl Session {
     pub fn run_positional(&mut self, inputs: &[TensorRef<'_>]) -> Result<Outputs<'_>, RunError> {
         validate_positional(self.exe.inputs(), inputs)?;
         for (i, t) in inputs.iter().enumerate() {
-            let offset = self.exe.inputs()[i].offset;
-            self.write(offset, t.data);
+            self.write(i, t.data);
         }
         self.execute()
     }
@@ -604,8 +603,8 @@ impl Session {
         let start = profile.now();
         validate_named(self.exe.inputs(), inputs)?;
         for (name, t) in inputs {
-            if let Some(slot) = self.exe.inputs().iter().find(|s| s.name == *name) {
-                self.write(slot.offset, t.data);
+            if let Some(i) = self.exe.inputs().iter().position(|s| s.name == *name) {
+                self.write(i, t.data);
             }
         }
         let origin = profile.origin;
@@ -642,20 +641,21 @@ impl Session {
         Ok(self.output_views())
     }
 
-    fn write(&mut self, offset: usize, data: &[u8]) {
-        // Checked at creation: every slot lies inside the arena; `data` has the slot's size.
-        debug_assert!(offset + data.len() <= self.layout.size());
-        // SAFETY: `offset + data.len()` is within the arena (slot bounds checked in
-        // `from_executable`, the length checked by validation); the arena is our own
-        // allocation, exclusively borrowed through `&mut self`, and cannot overlap `data`,
-        // whose borrow predates this call.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.arena.as_ptr().add(offset),
-                data.len(),
-            );
-        }
+    /// Writes input `i`'s data into its slot: copied, or rounded to 16 bits for an input
+    /// stored narrowed ([`IoSlot::store`]; in place, no allocation).
+    fn write(&mut self, i: usize, data: &[u8]) {
+        let Some(slot) = self.exe.inputs().get(i) else {
+            return;
+        };
+        // Checked at creation: every slot lies inside the arena.
+        let len = slot.stored_bytes().unwrap_or(0);
+        debug_assert!(slot.offset + len <= self.layout.size());
+        // SAFETY: `slot.offset + len` is within the arena (slot bounds checked in
+        // `with_threads`); the arena is our own allocation, exclusively borrowed through
+        // `&mut self`, and cannot overlap `data`, whose borrow predates this call.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(self.arena.as_ptr().add(slot.offset), len) };
+        slot.store(data, dst);
     }
 
     fn execute(&mut self) -> Result<Outputs<'_>, RunError> {

@@ -67,6 +67,41 @@ fn digits_keeps_its_accuracy_in_every_activations_mode() {
     }
 }
 
+/// The f32 input is stored in the 16-bit type (read only by narrow nodes): the session still
+/// takes f32 (`inputs()` declares it), rounds it on copy-in from any alignment, and the plan
+/// report (text and JSON) lists it.
+#[test]
+fn the_f32_input_is_stored_narrowed() {
+    let samples = read_npy(&common::repo("models/digits/samples.npy")).unwrap();
+    let view = samples.view();
+    let mut unaligned = vec![0u8; 3];
+    unaligned.extend_from_slice(view.bytes());
+    let shifted =
+        arenac::TensorRef::from_bytes(view.dtype(), view.shape(), &unaligned[3..]).unwrap();
+    for t in [ActType::F16, ActType::Bf16] {
+        let model = digits(t);
+        let s = model.summary().activations_storage.unwrap();
+        assert_eq!(s.narrowed_inputs, vec!["pixels".to_string()], "{t:?}");
+        let mut session = model.session().unwrap();
+        let slot = &session.inputs()[0];
+        assert_eq!(slot.ty.dtype, arenac::DType::F32, "{t:?}: declared type");
+        assert_eq!(slot.stored, t.dtype(), "{t:?}: stored type");
+        let want = probs(&model);
+        let got = session.run(&[("pixels", shifted)]).unwrap();
+        assert_eq!(got.by_name("probs").unwrap().to_f32_vec(), want, "{t:?}");
+        let r = model.plan_report();
+        let text = r.to_text();
+        assert!(
+            text.contains(&format!(
+                "input stored in {} (f32 rounded on copy-in",
+                t.name()
+            )),
+            "{text}"
+        );
+        assert!(r.to_json().contains("\"narrowed_inputs\""));
+    }
+}
+
 #[test]
 fn cli_reports_activations_and_rejects_unknown_types() {
     let bin = env!("CARGO_BIN_EXE_arenac");

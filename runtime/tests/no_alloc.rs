@@ -239,6 +239,38 @@ fn run_allocates_nothing() {
         "Session::run of storage casts allocated {n} times in 10 runs"
     );
     assert!(sum.is_finite());
+
+    // `--activations f16`: the input stored narrowed, rounded on copy-in, from an unaligned
+    // slice too (through a stack buffer).
+    let opts = arenac::CompileOptions {
+        activations: arenac::ActType::F16,
+        ..arenac::CompileOptions::default()
+    }
+    .with_shape("N", vec![8]);
+    let model = arenac::compile_file(&common::repo("models/digits/digits.onnx"), &opts).unwrap();
+    let mut session = model.session().unwrap();
+    assert_eq!(session.inputs()[0].stored, arenac::DType::F16);
+    let bytes: Vec<u8> = std::iter::once(0u8)
+        .chain(px.iter().flat_map(|v| v.to_ne_bytes()))
+        .collect();
+    let unaligned = TensorRef::from_bytes(arenac::DType::F32, &[8, 64], &bytes[1..]).unwrap();
+    let named = [("pixels", TensorRef::from_slice(&[8, 64], &px).unwrap())];
+    session.run(&named).unwrap();
+    let (n, sum) = count(|| {
+        let mut sum = 0.0f32;
+        for _ in 0..10 {
+            let out = session.run(&named).unwrap();
+            sum += out.get(0).unwrap().get_f32(0).unwrap();
+            let out = session.run(&[("pixels", unaligned)]).unwrap();
+            sum += out.get(0).unwrap().get_f32(0).unwrap();
+        }
+        sum
+    });
+    assert_eq!(
+        n, 0,
+        "Session::run of a narrowed input allocated {n} times in 20 runs"
+    );
+    assert!(sum.is_finite());
 }
 
 /// `x: f32[64]` → float8 E5M2 → f32, and → int4 → f32, summed.

@@ -10,16 +10,8 @@ mod common;
 
 fn slots() -> Vec<IoSlot> {
     vec![
-        IoSlot {
-            name: "pixels".into(),
-            ty: TensorType::new(DType::F32, vec![1, 64]),
-            offset: 0,
-        },
-        IoSlot {
-            name: "mask".into(),
-            ty: TensorType::new(DType::Bool, vec![3]),
-            offset: 256,
-        },
+        IoSlot::new("pixels", TensorType::new(DType::F32, vec![1, 64]), 0),
+        IoSlot::new("mask", TensorType::new(DType::Bool, vec![3]), 256),
     ]
 }
 

@@ -28,16 +28,15 @@ pub fn run_in_arena(exe: &Executable, inputs: &[Tensor]) -> Vec<Tensor> {
     for (slot, t) in exe.inputs().iter().zip(inputs) {
         let b = t.bytes();
         assert_eq!(Some(b.len()), slot.ty.bytes(), "input {} bytes", slot.name);
-        let end = slot.offset.checked_add(b.len()).expect("slot end");
+        let n = slot.stored_bytes().expect("static input size");
+        let end = slot.offset.checked_add(n).expect("slot end");
         assert!(
             end <= exe.arena_bytes(),
             "input {} past the arena",
             slot.name
         );
-        // SAFETY: `offset..end` lies inside the arena (checked above); `b` is another buffer.
-        unsafe {
-            std::ptr::copy_nonoverlapping(b.as_ptr(), arena.as_mut_ptr().add(slot.offset), b.len())
-        };
+        // Copied, or rounded to 16 bits for an input `--activations` stores narrowed.
+        slot.store(b, &mut arena.as_mut_slice()[slot.offset..end]);
     }
     // A plan for several threads runs on a pool of that size (per-thread scratch slots).
     let pool = (exe.threads() > 1)

@@ -45,6 +45,7 @@ pub fn plan_options(byte: u8) -> PlanOptions {
         // Read only by `plan_graph`; this target plans the imported graph with `plan_arena`.
         fuse_elementwise: false,
         activations: arenac_compiler::analysis::act_type::ActType::F32,
+        narrow_inputs: true,
         patches: false,
         patch_flops: arenac_compiler::analysis::patches::DEFAULT_PATCH_FLOPS,
         patched_winograd_growth: arenac_compiler::analysis::liveness::PATCHED_WINOGRAD_GROWTH,

@@ -20,8 +20,16 @@
 //!   (each value cast at most once each way). These are listed ([`ActReport::kept`]): their
 //!   f32 operands are full-size and count in the arena.
 //!
-//! Graph inputs and outputs keep their declared types (a Cast at each end). A graph without
-//! f32 intermediates (an f16 model) is left alone, with a note.
+//! Graph outputs keep their declared types (a Cast at the end). So do graph inputs, except
+//! that [`retype_activations_with`] asked to narrow inputs (what [`crate::arena::plan_graph`]
+//! does for a model, not for the subgraphs of control nodes) stores an f32 input whose every
+//! reader takes its narrow form — the wide value read by nothing else (no node kept in f32,
+//! not a graph output) — in the narrow type itself: no Cast, its arena slot holds the 16-bit
+//! form and the session rounds the user's f32 data into it on copy-in
+//! ([`crate::codegen::IoSlot::store`], the Cast kernel's bits), so the f32 image is never in
+//! the arena beside its narrow copy. These are listed ([`ActReport::narrowed_inputs`]); the
+//! code generator gives them their declared f32 type in their `IoSlot`. A graph without f32
+//! intermediates (an f16 model) is left alone, with a note.
 
 use std::collections::{HashMap, HashSet};
 
@@ -89,6 +97,16 @@ pub struct ActReport {
     pub kept: Vec<(String, String)>,
     /// Notes for the user (e.g. nothing to retype).
     pub notes: Vec<String>,
+    /// Graph inputs (declared f32) stored in the narrow type, rounded on copy-in: their
+    /// names, in graph-input order.
+    pub narrowed_inputs: Vec<String>,
+}
+
+impl ActReport {
+    /// Whether graph input `name` is stored narrowed ([`ActReport::narrowed_inputs`]).
+    pub fn input_narrowed(&self, name: &str) -> bool {
+        self.narrowed_inputs.iter().any(|n| n == name)
+    }
 }
 
 /// Whether node op `op` has a staged 16-bit kernel for data `x` (its first input, f32 before
@@ -146,23 +164,97 @@ pub fn unary16(u: &UnaryOp) -> bool {
 }
 
 /// Retypes `g`'s f32 intermediates to `act` (the module doc); nothing for [`ActType::F32`].
+/// Graph inputs keep their types ([`retype_activations_with`] may narrow them).
 pub fn retype_activations(g: &mut Graph, act: ActType) -> ActReport {
+    retype_activations_with(g, act, false)
+}
+
+/// [`retype_activations`], and with `narrow_inputs` each f32 graph input whose every reader
+/// takes its narrow form is itself retyped to the narrow type, its Cast dropped (the module
+/// doc; listed in [`ActReport::narrowed_inputs`]). The graph is built twice then: the first
+/// build finds those inputs, the second starts from their narrow form and, deciding every
+/// node as the first did, makes the same graph without their Casts.
+pub fn retype_activations_with(g: &mut Graph, act: ActType, narrow_inputs: bool) -> ActReport {
+    let Some((ng, report, narrowing)) = build(g, act, &HashSet::new()) else {
+        return nothing_to_retype(act);
+    };
+    let pre: HashSet<ValueId> = if narrow_inputs {
+        g.inputs
+            .iter()
+            .zip(&ng.inputs)
+            .filter(|&(&v, &w)| {
+                g.value(v).ty.dtype == DType::F32
+                    && g.value(v).ty.numel().is_some()
+                    && !ng.outputs.contains(&w)
+                    && {
+                        let readers = ng.consumers(w);
+                        !readers.is_empty() && readers.iter().all(|r| narrowing.contains(r))
+                    }
+            })
+            .map(|(&v, _)| v)
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let (ng, report) = if pre.is_empty() {
+        (ng, report)
+    } else {
+        match build(g, act, &pre) {
+            // The second build decides as the first did, so no narrowed input is widened
+            // again; were one, the first graph (its Cast kept) is the better.
+            Some((ng2, report2, _)) if !widens_an_input(&ng2, &report2) => (ng2, report2),
+            _ => (ng, report),
+        }
+    };
+    *g = ng;
+    report
+}
+
+/// Whether a Cast to f32 reads an input of retyped graph `g` that `r` lists as narrowed.
+fn widens_an_input(g: &Graph, r: &ActReport) -> bool {
+    g.inputs.iter().any(|&v| {
+        r.input_narrowed(&g.value(v).name)
+            && g.consumers(v)
+                .iter()
+                .any(|&c| matches!(g.node(c).op, Op::Cast { to: DType::F32, .. }))
+    })
+}
+
+/// The report of a retyping that changed nothing (f32, or no f32 intermediates).
+fn nothing_to_retype(act: ActType) -> ActReport {
     let mut report = ActReport {
         act,
         ..ActReport::default()
     };
+    if act != ActType::F32 {
+        report.notes.push(format!(
+            "--activations {}: the model has no f32 intermediates; nothing to retype",
+            act.name()
+        ));
+    }
+    report
+}
+
+/// The retyped graph of `g`, its report and the narrowing Casts it made (new node ids);
+/// `None` when nothing is retyped. The graph inputs in `pre` are narrow values of the new
+/// graph, under their own names.
+fn build(
+    g: &Graph,
+    act: ActType,
+    pre: &HashSet<ValueId>,
+) -> Option<(Graph, ActReport, HashSet<NodeId>)> {
+    let report = ActReport {
+        act,
+        ..ActReport::default()
+    };
     if act == ActType::F32 {
-        return report;
+        return None;
     }
     let any_f32 = g
         .nodes()
         .any(|(_, n)| n.outputs.iter().any(|&v| g.value(v).ty.dtype == DType::F32));
     if !any_f32 {
-        report.notes.push(format!(
-            "--activations {}: the model has no f32 intermediates; nothing to retype",
-            act.name()
-        ));
-        return report;
+        return None;
     }
     let mut b = Builder {
         g,
@@ -173,10 +265,16 @@ pub fn retype_activations(g: &mut Graph, act: ActType) -> ActReport {
         names: g.values().iter().map(|v| v.name.clone()).collect(),
         report,
         skip: HashSet::new(),
+        pre,
+        narrowing: HashSet::new(),
     };
     for v in g.value_ids() {
         let val = g.value(v);
-        if !matches!(val.kind, ValueKind::Computed(_)) {
+        if pre.contains(&v) {
+            let ty = TensorType::new(b.nt, val.ty.shape.clone());
+            let id = b.ng.add_value(val.name.clone(), ty, val.kind.clone());
+            b.narrow.insert(v, id);
+        } else if !matches!(val.kind, ValueKind::Computed(_)) {
             let id =
                 b.ng.add_value(val.name.clone(), val.ty.clone(), val.kind.clone());
             b.wide.insert(v, id);
@@ -190,11 +288,22 @@ pub fn retype_activations(g: &mut Graph, act: ActType) -> ActReport {
         .iter()
         .map(|&v| b.wide_form(v, "output"))
         .collect();
-    b.ng.inputs = g.inputs.iter().map(|&v| b.wide_form(v, "input")).collect();
+    b.ng.inputs = g
+        .inputs
+        .iter()
+        .map(|&v| match b.narrow.get(&v) {
+            Some(&n) if pre.contains(&v) => n,
+            _ => b.wide_form(v, "input"),
+        })
+        .collect();
     b.ng.outputs = outs;
-    let report = std::mem::take(&mut b.report);
-    *g = b.ng;
-    report
+    b.report.narrowed_inputs = g
+        .inputs
+        .iter()
+        .filter(|v| pre.contains(v))
+        .map(|&v| g.value(v).name.clone())
+        .collect();
+    Some((b.ng, b.report, b.narrowing))
 }
 
 /// Builds the retyped graph. Every old value has its form as typed in the old graph
@@ -210,6 +319,10 @@ struct Builder<'a> {
     report: ActReport,
     /// Old nodes already emitted as part of another (the Mul of a SiLU).
     skip: HashSet<NodeId>,
+    /// Graph inputs made narrow from the start (`build`'s `pre`).
+    pre: &'a HashSet<ValueId>,
+    /// The narrowing Casts made (new node ids).
+    narrowing: HashSet<NodeId>,
 }
 
 impl Builder<'_> {
@@ -286,6 +399,7 @@ impl Builder<'_> {
                 let cname = self.fresh(&format!("{reader}.narrow.{}", val.name));
                 self.report.casts += 1;
                 let c = self.ng.add_node(cname, cast, &[src], &[(name, ty)]);
+                self.narrowing.insert(c);
                 self.ng.node(c).outputs[0]
             }
         };
@@ -351,7 +465,13 @@ impl Builder<'_> {
         let widened: usize = n
             .inputs
             .iter()
-            .filter(|&&v| self.is_f32_data(v) && !self.is_const(v) && !self.wide.contains_key(&v))
+            // A narrowed input counts as in the first build, where it was wide.
+            .filter(|&&v| {
+                self.is_f32_data(v)
+                    && !self.is_const(v)
+                    && !self.wide.contains_key(&v)
+                    && !self.pre.contains(&v)
+            })
             .fold(0, |a, &v| a.saturating_add(bytes(v, 4)));
         widened < narrow_out
     }

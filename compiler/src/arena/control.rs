@@ -52,7 +52,12 @@ pub(super) fn plan_in_place(g: &mut Graph, opts: &PlanOptions) -> Result<SubPlan
             // remap their ids), which are then dropped again.
             let n = sub.outputs.len();
             sub.outputs.extend(pins);
-            let plan = plan_graph(sub, opts);
+            // Their inputs are written by the node: stored as typed.
+            let sub_opts = PlanOptions {
+                narrow_inputs: false,
+                ..*opts
+            };
+            let plan = plan_graph(sub, &sub_opts);
             sub.outputs.truncate(n);
             plans.push(plan.map_err(|e| within(&name, e))?);
         }

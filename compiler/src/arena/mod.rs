@@ -26,7 +26,7 @@ pub mod svg;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::analysis::act_type::{ActReport, ActType, retype_activations};
+use crate::analysis::act_type::{ActReport, ActType, retype_activations_with};
 use crate::analysis::fuse::residual::fuse_residual;
 use crate::analysis::fuse::{FuseStats, fuse_elementwise, fuse_elementwise16};
 use crate::analysis::liveness::{Buffer, Liveness, LivenessOptions, liveness};
@@ -57,6 +57,11 @@ pub struct PlanOptions {
     /// f32 intermediates before fusion ([`crate::analysis::act_type::retype_activations`]).
     /// Only [`plan_graph`] reads it.
     pub activations: ActType,
+    /// With 16-bit `activations`: an f32 graph input read only in its narrow form is stored
+    /// narrow, rounded on copy-in ([`retype_activations_with`]; default on). Only
+    /// [`plan_graph`] reads it; the subgraphs of control nodes are planned without it (their
+    /// inputs are written by the node, not the session).
+    pub narrow_inputs: bool,
     /// Run the leading stage of a CNN patch by patch when that lowers the arena
     /// ([`crate::analysis::patches`]). Only [`plan_graph`] reads it.
     pub patches: bool,
@@ -78,6 +83,7 @@ impl Default for PlanOptions {
             align: ALIGN,
             fuse_elementwise: true,
             activations: ActType::F32,
+            narrow_inputs: true,
             patches: false,
             patch_flops: patches::DEFAULT_PATCH_FLOPS,
             patched_winograd_growth: crate::analysis::liveness::PATCHED_WINOGRAD_GROWTH,
@@ -357,7 +363,7 @@ fn layer_wise(g: &Graph, align: usize) -> (usize, usize) {
 /// passes): they measure a runtime without arenac's rewrites. In debug builds the rewritten
 /// graph is verified; a failure is [`Error::PlanInternal`] naming the pass.
 pub fn plan_graph(g: &mut Graph, opts: &PlanOptions) -> Result<ArenaPlan, Error> {
-    let activations = retype_activations(g, opts.activations);
+    let activations = retype_activations_with(g, opts.activations, opts.narrow_inputs);
     if cfg!(debug_assertions)
         && opts.activations != ActType::F32
         && let Err(e) = crate::ir::verify::verify(g)

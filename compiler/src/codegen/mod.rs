@@ -20,6 +20,7 @@
 mod aligned;
 pub mod fault;
 pub mod host;
+mod io;
 pub mod kernels;
 mod lower;
 mod parallel;
@@ -36,6 +37,8 @@ use crate::error::{Error, OpError};
 use crate::ir::graph::{Graph, ValueId, ValueKind};
 use crate::ir::types::TensorType;
 
+pub use io::IoSlot;
+
 /// Alignment of the arena base and of every tensor in the weights region.
 pub const ARENA_ALIGN: usize = 64;
 
@@ -50,19 +53,6 @@ pub struct CodegenOptions {
     /// ([`crate::gemm::lowp`]; widened to f32 inside the GEMM core). Other constants stay f32
     /// ([`crate::analysis::weights_type::weights_report`] lists them).
     pub weights: crate::gemm::lowp::WeightType,
-}
-
-/// Where a graph input or output lives in the arena.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IoSlot {
-    /// Value name in the model.
-    pub name: String,
-    /// Dtype and static shape.
-    pub ty: TensorType,
-    /// Byte offset in the arena: a multiple of [`ARENA_ALIGN`] for an input; for an output
-    /// a multiple of its element size (an output stored in a Concat's buffer, e.g. a view of
-    /// an in-place Concat input, sits at that input's offset in the buffer).
-    pub offset: usize,
 }
 
 /// A compiled model: JIT code plus its read-only weights region. Owns its JIT module; code
@@ -353,6 +343,22 @@ pub fn compile_with(
     }
     let slot = |v: ValueId| -> Result<IoSlot, Error> {
         let val = g.value(v);
+        // An input `--activations` stores narrowed: declared f32, stored in 16 bits.
+        if g.inputs.contains(&v) && plan.activations.input_narrowed(&val.name) {
+            let offset = plan.value_offset(v).ok_or_else(|| Error::Node {
+                node: val.name.clone(),
+                op: "input".into(),
+                source: OpError::Unsupported("a narrowed graph input has no arena slot".into()),
+            })?;
+            return Ok(IoSlot {
+                stored: val.ty.dtype,
+                ..IoSlot::new(
+                    val.name.clone(),
+                    TensorType::new(crate::ir::types::DType::F32, val.ty.shape.clone()),
+                    offset,
+                )
+            });
+        }
         let offset = plan.value_offset(v).ok_or_else(|| Error::Node {
             node: val.name.clone(),
             op: "output".into(),
@@ -360,11 +366,7 @@ pub fn compile_with(
                 "a graph output that is a constant has no arena slot yet".into(),
             ),
         })?;
-        Ok(IoSlot {
-            name: val.name.clone(),
-            ty: val.ty.clone(),
-            offset,
-        })
+        Ok(IoSlot::new(val.name.clone(), val.ty.clone(), offset))
     };
     let inputs = g
         .inputs

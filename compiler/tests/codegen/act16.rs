@@ -576,8 +576,11 @@ fn staged_winograd_bands_on_precomputed_or_per_run_weights() {
         pool.set_eager(true);
         let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
         for (slot, t) in exe.inputs().iter().zip(&inputs) {
-            let b = t.bytes();
-            arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+            let n = slot.stored_bytes().expect("static");
+            slot.store(
+                t.bytes(),
+                &mut arena.as_mut_slice()[slot.offset..slot.offset + n],
+            );
         }
         // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
         unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");

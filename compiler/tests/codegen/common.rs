@@ -56,12 +56,13 @@ pub(crate) fn run_in(
 ) -> Result<Vec<Tensor>, String> {
     assert!(arena.as_slice().len() >= exe.arena_bytes());
     for (slot, t) in exe.inputs().iter().zip(inputs) {
-        let b = t.bytes();
-        assert!(slot.offset + b.len() <= exe.arena_bytes());
-        // SAFETY: the slot lies inside the arena (checked above); no overlap with `b`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(b.as_ptr(), arena.as_mut_ptr().add(slot.offset), b.len())
-        };
+        let n = slot.stored_bytes().expect("static");
+        assert!(slot.offset + n <= exe.arena_bytes());
+        // Copied, or rounded to 16 bits for an input `--activations` stores narrowed.
+        slot.store(
+            t.bytes(),
+            &mut arena.as_mut_slice()[slot.offset..slot.offset + n],
+        );
     }
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
     let ran = unsafe { exe.run(arena.as_mut_ptr()) };

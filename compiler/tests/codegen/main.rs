@@ -4,6 +4,7 @@
 //! One test binary, one module per op family.
 
 mod act16;
+mod act16_inputs;
 mod attention;
 mod bitcast;
 mod common;

@@ -131,8 +131,11 @@ fn run_block(
     pool.set_eager(true);
     let mut arena = AlignedBytes::zeroed(exe.arena_bytes());
     for (slot, t) in exe.inputs().iter().zip(inputs) {
-        let bytes = t.bytes();
-        arena.as_mut_slice()[slot.offset..slot.offset + bytes.len()].copy_from_slice(bytes);
+        let n = slot.stored_bytes().expect("static");
+        slot.store(
+            t.bytes(),
+            &mut arena.as_mut_slice()[slot.offset..slot.offset + n],
+        );
     }
     // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, the inputs written.
     unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");

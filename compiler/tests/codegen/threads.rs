@@ -32,8 +32,11 @@ fn run_on(g: &Graph, inputs: &[Tensor], threads: usize) -> (Vec<Vec<u8>>, usize)
     // is dead, so the first run may have overwritten it.
     for _ in 0..2 {
         for (slot, t) in exe.inputs().iter().zip(inputs) {
-            let b = t.bytes();
-            arena.as_mut_slice()[slot.offset..slot.offset + b.len()].copy_from_slice(b);
+            let n = slot.stored_bytes().expect("static");
+            slot.store(
+                t.bytes(),
+                &mut arena.as_mut_slice()[slot.offset..slot.offset + n],
+            );
         }
         // SAFETY: the arena is 64-aligned, `arena_bytes` long, ours alone, inputs written.
         unsafe { exe.run_with(arena.as_mut_ptr(), Some(&pool)) }.expect("no fault");

@@ -45,8 +45,9 @@ struct BuildArgs {
           value_parser = parse_weights)]
     weights: WeightType,
     /// Store intermediates (the arena) as f32 (default), f16 or bf16: each node computes
-    /// in f32 and rounds once on store; graph inputs and outputs keep their types. Nodes
-    /// without a 16-bit kernel stay f32 and are listed.
+    /// in f32 and rounds once on store; graph inputs and outputs keep their types (an f32
+    /// input read only by 16-bit nodes is rounded into its 16-bit slot as it is copied in).
+    /// Nodes without a 16-bit kernel stay f32 and are listed.
     #[arg(long, value_name = "f32|f16|bf16", default_value = "f32",
           value_parser = parse_activations)]
     activations: ActType,

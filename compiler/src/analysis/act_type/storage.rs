@@ -29,6 +29,10 @@ pub struct ActivationsStorage {
     pub kept_f32: Vec<KeptNode>,
     /// Notes (e.g. an f16 model: nothing to retype).
     pub notes: Vec<String>,
+    /// Graph inputs (declared f32, passed as f32) whose arena slot holds the narrow form,
+    /// rounded on copy-in: their Cast dropped. In graph-input order.
+    #[serde(default)]
+    pub narrowed_inputs: Vec<String>,
 }
 
 /// One node of [`ActivationsStorage::kept_f32`].
@@ -69,6 +73,7 @@ impl ActivationsStorage {
                 })
                 .collect(),
             notes: r.notes.clone(),
+            narrowed_inputs: r.narrowed_inputs.clone(),
         })
     }
 
@@ -90,6 +95,19 @@ impl ActivationsStorage {
             self.staged_nodes,
             self.casts
         );
+        if !self.narrowed_inputs.is_empty() {
+            let _ = writeln!(
+                out,
+                "input{} stored in {} (f32 rounded on copy-in, no Cast): {}",
+                if self.narrowed_inputs.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+                self.activations,
+                self.narrowed_inputs.join(", ")
+            );
+        }
         if !self.kept_f32.is_empty() {
             let _ = writeln!(
                 out,

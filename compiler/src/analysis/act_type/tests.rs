@@ -87,3 +87,52 @@ fn a_large_graph_output_is_written_in_f32() {
     let (op, ir) = producer(512, 8);
     assert_eq!(op, "Cast", "{ir}");
 }
+
+/// With `narrow_inputs` the input read only in its narrow form becomes narrow itself: no Cast
+/// reads it, it keeps its name, it is listed, and every other value is as without.
+#[test]
+fn an_input_read_only_narrow_is_stored_narrow() {
+    let mut plain = graph(DType::F32);
+    let r0 = retype_activations(&mut plain, ActType::F16);
+    let mut g = graph(DType::F32);
+    let r = retype_activations_with(&mut g, ActType::F16, true);
+    crate::ir::verify::verify(&g).expect("valid");
+    assert_eq!(r.narrowed_inputs, vec!["x".to_string()]);
+    assert!(r0.narrowed_inputs.is_empty());
+    assert_eq!((r.casts, r.narrow_nodes), (r0.casts - 1, r0.narrow_nodes));
+    let x = g.inputs[0];
+    assert_eq!(
+        (g.value(x).name.as_str(), g.value(x).ty.dtype),
+        ("x", DType::F16)
+    );
+    assert!(
+        g.consumers(x)
+            .iter()
+            .all(|&c| !matches!(g.node(c).op, Op::Cast { .. })),
+        "{}",
+        crate::ir::print::print_graph(&g)
+    );
+    assert_eq!(g.value(g.outputs[0]).ty.dtype, DType::F32);
+    assert_eq!(g.node_count() + 1, plain.node_count());
+}
+
+/// An input a node kept in f32 reads (Pow: no 16-bit path) keeps its type and its Cast.
+#[test]
+fn an_input_read_in_f32_keeps_its_type() {
+    let two = Tensor::f32(vec![1], &[2.0]);
+    let m = ModelBuilder::new("kept", 18)
+        .input("x", DType::F32, &[Dim::N(2), Dim::N(3)])
+        .initializer("two", &two)
+        .node("r", "Relu", &["x"], &["r"], vec![])
+        .node("p", "Pow", &["x", "two"], &["p"], vec![])
+        .node("a", "Add", &["r", "p"], &["y"], vec![])
+        .output("y", DType::F32, &[])
+        .build();
+    let mut g = import_model(&m, None, &ImportOptions::default())
+        .expect("imports")
+        .graph;
+    let r = retype_activations_with(&mut g, ActType::Bf16, true);
+    assert!(r.narrowed_inputs.is_empty(), "{r:?}");
+    assert_eq!(g.value(g.inputs[0]).ty.dtype, DType::F32);
+    assert_eq!(r.kept.len(), 1, "{r:?}");
+}
