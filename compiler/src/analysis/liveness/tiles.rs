@@ -198,7 +198,7 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
     grow_staged(cx, d, staged);
 }
 
-/// At several threads, the staged 16-bit Convs that set the peak lowered to their smallest
+/// The staged 16-bit Convs that set the peak lowered to their smallest
 /// size ([`staged_sizes`]: with f32 weights the direct bands' slots without an inner part,
 /// `crate::gemm::stage16::conv::budgets_for`, else one slot), one peak after the other
 /// while a staged Conv sets it, before [`relax`] grows them again where the peak allows.
@@ -207,9 +207,6 @@ pub(super) fn relax(cx: &Decide<'_>, d: &mut Decisions) {
 /// nodes ask (a 2-thread ResNet-18 shrinking its MaxPool in place over a 0.26% lower peak
 /// lost Winograd on four Convs, +18% time).
 fn least_staged(cx: &Decide<'_>, d: &mut Decisions, pre: &BTreeSet<crate::ir::graph::ValueId>) {
-    if cx.opts.threads < 2 {
-        return;
-    }
     for _ in 0..cx.order.len() {
         let (total, peak) = step_bytes(&cx.measure(d));
         let mut lowered = false;

@@ -493,46 +493,54 @@ fn one_slot_budgets_at_two_threads_plan_less_and_run_the_same_bits() {
 
 #[test]
 fn f32_direct_budgets_plan_no_inner_part_and_run_the_same_bits() {
-    // Row bands on the direct kernels with f32 weights: at 2 threads `budgets_for` (weights
-    // known f32) marks their budgets `F32_DIRECT`, the slots without the im2col part the
-    // direct kernels never touch; the bands give the bits of one thread.
+    // Row bands on the direct kernels with f32 weights: at 1 and 2 threads `budgets_for`
+    // (weights known f32) marks their budgets `F32_DIRECT`, the slots without the im2col
+    // part the direct kernels never touch; the bands give the bits of the unmarked budget
+    // at one thread.
     let p1 = geom(1, 16, 20, 24, 3, 1, 1);
     let p2 = ConvParams { threads: 2, ..p1 };
-    let marked: Vec<u64> = conv::budgets_for(&p2, true)
-        .into_iter()
-        .filter(|b| b & conv::F32_DIRECT != 0)
-        .collect();
     let mut band = conv::band(&p2, 0, 1).0;
     crate::gemm::conv::mark_packed(&mut band);
     if band.packed_a != crate::gemm::direct::DIRECT_PACKED {
         // No direct kernel on this CPU.
         return;
     }
-    assert!(!marked.is_empty(), "no F32_DIRECT budget");
-    assert!(conv::budgets(&p2).iter().all(|b| b & conv::F32_DIRECT == 0));
-    assert!(
-        conv::budgets_for(&p1, true)
-            .iter()
-            .all(|b| b & conv::F32_DIRECT == 0)
-    );
     let kk = (p1.kh * p1.kw) as usize;
     let x = data((p1.n * p1.c * p1.h * p1.w) as usize, 43);
     let wt: Vec<f32> = (0..(p1.m * p1.c) as usize * kk)
         .map(|i| ((i * 7 % 23) as f32 - 11.0) / 64.0)
         .collect();
-    for budget in marked {
-        let base = budget & !(conv::F32_DIRECT | conv::ONE_SLOT);
-        let full = conv::staged_bytes_at(&p2, base | (budget & conv::ONE_SLOT));
+    for p in [p1, p2] {
+        let marked: Vec<u64> = conv::budgets_for(&p, true)
+            .into_iter()
+            .filter(|b| b & conv::F32_DIRECT != 0)
+            .collect();
         assert!(
-            conv::staged_bytes_at(&p2, budget) < full,
-            "{budget}: no smaller"
+            !marked.is_empty(),
+            "{} threads: no F32_DIRECT budget",
+            p.threads
         );
-        let one = staged(&p1, base, &x, &wt, None);
-        let (two, _) = on_two(|| staged(&p2, budget, &x, &wt, None));
-        assert!(
-            one == two,
-            "at F32_DIRECT budget {budget}: 2 threads differ"
-        );
+        assert!(conv::budgets(&p).iter().all(|b| b & conv::F32_DIRECT == 0));
+        for budget in marked {
+            let base = budget & !(conv::F32_DIRECT | conv::ONE_SLOT);
+            let full = conv::staged_bytes_at(&p, base | (budget & conv::ONE_SLOT));
+            assert!(
+                conv::staged_bytes_at(&p, budget) < full,
+                "{} threads, {budget}: no smaller",
+                p.threads
+            );
+            let one = staged(&p1, base, &x, &wt, None);
+            let got = if p.threads == 1 {
+                staged(&p1, budget, &x, &wt, None)
+            } else {
+                on_two(|| staged(&p2, budget, &x, &wt, None)).0
+            };
+            assert!(
+                one == got,
+                "{} threads at F32_DIRECT budget {budget}: bits differ",
+                p.threads
+            );
+        }
     }
 }
 
